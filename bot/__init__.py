@@ -1,0 +1,1 @@
+"""paika: the Slack layer (commands, modals, Home tab, buttons)."""

@@ -1,0 +1,85 @@
+"""The paika core: settings, policy, database and clock wired together once, at the entry point."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine
+
+from scheduler.clock import Clock, SystemClock
+from scheduler.commands import HANDLERS, help_reply
+from scheduler.config import PolicyConfig, load_policy
+from scheduler.errors import UserError
+from scheduler.grammar import parse
+from scheduler.service.context import Context, resolve_actor
+from scheduler.settings import Settings
+from scheduler.textreply import Notice, render
+from storage.db import make_engine, session_scope, upgrade
+from storage.models import Team
+from storage.queries import org as org_queries
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a command answers: the service result (for Block Kit) and its plain text."""
+
+    ok: bool
+    text: str
+    result: object | None = None
+
+
+@dataclass
+class Paika:
+    """Everything a command needs, built once per process."""
+
+    settings: Settings
+    policy: PolicyConfig
+    engine: Engine
+    clock: Clock
+
+    @classmethod
+    def start(cls, settings: Settings, clock: Clock | None = None) -> Paika:
+        """Load the policy (failing on a bad file), bring the schema up to date, sync teams."""
+        policy = load_policy(settings.policy_path())
+        engine = make_engine(settings.resolved_database_url())
+        upgrade(engine)
+        paika = cls(settings, policy, engine, clock or SystemClock())
+        paika.sync_teams()
+        return paika
+
+    @property
+    def admins(self) -> frozenset[str]:
+        """Admins named outside the database: `PAIKA_ADMINS` and the policy file."""
+        return frozenset(self.settings.admins) | frozenset(self.policy.admins)
+
+    def sync_teams(self) -> None:
+        """Create the teams the policy file names that the database lacks (never deletes)."""
+        with session_scope(self.engine) as session:
+            now = self.clock.now()
+            for name, team in self.policy.teams.items():
+                if org_queries.team_by_name(session=session, name=name) is None:
+                    session.add(Team(name=name, channel=team.channel, created_at=now))
+
+    def run(self, text: str, user_id: str) -> Reply:
+        """Parse and carry out one `/gpu` command as `user_id`; user errors become replies."""
+        try:
+            command = parse(text)
+            if command.path == ("help",):
+                return self._reply(help_reply(tuple(command.args.get("topic", ()))))  # type: ignore[arg-type]
+            return self._reply(self.execute(command.path, command.args, user_id))
+        except UserError as exc:  # ParseError is one
+            return Reply(False, str(exc))
+
+    def execute(self, path: tuple[str, ...], args: dict[str, Any], user_id: str) -> object:
+        """Run one parsed command in its own transaction; any error rolls it all back."""
+        with session_scope(self.engine) as session:
+            actor = resolve_actor(session, user_id, self.admins)
+            ctx = Context(session, self.clock.now(), self.policy, actor)
+            return HANDLERS[path](ctx, args)
+
+    def _reply(self, result: object) -> Reply:
+        return Reply(True, render(result, self.policy.zone), result)
+
+
+__all__ = ["Notice", "Paika", "Reply"]

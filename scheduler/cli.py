@@ -1,0 +1,70 @@
+"""The `paika` command line: the same grammar as `/gpu`, plus operator commands."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+from typing import Annotated
+
+import typer
+
+from scheduler.app import Paika
+from scheduler.errors import ConfigError
+from scheduler.settings import Settings
+from storage.db import current_revision, head_revision, make_engine, upgrade
+
+app = typer.Typer(
+    name="paika",
+    help="paika (排卡): a shared GPU training queue run from Slack. Try: paika cmd help",
+    no_args_is_help=True,
+    add_completion=False,
+)
+db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+
+def _start() -> Paika:
+    try:
+        return Paika.start(Settings())
+    except ConfigError as exc:
+        typer.echo(f"paika: the policy file is invalid: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
+@app.command()
+def cmd(
+    text: Annotated[str, typer.Argument(help='The text of a /gpu command, e.g. "queue mine".')],
+    user: Annotated[str, typer.Option("--user", "-u", help="The Slack user id to act as.")],
+) -> None:
+    """Run a /gpu command as USER and print the reply (exit status 1 on a user error)."""
+    reply = _start().run(text, user.strip())
+    typer.echo(reply.text, err=not reply.ok)
+    if not reply.ok:
+        raise typer.Exit(1)
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Bring the database schema up to the newest revision."""
+    engine = make_engine(Settings().resolved_database_url())
+    before = current_revision(engine)
+    upgrade(engine)
+    after = current_revision(engine)
+    typer.echo(f"database at revision {after}" + ("" if before == after else f" (was {before or 'empty'})"))
+
+
+@db_app.command("current")
+def db_current() -> None:
+    """Show the schema revision of the database and of this code."""
+    engine = make_engine(Settings().resolved_database_url())
+    typer.echo(f"database: {current_revision(engine) or 'empty'} · code: {head_revision()}")
+
+
+@app.command("version")
+def show_version() -> None:
+    """Print paika's version."""
+    typer.echo(version("paika"))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

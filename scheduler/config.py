@@ -1,0 +1,180 @@
+"""The policy file: GPU catalog, teams, priority classes and the scheduler's knobs.
+
+Loaded once at start; a bad file fails there, naming the file, the key and what is wrong.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from scheduler.errors import ConfigError
+
+NamePattern = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+SlackUserId = Annotated[str, Field(pattern=r"^[UW][A-Z0-9]{2,}$")]
+PRIORITY_CLASSES = ("core", "normal", "idle")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GpuType(_Strict):
+    """One card type of the catalog."""
+
+    memory_gib: float = Field(gt=0, le=4096)
+    speed: float = Field(default=1.0, gt=0, le=100, description="relative to the reference card")
+    price_per_gpu_hour: float = Field(ge=0, le=10_000)
+
+
+class Team(_Strict):
+    """A team; `channel` is where its notices go."""
+
+    channel: str | None = None
+
+
+class PriorityClassPolicy(_Strict):
+    """Per class: must a member get an approver's yes to use it?"""
+
+    approval_required: bool = False
+
+
+class Limits(_Strict):
+    """Upper bounds on one job, checked at submit."""
+
+    max_gpus_per_job: int = Field(default=64, ge=1, le=1024)
+    max_hours_per_job: float = Field(default=10_000, gt=0)
+
+
+class Ordering(_Strict):
+    """How jobs are ordered within one priority class."""
+
+    within_class: Literal["shortest_first", "submit_order"] = "shortest_first"
+    aging_hours: float = Field(default=24, gt=0, description="wait after which aging doubles")
+    max_aging_factor: float = Field(default=8, ge=1)
+    fair_share_weight: float = Field(default=0.5, ge=0, le=10)
+    fair_share_half_life_hours: float = Field(default=72, gt=0)
+
+
+class Matching(_Strict):
+    """When a job may be put on a costlier card than the cheapest adequate one."""
+
+    costlier_after_minutes: float = Field(default=60, ge=0)
+
+
+class Admission(_Strict):
+    """What to do with non-core submissions when the backlog is deep."""
+
+    max_backlog_hours: float = Field(default=48, gt=0)
+    action: Literal["warn", "defer"] = "warn"
+
+
+class Preemption(_Strict):
+    """Idle-class jobs blocking core work get this long to checkpoint."""
+
+    idle_grace_minutes: float = Field(default=10, ge=0)
+
+
+class SchedulerKnobs(_Strict):
+    """The scheduler's tunables."""
+
+    cycle_seconds: float = Field(default=10, gt=0, le=3600)
+    ordering: Ordering = Ordering()
+    matching: Matching = Matching()
+    # Per GPU type: whole GPUs (>= 1) or a share of the type's GPUs (< 1) kept for core work.
+    headroom: dict[str, float] = Field(default_factory=dict)
+    admission: Admission = Admission()
+    preemption: Preemption = Preemption()
+
+
+class PolicyConfig(_Strict):
+    """The whole policy file."""
+
+    timezone: str = "Asia/Shanghai"
+    gpu_types: dict[NamePattern, GpuType] = Field(min_length=1)
+    teams: dict[NamePattern, Team] = Field(default_factory=dict)
+    admins: tuple[SlackUserId, ...] = ()
+    priority_classes: dict[Literal["core", "normal", "idle"], PriorityClassPolicy] = Field(
+        default_factory=lambda: {
+            "core": PriorityClassPolicy(approval_required=True),
+            "normal": PriorityClassPolicy(),
+            "idle": PriorityClassPolicy(),
+        }
+    )
+    limits: Limits = Limits()
+    scheduler: SchedulerKnobs = SchedulerKnobs()
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r} (example: Asia/Shanghai, UTC)") from exc
+        return value
+
+    @property
+    def zone(self) -> ZoneInfo:
+        """The time zone users read times in."""
+        return ZoneInfo(self.timezone)
+
+    @model_validator(mode="after")
+    def _headroom_names_known_types(self) -> PolicyConfig:
+        for name, amount in self.scheduler.headroom.items():
+            if name not in self.gpu_types:
+                known = ", ".join(self.gpu_types)
+                raise ValueError(f"scheduler.headroom.{name}|unknown GPU type {name!r} (known: {known})")
+            if amount < 0:
+                raise ValueError(f"scheduler.headroom.{name}|must be 0 or more")
+        return self
+
+    def approval_required(self, priority: str) -> bool:
+        """Whether a member needs an approver to run at this priority class."""
+        policy = self.priority_classes.get(priority)  # type: ignore[call-overload]
+        return bool(policy and policy.approval_required)
+
+    def gpu_type(self, name: str) -> GpuType | None:
+        """The catalog entry for a type name, matched case-insensitively."""
+        for known, spec in self.gpu_types.items():
+            if known.lower() == name.lower():
+                return spec
+        return None
+
+    def canonical_type(self, name: str) -> str | None:
+        """The catalog's spelling of a type name, or None if unknown."""
+        return next((known for known in self.gpu_types if known.lower() == name.lower()), None)
+
+
+def load_policy(path: Path) -> PolicyConfig:
+    """Read and validate the policy file, or raise ConfigError naming file, key and problem."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(str(path), "-", "file not found; set PAIKA_CONFIG to a policy file") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "-"
+        raise ConfigError(str(path), where, f"not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(str(path), "-", "the file must be a mapping of keys (gpu_types: …)")
+    try:
+        return PolicyConfig.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(part) for part in first["loc"])
+        problem = _plain(first["msg"], first["type"])
+        if not key and "|" in problem:  # whole-file checks name their key themselves
+            key, problem = problem.split("|", 1)
+        raise ConfigError(str(path), key or "-", problem) from exc
+
+
+def _plain(message: str, kind: str) -> str:
+    if kind == "extra_forbidden":
+        return "unknown key (check its spelling against the example policy file)"
+    if kind == "missing":
+        return "required key is missing"
+    return message.removeprefix("Value error, ")

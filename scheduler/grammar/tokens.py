@@ -1,0 +1,153 @@
+"""Split /gpu command text into words and key=value pairs, undoing Slack's escaping."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from scheduler.grammar.errors import ParseError
+
+# Closing quotes accepted for each opening quote. Slack clients "smarten" straight quotes and
+# some keyboards produce mirrored or low-9 forms, so a curly opener takes either curly closer.
+_CLOSERS: dict[str, str] = {
+    '"': '"',
+    "'": "'",
+    "\u201c": "\u201d\u201c",  # “ … ”
+    "\u201d": "\u201d\u201c",  # ” … ”
+    "\u201e": "\u201c\u201d",  # „ … “
+    "\u2018": "\u2019\u2018",  # ‘ … ’
+    "\u2019": "\u2019\u2018",  # ’ … ’
+}
+_QUOTES = frozenset(_CLOSERS)
+_KEY = re.compile(r"([A-Za-z_]+)=")
+_ENTITY = re.compile(r"&(amp|lt|gt);")
+_ENTITY_CHARS = {"amp": "&", "lt": "<", "gt": ">"}
+
+# What Slack wraps in <...>. A raw "<" only ever comes from Slack (it escapes typed ones as
+# &lt;), but CLI text is not escaped, so anything else in angle brackets stays literal.
+_USER = re.compile(r"@[UW][A-Z0-9]+(?:\|[^>]*)?")
+_CHANNEL = re.compile(r"#(C[A-Z0-9]+)(?:\|([^>]*))?")
+_SPECIAL = re.compile(r"!([^|>]+)(?:\|([^>]*))?")
+_LINK = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*:[^\s|>]+)(?:\|([^>]*))?")
+
+_SNIPPET = 24
+
+
+@dataclass(frozen=True)
+class Token:
+    """One word or key=value pair; `value` is unquoted, unescaped and unwrapped."""
+
+    value: str
+    key: str | None
+    column: int  # 1-based position in the text, for messages
+    raw: str  # as typed, for messages
+    quoted: bool
+
+
+def tokenize(text: str) -> list[Token]:
+    """Split command text on whitespace, honouring quotes and Slack's markup."""
+    tokens: list[Token] = []
+    index = 0
+    while index < len(text):
+        if text[index].isspace():
+            index += 1
+            continue
+        token, index = _read_token(text, index)
+        tokens.append(token)
+    return tokens
+
+
+def quote_value(value: str) -> str:
+    """Write `value` so that tokenize reads it back as one value."""
+    if value and not any(ch.isspace() for ch in value) and value[0] not in _QUOTES:
+        return value
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
+def decode_entities(text: str) -> str:
+    """Undo Slack's HTML escaping of &, < and > in one pass, so &amp;lt; stays &lt;."""
+    return _ENTITY.sub(lambda match: _ENTITY_CHARS[match[1]], text)
+
+
+def _read_token(text: str, start: int) -> tuple[Token, int]:
+    key_match = _KEY.match(text, start)
+    key = key_match[1].lower() if key_match else None
+    index = key_match.end() if key_match else start
+    parts: list[str] = []
+    # A quote opens a quoted value only where a value starts, so "it's" needs no quoting.
+    quoted = index < len(text) and text[index] in _QUOTES
+    if quoted:
+        piece, index = _read_quoted(text, index)
+        parts.append(piece)
+    while index < len(text) and not text[index].isspace():
+        piece, index = _read_piece(text, index)
+        parts.append(piece)
+    token = Token("".join(parts), key, start + 1, text[start:index], quoted)
+    return token, index
+
+
+def _read_quoted(text: str, opening: int) -> tuple[str, int]:
+    """Read a quoted value whose opening quote is at `opening`; return it and the next index."""
+    closers = _CLOSERS[text[opening]]
+    parts: list[str] = []
+    index = opening + 1
+    while index < len(text):
+        char = text[index]
+        following = text[index + 1] if index + 1 < len(text) else ""
+        if char == "\\" and following and (following in _QUOTES or following == "\\"):
+            parts.append(following)
+            index += 2
+        elif char in closers:
+            return "".join(parts), index + 1
+        else:
+            piece, index = _read_piece(text, index)
+            parts.append(piece)
+    raise _unterminated(text, opening)
+
+
+def _read_piece(text: str, index: int) -> tuple[str, int]:
+    """Read one character, Slack entity (&amp;) or Slack markup (<...>) at `index`."""
+    char = text[index]
+    if char == "<":
+        markup = _slack_markup(text, index)
+        if markup is not None:
+            return markup
+    if char == "&":
+        match = _ENTITY.match(text, index)
+        if match:
+            return _ENTITY_CHARS[match[1]], match.end()
+    return char, index + 1
+
+
+def _slack_markup(text: str, index: int) -> tuple[str, int] | None:
+    """Unwrap <...> markup at `index` into what the person typed, or None if it is not markup."""
+    end = text.find(">", index + 1)
+    if end == -1:
+        return None
+    inner = text[index + 1 : end]
+    after = end + 1
+    if "<" in inner:
+        return None
+    if _USER.fullmatch(inner):
+        return text[index:after], after  # the user kind reads the id out of the mention
+    if match := _CHANNEL.fullmatch(inner):
+        return "#" + decode_entities(match[2] or match[1]), after
+    if match := _SPECIAL.fullmatch(inner):
+        return (decode_entities(match[2]) if match[2] else "@" + match[1]), after
+    if match := _LINK.fullmatch(inner):
+        # The label is what was typed: Slack links "train.py" as <http://train.py|train.py>.
+        return decode_entities(match[2] or match[1]), after
+    return None
+
+
+def _unterminated(text: str, opening: int) -> ParseError:
+    quote = text[opening]
+    near = text[opening : opening + _SNIPPET]
+    if len(text) - opening > _SNIPPET:
+        near += "…"
+    return ParseError(
+        f"Unterminated quote: the {quote} at character {opening + 1} ({near}) is never closed. "
+        f"Close it with {_CLOSERS[quote][0]}, and write \\{quote} for a quote inside the value.",
+        example='cmd="python train.py --lr 3e-4"',
+    )

@@ -1,0 +1,319 @@
+"""Value kinds of /gpu keys, the typed values they produce, and their converters."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
+from enum import StrEnum
+from typing import Protocol
+
+from scheduler.grammar.errors import ParseError
+from scheduler.grammar.tokens import quote_value
+
+
+class ValueKind(StrEnum):
+    """How a key's text is read."""
+
+    INT = "int"
+    ID = "id"  # a record number, also written #7
+    FLOAT = "float"
+    CHOICE = "choice"
+    TEXT = "text"
+    URL = "url"
+    NAME = "name"
+    JOB_REF = "job_ref"
+    USER = "user"
+    GPU_TYPES = "gpu_types"
+    GPU_TYPE_OR_ANY = "gpu_type_or_any"
+    DATE = "date"
+    DATA = "data"
+    METRIC = "metric"
+    WORDS = "words"  # the rest of the line as lowercase words (help topics)
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A job named by id (42, #42) or by name."""
+
+    id: int | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Whether a job's data is on the GPU hosts yet, and where it is being copied to."""
+
+    ready: bool
+    location: str | None = None
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One result a finished run reports, such as loss:0.31."""
+
+    name: str
+    value: float
+
+
+class KeyRules(Protocol):
+    """The parts of a key definition that conversion needs (spec.Key provides them)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> ValueKind: ...
+    @property
+    def example(self) -> str: ...
+    @property
+    def choices(self) -> tuple[str, ...]: ...
+    @property
+    def minimum(self) -> float | None: ...
+    @property
+    def maximum(self) -> float | None: ...
+    @property
+    def above_minimum(self) -> bool: ...
+    @property
+    def max_length(self) -> int: ...
+
+
+class _Invalid(Exception):
+    """Raised by a converter; `got` replaces the quoted input in the message when set."""
+
+    def __init__(self, got: str | None = None) -> None:
+        super().__init__(got)
+        self.got = got
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_GPU_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_METRIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/@-]{0,63}")
+_WHOLE = re.compile(r"[0-9]{1,15}")  # bounded: int() refuses very long digit strings
+_ID = re.compile(r"#?([0-9]{1,15})")
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_URL = re.compile(r"https?://[^\s/?#]+\S*", re.IGNORECASE)
+_USER_FORMS = (
+    re.compile(r"<@([UW][A-Z0-9]{2,})(?:\|[^>]*)?>"),
+    re.compile(r"@?([UW][A-Z0-9]{2,})"),
+)
+_GOT_LIMIT = 40
+
+
+def example_arg(key: KeyRules) -> str:
+    """The key's example as the user would type it, e.g. gpus=2."""
+    return f"{key.name}={quote_value(key.example)}"
+
+
+def convert(key: KeyRules, raw: str, example: str | None = None) -> object:
+    """Turn the text typed for `key` into its typed value, or raise ParseError."""
+    shown = example if example is not None else example_arg(key)
+    if not raw.strip():
+        raise ParseError(f"{key.name} needs a value.", key=key.name, example=shown)
+    try:
+        return _CONVERTERS[key.kind](key, raw)
+    except _Invalid as invalid:
+        got = invalid.got if invalid.got is not None else quote_got(raw)
+        message = f"{key.name} must be {describe(key)}, got {got}."
+        raise ParseError(message, key=key.name, example=shown) from None
+
+
+def describe(key: KeyRules) -> str:
+    """What a valid value for `key` looks like, in words; shared by errors and help."""
+    kind = key.kind
+    if kind is ValueKind.INT:
+        return "a whole number" + _range(key)
+    if kind is ValueKind.FLOAT:
+        return "a number" + _range(key)
+    if kind is ValueKind.CHOICE:
+        return "one of " + ", ".join(key.choices)
+    if kind is ValueKind.TEXT:
+        return f"text of at most {key.max_length} characters"
+    return _FIXED_DESCRIPTIONS[kind]
+
+
+def quote_got(raw: str) -> str:
+    """Show what the user typed, shortened so one bad paste does not flood the reply."""
+    shown = raw if len(raw) <= _GOT_LIMIT else raw[:_GOT_LIMIT] + "…"
+    return f'"{shown}"'
+
+
+_FIXED_DESCRIPTIONS: dict[ValueKind, str] = {
+    ValueKind.ID: "a number like 7 or #7",
+    ValueKind.URL: "a URL starting with http:// or https://",
+    ValueKind.NAME: "a name of letters, digits, '.', '_' or '-' (at most 64, starting with "
+    "a letter or digit)",
+    ValueKind.JOB_REF: "a job id like 42 or #42, or a job name",
+    ValueKind.USER: "a Slack user mention (type @ and pick the person)",
+    ValueKind.GPU_TYPES: "GPU type names separated by commas (leave it out to allow any type)",
+    ValueKind.GPU_TYPE_OR_ANY: "one GPU type name, or any",
+    ValueKind.DATE: "a date written YYYY-MM-DD",
+    ValueKind.DATA: "ready, pending, or the path or URL the data is being copied to",
+    ValueKind.METRIC: "name:number, like loss:0.31",
+    ValueKind.WORDS: "command words",
+}
+
+
+def _range(key: KeyRules) -> str:
+    low, high, above = key.minimum, key.maximum, key.above_minimum
+    if low is not None and high is not None and above:
+        return f" greater than {low:g} and at most {high:g}"
+    if low is not None and high is not None:
+        return f" from {low:g} to {high:g}"
+    if low is not None:
+        return f" greater than {low:g}" if above else f" of at least {low:g}"
+    if high is not None:
+        return f" of at most {high:g}"
+    return ""
+
+
+def _check_range(key: KeyRules, value: float) -> None:
+    low, high = key.minimum, key.maximum
+    if low is not None and (value <= low if key.above_minimum else value < low):
+        raise _Invalid
+    if high is not None and value > high:
+        raise _Invalid
+
+
+def _finite_number(raw: str) -> float:
+    if not _NUMBER.fullmatch(raw):
+        raise _Invalid
+    value = float(raw)
+    if not math.isfinite(value):  # 1e999 overflows to inf
+        raise _Invalid
+    return value
+
+
+def _to_int(key: KeyRules, raw: str) -> int:
+    if not _WHOLE.fullmatch(raw):
+        raise _Invalid
+    value = int(raw)
+    _check_range(key, value)
+    return value
+
+
+def _to_id(key: KeyRules, raw: str) -> int:
+    match = _ID.fullmatch(raw)
+    if not match or int(match[1]) < 1:
+        raise _Invalid
+    return int(match[1])
+
+
+def _to_float(key: KeyRules, raw: str) -> float:
+    value = _finite_number(raw)
+    _check_range(key, value)
+    return value
+
+
+def _to_choice(key: KeyRules, raw: str) -> str:
+    lowered = raw.lower()
+    if lowered not in key.choices:
+        raise _Invalid
+    return lowered
+
+
+def _to_text(key: KeyRules, raw: str) -> str:
+    if len(raw) > key.max_length:
+        raise _Invalid(f"{len(raw)} characters")
+    return raw
+
+
+def _to_url(key: KeyRules, raw: str) -> str:
+    if len(raw) > key.max_length or not _URL.fullmatch(raw):
+        raise _Invalid
+    return raw
+
+
+def _to_name(key: KeyRules, raw: str) -> str:
+    if not _NAME.fullmatch(raw):
+        raise _Invalid
+    return raw
+
+
+def _to_job_ref(key: KeyRules, raw: str) -> JobRef:
+    if match := _ID.fullmatch(raw):
+        if int(match[1]) < 1:
+            raise _Invalid
+        return JobRef(id=int(match[1]))
+    if _NAME.fullmatch(raw):
+        return JobRef(name=raw)
+    raise _Invalid
+
+
+def _to_user(key: KeyRules, raw: str) -> str:
+    for form in _USER_FORMS:
+        if match := form.fullmatch(raw):
+            return match[1]
+    raise _Invalid
+
+
+def _to_gpu_types(key: KeyRules, raw: str) -> tuple[str, ...]:
+    # "any" would otherwise be read as a GPU type called "any" that no host has.
+    if raw.lower() == "any":
+        raise _Invalid
+    names = raw.split(",")
+    if not all(_GPU_TYPE.fullmatch(name) for name in names):
+        raise _Invalid
+    return tuple(dict.fromkeys(names))
+
+
+def _to_gpu_type_or_any(key: KeyRules, raw: str) -> str | None:
+    if raw.lower() == "any":
+        return None
+    if not _GPU_TYPE.fullmatch(raw):
+        raise _Invalid
+    return raw
+
+
+def _to_date(key: KeyRules, raw: str) -> date:
+    if not _DATE.fullmatch(raw):
+        raise _Invalid
+    try:
+        return date.fromisoformat(raw)
+    except ValueError:  # a well-formed but impossible date such as 2025-02-30
+        raise _Invalid from None
+
+
+def _to_data(key: KeyRules, raw: str) -> DataSpec:
+    lowered = raw.lower()
+    if lowered == "ready":
+        return DataSpec(ready=True)
+    if lowered == "pending":
+        return DataSpec(ready=False)
+    # A location must look like a path or URL, so a typo such as "reddy" is an error
+    # instead of a job that waits forever for data that is already there.
+    if len(raw) > key.max_length or not ("/" in raw or ":" in raw):
+        raise _Invalid
+    return DataSpec(ready=False, location=raw)
+
+
+def _to_metric(key: KeyRules, raw: str) -> Metric:
+    name, colon, number = raw.rpartition(":")
+    if not colon or not _METRIC_NAME.fullmatch(name):
+        raise _Invalid
+    return Metric(name=name, value=_finite_number(number))
+
+
+def _to_words(key: KeyRules, raw: str) -> tuple[str, ...]:
+    return tuple(word.lower() for word in raw.split())
+
+
+_CONVERTERS: dict[ValueKind, Callable[[KeyRules, str], object]] = {
+    ValueKind.INT: _to_int,
+    ValueKind.ID: _to_id,
+    ValueKind.FLOAT: _to_float,
+    ValueKind.CHOICE: _to_choice,
+    ValueKind.TEXT: _to_text,
+    ValueKind.URL: _to_url,
+    ValueKind.NAME: _to_name,
+    ValueKind.JOB_REF: _to_job_ref,
+    ValueKind.USER: _to_user,
+    ValueKind.GPU_TYPES: _to_gpu_types,
+    ValueKind.GPU_TYPE_OR_ANY: _to_gpu_type_or_any,
+    ValueKind.DATE: _to_date,
+    ValueKind.DATA: _to_data,
+    ValueKind.METRIC: _to_metric,
+    ValueKind.WORDS: _to_words,
+}

@@ -1,0 +1,52 @@
+"""The job state machine: which moves are legal, and the one function that makes them.
+
+    waiting_data ⇄ queued → running → succeeded | failed | cancelled | preempted
+         └──────────┴──────────────────────────→ cancelled
+    preempted → queued | waiting_data | cancelled   (requeued after checkpointing)
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlmodel import Session
+
+from scheduler.errors import IllegalTransition
+from storage.models import Job, JobEvent, JobState
+from storage.queries import jobs as job_queries
+
+S = JobState
+TRANSITIONS: dict[str, frozenset[str]] = {
+    S.WAITING_DATA: frozenset({S.QUEUED, S.CANCELLED}),
+    S.QUEUED: frozenset({S.WAITING_DATA, S.RUNNING, S.CANCELLED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.PREEMPTED}),
+    S.PREEMPTED: frozenset({S.QUEUED, S.WAITING_DATA, S.CANCELLED}),
+    S.SUCCEEDED: frozenset(),
+    S.FAILED: frozenset(),
+    S.CANCELLED: frozenset(),
+}
+
+_HINTS = {
+    S.SUCCEEDED: "It has already finished; submit it again to rerun it.",
+    S.FAILED: "It has already ended; submit it again to rerun it.",
+    S.CANCELLED: "It was cancelled; submit it again to rerun it.",
+}
+
+
+def can_move(current: str, wanted: str) -> bool:
+    """Whether a job in `current` may become `wanted`."""
+    return wanted in TRANSITIONS.get(current, frozenset())
+
+
+def check_move(job: Job, wanted: str) -> None:
+    """Raise IllegalTransition unless the job may become `wanted`."""
+    if not can_move(job.state, wanted):
+        raise IllegalTransition(job.id or 0, job.state, wanted, _HINTS.get(S(job.state)))
+
+
+def move(
+    session: Session, job: Job, wanted: str, *, at: datetime, actor: str, reason: str | None = None
+) -> JobEvent:
+    """Move a job to `wanted`, recording the change in its history."""
+    check_move(job, wanted)
+    return job_queries.set_state(session=session, job=job, to=wanted, at=at, actor=actor, reason=reason)

@@ -1,0 +1,151 @@
+"""Admin operations: teams, members and their roles, hosts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler.errors import Conflict, NotFound
+from scheduler.service.context import Context
+from scheduler.service.lookup import team_by_name
+from storage.models import Host, HostState, JobState, Member, Role, Team
+from storage.queries import cluster as cluster_queries
+from storage.queries import jobs as job_queries
+from storage.queries import org as org_queries
+
+
+def add_team(ctx: Context, name: str, channel: str | None) -> Team:
+    """Create a team."""
+    ctx.require_admin("add teams")
+    if org_queries.team_by_name(session=ctx.session, name=name) is not None:
+        raise Conflict(f'Team "{name}" already exists.', "See the teams with /gpu admin team list")
+    team = Team(name=name, channel=channel, created_at=ctx.now)
+    ctx.session.add(team)
+    ctx.session.flush()
+    ctx.audit("team.add", "team", team.id, name=name, channel=channel)
+    return team
+
+
+def list_teams(ctx: Context) -> Sequence[Team]:
+    """Every team."""
+    return org_queries.all_teams(session=ctx.session)
+
+
+def remove_team(ctx: Context, name: str) -> Team:
+    """Remove a team that has no members and no jobs waiting or running."""
+    ctx.require_admin("remove teams")
+    team = team_by_name(ctx, name)
+    if org_queries.members(session=ctx.session, team_id=team.id):
+        raise Conflict(f"Team {team.name} still has members.", "Move or remove them first: /gpu admin member list team=" + team.name)
+    active = job_queries.jobs_in_states(
+        session=ctx.session,
+        states=(JobState.WAITING_DATA, JobState.QUEUED, JobState.RUNNING, JobState.PREEMPTED),
+        team_id=team.id,
+    )
+    if active:
+        raise Conflict(f"Team {team.name} still has {len(active)} job(s) waiting or running.", "Cancel them or let them finish first.")
+    ctx.session.delete(team)
+    ctx.audit("team.remove", "team", team.id, name=team.name)
+    return team
+
+
+def add_member(ctx: Context, user: str, team: str, role: str) -> tuple[Member, bool]:
+    """Add a user to a team with a role, or move them; True when they were new."""
+    ctx.require_admin("add members")
+    team_row = team_by_name(ctx, team)
+    member = org_queries.member_by_user(session=ctx.session, user_id=user)
+    created = member is None
+    if member is None:
+        member = Member(slack_user_id=user, created_at=ctx.now)
+    before = (member.team_id, member.role)
+    member.team_id = team_row.id
+    member.role = Role(role)
+    ctx.session.add(member)
+    ctx.session.flush()
+    ctx.audit("member.add", "member", user, team=team_row.name, role=role, before=None if created else list(before))
+    return member, created
+
+
+def remove_member(ctx: Context, user: str) -> Member:
+    """Forget a user; their jobs stay as they are."""
+    ctx.require_admin("remove members")
+    member = _member(ctx, user)
+    ctx.session.delete(member)
+    ctx.audit("member.remove", "member", user)
+    return member
+
+
+def set_role(ctx: Context, user: str, role: str) -> Member:
+    """Change a member's role."""
+    ctx.require_admin("change roles")
+    member = _member(ctx, user)
+    before = member.role
+    member.role = Role(role)
+    ctx.session.add(member)
+    ctx.audit("member.role", "member", user, before=before, after=role)
+    return member
+
+
+def list_members(ctx: Context, team: str | None) -> Sequence[Member]:
+    """Members, of one team or all."""
+    team_id = team_by_name(ctx, team).id if team else None
+    return org_queries.members(session=ctx.session, team_id=team_id)
+
+
+def add_host(ctx: Context, name: str, url: str) -> Host:
+    """Register a GPU host by its agent's URL."""
+    ctx.require_admin("add hosts")
+    if cluster_queries.host_by_name(session=ctx.session, name=name) is not None:
+        raise Conflict(f'Host "{name}" is already registered.', "See them with /gpu admin host list")
+    host = Host(name=name, url=url.rstrip("/"), state=HostState.UNKNOWN, added_at=ctx.now)
+    ctx.session.add(host)
+    ctx.session.flush()
+    ctx.audit("host.add", "host", host.id, name=name, url=host.url)
+    return host
+
+
+def set_draining(ctx: Context, name: str, draining: bool) -> Host:
+    """Drain a host (no new jobs start there) or put it back in service."""
+    ctx.require_admin("drain hosts" if draining else "resume hosts")
+    host = _host(ctx, name)
+    host.draining = draining
+    ctx.session.add(host)
+    ctx.audit("host.drain" if draining else "host.resume", "host", host.id, name=host.name)
+    return host
+
+
+def remove_host(ctx: Context, name: str) -> Host:
+    """Remove a host that no job holds a GPU on; its GPUs and their history go with it."""
+    ctx.require_admin("remove hosts")
+    host = _host(ctx, name)
+    allocations = cluster_queries.allocations_of_host(session=ctx.session, host_id=host.id or 0)
+    if any(a.ended_at is None for a in allocations):
+        raise Conflict(f"Jobs still hold GPUs on {host.name}.", f"Drain it first (/gpu admin host drain {host.name}) and wait for them to end.")
+    if allocations:
+        raise Conflict(
+            f"{host.name} has run jobs; removing it would erase their history.",
+            f"Drain it instead: /gpu admin host drain {host.name}",
+        )
+    for gpu in cluster_queries.gpus_of_host(session=ctx.session, host_id=host.id or 0):
+        ctx.session.delete(gpu)
+    ctx.session.delete(host)
+    ctx.audit("host.remove", "host", host.id, name=host.name)
+    return host
+
+
+def list_hosts(ctx: Context) -> Sequence[Host]:
+    """Every registered host."""
+    return cluster_queries.all_hosts(session=ctx.session)
+
+
+def _member(ctx: Context, user: str) -> Member:
+    member = org_queries.member_by_user(session=ctx.session, user_id=user)
+    if member is None:
+        raise NotFound(f"<@{user}> is not a member.", f"Add them with /gpu admin member add <@{user}> team=<team>")
+    return member
+
+
+def _host(ctx: Context, name: str) -> Host:
+    host = cluster_queries.host_by_name(session=ctx.session, name=name)
+    if host is None:
+        raise NotFound(f'There is no host "{name}".', "See them with /gpu admin host list")
+    return host

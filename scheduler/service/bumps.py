@@ -1,0 +1,82 @@
+"""Changing a job's priority class: bump requests and their approval."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler.errors import NotFound, PermissionDenied, UserError
+from scheduler.policy.order import CLASS_RANK
+from scheduler.service.context import Context
+from scheduler.service.jobs import PENDING_STATES, JobView, open_bump, require_owner_or_approver, view_of
+from scheduler.service.lookup import job_by_ref
+from storage.models import BumpRequest, BumpState, Job
+from storage.queries import jobs as job_queries
+
+
+@dataclass(frozen=True)
+class BumpResult:
+    """A bump: applied at once, or a request waiting for an approver."""
+
+    view: JobView
+    request: BumpRequest | None
+    applied: bool
+
+
+@dataclass(frozen=True)
+class DecisionResult:
+    """An approver's decision, or why nothing changed (already decided)."""
+
+    request: BumpRequest
+    view: JobView
+    changed: bool
+
+
+def bump(ctx: Context, job_id: int | None, name: str | None, to: str, reason: str) -> BumpResult:
+    """Ask to change a job's class; lowering it, or an approver asking, applies at once."""
+    job = job_by_ref(ctx, job_id, name)
+    require_owner_or_approver(ctx, job, "bump")
+    if job.state not in PENDING_STATES:
+        raise UserError(f"Job #{job.id} is {job.state}; only a waiting job can be bumped.")
+    if to == job.priority:
+        raise UserError(f"Job #{job.id} is already {to}.", "Pick another class: to=core, to=normal or to=idle")
+    raising = CLASS_RANK[to] < CLASS_RANK[job.priority]
+    if raising and ctx.policy.approval_required(to) and not ctx.actor.is_approver_of(job.team_id):
+        return BumpResult(view_of(ctx, job), open_bump(ctx, job, to, reason), applied=False)
+    _apply(ctx, job, to, reason)
+    return BumpResult(view_of(ctx, job), None, applied=True)
+
+
+def decide(ctx: Context, request_id: int, approve: bool, reason: str | None) -> DecisionResult:
+    """Approve or deny a request; only the job team's approvers and admins may."""
+    request = job_queries.get_bump(session=ctx.session, request_id=request_id)
+    if request is None:
+        raise NotFound(f"There is no bump request #{request_id}.", "Requests are numbered in the message that asks for approval.")
+    job = job_queries.get_job(session=ctx.session, job_id=request.job_id)
+    if job is None:
+        raise NotFound(f"Bump request #{request_id} names a job that no longer exists.")
+    if not ctx.actor.is_approver_of(job.team_id):
+        raise PermissionDenied(
+            "Only approvers of the job's team and admins can decide bump requests.",
+            "Nothing was changed. Ask an approver of that team.",
+        )
+    if request.state != BumpState.PENDING:
+        return DecisionResult(request, view_of(ctx, job), changed=False)
+    state = BumpState.APPROVED if approve else BumpState.DENIED
+    decided = job_queries.decide_bump(
+        session=ctx.session, request_id=request_id, state=state, by=ctx.actor.user_id, at=ctx.now, reason=reason
+    )
+    request = job_queries.get_bump(session=ctx.session, request_id=request_id) or request
+    job = job_queries.get_job(session=ctx.session, job_id=request.job_id) or job
+    if not decided:  # someone else decided it between our read and our write
+        return DecisionResult(request, view_of(ctx, job), changed=False)
+    ctx.audit(f"bump.{state}", "bump", request_id, job=job.id, to=request.to_priority, reason=reason)
+    if approve and job.state in PENDING_STATES:
+        _apply(ctx, job, request.to_priority, f"bump #{request_id} approved")
+    return DecisionResult(request, view_of(ctx, job), changed=True)
+
+
+def _apply(ctx: Context, job: Job, to: str, reason: str) -> None:
+    before = job.priority
+    job.priority = to
+    ctx.session.add(job)
+    ctx.audit("job.priority", "job", job.id, before=before, after=to, reason=reason)

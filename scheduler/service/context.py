@@ -1,0 +1,98 @@
+"""Who is acting, on which session, at what time, under which policy."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session
+
+from scheduler.config import PolicyConfig
+from scheduler.errors import PermissionDenied
+from storage.models import Member, Role, Team
+from storage.queries import audit
+from storage.queries import org as org_queries
+
+ROLE_RANK = {Role.MEMBER: 0, Role.APPROVER: 1, Role.ADMIN: 2}
+
+
+@dataclass(frozen=True)
+class Actor:
+    """The Slack user behind a command, with their role and team."""
+
+    user_id: str
+    role: Role | None  # None: not known to paika yet
+    team_id: int | None
+    team_name: str | None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role is Role.ADMIN
+
+    def is_approver_of(self, team_id: int) -> bool:
+        """Approvers decide for their own team; admins for every team."""
+        return self.is_admin or (self.role is Role.APPROVER and self.team_id == team_id)
+
+    def in_team(self, team_id: int) -> bool:
+        """Members act within their own team; admins anywhere."""
+        return self.is_admin or (self.team_id is not None and self.team_id == team_id)
+
+
+def resolve_actor(session: Session, user_id: str, bootstrap_admins: Collection[str]) -> Actor:
+    """The actor for a Slack user id; ids in `bootstrap_admins` are admins whatever the table says."""
+    member = org_queries.member_by_user(session=session, user_id=user_id)
+    role = Role(member.role) if member else None
+    if user_id in bootstrap_admins:
+        role = Role.ADMIN
+    team = _team_of(session, member)
+    return Actor(user_id, role, team.id if team else None, team.name if team else None)
+
+
+def _team_of(session: Session, member: Member | None) -> Team | None:
+    if member is None or member.team_id is None:
+        return None
+    return org_queries.team_by_id(session=session, team_id=member.team_id)
+
+
+@dataclass
+class Context:
+    """One command's world: the unit of work, the time, the policy and the actor."""
+
+    session: Session
+    now: datetime
+    policy: PolicyConfig
+    actor: Actor
+
+    def audit(self, action: str, target_kind: str, target_id: object, **detail: Any) -> None:
+        """Record that the actor changed something."""
+        audit.record(
+            session=self.session,
+            at=self.now,
+            actor=self.actor.user_id,
+            action=action,
+            target_kind=target_kind,
+            target_id=target_id,
+            detail=detail or None,
+        )
+
+    def require_admin(self, what: str) -> None:
+        """Refuse unless the actor is an admin."""
+        if not self.actor.is_admin:
+            raise PermissionDenied(
+                f"Only admins can {what}.",
+                "Ask an admin of this paika install (see /gpu admin member list).",
+            )
+
+    def require_team(self) -> Team:
+        """The actor's team, or a clear refusal telling them how to join one."""
+        if self.actor.team_id is None:
+            raise PermissionDenied(
+                "You are not in a team yet, so you cannot do this.",
+                f"Ask an admin to add you: /gpu admin member add <@{self.actor.user_id}> team=<team>",
+            )
+        team = org_queries.team_by_id(session=self.session, team_id=self.actor.team_id)
+        if team is None:  # the team row was removed under the member
+            raise PermissionDenied("Your team no longer exists.", "Ask an admin to move you to a team.")
+        return team

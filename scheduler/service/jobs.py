@@ -1,0 +1,336 @@
+"""Submitting jobs and following them: submit, ready, cancel, done, status, queue."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler import lifecycle
+from scheduler.errors import Conflict, PermissionDenied, UserError
+from scheduler.policy.matching import CardNeeds, CardType, cheapest_fit, fitting_types
+from scheduler.policy.order import PendingJob, Place, places
+from scheduler.service import ledger
+from scheduler.service.context import Context
+from scheduler.service.lookup import job_by_ref, team_by_name, team_name
+from storage.models import (
+    BumpRequest,
+    BumpState,
+    Job,
+    JobEvent,
+    JobState,
+    LedgerEntry,
+    PriorityClass,
+    Team,
+)
+from storage.queries import jobs as job_queries
+
+PENDING_STATES = (JobState.WAITING_DATA, JobState.QUEUED, JobState.PREEMPTED)
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A job as a user sees it: the row, its team, its place if it waits, its likely card."""
+
+    job: Job
+    team: str
+    place: Place | None
+    likely_type: str | None
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """What `submit` tells the user."""
+
+    view: JobView
+    bump: BumpRequest | None
+
+
+@dataclass(frozen=True)
+class StatusResult:
+    """What `status` tells the user."""
+
+    view: JobView
+    history: Sequence[JobEvent]
+    bumps: Sequence[BumpRequest]
+    ledger: Sequence[LedgerEntry]
+
+
+@dataclass(frozen=True)
+class QueueResult:
+    """What `queue` tells the user: running jobs, then waiting jobs in queue order."""
+
+    scope: str
+    running: list[JobView] = field(default_factory=list)
+    waiting: list[JobView] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ChangeResult:
+    """A change to one job, or why nothing changed."""
+
+    view: JobView
+    changed: bool
+    note: str
+
+
+def catalog(ctx: Context) -> list[CardType]:
+    """The policy file's GPU catalog as the policy code sees it."""
+    return [
+        CardType(name, spec.memory_gib, spec.speed, spec.price_per_gpu_hour)
+        for name, spec in ctx.policy.gpu_types.items()
+    ]
+
+
+def needs_of(job: Job) -> CardNeeds:
+    """What a job asks of each GPU."""
+    types = tuple(job.gpu_types) if job.gpu_types else None
+    return CardNeeds(types, job.min_memory_gib, job.min_speed)
+
+
+def submit(ctx: Context, fields: Mapping[str, Any]) -> SubmitResult:
+    """Queue a job from checked submit fields (template already merged)."""
+    team = _submit_team(ctx, fields.get("team"))
+    needs = _card_needs(ctx, fields)
+    _check_limits(ctx, fields)
+    asked = PriorityClass(fields["priority"])
+    priority = asked
+    if ctx.policy.approval_required(asked) and not ctx.actor.is_approver_of(team.id or 0):
+        priority = PriorityClass.NORMAL
+    data = fields["data"]
+    job = Job(
+        name=fields["name"],
+        owner=ctx.actor.user_id,
+        team_id=team.id or 0,
+        priority=priority,
+        gpus=fields["gpus"],
+        gpu_types=list(needs.allowed_types) if needs.allowed_types else None,
+        min_memory_gib=needs.min_memory_gib,
+        min_speed=needs.min_speed,
+        est_gpu_hours=fields["hours"],
+        data_ready=data.ready,
+        data_location=data.location,
+        data_ready_at=ctx.now if data.ready else None,
+        command=fields["cmd"],
+        image=fields.get("image"),
+        template=fields.get("template"),
+        state=JobState.QUEUED if data.ready else JobState.WAITING_DATA,
+        submitted_at=ctx.now,
+    )
+    ctx.session.add(job)
+    ctx.session.flush()
+    ctx.session.add(
+        JobEvent(job_id=job.id or 0, at=ctx.now, to_state=job.state, actor=ctx.actor.user_id, reason="submitted")
+    )
+    ctx.audit("job.submit", "job", job.id, name=job.name, team=team.name, priority=priority)
+    bump = None
+    if priority != asked:
+        bump = open_bump(ctx, job, asked, "asked for at submit")
+    return SubmitResult(view_of(ctx, job), bump)
+
+
+def _submit_team(ctx: Context, name: str | None) -> Team:
+    if name is None:
+        if ctx.actor.is_admin and ctx.actor.team_id is None:
+            raise UserError("You are in no team, so name the team the job is for.", "Example: team=vision")
+        return ctx.require_team()
+    team = team_by_name(ctx, name)
+    if not ctx.actor.in_team(team.id or 0):
+        raise PermissionDenied(
+            f"You can only submit jobs for your own team ({ctx.actor.team_name or 'none'}), not {team.name}.",
+            "Leave out team=, or ask an admin to move you.",
+        )
+    return team
+
+
+def _card_needs(ctx: Context, fields: Mapping[str, Any]) -> CardNeeds:
+    types = fields.get("type")
+    canonical: tuple[str, ...] | None = None
+    if types:
+        names = []
+        for name in types:
+            known = ctx.policy.canonical_type(name)
+            if known is None:
+                raise UserError(
+                    f'Unknown GPU type "{name}" in type=.',
+                    f"Known types: {', '.join(ctx.policy.gpu_types)}. Example: type={next(iter(ctx.policy.gpu_types))}",
+                )
+            names.append(known)
+        canonical = tuple(dict.fromkeys(names))
+    needs = CardNeeds(canonical, fields.get("mem"), fields.get("speed"))
+    if not fitting_types(catalog(ctx), needs):
+        sizes = ", ".join(f"{name} ({spec.memory_gib:g} GiB, speed {spec.speed:g})" for name, spec in ctx.policy.gpu_types.items())
+        raise UserError(
+            "No GPU type in the catalog meets type=/mem=/speed= together.",
+            f"The catalog has: {sizes}. Relax mem= or speed=, or name another type=.",
+        )
+    return needs
+
+
+def _check_limits(ctx: Context, fields: Mapping[str, Any]) -> None:
+    limits = ctx.policy.limits
+    if fields["gpus"] > limits.max_gpus_per_job:
+        raise UserError(
+            f"gpus={fields['gpus']} is more than one job may use here ({limits.max_gpus_per_job}).",
+            f"Example: gpus={min(8, limits.max_gpus_per_job)}",
+        )
+    if fields["hours"] > limits.max_hours_per_job:
+        raise UserError(
+            f"hours={fields['hours']:g} is more than one job may use here ({limits.max_hours_per_job:g} GPU-hours).",
+            "Split the run into shorter jobs that resume from a checkpoint.",
+        )
+
+
+def mark_ready(ctx: Context, job_id: int | None, name: str | None, location: str | None) -> ChangeResult:
+    """Mark a job's data ready, so it may take GPUs."""
+    job = job_by_ref(ctx, job_id, name)
+    _require_team_member(ctx, job, "mark its data ready")
+    if job.data_ready:
+        return ChangeResult(view_of(ctx, job), False, "Its data was already marked ready.")
+    job.data_ready = True
+    job.data_ready_at = ctx.now
+    if location:
+        job.data_location = location
+    if job.state == JobState.WAITING_DATA:
+        lifecycle.move(ctx.session, job, JobState.QUEUED, at=ctx.now, actor=ctx.actor.user_id, reason="data ready")
+    ctx.session.add(job)
+    ctx.audit("job.ready", "job", job.id, location=job.data_location)
+    return ChangeResult(view_of(ctx, job), True, "Its data is ready; it now competes for GPUs.")
+
+
+def cancel(ctx: Context, job_id: int | None, name: str | None, reason: str | None) -> ChangeResult:
+    """Cancel a job: the owner, their team's approvers or an admin."""
+    job = job_by_ref(ctx, job_id, name)
+    require_owner_or_approver(ctx, job, "cancel")
+    lifecycle.check_move(job, JobState.CANCELLED)
+    if job.state == JobState.RUNNING:
+        ledger.close_allocations(ctx, job)
+    lifecycle.move(ctx.session, job, JobState.CANCELLED, at=ctx.now, actor=ctx.actor.user_id, reason=reason or "cancelled")
+    _withdraw_bumps(ctx, job)
+    ctx.audit("job.cancel", "job", job.id, reason=reason)
+    return ChangeResult(view_of(ctx, job), True, "Cancelled.")
+
+
+def done(ctx: Context, job_id: int | None, name: str | None, output: str | None, metrics: Sequence[Any]) -> ChangeResult:
+    """Record what a job produced; a running job is marked succeeded."""
+    job = job_by_ref(ctx, job_id, name)
+    require_owner_or_approver(ctx, job, "mark done")
+    if output is None and not metrics:
+        raise UserError("Say what the run produced: output= and/or metric=.", 'Example: /gpu done #42 output="s3://ckpt/bert-ft" metric=f1:91.2')
+    if job.state in PENDING_STATES:
+        raise UserError(f"Job #{job.id} has not run yet, so it has no output.", f"To drop it, use /gpu cancel #{job.id}")
+    if job.state == JobState.RUNNING:
+        ledger.close_allocations(ctx, job)
+        lifecycle.move(ctx.session, job, JobState.SUCCEEDED, at=ctx.now, actor=ctx.actor.user_id, reason="marked done")
+    if output is not None:
+        job.output = output
+    if metrics:
+        job.metrics = {**(job.metrics or {}), **{metric.name: metric.value for metric in metrics}}
+    ctx.session.add(job)
+    ctx.audit("job.done", "job", job.id, output=output, metrics=job.metrics)
+    return ChangeResult(view_of(ctx, job), True, "Recorded what it produced.")
+
+
+def status(ctx: Context, job_id: int | None, name: str | None) -> StatusResult:
+    """Everything about one job: where it is, why it waits, its history and its cost."""
+    job = job_by_ref(ctx, job_id, name)
+    session = ctx.session
+    return StatusResult(
+        view_of(ctx, job),
+        job_queries.history(session=session, job_id=job.id or 0),
+        job_queries.bumps_of_job(session=session, job_id=job.id or 0),
+        ledger.entries_of(ctx, job),
+    )
+
+
+def queue(ctx: Context, scope: str) -> QueueResult:
+    """Running and waiting jobs, in queue order, for the actor, their team or everyone."""
+    team_id = None
+    if scope == "team":
+        team_id = ctx.require_team().id
+    jobs = job_queries.jobs_in_states(session=ctx.session, states=(*PENDING_STATES, JobState.RUNNING))
+    placed = _places(jobs)
+    result = QueueResult(scope)
+    for job in sorted(jobs, key=lambda j: placed[j.id or 0].position if j.id in placed else 0):
+        if scope == "mine" and job.owner != ctx.actor.user_id:
+            continue
+        if team_id is not None and job.team_id != team_id:
+            continue
+        view = JobView(job, _team(ctx, job), placed.get(job.id or 0), _likely(ctx, job))
+        (result.running if job.state == JobState.RUNNING else result.waiting).append(view)
+    return result
+
+
+def view_of(ctx: Context, job: Job) -> JobView:
+    """A job with its team name, its place in the queue and its likely card type."""
+    place = None
+    if job.state in PENDING_STATES:
+        pending = job_queries.jobs_in_states(session=ctx.session, states=PENDING_STATES)
+        place = _places(pending).get(job.id or 0)
+    return JobView(job, _team(ctx, job), place, _likely(ctx, job))
+
+
+def _places(jobs: Sequence[Job]) -> dict[int, Place]:
+    pending = [
+        PendingJob(job.id or 0, job.priority, job.submitted_at, job.data_ready)
+        for job in jobs
+        if job.state in PENDING_STATES
+    ]
+    return places(pending)
+
+
+def _likely(ctx: Context, job: Job) -> str | None:
+    card = cheapest_fit(catalog(ctx), needs_of(job))
+    return card.name if card else None
+
+
+def _team(ctx: Context, job: Job) -> str:
+    return team_name(ctx, job.team_id)
+
+
+def _require_team_member(ctx: Context, job: Job, what: str) -> None:
+    if not ctx.actor.in_team(job.team_id):
+        raise PermissionDenied(
+            f"Job #{job.id} belongs to team {_team(ctx, job)}; only its members can {what}.",
+            f"Ask <@{job.owner}>, who owns it.",
+        )
+
+
+def require_owner_or_approver(ctx: Context, job: Job, what: str) -> None:
+    if job.owner == ctx.actor.user_id and ctx.actor.in_team(job.team_id):
+        return
+    if ctx.actor.is_approver_of(job.team_id):
+        return
+    raise PermissionDenied(
+        f"Only the owner of job #{job.id} (<@{job.owner}>), an approver of team {_team(ctx, job)} or an admin can {what} it.",
+        f"Ask <@{job.owner}>.",
+    )
+
+
+def open_bump(ctx: Context, job: Job, to: str, reason: str) -> BumpRequest:
+    pending = job_queries.pending_bumps(session=ctx.session, job_id=job.id or 0)
+    if pending:
+        raise Conflict(
+            f"Job #{job.id} already has a bump request waiting (#{pending[0].id}).",
+            "An approver will decide it; you get a message when they do.",
+        )
+    bump = BumpRequest(
+        job_id=job.id or 0,
+        requested_by=ctx.actor.user_id,
+        from_priority=job.priority,
+        to_priority=to,
+        reason=reason,
+        created_at=ctx.now,
+    )
+    ctx.session.add(bump)
+    ctx.session.flush()
+    ctx.audit("bump.request", "bump", bump.id, job=job.id, to=to, reason=reason)
+    return bump
+
+
+def _withdraw_bumps(ctx: Context, job: Job) -> None:
+    for bump in job_queries.pending_bumps(session=ctx.session, job_id=job.id or 0):
+        bump.state = BumpState.WITHDRAWN
+        bump.decided_at = ctx.now
+        bump.decision_reason = f"job {job.state}"
+        ctx.session.add(bump)

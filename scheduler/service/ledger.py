@@ -1,0 +1,56 @@
+"""Closing a job's allocations and charging the time to its team's quota in the ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler.policy.quota import QuotaState, charge_to
+from scheduler.service.context import Context
+from storage.models import Gpu, Job, LedgerEntry, Quota
+from storage.queries import accounting
+from storage.queries import cluster as cluster_queries
+
+
+def quota_states(ctx: Context, quotas: Sequence[Quota]) -> list[QuotaState]:
+    """Quotas with what has been used of them."""
+    used = accounting.used_hours_by_quota(session=ctx.session, quota_ids=[q.id or 0 for q in quotas])
+    return [
+        QuotaState(q.id or 0, q.gpu_type, q.gpu_hours, used.get(q.id or 0, 0.0), q.expires_on)
+        for q in quotas
+    ]
+
+
+def close_allocations(ctx: Context, job: Job) -> list[LedgerEntry]:
+    """End the job's open allocations now and write their ledger entries (same transaction)."""
+    entries = []
+    quotas = quota_states(ctx, accounting.quotas(session=ctx.session, team_id=job.team_id))
+    for allocation in cluster_queries.open_allocations(session=ctx.session, job_id=job.id):
+        allocation.ended_at = ctx.now
+        allocation.active_gpu_id = None
+        ctx.session.add(allocation)
+        gpu = ctx.session.get(Gpu, allocation.gpu_id)
+        gpu_type = gpu.gpu_type if gpu else "unknown"
+        hours = max(0.0, (ctx.now - allocation.started_at).total_seconds() / 3600)
+        spec = ctx.policy.gpu_type(gpu_type)
+        quota = charge_to(quotas, gpu_type, ctx.now.date())
+        entry = LedgerEntry(
+            job_id=job.id or 0,
+            allocation_id=allocation.id,
+            team_id=job.team_id,
+            quota_id=quota.id if quota else None,
+            gpu_type=gpu_type,
+            gpu_hours=hours,
+            cost=hours * (spec.price_per_gpu_hour if spec else 0.0),
+            started_at=allocation.started_at,
+            ended_at=ctx.now,
+            recorded_at=ctx.now,
+        )
+        ctx.session.add(entry)
+        entries.append(entry)
+    ctx.session.flush()
+    return entries
+
+
+def entries_of(ctx: Context, job: Job) -> Sequence[LedgerEntry]:
+    """A job's ledger entries."""
+    return accounting.ledger_of_job(session=ctx.session, job_id=job.id or 0)

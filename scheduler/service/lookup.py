@@ -1,0 +1,49 @@
+"""Finding what a command names, with errors that say how to find it instead."""
+
+from __future__ import annotations
+
+from scheduler.errors import Conflict, NotFound
+from scheduler.service.context import Context
+from storage.models import Job, Team
+from storage.queries import jobs as job_queries
+from storage.queries import org as org_queries
+
+
+def job_by_ref(ctx: Context, job_id: int | None, name: str | None) -> Job:
+    """A job by `#id`, or by name: jobs not yet ended (the actor's own first), else the actor's newest."""
+    if job_id is not None:
+        job = job_queries.get_job(session=ctx.session, job_id=job_id)
+        if job is None:
+            raise NotFound(f"There is no job #{job_id}.", "See your jobs with /gpu queue mine")
+        return job
+    candidates = list(job_queries.active_jobs_named(session=ctx.session, name=name or ""))
+    own = [job for job in candidates if job.owner == ctx.actor.user_id]
+    matches = own or candidates
+    if not matches:
+        # A finished job is still found by name: the actor's newest one.
+        latest = job_queries.latest_job_named(session=ctx.session, name=name or "", owner=ctx.actor.user_id)
+        if latest is not None:
+            return latest
+        raise NotFound(
+            f'You have no job named "{name}", and no job of that name is waiting or running.',
+            "Use its number instead (/gpu status #42), or see the queue with /gpu queue",
+        )
+    if len(matches) > 1:
+        ids = ", ".join(f"#{job.id}" for job in matches)
+        raise Conflict(f'Several jobs are named "{name}": {ids}.', "Name it by number, e.g. /gpu status #42")
+    return matches[0]
+
+
+def team_by_name(ctx: Context, name: str) -> Team:
+    """A team by name, or an error listing the teams there are."""
+    team = org_queries.team_by_name(session=ctx.session, name=name)
+    if team is None:
+        known = ", ".join(t.name for t in org_queries.all_teams(session=ctx.session)) or "none yet"
+        raise NotFound(f'There is no team "{name}" (teams: {known}).', "An admin adds one with /gpu admin team add <name>")
+    return team
+
+
+def team_name(ctx: Context, team_id: int) -> str:
+    """A team's name for display."""
+    team = org_queries.team_by_id(session=ctx.session, team_id=team_id)
+    return team.name if team else f"team {team_id}"

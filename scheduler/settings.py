@@ -1,0 +1,41 @@
+"""Process settings from the environment (prefix `PAIKA_`), built once at the entry point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+BUNDLED_POLICY = Path(__file__).parent / "examples" / "policy.yml"
+
+
+class Settings(BaseSettings):
+    """Where paika keeps its state and who may administer it."""
+
+    model_config = SettingsConfigDict(env_prefix="PAIKA_", extra="ignore")
+
+    data_dir: Path = Path("paika-data")
+    database_url: str | None = None
+    config: Path | None = None
+    # Comma-separated Slack user ids that are admins from the first start, so a new
+    # install can be bootstrapped without touching SQL.
+    admins: Annotated[tuple[str, ...], NoDecode] = ()
+
+    @field_validator("admins", mode="before")
+    @classmethod
+    def _split_admins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    def resolved_database_url(self) -> str:
+        """The SQLAlchemy URL; by default a SQLite file under the data folder."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'paika.db').as_posix()}"
+
+    def policy_path(self) -> Path:
+        """The policy file in force: `PAIKA_CONFIG`, else the bundled example."""
+        return self.config if self.config is not None else BUNDLED_POLICY

@@ -1,0 +1,179 @@
+"""Plain-text replies for the CLI (and any client without Block Kit)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import singledispatch
+from zoneinfo import ZoneInfo
+
+from scheduler.service.bumps import BumpResult, DecisionResult
+from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
+from scheduler.service.quotas import QuotaView
+from storage.models import Job, JobState
+
+# How many waiting jobs a queue listing shows before it summarises the rest.
+QUEUE_LISTING_LIMIT = 30
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A reply that is just words (admin changes, help)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class QuotaListing:
+    """Quotas to show, with what to say when there are none."""
+
+    quotas: Sequence[QuotaView]
+    empty: str
+
+
+def when(moment: datetime | None, zone: ZoneInfo) -> str:
+    """A timestamp in the install's time zone, to the minute."""
+    if moment is None:
+        return "-"
+    return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z")
+
+
+@singledispatch
+def render(result: object, zone: ZoneInfo) -> str:
+    """The plain text of a service result."""
+    raise TypeError(f"no text form for {type(result).__name__}")
+
+
+@render.register
+def _notice(result: Notice, zone: ZoneInfo) -> str:
+    return result.text
+
+
+@render.register
+def _submit(result: SubmitResult, zone: ZoneInfo) -> str:
+    job = result.view.job
+    lines = [f"Queued job #{job.id} {job.name} for team {result.view.team}: {_needs(job)}, {job.est_gpu_hours:g} GPU-hours, {job.priority}."]
+    lines.append(_where(result.view))
+    if result.view.likely_type:
+        lines.append(f"Likely card type: {result.view.likely_type} (the cheapest that fits).")
+    if result.bump is not None:
+        lines.append(
+            f"{result.bump.to_priority} needs an approver: it is queued as {job.priority}, and bump request "
+            f"#{result.bump.id} to {result.bump.to_priority} is waiting for a decision."
+        )
+    if not job.data_ready:
+        lines.append(f"When its data is in place: /gpu ready #{job.id}")
+    return "\n".join(lines)
+
+
+@render.register
+def _change(result: ChangeResult, zone: ZoneInfo) -> str:
+    job = result.view.job
+    lines = [f"Job #{job.id} {job.name}: {result.note}", _where(result.view)]
+    return "\n".join(line for line in lines if line)
+
+
+@render.register
+def _status(result: StatusResult, zone: ZoneInfo) -> str:
+    job = result.view.job
+    data = "ready" if job.data_ready else "not ready"
+    if job.data_location:
+        data += f" ({job.data_location})"
+    lines = [
+        f"Job #{job.id} {job.name} — {job.state.replace('_', ' ')}",
+        f"owner <@{job.owner}> · team {result.view.team} · priority {job.priority}",
+        f"needs {_needs(job)} · {job.est_gpu_hours:g} GPU-hours estimated · data {data}",
+        f"command: {job.command}" + (f" · image {job.image}" if job.image else ""),
+        f"submitted {when(job.submitted_at, zone)}",
+    ]
+    where = _where(result.view)
+    if where:
+        lines.append(where)
+    if job.state_reason and job.state in (JobState.CANCELLED, JobState.FAILED, JobState.PREEMPTED):
+        lines.append(f"reason: {job.state_reason}")
+    for bump in result.bumps:
+        decided = f" by <@{bump.decided_by}>" if bump.decided_by else ""
+        lines.append(f"bump #{bump.id} {bump.from_priority} → {bump.to_priority}: {bump.state}{decided} ({bump.reason})")
+    if result.ledger:
+        hours = sum(entry.gpu_hours for entry in result.ledger)
+        cost = sum(entry.cost for entry in result.ledger)
+        lines.append(f"used {hours:.2f} GPU-hours, cost {cost:.2f}")
+    if job.output or job.metrics:
+        metrics = ", ".join(f"{k}={v:g}" for k, v in (job.metrics or {}).items())
+        lines.append("produced: " + " · ".join(part for part in (job.output, metrics) if part))
+    lines.append("history: " + "; ".join(f"{when(e.at, zone)} {e.to_state}" for e in result.history))
+    return "\n".join(lines)
+
+
+@render.register
+def _queue(result: QueueResult, zone: ZoneInfo) -> str:
+    scope = {"mine": "your jobs", "team": "your team's jobs", "all": "all jobs"}[result.scope]
+    if not result.running and not result.waiting:
+        return f"Nothing is waiting or running ({scope})."
+    lines = [f"Running ({len(result.running)}):"]
+    lines += [f"  #{v.job.id} {v.job.name} · {v.team} · {v.job.priority} · {_needs(v.job)} · since {when(v.job.started_at, zone)}" for v in result.running]
+    lines.append(f"Waiting ({len(result.waiting)}), in queue order:")
+    shown = result.waiting[:QUEUE_LISTING_LIMIT]
+    for view in shown:
+        place = view.place
+        why = place.explain() if place else view.job.state
+        lines.append(f"  {place.position if place else '-'}. #{view.job.id} {view.job.name} · {view.team} · {view.job.priority} · {_needs(view.job)} · {view.job.est_gpu_hours:g} GPU-h — {why}")
+    if len(result.waiting) > len(shown):
+        rest = result.waiting[len(shown):]
+        lines.append(f"  … and {len(rest)} more ({sum(1 for v in rest if not v.job.data_ready)} waiting for data). See one with /gpu status #<id>")
+    return "\n".join(lines)
+
+
+@render.register
+def _bump(result: BumpResult, zone: ZoneInfo) -> str:
+    job = result.view.job
+    if result.applied:
+        return f"Job #{job.id} {job.name} is now {job.priority}.\n{_where(result.view)}"
+    request = result.request
+    assert request is not None
+    return (
+        f"Bump request #{request.id} for job #{job.id} {job.name} ({request.from_priority} → {request.to_priority}) "
+        f"is waiting for an approver of team {result.view.team}.\nApprovers decide with /gpu approve {request.id} or /gpu deny {request.id}"
+    )
+
+
+@render.register
+def _decision(result: DecisionResult, zone: ZoneInfo) -> str:
+    request = result.request
+    if not result.changed:
+        return f"Bump request #{request.id} was already {request.state} by <@{request.decided_by}> at {when(request.decided_at, zone)}; nothing changed."
+    job = result.view.job
+    return f"Bump request #{request.id} {request.state}. Job #{job.id} {job.name} is {job.priority}."
+
+
+@render.register
+def _quotas(result: QuotaListing, zone: ZoneInfo) -> str:
+    if not result.quotas:
+        return result.empty
+    lines = []
+    for view in result.quotas:
+        q, state = view.quota, view.state
+        expiry = f"expired {-view.days_left} days ago" if view.days_left < 0 else f"expires {q.expires_on} (in {view.days_left} days)"
+        lines.append(
+            f"#{q.id} {view.team} · {q.gpu_type or 'any type'} · {state.used_hours:.1f} of {q.gpu_hours:g} GPU-hours used, "
+            f"{state.left_hours:.1f} left · {expiry} · owner <@{q.owner}>"
+        )
+    return "\n".join(lines)
+
+
+def _needs(job: Job) -> str:
+    parts = [f"{job.gpus}×GPU"]
+    if job.gpu_types:
+        parts.append("/".join(job.gpu_types))
+    if job.min_memory_gib:
+        parts.append(f"≥{job.min_memory_gib:g} GiB")
+    if job.min_speed:
+        parts.append(f"speed ≥{job.min_speed:g}")
+    return " ".join(parts)
+
+
+def _where(view: JobView) -> str:
+    if view.place is None:
+        return ""
+    return f"Place in queue: {view.place.position}. Waiting: {view.place.explain()}."

@@ -1,0 +1,90 @@
+"""Engines, sessions and schema migrations, the same on SQLite, PostgreSQL and MySQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, event
+from sqlalchemy.engine import make_url
+from sqlmodel import Session, create_engine
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+# The drivers paika installs for each backend (see the `postgres` and `mysql` extras).
+_DRIVERS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg", "mysql": "mysql+pymysql", "mariadb": "mysql+pymysql"}
+
+
+def normalize_url(url: str) -> str:
+    """Give bare `postgresql://` and `mysql://` URLs the driver paika ships with."""
+    parsed = make_url(url)
+    if parsed.drivername in _DRIVERS:
+        parsed = parsed.set(drivername=_DRIVERS[parsed.drivername])
+    if parsed.get_backend_name() == "mysql" and "charset" not in parsed.query:
+        parsed = parsed.update_query_dict({"charset": "utf8mb4"})
+    return parsed.render_as_string(hide_password=False)
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`; SQLite gets its folder, foreign keys and a busy timeout."""
+    url = normalize_url(url)
+    parsed = make_url(url)
+    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+    engine = create_engine(url, **kwargs)
+    if parsed.get_backend_name() == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.close()
+
+
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[Session]:
+    """One unit of work: commit on success, roll back on any error."""
+    with Session(engine, expire_on_commit=False) as session:
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+
+
+def _alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema up to `revision` (the newest by default)."""
+    config = _alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The schema revision the database is at, or None for an empty database."""
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def head_revision() -> str | None:
+    """The newest revision this code ships."""
+    return ScriptDirectory.from_config(_alembic_config()).get_current_head()

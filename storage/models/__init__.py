@@ -1,0 +1,41 @@
+"""The SQL tables. Importing this package registers every table on `SQLModel.metadata`."""
+
+from storage.models.accounting import LedgerEntry, Quota
+from storage.models.audit import AuditEvent
+from storage.models.cluster import Allocation, Gpu, Host, HostState
+from storage.models.jobs import (
+    ACTIVE_STATES,
+    TERMINAL_STATES,
+    BumpRequest,
+    BumpState,
+    Job,
+    JobEvent,
+    JobState,
+    Match,
+    PriorityClass,
+    Template,
+)
+from storage.models.org import Member, Role, Team
+
+__all__ = [
+    "ACTIVE_STATES",
+    "TERMINAL_STATES",
+    "Allocation",
+    "AuditEvent",
+    "BumpRequest",
+    "BumpState",
+    "Gpu",
+    "Host",
+    "HostState",
+    "Job",
+    "JobEvent",
+    "JobState",
+    "LedgerEntry",
+    "Match",
+    "Member",
+    "PriorityClass",
+    "Quota",
+    "Role",
+    "Team",
+    "Template",
+]

@@ -1,0 +1,44 @@
+"""Quotas granted to teams, and the ledger of what was spent."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+from sqlalchemy import String
+from sqlmodel import Field, SQLModel
+
+from storage.models.base import SLACK_ID, at_field, text_field
+
+
+class Quota(SQLModel, table=True):
+    """GPU-hours granted to a team on one GPU type (None: any type) until `expires_on`."""
+
+    __tablename__ = "quotas"
+
+    id: int | None = Field(default=None, primary_key=True)
+    team_id: int = Field(foreign_key="teams.id", index=True)
+    gpu_type: str | None = Field(default=None, sa_type=String(64))
+    gpu_hours: float
+    expires_on: date
+    owner: str = Field(sa_type=String(SLACK_ID))
+    note: str | None = text_field()
+    created_by: str = Field(sa_type=String(SLACK_ID))
+    created_at: datetime = at_field()
+
+
+class LedgerEntry(SQLModel, table=True):
+    """GPU-hours and their cost, charged to a team (and a quota) for one stretch of a job."""
+
+    __tablename__ = "ledger_entries"
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(foreign_key="jobs.id", index=True)
+    allocation_id: int | None = Field(default=None, foreign_key="allocations.id")
+    team_id: int = Field(foreign_key="teams.id", index=True)
+    quota_id: int | None = Field(default=None, foreign_key="quotas.id", index=True)
+    gpu_type: str = Field(sa_type=String(64))
+    gpu_hours: float
+    cost: float
+    started_at: datetime = at_field()
+    ended_at: datetime = at_field()
+    recorded_at: datetime = at_field(index=True)

@@ -1,0 +1,45 @@
+"""Shared column helpers and the naming convention every constraint follows."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, MetaData, Text
+from sqlmodel import Field, SQLModel
+
+from storage.types import UTCDateTime
+
+# Named constraints make migrations reproducible on every backend (MySQL needs names).
+SQLModel.metadata.naming_convention = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+metadata: MetaData = SQLModel.metadata
+
+SLACK_ID = 32  # Slack user ids are short; leave room for enterprise ids
+
+
+def at_field(*, nullable: bool = False, index: bool = False) -> Any:
+    """A timezone-aware UTC timestamp column."""
+    return Field(default=None, sa_type=UTCDateTime, nullable=nullable, index=index)
+
+
+def text_field(*, nullable: bool = True) -> Any:
+    """An unbounded text column (commands, reasons)."""
+    return Field(default=None, sa_type=Text, nullable=nullable)
+
+
+def json_field() -> Any:
+    """A JSON column; None when absent."""
+    return Field(default=None, sa_type=JSON, nullable=True)
+
+
+def utc_required(value: datetime | None) -> datetime:
+    """Narrow a timestamp that the schema declares NOT NULL."""
+    if value is None:
+        raise ValueError("timestamp missing")
+    return value

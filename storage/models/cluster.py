@@ -1,0 +1,76 @@
+"""The hardware: hosts, their GPUs, and which job holds which GPU."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from sqlalchemy import CheckConstraint, String, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from storage.models.base import at_field
+
+
+class HostState(StrEnum):
+    """A host's health as its agent's polls show it."""
+
+    UNKNOWN = "unknown"
+    UP = "up"
+    DEGRADED = "degraded"
+    DOWN = "down"
+
+
+class Host(SQLModel, table=True):
+    """A GPU host with an agent at `url`; a draining host takes no new jobs."""
+
+    __tablename__ = "hosts"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(sa_type=String(64), unique=True)
+    url: str = Field(sa_type=String(300))
+    state: str = Field(sa_type=String(16), default=HostState.UNKNOWN)
+    draining: bool = False
+    added_at: datetime = at_field()
+    last_seen_at: datetime | None = at_field(nullable=True)
+
+
+class Gpu(SQLModel, table=True):
+    """One card on a host, as its agent reports it."""
+
+    __tablename__ = "gpus"
+    __table_args__ = (UniqueConstraint("host_id", "index", name="uq_gpus_host_index"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    host_id: int = Field(foreign_key="hosts.id", index=True)
+    index: int
+    uuid: str | None = Field(default=None, sa_type=String(64))
+    gpu_type: str = Field(sa_type=String(64))
+    memory_gib: float
+    healthy: bool = True
+
+
+class Allocation(SQLModel, table=True):
+    """A job holding a GPU from `started_at` until `ended_at`.
+
+    `active_gpu_id` equals `gpu_id` while the allocation is open and is NULL once it ends;
+    its unique constraint lets the database itself refuse a second open allocation of a
+    GPU. A partial index would say the same, but MySQL has none; NULLs never collide in a
+    unique constraint on SQLite, PostgreSQL or MySQL.
+    """
+
+    __tablename__ = "allocations"
+    __table_args__ = (
+        UniqueConstraint("active_gpu_id", name="uq_allocations_active_gpu_id"),
+        CheckConstraint(
+            "(ended_at IS NULL AND active_gpu_id IS NOT NULL AND active_gpu_id = gpu_id)"
+            " OR (ended_at IS NOT NULL AND active_gpu_id IS NULL)",
+            name="open_iff_active",
+        ),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(foreign_key="jobs.id", index=True)
+    gpu_id: int = Field(foreign_key="gpus.id", index=True)
+    active_gpu_id: int | None = Field(default=None)
+    started_at: datetime = at_field()
+    ended_at: datetime | None = at_field(nullable=True)

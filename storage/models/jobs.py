@@ -1,0 +1,136 @@
+"""Jobs, their state history, their GPU-type matches, bump requests and templates."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import JSON, String, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from storage.models.base import SLACK_ID, at_field, json_field, text_field
+
+
+class PriorityClass(StrEnum):
+    """core > normal > idle; idle only fills gaps."""
+
+    CORE = "core"
+    NORMAL = "normal"
+    IDLE = "idle"
+
+
+class JobState(StrEnum):
+    """Where a job is in its life; `scheduler.lifecycle` says which moves are legal."""
+
+    WAITING_DATA = "waiting_data"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    PREEMPTED = "preempted"
+
+
+ACTIVE_STATES = frozenset({JobState.WAITING_DATA, JobState.QUEUED, JobState.RUNNING, JobState.PREEMPTED})
+TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+
+
+class Job(SQLModel, table=True):
+    """A training job: what it needs, how ready it is, and where it is in its life."""
+
+    __tablename__ = "jobs"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(sa_type=String(64), index=True)
+    owner: str = Field(sa_type=String(SLACK_ID), index=True)
+    team_id: int = Field(foreign_key="teams.id", index=True)
+    priority: str = Field(sa_type=String(8), default=PriorityClass.NORMAL)
+    gpus: int = 1
+    # Either allowed types (None = any) and/or a floor on memory and speed per GPU.
+    gpu_types: list[str] | None = json_field()
+    min_memory_gib: float | None = None
+    min_speed: float | None = None
+    est_gpu_hours: float
+    data_ready: bool = True
+    data_location: str | None = Field(default=None, sa_type=String(500))
+    data_ready_at: datetime | None = at_field(nullable=True)
+    command: str = text_field(nullable=False)
+    image: str | None = Field(default=None, sa_type=String(300))
+    template: str | None = Field(default=None, sa_type=String(64))
+    state: str = Field(sa_type=String(16), index=True)
+    state_reason: str | None = text_field()
+    submitted_at: datetime = at_field(index=True)
+    started_at: datetime | None = at_field(nullable=True)
+    ended_at: datetime | None = at_field(nullable=True)
+    output: str | None = text_field()
+    metrics: dict[str, Any] | None = json_field()
+
+
+class JobEvent(SQLModel, table=True):
+    """One state change of a job: its history, with who and why."""
+
+    __tablename__ = "job_events"
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(foreign_key="jobs.id", index=True)
+    at: datetime = at_field()
+    from_state: str | None = Field(default=None, sa_type=String(16))
+    to_state: str = Field(sa_type=String(16))
+    actor: str = Field(sa_type=String(SLACK_ID))
+    reason: str | None = text_field()
+
+
+class Match(SQLModel, table=True):
+    """The GPU type chosen for a job, the alternatives weighed, and why."""
+
+    __tablename__ = "matches"
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(foreign_key="jobs.id", index=True)
+    at: datetime = at_field()
+    chosen_type: str = Field(sa_type=String(64))
+    alternatives: list[dict[str, Any]] | None = json_field()
+    reason: str = text_field(nullable=False)
+
+
+class BumpState(StrEnum):
+    """A bump request is decided once."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    WITHDRAWN = "withdrawn"
+
+
+class BumpRequest(SQLModel, table=True):
+    """A request to change a job's priority class, decided by an approver."""
+
+    __tablename__ = "bump_requests"
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(foreign_key="jobs.id", index=True)
+    requested_by: str = Field(sa_type=String(SLACK_ID))
+    from_priority: str = Field(sa_type=String(8))
+    to_priority: str = Field(sa_type=String(8))
+    reason: str = text_field(nullable=False)
+    state: str = Field(sa_type=String(16), default=BumpState.PENDING, index=True)
+    created_at: datetime = at_field()
+    decided_by: str | None = Field(default=None, sa_type=String(SLACK_ID))
+    decided_at: datetime | None = at_field(nullable=True)
+    decision_reason: str | None = text_field()
+
+
+class Template(SQLModel, table=True):
+    """A team's saved submit fields, reused with `submit template=NAME`."""
+
+    __tablename__ = "templates"
+    __table_args__ = (UniqueConstraint("team_id", "name", name="uq_templates_team_name"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    team_id: int = Field(foreign_key="teams.id", index=True)
+    name: str = Field(sa_type=String(64))
+    fields: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+    created_by: str = Field(sa_type=String(SLACK_ID))
+    created_at: datetime = at_field()
+    updated_at: datetime = at_field()

@@ -1,0 +1,42 @@
+"""Who is who: teams and their members with a role."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from sqlalchemy import String
+from sqlmodel import Field, SQLModel
+
+from storage.models.base import SLACK_ID, at_field
+
+
+class Role(StrEnum):
+    """Roles, from least to most trusted."""
+
+    MEMBER = "member"
+    APPROVER = "approver"
+    ADMIN = "admin"
+
+
+class Team(SQLModel, table=True):
+    """A team that shares GPUs, quotas and templates."""
+
+    __tablename__ = "teams"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(sa_type=String(64), unique=True)
+    channel: str | None = Field(default=None, sa_type=String(100))
+    created_at: datetime = at_field()
+
+
+class Member(SQLModel, table=True):
+    """A Slack user known to paika; admins may belong to no team."""
+
+    __tablename__ = "members"
+
+    id: int | None = Field(default=None, primary_key=True)
+    slack_user_id: str = Field(sa_type=String(SLACK_ID), unique=True)
+    team_id: int | None = Field(default=None, foreign_key="teams.id", index=True)
+    role: str = Field(sa_type=String(16), default=Role.MEMBER)
+    created_at: datetime = at_field()

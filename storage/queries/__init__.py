@@ -1,0 +1,1 @@
+"""Query functions, grouped by table family; each takes `session` keyword-only."""

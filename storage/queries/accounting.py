@@ -1,0 +1,41 @@
+"""Quotas and the ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from storage.models import LedgerEntry, Quota
+
+
+def get_quota(*, session: Session, quota_id: int) -> Quota | None:
+    """The quota with this id, if any."""
+    return session.get(Quota, quota_id)
+
+
+def quotas(*, session: Session, team_id: int | None = None) -> Sequence[Quota]:
+    """Quotas of one team (or all), soonest expiry first."""
+    query = select(Quota).order_by(col(Quota.expires_on), col(Quota.id))
+    if team_id is not None:
+        query = query.where(Quota.team_id == team_id)
+    return session.exec(query).all()
+
+
+def used_hours_by_quota(*, session: Session, quota_ids: Sequence[int]) -> dict[int, float]:
+    """GPU-hours charged to each quota so far."""
+    if not quota_ids:
+        return {}
+    query = (
+        select(LedgerEntry.quota_id, func.sum(LedgerEntry.gpu_hours))
+        .where(col(LedgerEntry.quota_id).in_(quota_ids))
+        .group_by(col(LedgerEntry.quota_id))
+    )
+    return {quota_id: float(total or 0) for quota_id, total in session.exec(query).all() if quota_id}
+
+
+def ledger_of_job(*, session: Session, job_id: int) -> Sequence[LedgerEntry]:
+    """A job's ledger entries, oldest first."""
+    query = select(LedgerEntry).where(LedgerEntry.job_id == job_id).order_by(col(LedgerEntry.id))
+    return session.exec(query).all()

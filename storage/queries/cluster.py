@@ -1,0 +1,41 @@
+"""Hosts, GPUs and allocations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from storage.models import Allocation, Gpu, Host
+
+
+def host_by_name(*, session: Session, name: str) -> Host | None:
+    """The host called `name` (case-insensitive), if any."""
+    return session.exec(select(Host).where(func.lower(Host.name) == name.lower())).first()
+
+
+def all_hosts(*, session: Session) -> Sequence[Host]:
+    """Every host, by name."""
+    return session.exec(select(Host).order_by(col(Host.name))).all()
+
+
+def gpus_of_host(*, session: Session, host_id: int) -> Sequence[Gpu]:
+    """A host's GPUs, by index."""
+    return session.exec(select(Gpu).where(Gpu.host_id == host_id).order_by(col(Gpu.index))).all()
+
+
+def open_allocations(*, session: Session, job_id: int | None = None) -> Sequence[Allocation]:
+    """Allocations not yet ended (of one job, or all)."""
+    query = select(Allocation).where(col(Allocation.ended_at).is_(None))
+    if job_id is not None:
+        query = query.where(Allocation.job_id == job_id)
+    return session.exec(query.order_by(col(Allocation.id))).all()
+
+
+def allocations_of_host(*, session: Session, host_id: int) -> Sequence[Allocation]:
+    """Every allocation, open or ended, on one host's GPUs."""
+    query = select(Allocation).join(Gpu, col(Gpu.id) == col(Allocation.gpu_id)).where(
+        Gpu.host_id == host_id
+    )
+    return session.exec(query).all()

@@ -1,0 +1,130 @@
+"""Jobs, their history, bump requests and templates."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime
+
+from sqlalchemy import func, update
+from sqlmodel import Session, col, select
+
+from storage.models import (
+    ACTIVE_STATES,
+    BumpRequest,
+    BumpState,
+    Job,
+    JobEvent,
+    JobState,
+    Template,
+)
+
+
+def get_job(*, session: Session, job_id: int) -> Job | None:
+    """The job with this id, if any."""
+    return session.get(Job, job_id)
+
+
+def active_jobs_named(*, session: Session, name: str) -> Sequence[Job]:
+    """Jobs not yet ended that are called `name`, newest first."""
+    query = (
+        select(Job)
+        .where(Job.name == name, col(Job.state).in_(ACTIVE_STATES))
+        .order_by(col(Job.id).desc())
+    )
+    return session.exec(query).all()
+
+
+def latest_job_named(*, session: Session, name: str, owner: str) -> Job | None:
+    """The newest job of `owner` called `name`, in any state."""
+    query = select(Job).where(Job.name == name, Job.owner == owner).order_by(col(Job.id).desc())
+    return session.exec(query).first()
+
+
+def jobs_in_states(
+    *, session: Session, states: Collection[str], team_id: int | None = None
+) -> Sequence[Job]:
+    """Jobs in any of `states` (optionally of one team), oldest first."""
+    query = select(Job).where(col(Job.state).in_(states)).order_by(col(Job.id))
+    if team_id is not None:
+        query = query.where(Job.team_id == team_id)
+    return session.exec(query).all()
+
+
+def set_state(
+    *, session: Session, job: Job, to: str, at: datetime, actor: str, reason: str | None
+) -> JobEvent:
+    """Write a state change and its history row; the caller has checked it is legal."""
+    event = JobEvent(job_id=_id(job), at=at, from_state=job.state, to_state=to, actor=actor, reason=reason)
+    job.state = to
+    job.state_reason = reason
+    if to == JobState.RUNNING:
+        job.started_at = at
+    if to in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED):
+        job.ended_at = at
+    session.add(job)
+    session.add(event)
+    return event
+
+
+def history(*, session: Session, job_id: int) -> Sequence[JobEvent]:
+    """A job's state changes, oldest first."""
+    query = select(JobEvent).where(JobEvent.job_id == job_id).order_by(col(JobEvent.id))
+    return session.exec(query).all()
+
+
+def get_bump(*, session: Session, request_id: int) -> BumpRequest | None:
+    """The bump request with this id, if any."""
+    return session.get(BumpRequest, request_id)
+
+
+def pending_bumps(*, session: Session, job_id: int) -> Sequence[BumpRequest]:
+    """Undecided bump requests of one job."""
+    query = select(BumpRequest).where(
+        BumpRequest.job_id == job_id, BumpRequest.state == BumpState.PENDING
+    )
+    return session.exec(query).all()
+
+
+def template_named(*, session: Session, team_id: int, name: str) -> Template | None:
+    """A team's template by name (case-insensitive)."""
+    query = select(Template).where(
+        Template.team_id == team_id, func.lower(Template.name) == name.lower()
+    )
+    return session.exec(query).first()
+
+
+def templates(*, session: Session, team_id: int) -> Sequence[Template]:
+    """A team's templates, by name."""
+    query = select(Template).where(Template.team_id == team_id).order_by(col(Template.name))
+    return session.exec(query).all()
+
+
+def _id(row: Job) -> int:
+    if row.id is None:
+        raise ValueError("job has no id yet; flush the session first")
+    return row.id
+
+
+def bumps_of_job(*, session: Session, job_id: int) -> Sequence[BumpRequest]:
+    """Every bump request of one job, oldest first."""
+    query = select(BumpRequest).where(BumpRequest.job_id == job_id).order_by(col(BumpRequest.id))
+    return session.exec(query).all()
+
+
+def decide_bump(
+    *, session: Session, request_id: int, state: str, by: str, at: datetime, reason: str | None
+) -> bool:
+    """Decide a pending request; False if it was no longer pending.
+
+    One conditional UPDATE, so two approvers clicking at once (or a replayed click, or two
+    paika instances) cannot both decide it.
+    """
+    statement = (
+        update(BumpRequest)
+        .where(col(BumpRequest.id) == request_id, col(BumpRequest.state) == BumpState.PENDING)
+        .values(state=state, decided_by=by, decided_at=at, decision_reason=reason)
+        .execution_options(synchronize_session=False)
+    )
+    result = session.execute(statement)
+    session.expire_all()
+    return bool(result.rowcount)  # type: ignore[attr-defined]

@@ -1,0 +1,38 @@
+"""Teams and members."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import func
+from sqlmodel import Session, select
+
+from storage.models import Member, Team
+
+
+def team_by_name(*, session: Session, name: str) -> Team | None:
+    """The team called `name` (case-insensitive), if any."""
+    return session.exec(select(Team).where(func.lower(Team.name) == name.lower())).first()
+
+
+def team_by_id(*, session: Session, team_id: int) -> Team | None:
+    """The team with this id, if any."""
+    return session.get(Team, team_id)
+
+
+def all_teams(*, session: Session) -> Sequence[Team]:
+    """Every team, by name."""
+    return session.exec(select(Team).order_by(Team.name)).all()
+
+
+def member_by_user(*, session: Session, user_id: str) -> Member | None:
+    """The member row of a Slack user, if they are known."""
+    return session.exec(select(Member).where(Member.slack_user_id == user_id)).first()
+
+
+def members(*, session: Session, team_id: int | None = None) -> Sequence[Member]:
+    """Members, of one team or of all, by user id."""
+    query = select(Member).order_by(Member.slack_user_id)
+    if team_id is not None:
+        query = query.where(Member.team_id == team_id)
+    return session.exec(query).all()

@@ -1,0 +1,118 @@
+"""Shared fixtures: a clean database on each backend, a manual clock, a paika core.
+
+Storage and service tests run on SQLite and on the PostgreSQL and MariaDB servers on
+127.0.0.1. Where a server is missing they skip with a message, unless
+PAIKA_TEST_REQUIRE_SERVERS=1 (set by .ci/run), where a missing server fails the run.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.exc import OperationalError
+
+from scheduler.app import Paika
+from scheduler.clock import ManualClock
+from scheduler.settings import Settings
+from storage.db import make_engine, upgrade
+from storage.models.base import metadata
+
+SERVER_URLS = {
+    "postgresql": os.environ.get("PAIKA_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"),
+    "mariadb": os.environ.get("PAIKA_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test"),
+}
+BACKENDS = ["sqlite", "postgresql", "mariadb"]
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+
+
+def _servers_required() -> bool:
+    return os.environ.get("PAIKA_TEST_REQUIRE_SERVERS") == "1"
+
+
+def _create_database(backend: str) -> tuple[str, Engine]:
+    """A fresh, uniquely named database on a server; returns its URL and an admin engine."""
+    admin = create_engine(SERVER_URLS[backend], isolation_level="AUTOCOMMIT")
+    name = f"paika_test_{uuid.uuid4().hex[:10]}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f"CREATE DATABASE {name}"))
+    except OperationalError as exc:
+        admin.dispose()
+        message = f"{backend} server not reachable at {SERVER_URLS[backend]} ({exc.orig})"
+        if _servers_required():
+            pytest.fail(message + "; PAIKA_TEST_REQUIRE_SERVERS=1 makes it required")
+        pytest.skip(message)
+    url = admin.url.set(database=name).render_as_string(hide_password=False)
+    return url, admin
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def backend_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One migrated database per backend for the whole run."""
+    backend = request.param
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'paika.db'}"
+        upgrade(make_engine(url))
+        yield url
+        return
+    url, admin = _create_database(backend)
+    engine = make_engine(url)
+    upgrade(engine)
+    yield url
+    engine.dispose()
+    with admin.connect() as conn:
+        force = " WITH (FORCE)" if backend == "postgresql" else ""
+        conn.execute(text(f"DROP DATABASE {url.rsplit('/', 1)[1].split('?')[0]}{force}"))
+    admin.dispose()
+
+
+@pytest.fixture
+def engine(backend_url: str) -> Iterator[Engine]:
+    """An engine on an empty (migrated) database of the current backend."""
+    eng = make_engine(backend_url)
+    _empty(eng)
+    yield eng
+    eng.dispose()
+
+
+def _empty(eng: Engine) -> None:
+    """Delete every row and restart ids at 1, so tests can name job #1."""
+    tables = [table.name for table in reversed(metadata.sorted_tables)]
+    with eng.begin() as conn:
+        if eng.dialect.name == "postgresql":
+            conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
+        elif eng.dialect.name == "mysql":
+            conn.execute(text("SET FOREIGN_KEY_CHECKS=0"))
+            for table in tables:
+                conn.execute(text(f"TRUNCATE TABLE {table}"))
+            conn.execute(text("SET FOREIGN_KEY_CHECKS=1"))
+        else:  # SQLite reuses ids from 1 once a table is empty
+            for table in tables:
+                conn.execute(text(f"DELETE FROM {table}"))
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """A clock that stands still until a test moves it."""
+    return ManualClock(T0)
+
+
+@pytest.fixture
+def paika(engine: Engine, clock: ManualClock) -> Iterator[Paika]:
+    """A paika core on the test database, with the bundled policy and admin UADMIN."""
+    settings = Settings(database_url=engine.url.render_as_string(hide_password=False), admins=("UADMIN",), config=None)
+    core = Paika.start(settings, clock=clock)
+    yield core
+    core.engine.dispose()
+
+
+@pytest.fixture
+def policy_file(tmp_path: Path) -> Path:
+    """Where a test writes a policy file."""
+    return tmp_path / "policy.yml"

@@ -1,0 +1,266 @@
+"""parse(): invalid command text gives exactly this message, so every message gets reviewed."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.errors import UserError
+from scheduler.grammar import ParseError, check_required, parse
+
+COMMANDS = (
+    "Commands: submit, ready, queue, status, cancel, bump, approve, deny, done, quota, "
+    "template, help, admin."
+)
+SUBMIT_EXAMPLE = (
+    "Example: /gpu submit name=bert-ft gpus=2 type=A100-80GB hours=12 priority=normal "
+    'data=ready cmd="python train.py --lr 3e-4"'
+)
+SUBMIT_OK = "submit name=x hours=1 priority=core data=ready cmd=x"
+
+INVALID = [
+    pytest.param(
+        "sumbit",
+        f'Unknown command "sumbit". Did you mean "submit"? {COMMANDS} Try /gpu help.',
+        id="unknown-command-suggests",
+    ),
+    pytest.param(
+        "frobnicate 42",
+        f'Unknown command "frobnicate". {COMMANDS} Try /gpu help.',
+        id="unknown-command-no-suggestion",
+    ),
+    pytest.param(
+        "host list",
+        f'Unknown command "host". Did you mean "admin host"? {COMMANDS} Try /gpu help.',
+        id="group-word-without-admin",
+    ),
+    pytest.param(
+        "admin",
+        "/gpu admin needs one more word: team, member, quota, host. Try /gpu help admin.",
+        id="admin-alone",
+    ),
+    pytest.param(
+        "admin quota team=vision",
+        "/gpu admin quota needs one more word: add, renew, adjust, list. "
+        "Try /gpu help admin quota.",
+        id="admin-quota-alone",
+    ),
+    pytest.param(
+        "admin quota ad team=vision",
+        'Unknown command "admin quota ad". Did you mean "admin quota add"? '
+        "admin quota commands: add, renew, adjust, list. Try /gpu help admin quota.",
+        id="admin-quota-unknown-word",
+    ),
+    pytest.param(
+        "name=x",
+        f'Start with a command, not "name=x". {COMMANDS} Try /gpu help.',
+        id="key-before-command",
+    ),
+    pytest.param(
+        "submit gpu=2",
+        'Unknown key "gpu" for /gpu submit. Did you mean "gpus"? Valid keys: name, gpus, type, '
+        "mem, speed, hours, priority, data, team, cmd, image, template.",
+        id="unknown-key-suggests",
+    ),
+    pytest.param(
+        "status 42 colour=red",
+        'Unknown key "colour" for /gpu status. Valid keys: job.',
+        id="unknown-key-no-suggestion",
+    ),
+    pytest.param(
+        "template list sort=name",
+        '/gpu template list takes no keys, got "sort=name".\nExample: /gpu template list',
+        id="key-for-command-without-keys",
+    ),
+    pytest.param(
+        "submit name=bert-ft",
+        f"/gpu submit is missing hours, priority, data and cmd.\n{SUBMIT_EXAMPLE}",
+        id="missing-required",
+    ),
+    pytest.param(
+        "status",
+        "/gpu status is missing job.\nExample: /gpu status 42",
+        id="missing-positional",
+    ),
+    pytest.param(
+        f"{SUBMIT_OK} gpus=two",
+        'gpus must be a whole number from 1 to 64, got "two".\nExample: gpus=2',
+        id="wrong-type",
+    ),
+    pytest.param(
+        f"{SUBMIT_OK} gpus=65",
+        'gpus must be a whole number from 1 to 64, got "65".\nExample: gpus=2',
+        id="out-of-range-int",
+    ),
+    pytest.param(
+        "submit hours=0",
+        'hours must be a number greater than 0 and at most 100000, got "0".\nExample: hours=24',
+        id="out-of-range-exclusive-minimum",
+    ),
+    pytest.param(
+        "submit hours=inf",
+        'hours must be a number greater than 0 and at most 100000, got "inf".\nExample: hours=24',
+        id="infinite-number",
+    ),
+    pytest.param(
+        "submit priority=urgent",
+        'priority must be one of core, normal, idle, got "urgent".\nExample: priority=normal',
+        id="bad-choice",
+    ),
+    pytest.param(
+        "submit data=reddy",
+        "data must be ready, pending, or the path or URL the data is being copied to, "
+        'got "reddy".\nExample: data=ready',
+        id="data-typo-is-not-a-location",
+    ),
+    pytest.param(
+        "submit type=any",
+        "type must be GPU type names separated by commas (leave it out to allow any type), "
+        'got "any".\nExample: type=A100-80GB,H100',
+        id="any-is-not-a-gpu-type",
+    ),
+    pytest.param(
+        "submit name=bert/ft",
+        "name must be a name of letters, digits, '.', '_' or '-' (at most 64, starting with a "
+        'letter or digit), got "bert/ft".\nExample: name=bert-ft',
+        id="bad-name",
+    ),
+    pytest.param(
+        "submit cmd=" + "x" * 2001,
+        "cmd must be text of at most 2000 characters, got 2001 characters."
+        '\nExample: cmd="python train.py --lr 3e-4"',
+        id="text-too-long",
+    ),
+    pytest.param(
+        'submit cmd=""',
+        'cmd needs a value.\nExample: cmd="python train.py --lr 3e-4"',
+        id="empty-value",
+    ),
+    pytest.param(
+        "submit gpus=1 GPUS=2",
+        'gpus is given twice: "gpus=1" and "GPUS=2". Give it once.',
+        id="duplicate-key",
+    ),
+    pytest.param(
+        "ready job=42 43",
+        'job is given twice: "job=42" and "43". Give it once.',
+        id="duplicate-positional",
+    ),
+    pytest.param(
+        'submit cmd="python train.py',
+        'Unterminated quote: the " at character 12 ("python train.py) is never closed. '
+        'Close it with ", and write \\" for a quote inside the value.'
+        '\nExample: cmd="python train.py --lr 3e-4"',
+        id="unterminated-quote",
+    ),
+    pytest.param(
+        "cancel 42 reason=“wrong learning rate for the whole run",
+        "Unterminated quote: the “ at character 18 (“wrong learning rate for…) is never closed. "
+        "Close it with ”, and write \\“ for a quote inside the value."
+        '\nExample: cmd="python train.py --lr 3e-4"',
+        id="unterminated-smart-quote",
+    ),
+    pytest.param(
+        "cancel 42 wrong lr",
+        'Unexpected "wrong": /gpu cancel takes only <job>. Give other values as key=value, in '
+        "quotes if they contain spaces. Usage: /gpu cancel <job> [reason=…]."
+        '\nExample: /gpu cancel 42 reason="wrong learning rate"',
+        id="too-many-positionals",
+    ),
+    pytest.param(
+        "status 42 43",
+        'Unexpected "43": /gpu status takes only <job>. Usage: /gpu status <job>.'
+        "\nExample: /gpu status 42",
+        id="too-many-positionals-no-keys",
+    ),
+    pytest.param(
+        "admin host list gpu-01",
+        '/gpu admin host list takes no words after it, got "gpu-01". '
+        "Usage: /gpu admin host list.\nExample: /gpu admin host list",
+        id="positional-for-command-without-positionals",
+    ),
+    pytest.param(
+        "admin quota renew 3 expires=2025-02-30",
+        'expires must be a date written YYYY-MM-DD, got "2025-02-30".\nExample: expires=2025-12-31',
+        id="impossible-date",
+    ),
+    pytest.param(
+        "admin quota renew 3 expires=30/06/2025",
+        'expires must be a date written YYYY-MM-DD, got "30/06/2025".\nExample: expires=2025-12-31',
+        id="bad-date-format",
+    ),
+    pytest.param(
+        "admin member add @alice team=vision",
+        'user must be a Slack user mention (type @ and pick the person), got "@alice".'
+        "\nExample: /gpu admin member add @alice team=vision role=approver",
+        id="bad-user-positional",
+    ),
+    pytest.param(
+        "admin quota add owner=alice",
+        'owner must be a Slack user mention (type @ and pick the person), got "alice".'
+        "\nExample: owner=@alice",
+        id="bad-user-key",
+    ),
+    pytest.param(
+        "done 42 metric=loss",
+        'metric must be name:number, like loss:0.31, got "loss".\nExample: metric=loss:0.31',
+        id="metric-without-value",
+    ),
+    pytest.param(
+        "done 42 metric=loss:low",
+        'metric must be name:number, like loss:0.31, got "loss:low".\nExample: metric=loss:0.31',
+        id="metric-non-numeric",
+    ),
+    pytest.param(
+        "approve #0",
+        'request must be a number like 7 or #7, got "#0".\nExample: /gpu approve 7',
+        id="bad-request-id",
+    ),
+    pytest.param(
+        "admin host add gpu-01 url=gpu-01:8700",
+        'url must be a URL starting with http:// or https://, got "gpu-01:8700".'
+        "\nExample: url=http://gpu-01.lab:8700",
+        id="bad-url",
+    ),
+    pytest.param(
+        "help sumbit",
+        f'Unknown command "sumbit". Did you mean "submit"? {COMMANDS} Try /gpu help.',
+        id="help-unknown-topic",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), INVALID)
+def test_invalid_command_explains_exactly(text: str, message: str) -> None:
+    with pytest.raises(ParseError) as caught:
+        parse(text)
+    assert str(caught.value) == message
+
+
+def test_error_names_the_key_and_its_example() -> None:
+    with pytest.raises(ParseError) as caught:
+        parse("submit gpus=two")
+    assert (caught.value.key, caught.value.example) == ("gpus", "gpus=2")
+
+
+def test_parse_error_is_a_user_error_whose_hint_is_the_example() -> None:
+    with pytest.raises(UserError) as caught:
+        parse("status")
+    assert caught.value.hint == "Example: /gpu status 42"
+
+
+def test_check_required_passes_after_template_merge() -> None:
+    parsed = parse("submit template=bert-base name=run3 gpus=4")
+    template = {"hours": 12.0, "priority": "normal", "data": "ready", "cmd": "python t.py"}
+    check_required(parsed.path, {**template, **parsed.args})
+
+
+def test_check_required_reports_what_the_template_did_not_fill() -> None:
+    parsed = parse("submit template=bert-base name=run3")
+    with pytest.raises(ParseError) as caught:
+        check_required(parsed.path, {"hours": 12.0, **parsed.args})
+    assert str(caught.value) == f"/gpu submit is missing priority, data and cmd.\n{SUBMIT_EXAMPLE}"
+
+
+def test_check_required_rejects_unknown_path() -> None:
+    with pytest.raises(ParseError):
+        check_required(("sumbit",), {})

@@ -1,0 +1,63 @@
+"""The `paika` console script, run as a user runs it: a real process on a real SQLite file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PAIKA = Path(sys.executable).with_name("paika")
+
+
+def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(PAIKA), *args], env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PAIKA_")}
+    return {**clean, "PAIKA_DATA_DIR": str(tmp_path / "data"), "PAIKA_ADMINS": "UADMIN"}
+
+
+def test_a_fresh_install_bootstraps_from_paika_admins(env: dict[str, str], tmp_path: Path) -> None:
+    upgraded = run(["db", "upgrade"], env)
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert "database at revision 0001 (was empty)" in upgraded.stdout
+    assert (tmp_path / "data" / "paika.db").exists()
+
+    added = run(["cmd", "admin member add <@UALICE> team=vision", "--user", "UADMIN"], env)
+    assert added.returncode == 0, added.stderr
+    submitted = run(["cmd", 'submit name=bert gpus=2 hours=8 priority=normal data=ready cmd="python train.py"', "--user", "UALICE"], env)
+    assert submitted.returncode == 0, submitted.stderr
+    assert "Queued job #1 bert for team vision" in submitted.stdout
+
+    queue = run(["cmd", "queue", "--user", "UALICE"], env)
+    assert "#1 bert" in queue.stdout
+
+
+def test_a_user_error_exits_non_zero_with_the_message(env: dict[str, str]) -> None:
+    denied = run(["cmd", "admin team add robotics", "--user", "UALICE"], env)
+    assert denied.returncode == 1
+    assert "Only admins can add teams." in denied.stderr
+
+    bad = run(["cmd", "submit name=x gpus=two", "--user", "UALICE"], env)
+    assert bad.returncode == 1
+    assert "gpus" in bad.stderr and "Example:" in bad.stderr
+
+
+def test_a_bad_policy_file_stops_paika_at_start(env: dict[str, str], tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yml"
+    policy.write_text("gpu_types:\n  T4: {memory_gib: 16, price_per_gpu_hour: 0.3, colour: red}\n")
+    result = run(["cmd", "queue", "--user", "U1"], {**env, "PAIKA_CONFIG": str(policy)})
+    assert result.returncode == 2
+    assert f"{policy}: gpu_types.T4.colour: unknown key" in result.stderr
+
+
+def test_help_comes_from_the_grammar(env: dict[str, str]) -> None:
+    result = run(["cmd", "help submit", "--user", "U1"], env)
+    assert result.returncode == 0
+    for key in ("name=", "gpus=", "hours=", "priority=", "data=", "cmd="):
+        assert key in result.stdout

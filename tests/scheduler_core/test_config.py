@@ -1,0 +1,74 @@
+"""The policy file: the bundled example loads, and each kind of mistake names file and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scheduler.config import load_policy
+from scheduler.errors import ConfigError
+from scheduler.settings import BUNDLED_POLICY, Settings
+
+GOOD = """
+gpu_types:
+  T4-16GB: {memory_gib: 16, speed: 0.25, price_per_gpu_hour: 0.35}
+teams:
+  vision: {}
+"""
+
+
+def test_the_bundled_example_is_valid() -> None:
+    policy = load_policy(BUNDLED_POLICY)
+    assert list(policy.gpu_types)[:2] == ["T4-16GB", "A10-24GB"]
+    assert policy.approval_required("core") and not policy.approval_required("normal")
+    assert policy.canonical_type("a100-80gb") == "A100-80GB"
+
+
+def test_defaults_fill_what_a_small_file_leaves_out(policy_file: Path) -> None:
+    policy_file.write_text(GOOD)
+    policy = load_policy(policy_file)
+    assert policy.scheduler.cycle_seconds == 10 and policy.timezone == "Asia/Shanghai"
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "problem"),
+    [
+        (GOOD + "colour: blue\n", "colour", "unknown key"),
+        (GOOD.replace("memory_gib: 16", "memory_gib: -1"), "gpu_types.T4-16GB.memory_gib", "greater than 0"),
+        (GOOD.replace("speed: 0.25, ", ""), None, None),
+        (GOOD.replace("price_per_gpu_hour: 0.35", "price: 0.35"), "gpu_types.T4-16GB.price_per_gpu_hour", "required key is missing"),
+        (GOOD + "scheduler:\n  headroom: {V100: 1}\n", "scheduler.headroom.V100", "unknown GPU type 'V100'"),
+        (GOOD + "scheduler:\n  admission: {action: drop}\n", "scheduler.admission.action", "'warn' or 'defer'"),
+        (GOOD + "timezone: Mars/Olympus\n", "timezone", "unknown time zone"),
+        ("gpu_types: {}\n", "gpu_types", "at least 1 item"),
+        ("gpu_types: [\n", "line 2", "not valid YAML"),
+        ("- a\n- b\n", "-", "must be a mapping"),
+    ],
+    ids=["unknown-key", "negative-memory", "optional-speed", "missing-price", "headroom-type", "bad-choice", "bad-zone", "empty-catalog", "yaml-syntax", "not-a-mapping"],
+)
+def test_a_bad_file_names_the_file_the_key_and_the_problem(policy_file: Path, text: str, key: str | None, problem: str | None) -> None:
+    policy_file.write_text(text)
+    if key is None:
+        load_policy(policy_file)  # speed is optional
+        return
+    with pytest.raises(ConfigError) as caught:
+        load_policy(policy_file)
+    assert caught.value.path == str(policy_file)
+    assert caught.value.key == key
+    assert problem in caught.value.problem
+    assert str(caught.value).startswith(f"{policy_file}: {key}: ")
+
+
+def test_a_missing_file_says_how_to_point_at_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="file not found; set PAIKA_CONFIG"):
+        load_policy(tmp_path / "nope.yml")
+
+
+def test_settings_read_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PAIKA_ADMINS", "U1, U2,")
+    monkeypatch.setenv("PAIKA_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("PAIKA_DATABASE_URL", raising=False)
+    settings = Settings()
+    assert settings.admins == ("U1", "U2")
+    assert settings.resolved_database_url() == f"sqlite:///{tmp_path.as_posix()}/paika.db"

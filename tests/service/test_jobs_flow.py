@@ -1,0 +1,156 @@
+"""Submitting and following jobs, as users do it: through the grammar and the service."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlmodel import Session, select
+
+from scheduler.app import Paika, Reply
+from scheduler.clock import ManualClock
+from storage.models import AuditEvent, BumpRequest, Job, JobEvent, JobState
+
+SUBMIT = 'submit name={name} gpus={gpus} hours={hours} priority={priority} data={data} cmd="python train.py --lr 3e-4"'
+
+
+def gpu(paika: Paika, user: str, text: str) -> Reply:
+    reply = paika.run(text, user)
+    assert reply.ok, reply.text
+    return reply
+
+
+def refused(paika: Paika, user: str, text: str) -> str:
+    reply = paika.run(text, user)
+    assert not reply.ok, reply.text
+    return reply.text
+
+
+def submit(paika: Paika, user: str, name: str, *, gpus: int = 1, hours: float = 4, priority: str = "normal", data: str = "ready") -> Reply:
+    return gpu(paika, user, SUBMIT.format(name=name, gpus=gpus, hours=hours, priority=priority, data=data))
+
+
+@pytest.fixture
+def team(paika: Paika) -> Paika:
+    """Vision: alice and bob (members), vera (approver); nlp: nick (member)."""
+    for user, team_name, role in [("UALICE", "vision", "member"), ("UBOB", "vision", "member"), ("UVERA", "vision", "approver"), ("UNICK", "nlp", "member")]:
+        gpu(paika, "UADMIN", f"admin member add <@{user}> team={team_name} role={role}")
+    return paika
+
+
+def jobs(paika: Paika) -> dict[str, Job]:
+    with Session(paika.engine) as session:
+        return {job.name: job for job in session.exec(select(Job)).all()}
+
+
+def audit_actions(paika: Paika) -> list[str]:
+    with Session(paika.engine) as session:
+        return [event.action for event in session.exec(select(AuditEvent).order_by(AuditEvent.id)).all()]
+
+
+def test_a_ready_job_is_queued_with_its_place_and_likely_card(team: Paika) -> None:
+    reply = submit(team, "UALICE", "bert-ft", gpus=2, hours=12)
+    assert "Queued job #" in reply.text and "bert-ft" in reply.text
+    assert "Place in queue: 1. Waiting: next in line" in reply.text
+    assert "Likely card type: T4-16GB" in reply.text
+    job = jobs(team)["bert-ft"]
+    assert (job.state, job.gpus, job.est_gpu_hours, job.owner, job.data_ready) == (JobState.QUEUED, 2, 12, "UALICE", True)
+    assert "job.submit" in audit_actions(team)
+
+
+def test_a_job_waiting_for_data_keeps_its_place_and_blocks_nobody(team: Paika, clock: ManualClock) -> None:
+    submit(team, "UALICE", "copying", data="s3://datasets/imagenet")
+    clock.advance(timedelta(minutes=1))
+    reply = submit(team, "UBOB", "ready-one")
+    assert "Place in queue: 2. Waiting: next in line" in reply.text
+    status = gpu(team, "UALICE", "status copying").text
+    assert "waiting data" in status and "s3://datasets/imagenet" in status and "waiting for its data" in status
+
+    clock.advance(timedelta(minutes=5))
+    ready = gpu(team, "UBOB", "ready copying")  # a teammate may mark it
+    assert "now competes for GPUs" in ready.text
+    job = jobs(team)["copying"]
+    assert job.state == JobState.QUEUED and job.data_ready_at == clock.now()
+    with Session(team.engine) as session:
+        states = [e.to_state for e in session.exec(select(JobEvent).where(JobEvent.job_id == job.id).order_by(JobEvent.id))]
+    assert states == [JobState.WAITING_DATA, JobState.QUEUED]
+    assert "already marked ready" in gpu(team, "UALICE", f"ready #{job.id}").text
+
+
+def test_core_goes_before_normal_and_idle_last(team: Paika, clock: ManualClock) -> None:
+    submit(team, "UALICE", "idle-sweep", priority="idle")
+    clock.advance(timedelta(minutes=1))
+    submit(team, "UALICE", "normal-run")
+    clock.advance(timedelta(minutes=1))
+    submit(team, "UVERA", "core-run", priority="core")  # approvers may use core directly
+    queue = gpu(team, "UNICK", "queue").text
+    assert queue.index("core-run") < queue.index("normal-run") < queue.index("idle-sweep")
+    assert "1 of higher priority" in gpu(team, "UALICE", "status normal-run").text
+
+
+def test_a_member_asking_for_core_is_queued_normal_with_a_bump_request(team: Paika) -> None:
+    reply = submit(team, "UALICE", "urgent", priority="core")
+    assert "queued as normal" in reply.text and "bump request #" in reply.text
+    job = jobs(team)["urgent"]
+    assert job.priority == "normal"
+    with Session(team.engine) as session:
+        request = session.exec(select(BumpRequest)).one()
+    assert (request.to_priority, request.state) == ("core", "pending")
+
+    assert "Only approvers" in refused(team, "UBOB", f"approve {request.id}")
+    assert "Only approvers" in refused(team, "UNICK", f"approve {request.id}")
+    assert jobs(team)["urgent"].priority == "normal"
+
+    assert "approved" in gpu(team, "UVERA", f"approve {request.id}").text
+    assert jobs(team)["urgent"].priority == "core"
+    again = gpu(team, "UVERA", f"approve {request.id}").text
+    assert "already approved" in again and "nothing changed" in again
+    assert audit_actions(team).count("bump.approved") == 1
+
+
+def test_bump_down_is_immediate_and_bump_up_waits_for_an_approver(team: Paika) -> None:
+    submit(team, "UALICE", "sweep")
+    assert "is now idle" in gpu(team, "UALICE", 'bump sweep to=idle reason="can wait"').text
+    assert "is now normal" in gpu(team, "UALICE", 'bump sweep to=normal reason="back"').text
+    pending = gpu(team, "UALICE", 'bump sweep to=core reason="paper deadline"').text
+    assert "waiting for an approver of team vision" in pending
+    assert "already has a bump request waiting" in refused(team, "UALICE", 'bump sweep to=core reason="again"')
+    denied = gpu(team, "UVERA", 'deny 1 reason="not this week"').text
+    assert "Bump request #1 denied" in denied
+    assert jobs(team)["sweep"].priority == "normal"
+    assert "already normal" in refused(team, "UALICE", 'bump sweep to=normal reason="x"')
+
+
+def test_only_owner_team_approver_or_admin_may_cancel(team: Paika) -> None:
+    submit(team, "UALICE", "mine")
+    assert "Only the owner" in refused(team, "UBOB", "cancel mine")
+    assert "Only the owner" in refused(team, "UNICK", "cancel #1")
+    assert jobs(team)["mine"].state == JobState.QUEUED
+    assert "Cancelled" in gpu(team, "UVERA", "cancel #1 reason=\"wrong data\"").text
+    assert jobs(team)["mine"].state == JobState.CANCELLED
+    again = refused(team, "UALICE", "cancel #1")
+    assert "is cancelled; it cannot become cancelled" in again
+
+
+def test_members_submit_only_for_their_own_team(team: Paika) -> None:
+    text = SUBMIT.format(name="x", gpus=1, hours=1, priority="normal", data="ready") + " team=nlp"
+    assert "only submit jobs for your own team" in refused(team, "UALICE", text)
+    assert "not in a team yet" in refused(team, "USTRANGER", SUBMIT.format(name="x", gpus=1, hours=1, priority="normal", data="ready"))
+    assert jobs(team) == {}
+
+
+def test_submit_checks_the_catalog_and_limits(team: Paika) -> None:
+    base = SUBMIT.format(name="x", gpus=1, hours=1, priority="normal", data="ready")
+    assert 'Unknown GPU type "V100"' in refused(team, "UALICE", base + " type=V100")
+    assert "No GPU type in the catalog" in refused(team, "UALICE", base + " mem=200")
+    assert "more than one job may use here (16)" in refused(team, "UALICE", base.replace("gpus=1", "gpus=32"))
+    ok = gpu(team, "UALICE", base.replace("name=x", "name=big") + " mem=40").text
+    assert "Likely card type: A100-40GB" in ok
+    assert jobs(team)["big"].min_memory_gib == 40
+
+
+def test_a_failed_command_changes_nothing(team: Paika) -> None:
+    before = audit_actions(team)
+    refused(team, "UBOB", "cancel #999")
+    refused(team, "UBOB", "submit name=x")
+    assert audit_actions(team) == before

@@ -1,0 +1,117 @@
+"""The schema: migrations equal the models, and the database itself guards allocations."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlmodel import Session
+
+from storage.db import current_revision, head_revision
+from storage.models import Allocation, Gpu, Host, Job, JobState, Team
+from storage.models.base import metadata
+
+from conftest import T0
+
+
+def _gpu_and_jobs(engine: Engine, jobs: int = 2) -> tuple[int, list[int]]:
+    with Session(engine) as session:
+        team = Team(name="vision", created_at=T0)
+        host = Host(name="gpu-01", url="http://127.0.0.1:8470", added_at=T0)
+        session.add_all([team, host])
+        session.flush()
+        gpu = Gpu(host_id=host.id, index=0, gpu_type="A100-80GB", memory_gib=80)
+        session.add(gpu)
+        rows = [
+            Job(name=f"j{i}", owner="U1", team_id=team.id, est_gpu_hours=1, command="true", state=JobState.QUEUED, submitted_at=T0)
+            for i in range(jobs)
+        ]
+        session.add_all(rows)
+        session.commit()
+        return gpu.id or 0, [row.id or 0 for row in rows]
+
+
+def _open(gpu_id: int, job_id: int) -> Allocation:
+    return Allocation(job_id=job_id, gpu_id=gpu_id, active_gpu_id=gpu_id, started_at=T0)
+
+
+def test_migrations_produce_exactly_the_models(engine: Engine) -> None:
+    assert current_revision(engine) == head_revision()
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), metadata)
+    assert diff == []
+
+
+def test_a_gpu_cannot_have_two_open_allocations(engine: Engine) -> None:
+    gpu, (first, second) = _gpu_and_jobs(engine)
+    with Session(engine) as session:
+        session.add(_open(gpu, first))
+        session.commit()
+    with Session(engine) as session, pytest.raises(IntegrityError):
+        session.add(_open(gpu, second))
+        session.commit()
+
+
+def test_an_ended_allocation_frees_the_gpu(engine: Engine) -> None:
+    gpu, (first, second) = _gpu_and_jobs(engine)
+    with Session(engine) as session:
+        held = _open(gpu, first)
+        session.add(held)
+        session.commit()
+        held.ended_at = T0 + timedelta(hours=1)
+        held.active_gpu_id = None
+        session.add(held)
+        session.add(_open(gpu, second))
+        session.commit()
+
+
+def test_an_open_allocation_must_claim_its_gpu(engine: Engine) -> None:
+    gpu, (first, _) = _gpu_and_jobs(engine)
+    # PyMySQL reports a failed CHECK as OperationalError (MariaDB error 4025).
+    with Session(engine) as session, pytest.raises((IntegrityError, OperationalError)):
+        session.add(Allocation(job_id=first, gpu_id=gpu, active_gpu_id=None, started_at=T0))
+        session.commit()
+
+
+def test_timestamps_keep_utc_and_microseconds(engine: Engine) -> None:
+    moment = T0 + timedelta(microseconds=123456)
+    with Session(engine) as session:
+        team = Team(name="nlp", created_at=moment)
+        session.add(team)
+        session.commit()
+        team_id = team.id
+    with Session(engine) as session:
+        assert session.get(Team, team_id).created_at == moment  # type: ignore[union-attr]
+
+
+def test_concurrent_transactions_cannot_double_book_a_gpu(engine: Engine) -> None:
+    """Two schedulers allocating the same GPU at the same moment: exactly one wins."""
+    if engine.dialect.name == "sqlite":
+        pytest.skip("SQLite serialises writers; the race needs a server (PostgreSQL, MariaDB)")
+    gpu, jobs = _gpu_and_jobs(engine)
+    barrier = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def allocate(job_id: int) -> None:
+        with Session(engine) as session:
+            session.connection()  # begin the transaction before the race
+            barrier.wait()
+            session.add(_open(gpu, job_id))
+            try:
+                session.commit()
+                outcomes.append("won")
+            except IntegrityError:
+                session.rollback()
+                outcomes.append("refused")
+
+    threads = [threading.Thread(target=allocate, args=(job,)) for job in jobs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(outcomes) == ["refused", "won"]
