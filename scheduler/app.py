@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
 
 from scheduler.clock import Clock, SystemClock
 from scheduler.commands import HANDLERS, help_reply
@@ -18,6 +20,8 @@ from scheduler.textreply import Notice, render
 from storage.db import make_engine, session_scope, upgrade
 from storage.models import Team
 from storage.queries import org as org_queries
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,14 @@ class Paika:
             return self._reply(self.execute(command.path, command.args, user_id))
         except UserError as exc:  # ParseError is one
             return Reply(False, str(exc))
+        except DBAPIError as exc:
+            # The transaction was rolled back, so nothing half-done remains; say so plainly.
+            log.exception("database error running %r for %s", text, user_id)
+            return Reply(
+                False,
+                "paika's database did not complete this command, so nothing was changed "
+                f"({type(exc.orig).__name__}). Try again in a minute; if it keeps failing, tell an admin.",
+            )
 
     def execute(self, path: tuple[str, ...], args: dict[str, Any], user_id: str) -> object:
         """Run one parsed command in its own transaction; any error rolls it all back."""

@@ -6,11 +6,13 @@ from importlib.metadata import version
 from typing import Annotated
 
 import typer
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 
 from scheduler.app import Paika
 from scheduler.errors import ConfigError
 from scheduler.settings import Settings
-from storage.db import current_revision, head_revision, make_engine, upgrade
+from storage.db import current_revision, head_revision, make_engine, normalize_url, upgrade
 
 app = typer.Typer(
     name="paika",
@@ -23,10 +25,16 @@ app.add_typer(db_app, name="db")
 
 
 def _start() -> Paika:
+    settings = Settings()
     try:
-        return Paika.start(Settings())
+        return Paika.start(settings)
     except ConfigError as exc:
         typer.echo(f"paika: the policy file is invalid: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    except OperationalError as exc:
+        url = make_url(normalize_url(settings.resolved_database_url())).render_as_string()
+        typer.echo(f"paika: cannot reach the database at {url}: {exc.orig}", err=True)
+        typer.echo("Check PAIKA_DATABASE_URL and that the server is running.", err=True)
         raise typer.Exit(2) from exc
 
 
@@ -49,7 +57,9 @@ def db_upgrade() -> None:
     before = current_revision(engine)
     upgrade(engine)
     after = current_revision(engine)
-    typer.echo(f"database at revision {after}" + ("" if before == after else f" (was {before or 'empty'})"))
+    typer.echo(
+        f"database at revision {after}" + ("" if before == after else f" (was {before or 'empty'})")
+    )
 
 
 @db_app.command("current")

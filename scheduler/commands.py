@@ -39,20 +39,26 @@ def _job(args: Mapping[str, Any]) -> tuple[int | None, str | None]:
 
 def _quota_show(ctx: Context, args: Mapping[str, Any]) -> object:
     found = quotas.show(ctx, args.get("team"))
-    return QuotaListing(found, "Your team has no quota yet. Admins grant them with /gpu admin quota add")
+    return QuotaListing(
+        found, "Your team has no quota yet. Admins grant them with /gpu admin quota add"
+    )
 
 
 def _template_save(ctx: Context, args: Mapping[str, Any]) -> object:
     fields = {key: value for key, value in args.items() if key != "name"}
     template, created = templates.save(ctx, args["name"], fields)
     verb = "Saved" if created else "Updated"
-    return Notice(f'{verb} template "{template.name}": {_fields(template.fields)}\nUse it: /gpu submit template={template.name} name=<job name>')
+    return Notice(
+        f'{verb} template "{template.name}": {_fields(template.fields)}\nUse it: /gpu submit template={template.name} name=<job name>'
+    )
 
 
 def _template_list(ctx: Context, args: Mapping[str, Any]) -> object:
     found = templates.listing(ctx)
     if not found:
-        return Notice("Your team has no templates yet. Save one with /gpu template save <name> gpus=… hours=…")
+        return Notice(
+            "Your team has no templates yet. Save one with /gpu template save <name> gpus=… hours=…"
+        )
     return Notice("\n".join(f"{t.name}: {_fields(t.fields)}" for t in found))
 
 
@@ -67,17 +73,28 @@ def _template_delete(ctx: Context, args: Mapping[str, Any]) -> object:
 
 
 def _fields(fields: Mapping[str, Any]) -> str:
-    return " ".join(f'{key}="{value}"' if " " in str(value) else f"{key}={value}" for key, value in fields.items()) or "(no fields)"
+    return (
+        " ".join(
+            f'{key}="{value}"' if " " in str(value) else f"{key}={value}"
+            for key, value in fields.items()
+        )
+        or "(no fields)"
+    )
 
 
 def _team_add(ctx: Context, args: Mapping[str, Any]) -> object:
     team = admin.add_team(ctx, args["name"], args.get("channel"))
-    return Notice(f"Added team {team.name}." + (f" Notices go to {team.channel}." if team.channel else ""))
+    return Notice(
+        f"Added team {team.name}." + (f" Notices go to {team.channel}." if team.channel else "")
+    )
 
 
 def _team_list(ctx: Context, args: Mapping[str, Any]) -> object:
     teams = admin.list_teams(ctx)
-    return Notice("\n".join(f"{t.name}" + (f" · {t.channel}" if t.channel else "") for t in teams) or "No teams yet.")
+    return Notice(
+        "\n".join(f"{t.name}" + (f" · {t.channel}" if t.channel else "") for t in teams)
+        or "No teams yet."
+    )
 
 
 def _team_remove(ctx: Context, args: Mapping[str, Any]) -> object:
@@ -102,13 +119,27 @@ def _member_role(ctx: Context, args: Mapping[str, Any]) -> object:
 def _member_list(ctx: Context, args: Mapping[str, Any]) -> object:
     found = admin.list_members(ctx, args.get("team"))
     if not found:
-        return Notice("No members yet. Admins add them with /gpu admin member add <@user> team=<team>")
+        return Notice(
+            "No members yet. Admins add them with /gpu admin member add <@user> team=<team>"
+        )
     names = {t.id: t.name for t in admin.list_teams(ctx)}
-    return Notice("\n".join(f"<@{m.slack_user_id}> · {names.get(m.team_id, 'no team')} · {m.role}" for m in found))
+    return Notice(
+        "\n".join(
+            f"<@{m.slack_user_id}> · {names.get(m.team_id, 'no team')} · {m.role}" for m in found
+        )
+    )
 
 
 def _quota_add(ctx: Context, args: Mapping[str, Any]) -> object:
-    view = quotas.add(ctx, args["team"], args.get("type"), args["hours"], args["expires"], args["owner"], args.get("note"))
+    view = quotas.add(
+        ctx,
+        args["team"],
+        args.get("type"),
+        args["hours"],
+        args["expires"],
+        args["owner"],
+        args.get("note"),
+    )
     return QuotaListing([view], "")
 
 
@@ -144,8 +175,13 @@ def _host_remove(ctx: Context, args: Mapping[str, Any]) -> object:
 
 def _host_list(ctx: Context, args: Mapping[str, Any]) -> object:
     hosts = admin.list_hosts(ctx)
-    lines = [f"{h.name} · {h.url} · {h.state}" + (" · draining" if h.draining else "") for h in hosts]
-    return Notice("\n".join(lines) or "No hosts yet. Add one with /gpu admin host add <name> url=http://host:8470")
+    lines = [
+        f"{h.name} · {h.url} · {h.state}" + (" · draining" if h.draining else "") for h in hosts
+    ]
+    return Notice(
+        "\n".join(lines)
+        or "No hosts yet. Add one with /gpu admin host add <name> url=http://host:8470"
+    )
 
 
 HANDLERS: dict[tuple[str, ...], Handler] = {

@@ -79,6 +79,17 @@ class Preemption(_Strict):
     idle_grace_minutes: float = Field(default=10, ge=0)
 
 
+PriorityName = Literal["core", "normal", "idle"]
+
+
+def _default_classes() -> dict[PriorityName, PriorityClassPolicy]:
+    return {
+        "core": PriorityClassPolicy(approval_required=True),
+        "normal": PriorityClassPolicy(),
+        "idle": PriorityClassPolicy(),
+    }
+
+
 class SchedulerKnobs(_Strict):
     """The scheduler's tunables."""
 
@@ -98,12 +109,8 @@ class PolicyConfig(_Strict):
     gpu_types: dict[NamePattern, GpuType] = Field(min_length=1)
     teams: dict[NamePattern, Team] = Field(default_factory=dict)
     admins: tuple[SlackUserId, ...] = ()
-    priority_classes: dict[Literal["core", "normal", "idle"], PriorityClassPolicy] = Field(
-        default_factory=lambda: {
-            "core": PriorityClassPolicy(approval_required=True),
-            "normal": PriorityClassPolicy(),
-            "idle": PriorityClassPolicy(),
-        }
+    priority_classes: dict[PriorityName, PriorityClassPolicy] = Field(
+        default_factory=_default_classes
     )
     limits: Limits = Limits()
     scheduler: SchedulerKnobs = SchedulerKnobs()
@@ -127,14 +134,16 @@ class PolicyConfig(_Strict):
         for name, amount in self.scheduler.headroom.items():
             if name not in self.gpu_types:
                 known = ", ".join(self.gpu_types)
-                raise ValueError(f"scheduler.headroom.{name}|unknown GPU type {name!r} (known: {known})")
+                raise ValueError(
+                    f"scheduler.headroom.{name}|unknown GPU type {name!r} (known: {known})"
+                )
             if amount < 0:
                 raise ValueError(f"scheduler.headroom.{name}|must be 0 or more")
         return self
 
     def approval_required(self, priority: str) -> bool:
         """Whether a member needs an approver to run at this priority class."""
-        policy = self.priority_classes.get(priority)  # type: ignore[call-overload]
+        policy = self.priority_classes.get(priority)  # type: ignore[call-overload]  # any str
         return bool(policy and policy.approval_required)
 
     def gpu_type(self, name: str) -> GpuType | None:
@@ -154,7 +163,9 @@ def load_policy(path: Path) -> PolicyConfig:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
-        raise ConfigError(str(path), "-", "file not found; set PAIKA_CONFIG to a policy file") from exc
+        raise ConfigError(
+            str(path), "-", "file not found; set PAIKA_CONFIG to a policy file"
+        ) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "-"

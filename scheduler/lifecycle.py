@@ -1,8 +1,8 @@
 """The job state machine: which moves are legal, and the one function that makes them.
 
-    waiting_data ⇄ queued → running → succeeded | failed | cancelled | preempted
-         └──────────┴──────────────────────────→ cancelled
-    preempted → queued | waiting_data | cancelled   (requeued after checkpointing)
+waiting_data ⇄ queued → running → succeeded | failed | cancelled | preempted
+     └──────────┴──────────────────────────→ cancelled
+preempted → queued | waiting_data | cancelled   (requeued after checkpointing)
 """
 
 from __future__ import annotations
@@ -49,4 +49,6 @@ def move(
 ) -> JobEvent:
     """Move a job to `wanted`, recording the change in its history."""
     check_move(job, wanted)
-    return job_queries.set_state(session=session, job=job, to=wanted, at=at, actor=actor, reason=reason)
+    return job_queries.set_state(
+        session=session, job=job, to=wanted, at=at, actor=actor, reason=reason
+    )

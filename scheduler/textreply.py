@@ -53,7 +53,9 @@ def _notice(result: Notice, zone: ZoneInfo) -> str:
 @render.register
 def _submit(result: SubmitResult, zone: ZoneInfo) -> str:
     job = result.view.job
-    lines = [f"Queued job #{job.id} {job.name} for team {result.view.team}: {_needs(job)}, {job.est_gpu_hours:g} GPU-hours, {job.priority}."]
+    lines = [
+        f"Queued job #{job.id} {job.name} for team {result.view.team}: {_needs(job)}, {job.est_gpu_hours:g} GPU-hours, {job.priority}."
+    ]
     lines.append(_where(result.view))
     if result.view.likely_type:
         lines.append(f"Likely card type: {result.view.likely_type} (the cheapest that fits).")
@@ -94,7 +96,9 @@ def _status(result: StatusResult, zone: ZoneInfo) -> str:
         lines.append(f"reason: {job.state_reason}")
     for bump in result.bumps:
         decided = f" by <@{bump.decided_by}>" if bump.decided_by else ""
-        lines.append(f"bump #{bump.id} {bump.from_priority} → {bump.to_priority}: {bump.state}{decided} ({bump.reason})")
+        lines.append(
+            f"bump #{bump.id} {bump.from_priority} → {bump.to_priority}: {bump.state}{decided} ({bump.reason})"
+        )
     if result.ledger:
         hours = sum(entry.gpu_hours for entry in result.ledger)
         cost = sum(entry.cost for entry in result.ledger)
@@ -102,7 +106,9 @@ def _status(result: StatusResult, zone: ZoneInfo) -> str:
     if job.output or job.metrics:
         metrics = ", ".join(f"{k}={v:g}" for k, v in (job.metrics or {}).items())
         lines.append("produced: " + " · ".join(part for part in (job.output, metrics) if part))
-    lines.append("history: " + "; ".join(f"{when(e.at, zone)} {e.to_state}" for e in result.history))
+    lines.append(
+        "history: " + "; ".join(f"{when(e.at, zone)} {e.to_state}" for e in result.history)
+    )
     return "\n".join(lines)
 
 
@@ -112,16 +118,23 @@ def _queue(result: QueueResult, zone: ZoneInfo) -> str:
     if not result.running and not result.waiting:
         return f"Nothing is waiting or running ({scope})."
     lines = [f"Running ({len(result.running)}):"]
-    lines += [f"  #{v.job.id} {v.job.name} · {v.team} · {v.job.priority} · {_needs(v.job)} · since {when(v.job.started_at, zone)}" for v in result.running]
+    lines += [
+        f"  #{v.job.id} {v.job.name} · {v.team} · {v.job.priority} · {_needs(v.job)} · since {when(v.job.started_at, zone)}"
+        for v in result.running
+    ]
     lines.append(f"Waiting ({len(result.waiting)}), in queue order:")
     shown = result.waiting[:QUEUE_LISTING_LIMIT]
     for view in shown:
         place = view.place
         why = place.explain() if place else view.job.state
-        lines.append(f"  {place.position if place else '-'}. #{view.job.id} {view.job.name} · {view.team} · {view.job.priority} · {_needs(view.job)} · {view.job.est_gpu_hours:g} GPU-h — {why}")
+        lines.append(
+            f"  {place.position if place else '-'}. #{view.job.id} {view.job.name} · {view.team} · {view.job.priority} · {_needs(view.job)} · {view.job.est_gpu_hours:g} GPU-h — {why}"
+        )
     if len(result.waiting) > len(shown):
-        rest = result.waiting[len(shown):]
-        lines.append(f"  … and {len(rest)} more ({sum(1 for v in rest if not v.job.data_ready)} waiting for data). See one with /gpu status #<id>")
+        rest = result.waiting[len(shown) :]
+        lines.append(
+            f"  … and {len(rest)} more ({sum(1 for v in rest if not v.job.data_ready)} waiting for data). See one with /gpu status #<id>"
+        )
     return "\n".join(lines)
 
 
@@ -144,7 +157,9 @@ def _decision(result: DecisionResult, zone: ZoneInfo) -> str:
     if not result.changed:
         return f"Bump request #{request.id} was already {request.state} by <@{request.decided_by}> at {when(request.decided_at, zone)}; nothing changed."
     job = result.view.job
-    return f"Bump request #{request.id} {request.state}. Job #{job.id} {job.name} is {job.priority}."
+    return (
+        f"Bump request #{request.id} {request.state}. Job #{job.id} {job.name} is {job.priority}."
+    )
 
 
 @render.register
@@ -154,7 +169,11 @@ def _quotas(result: QuotaListing, zone: ZoneInfo) -> str:
     lines = []
     for view in result.quotas:
         q, state = view.quota, view.state
-        expiry = f"expired {-view.days_left} days ago" if view.days_left < 0 else f"expires {q.expires_on} (in {view.days_left} days)"
+        expiry = (
+            f"expired {-view.days_left} days ago"
+            if view.days_left < 0
+            else f"expires {q.expires_on} (in {view.days_left} days)"
+        )
         lines.append(
             f"#{q.id} {view.team} · {q.gpu_type or 'any type'} · {state.used_hours:.1f} of {q.gpu_hours:g} GPU-hours used, "
             f"{state.left_hours:.1f} left · {expiry} · owner <@{q.owner}>"

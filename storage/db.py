@@ -18,7 +18,12 @@ from sqlmodel import Session, create_engine
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 # The drivers paika installs for each backend (see the `postgres` and `mysql` extras).
-_DRIVERS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg", "mysql": "mysql+pymysql", "mariadb": "mysql+pymysql"}
+_DRIVERS = {
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "mysql": "mysql+pymysql",
+    "mariadb": "mysql+pymysql",
+}
 
 
 def normalize_url(url: str) -> str:

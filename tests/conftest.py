@@ -24,7 +24,9 @@ from storage.db import make_engine, upgrade
 from storage.models.base import metadata
 
 SERVER_URLS = {
-    "postgresql": os.environ.get("PAIKA_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"),
+    "postgresql": os.environ.get(
+        "PAIKA_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+    ),
     "mariadb": os.environ.get("PAIKA_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test"),
 }
 BACKENDS = ["sqlite", "postgresql", "mariadb"]
@@ -53,7 +55,9 @@ def _create_database(backend: str) -> tuple[str, Engine]:
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
-def backend_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def backend_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     """One migrated database per backend for the whole run."""
     backend = request.param
     if backend == "sqlite":
@@ -106,7 +110,11 @@ def clock() -> ManualClock:
 @pytest.fixture
 def paika(engine: Engine, clock: ManualClock) -> Iterator[Paika]:
     """A paika core on the test database, with the bundled policy and admin UADMIN."""
-    settings = Settings(database_url=engine.url.render_as_string(hide_password=False), admins=("UADMIN",), config=None)
+    settings = Settings(
+        database_url=engine.url.render_as_string(hide_password=False),
+        admins=("UADMIN",),
+        config=None,
+    )
     core = Paika.start(settings, clock=clock)
     yield core
     core.engine.dispose()

@@ -11,9 +11,7 @@ class ParseError(UserError):
     The example becomes the UserError hint, so str() is the message, then "Example: …".
     """
 
-    def __init__(
-        self, message: str, *, key: str | None = None, example: str | None = None
-    ) -> None:
+    def __init__(self, message: str, *, key: str | None = None, example: str | None = None) -> None:
         self.key = key
         self.example = example
         super().__init__(message, None if example is None else f"Example: {example}")

@@ -55,8 +55,11 @@ def _command_help(command: Subcommand) -> str:
         for key in command.keys:
             lines += _key_help(key)
     if command.template_key is not None:
-        lines += ["", f"With {command.template_key}=…, keys you leave out come from that saved "
-                  "template; keys you give win."]
+        lines += [
+            "",
+            f"With {command.template_key}=…, keys you leave out come from that saved "
+            "template; keys you give win.",
+        ]
     lines += ["", f"Example: {command.example}"]
     return "\n".join(lines)
 

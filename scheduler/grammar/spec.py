@@ -97,13 +97,25 @@ class Subcommand:
 
 
 def _job() -> Key:
-    return Key("job", ValueKind.JOB_REF, "The job: its id (42 or #42) or its name.", "42",
-               required=True, positional=True)
+    return Key(
+        "job",
+        ValueKind.JOB_REF,
+        "The job: its id (42 or #42) or its name.",
+        "42",
+        required=True,
+        positional=True,
+    )
 
 
 def _request() -> Key:
-    return Key("request", ValueKind.ID, "The request number from the approval message.", "7",
-               required=True, positional=True)
+    return Key(
+        "request",
+        ValueKind.ID,
+        "The request number from the approval message.",
+        "7",
+        required=True,
+        positional=True,
+    )
 
 
 def _reason(required: bool, help_: str) -> Key:
@@ -111,8 +123,9 @@ def _reason(required: bool, help_: str) -> Key:
 
 
 def _team(help_: str, *, required: bool = False, default_help: str | None = None) -> Key:
-    return Key("team", ValueKind.NAME, help_, "vision", required=required,
-               default_help=default_help)
+    return Key(
+        "team", ValueKind.NAME, help_, "vision", required=required, default_help=default_help
+    )
 
 
 def _user(name: str, help_: str, *, positional: bool) -> Key:
@@ -128,13 +141,20 @@ def _priority(name: str, help_: str) -> Key:
 
 
 def _expires() -> Key:
-    return Key("expires", ValueKind.DATE, "Last day the hours can be used.", "2025-12-31",
-               required=True)
+    return Key(
+        "expires", ValueKind.DATE, "Last day the hours can be used.", "2025-12-31", required=True
+    )
 
 
 def _quota_id() -> Key:
-    return Key("id", ValueKind.ID, "The quota grant's number from /gpu admin quota list.", "3",
-               required=True, positional=True)
+    return Key(
+        "id",
+        ValueKind.ID,
+        "The quota grant's number from /gpu admin quota list.",
+        "3",
+        required=True,
+        positional=True,
+    )
 
 
 def _host() -> Key:
@@ -142,28 +162,71 @@ def _host() -> Key:
 
 
 SUBMIT_KEYS: tuple[Key, ...] = (
-    Key("name", ValueKind.NAME, "Job name, shown in the queue and in reports.", "bert-ft",
-        required=True),
-    Key("gpus", ValueKind.INT, "Number of GPUs the job needs.", "2", default="1",
-        minimum=1, maximum=64),
+    Key(
+        "name",
+        ValueKind.NAME,
+        "Job name, shown in the queue and in reports.",
+        "bert-ft",
+        required=True,
+    ),
+    Key(
+        "gpus",
+        ValueKind.INT,
+        "Number of GPUs the job needs.",
+        "2",
+        default="1",
+        minimum=1,
+        maximum=64,
+    ),
     Key("type", ValueKind.GPU_TYPES, "GPU types the job may run on.", "A100-80GB,H100"),
-    Key("mem", ValueKind.FLOAT, "Minimum memory per GPU, in GiB (may be combined with type).",
-        "40", minimum=1, maximum=1024),
-    Key("speed", ValueKind.FLOAT, "Minimum relative GPU speed.", "1.5",
-        minimum=0.01, maximum=100),
-    Key("hours", ValueKind.FLOAT, "Estimated GPU-hours: GPUs × wall-clock hours.", "24",
-        required=True, minimum=0, above_minimum=True, maximum=100000),
+    Key(
+        "mem",
+        ValueKind.FLOAT,
+        "Minimum memory per GPU, in GiB (may be combined with type).",
+        "40",
+        minimum=1,
+        maximum=1024,
+    ),
+    Key("speed", ValueKind.FLOAT, "Minimum relative GPU speed.", "1.5", minimum=0.01, maximum=100),
+    Key(
+        "hours",
+        ValueKind.FLOAT,
+        "Estimated GPU-hours: GPUs × wall-clock hours.",
+        "24",
+        required=True,
+        minimum=0,
+        above_minimum=True,
+        maximum=100000,
+    ),
     _priority("priority", "Priority class: core, normal or idle."),
-    Key("data", ValueKind.DATA,
+    Key(
+        "data",
+        ValueKind.DATA,
         "Is the data on the GPU hosts? ready, pending, or where it is being copied to.",
-        "ready", required=True),
+        "ready",
+        required=True,
+    ),
     _team("Team whose quota pays for the job.", default_help="your team"),
-    Key("cmd", ValueKind.TEXT, "The command the GPU host runs.", "python train.py --lr 3e-4",
-        required=True, max_length=CMD_LIMIT),
-    Key("image", ValueKind.TEXT, "Container image to run the command in.",
-        "nvcr.io/nvidia/pytorch:24.05-py3"),
-    Key("template", ValueKind.NAME,
-        "Saved template to fill the other keys from; keys you give win.", "bert-base"),
+    Key(
+        "cmd",
+        ValueKind.TEXT,
+        "The command the GPU host runs.",
+        "python train.py --lr 3e-4",
+        required=True,
+        max_length=CMD_LIMIT,
+    ),
+    Key(
+        "image",
+        ValueKind.TEXT,
+        "Container image to run the command in.",
+        "nvcr.io/nvidia/pytorch:24.05-py3",
+    ),
+    Key(
+        "template",
+        ValueKind.NAME,
+        "Saved template to fill the other keys from; keys you give win.",
+        "bert-base",
+    ),
 )
 
 _TEMPLATE_KEYS = tuple(
@@ -176,125 +239,332 @@ _TEMPLATE_KEYS = tuple(
 _JOBS, _QUOTA, _TEMPLATES, _OTHER, _ADMIN = "Jobs", "Quota", "Templates", "Other", "Admin"
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (
-    Subcommand(("submit",), "Queue a training job.", SUBMIT_KEYS,
-               '/gpu submit name=bert-ft gpus=2 type=A100-80GB hours=12 priority=normal '
-               'data=ready cmd="python train.py --lr 3e-4"',
-               _JOBS, template_key="template"),
-    Subcommand(("ready",), "Mark a job's data ready on the GPU hosts.",
-               (_job(), Key("location", ValueKind.TEXT, "Where the data is now, if it moved.",
-                            "/mnt/nas/imagenet")),
-               "/gpu ready 42", _JOBS),
-    Subcommand(("queue",), "Show the queue.",
-               (Key("scope", ValueKind.CHOICE, "Whose jobs to show.", "mine", default="all",
-                    choices=("mine", "team", "all"), positional=True),),
-               "/gpu queue mine", _JOBS),
+    Subcommand(
+        ("submit",),
+        "Queue a training job.",
+        SUBMIT_KEYS,
+        "/gpu submit name=bert-ft gpus=2 type=A100-80GB hours=12 priority=normal "
+        'data=ready cmd="python train.py --lr 3e-4"',
+        _JOBS,
+        template_key="template",
+    ),
+    Subcommand(
+        ("ready",),
+        "Mark a job's data ready on the GPU hosts.",
+        (
+            _job(),
+            Key(
+                "location",
+                ValueKind.TEXT,
+                "Where the data is now, if it moved.",
+                "/mnt/nas/imagenet",
+            ),
+        ),
+        "/gpu ready 42",
+        _JOBS,
+    ),
+    Subcommand(
+        ("queue",),
+        "Show the queue.",
+        (
+            Key(
+                "scope",
+                ValueKind.CHOICE,
+                "Whose jobs to show.",
+                "mine",
+                default="all",
+                choices=("mine", "team", "all"),
+                positional=True,
+            ),
+        ),
+        "/gpu queue mine",
+        _JOBS,
+    ),
     Subcommand(("status",), "Show one job.", (_job(),), "/gpu status 42", _JOBS),
-    Subcommand(("cancel",), "Cancel a job.",
-               (_job(), _reason(False, "Why, for the job's owner and the log.")),
-               '/gpu cancel 42 reason="wrong learning rate"', _JOBS),
-    Subcommand(("bump",), "Ask to change a job's priority class.",
-               (_job(), _priority("to", "The priority class to move to."),
-                _reason(True, "Why, for the approver.")),
-               '/gpu bump 42 to=core reason="paper deadline on Friday"', _JOBS),
+    Subcommand(
+        ("cancel",),
+        "Cancel a job.",
+        (_job(), _reason(False, "Why, for the job's owner and the log.")),
+        '/gpu cancel 42 reason="wrong learning rate"',
+        _JOBS,
+    ),
+    Subcommand(
+        ("bump",),
+        "Ask to change a job's priority class.",
+        (
+            _job(),
+            _priority("to", "The priority class to move to."),
+            _reason(True, "Why, for the approver."),
+        ),
+        '/gpu bump 42 to=core reason="paper deadline on Friday"',
+        _JOBS,
+    ),
     Subcommand(("approve",), "Approve a request.", (_request(),), "/gpu approve 7", _JOBS),
-    Subcommand(("deny",), "Deny a request.",
-               (_request(), _reason(False, "Why, for the person who asked.")),
-               '/gpu deny 7 reason="core slots are full this week"', _JOBS),
-    Subcommand(("done",), "Record what a finished job produced.",
-               (_job(),
-                Key("output", ValueKind.TEXT,
-                    "What the run produced, e.g. a checkpoint path or report link.",
-                    "s3://ckpt/bert-ft/final"),
-                Key("metric", ValueKind.METRIC, "A result as name:number; give it once per "
-                    "metric.", "loss:0.31", repeatable=True)),
-               "/gpu done 42 output=s3://ckpt/bert-ft/final metric=loss:0.31 metric=top1:76.2",
-               _JOBS),
-    Subcommand(("quota",), "Show a team's GPU-hour quota.",
-               (_team("Team to show.", default_help="your team"),),
-               "/gpu quota team=vision", _QUOTA),
-    Subcommand(("template", "save"), "Save submit keys under a name for reuse.",
-               (_named("Template name.", "bert-base"), *_TEMPLATE_KEYS),
-               '/gpu template save bert-base gpus=2 type=A100-80GB priority=normal data=ready '
-               'cmd="python train.py"',
-               _TEMPLATES),
-    Subcommand(("template", "list"), "List saved templates.", (), "/gpu template list",
-               _TEMPLATES),
-    Subcommand(("template", "show"), "Show a saved template.",
-               (_named("Template name.", "bert-base"),), "/gpu template show bert-base",
-               _TEMPLATES),
-    Subcommand(("template", "delete"), "Delete a saved template.",
-               (_named("Template name.", "bert-base"),), "/gpu template delete bert-base",
-               _TEMPLATES),
-    Subcommand(("help",), "Explain a command.",
-               (Key("topic", ValueKind.WORDS, "The command to explain.", "submit",
-                    positional=True, rest=True),),
-               "/gpu help submit", _OTHER),
-    Subcommand(("admin", "team", "add"), "Create a team.",
-               (_named("Team name.", "vision"),
-                Key("channel", ValueKind.TEXT, "Slack channel for the team's notices.",
-                    "#vision-gpu")),
-               "/gpu admin team add vision channel=#vision-gpu", _ADMIN, admin=True),
-    Subcommand(("admin", "team", "list"), "List teams.", (), "/gpu admin team list", _ADMIN,
-               admin=True),
-    Subcommand(("admin", "team", "remove"), "Remove a team.", (_named("Team name.", "vision"),),
-               "/gpu admin team remove vision", _ADMIN, admin=True),
-    Subcommand(("admin", "member", "add"), "Add a person to a team.",
-               (_user("user", "The person: type @ and pick them.", positional=True),
-                _team("Team to join.", required=True),
-                Key("role", ValueKind.CHOICE, "What they may do.", "approver", default="member",
-                    choices=ROLES)),
-               "/gpu admin member add @alice team=vision role=approver", _ADMIN, admin=True),
-    Subcommand(("admin", "member", "remove"), "Remove a person from their team.",
-               (_user("user", "The person: type @ and pick them.", positional=True),),
-               "/gpu admin member remove @alice", _ADMIN, admin=True),
-    Subcommand(("admin", "member", "role"), "Change a person's role.",
-               (_user("user", "The person: type @ and pick them.", positional=True),
-                Key("role", ValueKind.CHOICE, "What they may do.", "approver", required=True,
-                    choices=ROLES)),
-               "/gpu admin member role @alice role=approver", _ADMIN, admin=True),
-    Subcommand(("admin", "member", "list"), "List people and their roles.",
-               (_team("Only this team."),), "/gpu admin member list team=vision", _ADMIN,
-               admin=True),
-    Subcommand(("admin", "quota", "add"), "Grant a team GPU-hours until a date.",
-               (_team("Team that gets the hours.", required=True),
-                Key("type", ValueKind.GPU_TYPE_OR_ANY, "GPU type the hours are for.",
-                    "A100-80GB", default="any"),
-                Key("hours", ValueKind.FLOAT, "GPU-hours granted.", "5000", required=True,
-                    minimum=0, above_minimum=True),
-                _expires(),
-                _user("owner", "Who gets the expiry reminders: type @ and pick them.",
-                      positional=False),
-                Key("note", ValueKind.TEXT, "Where the hours come from.", "Q4 grant")),
-               "/gpu admin quota add team=vision type=A100-80GB hours=5000 expires=2025-12-31 "
-               'owner=@alice note="Q4 grant"',
-               _ADMIN, admin=True),
-    Subcommand(("admin", "quota", "renew"), "Extend a grant to a new date.",
-               (_quota_id(), _expires(),
-                Key("hours", ValueKind.FLOAT, "New total GPU-hours, if it changes.", "8000",
-                    minimum=0, above_minimum=True)),
-               "/gpu admin quota renew 3 expires=2026-06-30 hours=8000", _ADMIN, admin=True),
-    Subcommand(("admin", "quota", "adjust"), "Set a grant's total GPU-hours.",
-               (_quota_id(),
-                Key("hours", ValueKind.FLOAT, "New total GPU-hours.", "4000", required=True,
-                    minimum=0),
-                _reason(True, "Why, for the log.")),
-               '/gpu admin quota adjust 3 hours=4000 reason="returned unused hours"', _ADMIN,
-               admin=True),
-    Subcommand(("admin", "quota", "list"), "List quota grants.", (_team("Only this team."),),
-               "/gpu admin quota list team=vision", _ADMIN, admin=True),
-    Subcommand(("admin", "host", "add"), "Register a GPU host.",
-               (_host(),
-                Key("url", ValueKind.URL, "The host agent's base URL.", "http://gpu-01.lab:8700",
-                    required=True)),
-               "/gpu admin host add gpu-01 url=http://gpu-01.lab:8700", _ADMIN, admin=True),
-    Subcommand(("admin", "host", "drain"), "Stop starting jobs on a host.", (_host(),),
-               "/gpu admin host drain gpu-01", _ADMIN, admin=True),
-    Subcommand(("admin", "host", "resume"), "Start jobs on a drained host again.", (_host(),),
-               "/gpu admin host resume gpu-01", _ADMIN, admin=True),
-    Subcommand(("admin", "host", "remove"), "Unregister a host.", (_host(),),
-               "/gpu admin host remove gpu-01", _ADMIN, admin=True),
-    Subcommand(("admin", "host", "list"), "List hosts.", (), "/gpu admin host list", _ADMIN,
-               admin=True),
+    Subcommand(
+        ("deny",),
+        "Deny a request.",
+        (_request(), _reason(False, "Why, for the person who asked.")),
+        '/gpu deny 7 reason="core slots are full this week"',
+        _JOBS,
+    ),
+    Subcommand(
+        ("done",),
+        "Record what a finished job produced.",
+        (
+            _job(),
+            Key(
+                "output",
+                ValueKind.TEXT,
+                "What the run produced, e.g. a checkpoint path or report link.",
+                "s3://ckpt/bert-ft/final",
+            ),
+            Key(
+                "metric",
+                ValueKind.METRIC,
+                "A result as name:number; give it once per metric.",
+                "loss:0.31",
+                repeatable=True,
+            ),
+        ),
+        "/gpu done 42 output=s3://ckpt/bert-ft/final metric=loss:0.31 metric=top1:76.2",
+        _JOBS,
+    ),
+    Subcommand(
+        ("quota",),
+        "Show a team's GPU-hour quota.",
+        (_team("Team to show.", default_help="your team"),),
+        "/gpu quota team=vision",
+        _QUOTA,
+    ),
+    Subcommand(
+        ("template", "save"),
+        "Save submit keys under a name for reuse.",
+        (_named("Template name.", "bert-base"), *_TEMPLATE_KEYS),
+        "/gpu template save bert-base gpus=2 type=A100-80GB priority=normal data=ready "
+        'cmd="python train.py"',
+        _TEMPLATES,
+    ),
+    Subcommand(("template", "list"), "List saved templates.", (), "/gpu template list", _TEMPLATES),
+    Subcommand(
+        ("template", "show"),
+        "Show a saved template.",
+        (_named("Template name.", "bert-base"),),
+        "/gpu template show bert-base",
+        _TEMPLATES,
+    ),
+    Subcommand(
+        ("template", "delete"),
+        "Delete a saved template.",
+        (_named("Template name.", "bert-base"),),
+        "/gpu template delete bert-base",
+        _TEMPLATES,
+    ),
+    Subcommand(
+        ("help",),
+        "Explain a command.",
+        (
+            Key(
+                "topic",
+                ValueKind.WORDS,
+                "The command to explain.",
+                "submit",
+                positional=True,
+                rest=True,
+            ),
+        ),
+        "/gpu help submit",
+        _OTHER,
+    ),
+    Subcommand(
+        ("admin", "team", "add"),
+        "Create a team.",
+        (
+            _named("Team name.", "vision"),
+            Key("channel", ValueKind.TEXT, "Slack channel for the team's notices.", "#vision-gpu"),
+        ),
+        "/gpu admin team add vision channel=#vision-gpu",
+        _ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "team", "list"), "List teams.", (), "/gpu admin team list", _ADMIN, admin=True
+    ),
+    Subcommand(
+        ("admin", "team", "remove"),
+        "Remove a team.",
+        (_named("Team name.", "vision"),),
+        "/gpu admin team remove vision",
+        _ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "member", "add"),
+        "Add a person to a team.",
+        (
+            _user("user", "The person: type @ and pick them.", positional=True),
+            _team("Team to join.", required=True),
+            Key(
+                "role",
+                ValueKind.CHOICE,
+                "What they may do.",
+                "approver",
+                default="member",
+                choices=ROLES,
+            ),
+        ),
+        "/gpu admin member add @alice team=vision role=approver",
+        _ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "member", "remove"),
+        "Remove a person from their team.",
+        (_user("user", "The person: type @ and pick them.", positional=True),),
+        "/gpu admin member remove @alice",
+        _ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "member", "role"),
+        "Change a person's role.",
+        (
+            _user("user", "The person: type @ and pick them.", positional=True),
+            Key(
+                "role",
+                ValueKind.CHOICE,
+                "What they may do.",
+                "approver",
+                required=True,
+                choices=ROLES,
+            ),
+        ),
+        "/gpu admin member role @alice role=approver",
+        _ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "member", "list"),
+        "List people and their roles.",
+        (_team("Only this team."),),
+        "/gpu admin member list team=vision",
+        _ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "quota", "add"),
+        "Grant a team GPU-hours until a date.",
+        (
+            _team("Team that gets the hours.", required=True),
+            Key(
+                "type",
+                ValueKind.GPU_TYPE_OR_ANY,
+                "GPU type the hours are for.",
+                "A100-80GB",
+                default="any",
+            ),
+            Key(
+                "hours",
+                ValueKind.FLOAT,
+                "GPU-hours granted.",
+                "5000",
+                required=True,
+                minimum=0,
+                above_minimum=True,
+            ),
+            _expires(),
+            _user(
+                "owner", "Who gets the expiry reminders: type @ and pick them.", positional=False
+            ),
+            Key("note", ValueKind.TEXT, "Where the hours come from.", "Q4 grant"),
+        ),
+        "/gpu admin quota add team=vision type=A100-80GB hours=5000 expires=2025-12-31 "
+        'owner=@alice note="Q4 grant"',
+        _ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "quota", "renew"),
+        "Extend a grant to a new date.",
+        (
+            _quota_id(),
+            _expires(),
+            Key(
+                "hours",
+                ValueKind.FLOAT,
+                "New total GPU-hours, if it changes.",
+                "8000",
+                minimum=0,
+                above_minimum=True,
+            ),
+        ),
+        "/gpu admin quota renew 3 expires=2026-06-30 hours=8000",
+        _ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "quota", "adjust"),
+        "Set a grant's total GPU-hours.",
+        (
+            _quota_id(),
+            Key("hours", ValueKind.FLOAT, "New total GPU-hours.", "4000", required=True, minimum=0),
+            _reason(True, "Why, for the log."),
+        ),
+        '/gpu admin quota adjust 3 hours=4000 reason="returned unused hours"',
+        _ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "quota", "list"),
+        "List quota grants.",
+        (_team("Only this team."),),
+        "/gpu admin quota list team=vision",
+        _ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "host", "add"),
+        "Register a GPU host.",
+        (
+            _host(),
+            Key(
+                "url",
+                ValueKind.URL,
+                "The host agent's base URL.",
+                "http://gpu-01.lab:8700",
+                required=True,
+            ),
+        ),
+        "/gpu admin host add gpu-01 url=http://gpu-01.lab:8700",
+        _ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "host", "drain"),
+        "Stop starting jobs on a host.",
+        (_host(),),
+        "/gpu admin host drain gpu-01",
+        _ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "host", "resume"),
+        "Start jobs on a drained host again.",
+        (_host(),),
+        "/gpu admin host resume gpu-01",
+        _ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "host", "remove"),
+        "Unregister a host.",
+        (_host(),),
+        "/gpu admin host remove gpu-01",
+        _ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "host", "list"), "List hosts.", (), "/gpu admin host list", _ADMIN, admin=True
+    ),
 )
 
 SPEC: Mapping[tuple[str, ...], Subcommand] = MappingProxyType(

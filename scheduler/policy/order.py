@@ -73,8 +73,12 @@ def places(jobs: Sequence[PendingJob]) -> dict[int, Place]:
     result: dict[int, Place] = {}
     ready_ahead: list[PendingJob] = []
     for position, job in enumerate(queue_order(jobs), start=1):
-        higher = sum(1 for other in ready_ahead if CLASS_RANK[other.priority] < CLASS_RANK[job.priority])
-        result[job.id] = Place(job.id, position, _reason(job, ready_ahead, higher), len(ready_ahead), higher)
+        higher = sum(
+            1 for other in ready_ahead if CLASS_RANK[other.priority] < CLASS_RANK[job.priority]
+        )
+        result[job.id] = Place(
+            job.id, position, _reason(job, ready_ahead, higher), len(ready_ahead), higher
+        )
         if job.data_ready:
             ready_ahead.append(job)
     return result
@@ -86,4 +90,3 @@ def _reason(job: PendingJob, ready_ahead: Sequence[PendingJob], higher: int) -> 
     if not ready_ahead:
         return WaitReason.NEXT_IN_LINE
     return WaitReason.BEHIND_HIGHER_PRIORITY if higher else WaitReason.BEHIND_SAME_PRIORITY
-

@@ -35,14 +35,20 @@ def remove_team(ctx: Context, name: str) -> Team:
     ctx.require_admin("remove teams")
     team = team_by_name(ctx, name)
     if org_queries.members(session=ctx.session, team_id=team.id):
-        raise Conflict(f"Team {team.name} still has members.", "Move or remove them first: /gpu admin member list team=" + team.name)
+        raise Conflict(
+            f"Team {team.name} still has members.",
+            "Move or remove them first: /gpu admin member list team=" + team.name,
+        )
     active = job_queries.jobs_in_states(
         session=ctx.session,
         states=(JobState.WAITING_DATA, JobState.QUEUED, JobState.RUNNING, JobState.PREEMPTED),
         team_id=team.id,
     )
     if active:
-        raise Conflict(f"Team {team.name} still has {len(active)} job(s) waiting or running.", "Cancel them or let them finish first.")
+        raise Conflict(
+            f"Team {team.name} still has {len(active)} job(s) waiting or running.",
+            "Cancel them or let them finish first.",
+        )
     ctx.session.delete(team)
     ctx.audit("team.remove", "team", team.id, name=team.name)
     return team
@@ -61,7 +67,14 @@ def add_member(ctx: Context, user: str, team: str, role: str) -> tuple[Member, b
     member.role = Role(role)
     ctx.session.add(member)
     ctx.session.flush()
-    ctx.audit("member.add", "member", user, team=team_row.name, role=role, before=None if created else list(before))
+    ctx.audit(
+        "member.add",
+        "member",
+        user,
+        team=team_row.name,
+        role=role,
+        before=None if created else list(before),
+    )
     return member, created
 
 
@@ -95,7 +108,9 @@ def add_host(ctx: Context, name: str, url: str) -> Host:
     """Register a GPU host by its agent's URL."""
     ctx.require_admin("add hosts")
     if cluster_queries.host_by_name(session=ctx.session, name=name) is not None:
-        raise Conflict(f'Host "{name}" is already registered.', "See them with /gpu admin host list")
+        raise Conflict(
+            f'Host "{name}" is already registered.', "See them with /gpu admin host list"
+        )
     host = Host(name=name, url=url.rstrip("/"), state=HostState.UNKNOWN, added_at=ctx.now)
     ctx.session.add(host)
     ctx.session.flush()
@@ -119,7 +134,10 @@ def remove_host(ctx: Context, name: str) -> Host:
     host = _host(ctx, name)
     allocations = cluster_queries.allocations_of_host(session=ctx.session, host_id=host.id or 0)
     if any(a.ended_at is None for a in allocations):
-        raise Conflict(f"Jobs still hold GPUs on {host.name}.", f"Drain it first (/gpu admin host drain {host.name}) and wait for them to end.")
+        raise Conflict(
+            f"Jobs still hold GPUs on {host.name}.",
+            f"Drain it first (/gpu admin host drain {host.name}) and wait for them to end.",
+        )
     if allocations:
         raise Conflict(
             f"{host.name} has run jobs; removing it would erase their history.",
@@ -140,7 +158,10 @@ def list_hosts(ctx: Context) -> Sequence[Host]:
 def _member(ctx: Context, user: str) -> Member:
     member = org_queries.member_by_user(session=ctx.session, user_id=user)
     if member is None:
-        raise NotFound(f"<@{user}> is not a member.", f"Add them with /gpu admin member add <@{user}> team=<team>")
+        raise NotFound(
+            f"<@{user}> is not a member.",
+            f"Add them with /gpu admin member add <@{user}> team=<team>",
+        )
     return member
 
 

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from scheduler.errors import NotFound, PermissionDenied, UserError
 from scheduler.policy.order import CLASS_RANK
 from scheduler.service.context import Context
-from scheduler.service.jobs import PENDING_STATES, JobView, open_bump, require_owner_or_approver, view_of
+from scheduler.service.jobs import (
+    PENDING_STATES,
+    JobView,
+    open_bump,
+    require_owner_or_approver,
+    view_of,
+)
 from scheduler.service.lookup import job_by_ref
 from storage.models import BumpRequest, BumpState, Job
 from storage.queries import jobs as job_queries
@@ -38,7 +44,9 @@ def bump(ctx: Context, job_id: int | None, name: str | None, to: str, reason: st
     if job.state not in PENDING_STATES:
         raise UserError(f"Job #{job.id} is {job.state}; only a waiting job can be bumped.")
     if to == job.priority:
-        raise UserError(f"Job #{job.id} is already {to}.", "Pick another class: to=core, to=normal or to=idle")
+        raise UserError(
+            f"Job #{job.id} is already {to}.", "Pick another class: to=core, to=normal or to=idle"
+        )
     raising = CLASS_RANK[to] < CLASS_RANK[job.priority]
     if raising and ctx.policy.approval_required(to) and not ctx.actor.is_approver_of(job.team_id):
         return BumpResult(view_of(ctx, job), open_bump(ctx, job, to, reason), applied=False)
@@ -50,7 +58,10 @@ def decide(ctx: Context, request_id: int, approve: bool, reason: str | None) -> 
     """Approve or deny a request; only the job team's approvers and admins may."""
     request = job_queries.get_bump(session=ctx.session, request_id=request_id)
     if request is None:
-        raise NotFound(f"There is no bump request #{request_id}.", "Requests are numbered in the message that asks for approval.")
+        raise NotFound(
+            f"There is no bump request #{request_id}.",
+            "Requests are numbered in the message that asks for approval.",
+        )
     job = job_queries.get_job(session=ctx.session, job_id=request.job_id)
     if job is None:
         raise NotFound(f"Bump request #{request_id} names a job that no longer exists.")
@@ -63,13 +74,20 @@ def decide(ctx: Context, request_id: int, approve: bool, reason: str | None) -> 
         return DecisionResult(request, view_of(ctx, job), changed=False)
     state = BumpState.APPROVED if approve else BumpState.DENIED
     decided = job_queries.decide_bump(
-        session=ctx.session, request_id=request_id, state=state, by=ctx.actor.user_id, at=ctx.now, reason=reason
+        session=ctx.session,
+        request_id=request_id,
+        state=state,
+        by=ctx.actor.user_id,
+        at=ctx.now,
+        reason=reason,
     )
     request = job_queries.get_bump(session=ctx.session, request_id=request_id) or request
     job = job_queries.get_job(session=ctx.session, job_id=request.job_id) or job
     if not decided:  # someone else decided it between our read and our write
         return DecisionResult(request, view_of(ctx, job), changed=False)
-    ctx.audit(f"bump.{state}", "bump", request_id, job=job.id, to=request.to_priority, reason=reason)
+    ctx.audit(
+        f"bump.{state}", "bump", request_id, job=job.id, to=request.to_priority, reason=reason
+    )
     if approve and job.state in PENDING_STATES:
         _apply(ctx, job, request.to_priority, f"bump #{request_id} approved")
     return DecisionResult(request, view_of(ctx, job), changed=True)

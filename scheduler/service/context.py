@@ -94,5 +94,7 @@ class Context:
             )
         team = org_queries.team_by_id(session=self.session, team_id=self.actor.team_id)
         if team is None:  # the team row was removed under the member
-            raise PermissionDenied("Your team no longer exists.", "Ask an admin to move you to a team.")
+            raise PermissionDenied(
+                "Your team no longer exists.", "Ask an admin to move you to a team."
+            )
         return team

@@ -120,7 +120,13 @@ def submit(ctx: Context, fields: Mapping[str, Any]) -> SubmitResult:
     ctx.session.add(job)
     ctx.session.flush()
     ctx.session.add(
-        JobEvent(job_id=job.id or 0, at=ctx.now, to_state=job.state, actor=ctx.actor.user_id, reason="submitted")
+        JobEvent(
+            job_id=job.id or 0,
+            at=ctx.now,
+            to_state=job.state,
+            actor=ctx.actor.user_id,
+            reason="submitted",
+        )
     )
     ctx.audit("job.submit", "job", job.id, name=job.name, team=team.name, priority=priority)
     bump = None
@@ -132,7 +138,9 @@ def submit(ctx: Context, fields: Mapping[str, Any]) -> SubmitResult:
 def _submit_team(ctx: Context, name: str | None) -> Team:
     if name is None:
         if ctx.actor.is_admin and ctx.actor.team_id is None:
-            raise UserError("You are in no team, so name the team the job is for.", "Example: team=vision")
+            raise UserError(
+                "You are in no team, so name the team the job is for.", "Example: team=vision"
+            )
         return ctx.require_team()
     team = team_by_name(ctx, name)
     if not ctx.actor.in_team(team.id or 0):
@@ -159,7 +167,10 @@ def _card_needs(ctx: Context, fields: Mapping[str, Any]) -> CardNeeds:
         canonical = tuple(dict.fromkeys(names))
     needs = CardNeeds(canonical, fields.get("mem"), fields.get("speed"))
     if not fitting_types(catalog(ctx), needs):
-        sizes = ", ".join(f"{name} ({spec.memory_gib:g} GiB, speed {spec.speed:g})" for name, spec in ctx.policy.gpu_types.items())
+        sizes = ", ".join(
+            f"{name} ({spec.memory_gib:g} GiB, speed {spec.speed:g})"
+            for name, spec in ctx.policy.gpu_types.items()
+        )
         raise UserError(
             "No GPU type in the catalog meets type=/mem=/speed= together.",
             f"The catalog has: {sizes}. Relax mem= or speed=, or name another type=.",
@@ -181,7 +192,9 @@ def _check_limits(ctx: Context, fields: Mapping[str, Any]) -> None:
         )
 
 
-def mark_ready(ctx: Context, job_id: int | None, name: str | None, location: str | None) -> ChangeResult:
+def mark_ready(
+    ctx: Context, job_id: int | None, name: str | None, location: str | None
+) -> ChangeResult:
     """Mark a job's data ready, so it may take GPUs."""
     job = job_by_ref(ctx, job_id, name)
     _require_team_member(ctx, job, "mark its data ready")
@@ -192,7 +205,14 @@ def mark_ready(ctx: Context, job_id: int | None, name: str | None, location: str
     if location:
         job.data_location = location
     if job.state == JobState.WAITING_DATA:
-        lifecycle.move(ctx.session, job, JobState.QUEUED, at=ctx.now, actor=ctx.actor.user_id, reason="data ready")
+        lifecycle.move(
+            ctx.session,
+            job,
+            JobState.QUEUED,
+            at=ctx.now,
+            actor=ctx.actor.user_id,
+            reason="data ready",
+        )
     ctx.session.add(job)
     ctx.audit("job.ready", "job", job.id, location=job.data_location)
     return ChangeResult(view_of(ctx, job), True, "Its data is ready; it now competes for GPUs.")
@@ -205,23 +225,45 @@ def cancel(ctx: Context, job_id: int | None, name: str | None, reason: str | Non
     lifecycle.check_move(job, JobState.CANCELLED)
     if job.state == JobState.RUNNING:
         ledger.close_allocations(ctx, job)
-    lifecycle.move(ctx.session, job, JobState.CANCELLED, at=ctx.now, actor=ctx.actor.user_id, reason=reason or "cancelled")
+    lifecycle.move(
+        ctx.session,
+        job,
+        JobState.CANCELLED,
+        at=ctx.now,
+        actor=ctx.actor.user_id,
+        reason=reason or "cancelled",
+    )
     _withdraw_bumps(ctx, job)
     ctx.audit("job.cancel", "job", job.id, reason=reason)
     return ChangeResult(view_of(ctx, job), True, "Cancelled.")
 
 
-def done(ctx: Context, job_id: int | None, name: str | None, output: str | None, metrics: Sequence[Any]) -> ChangeResult:
+def done(
+    ctx: Context, job_id: int | None, name: str | None, output: str | None, metrics: Sequence[Any]
+) -> ChangeResult:
     """Record what a job produced; a running job is marked succeeded."""
     job = job_by_ref(ctx, job_id, name)
     require_owner_or_approver(ctx, job, "mark done")
     if output is None and not metrics:
-        raise UserError("Say what the run produced: output= and/or metric=.", 'Example: /gpu done #42 output="s3://ckpt/bert-ft" metric=f1:91.2')
+        raise UserError(
+            "Say what the run produced: output= and/or metric=.",
+            'Example: /gpu done #42 output="s3://ckpt/bert-ft" metric=f1:91.2',
+        )
     if job.state in PENDING_STATES:
-        raise UserError(f"Job #{job.id} has not run yet, so it has no output.", f"To drop it, use /gpu cancel #{job.id}")
+        raise UserError(
+            f"Job #{job.id} has not run yet, so it has no output.",
+            f"To drop it, use /gpu cancel #{job.id}",
+        )
     if job.state == JobState.RUNNING:
         ledger.close_allocations(ctx, job)
-        lifecycle.move(ctx.session, job, JobState.SUCCEEDED, at=ctx.now, actor=ctx.actor.user_id, reason="marked done")
+        lifecycle.move(
+            ctx.session,
+            job,
+            JobState.SUCCEEDED,
+            at=ctx.now,
+            actor=ctx.actor.user_id,
+            reason="marked done",
+        )
     if output is not None:
         job.output = output
     if metrics:
@@ -248,7 +290,9 @@ def queue(ctx: Context, scope: str) -> QueueResult:
     team_id = None
     if scope == "team":
         team_id = ctx.require_team().id
-    jobs = job_queries.jobs_in_states(session=ctx.session, states=(*PENDING_STATES, JobState.RUNNING))
+    jobs = job_queries.jobs_in_states(
+        session=ctx.session, states=(*PENDING_STATES, JobState.RUNNING)
+    )
     placed = _places(jobs)
     result = QueueResult(scope)
     for job in sorted(jobs, key=lambda j: placed[j.id or 0].position if j.id in placed else 0):

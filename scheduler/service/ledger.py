@@ -13,7 +13,9 @@ from storage.queries import cluster as cluster_queries
 
 def quota_states(ctx: Context, quotas: Sequence[Quota]) -> list[QuotaState]:
     """Quotas with what has been used of them."""
-    used = accounting.used_hours_by_quota(session=ctx.session, quota_ids=[q.id or 0 for q in quotas])
+    used = accounting.used_hours_by_quota(
+        session=ctx.session, quota_ids=[q.id or 0 for q in quotas]
+    )
     return [
         QuotaState(q.id or 0, q.gpu_type, q.gpu_hours, used.get(q.id or 0, 0.0), q.expires_on)
         for q in quotas

@@ -21,7 +21,9 @@ def job_by_ref(ctx: Context, job_id: int | None, name: str | None) -> Job:
     matches = own or candidates
     if not matches:
         # A finished job is still found by name: the actor's newest one.
-        latest = job_queries.latest_job_named(session=ctx.session, name=name or "", owner=ctx.actor.user_id)
+        latest = job_queries.latest_job_named(
+            session=ctx.session, name=name or "", owner=ctx.actor.user_id
+        )
         if latest is not None:
             return latest
         raise NotFound(
@@ -30,7 +32,9 @@ def job_by_ref(ctx: Context, job_id: int | None, name: str | None) -> Job:
         )
     if len(matches) > 1:
         ids = ", ".join(f"#{job.id}" for job in matches)
-        raise Conflict(f'Several jobs are named "{name}": {ids}.', "Name it by number, e.g. /gpu status #42")
+        raise Conflict(
+            f'Several jobs are named "{name}": {ids}.', "Name it by number, e.g. /gpu status #42"
+        )
     return matches[0]
 
 
@@ -39,7 +43,10 @@ def team_by_name(ctx: Context, name: str) -> Team:
     team = org_queries.team_by_name(session=ctx.session, name=name)
     if team is None:
         known = ", ".join(t.name for t in org_queries.all_teams(session=ctx.session)) or "none yet"
-        raise NotFound(f'There is no team "{name}" (teams: {known}).', "An admin adds one with /gpu admin team add <name>")
+        raise NotFound(
+            f'There is no team "{name}" (teams: {known}).',
+            "An admin adds one with /gpu admin team add <name>",
+        )
     return team
 
 

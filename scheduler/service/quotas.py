@@ -29,7 +29,10 @@ def show(ctx: Context, team: str | None) -> list[QuotaView]:
     if team is not None:
         team_row = team_by_name(ctx, team)
         if not ctx.actor.in_team(team_row.id or 0):
-            raise UserError(f"You can only see your own team's quotas, not {team_row.name}'s.", "Leave out team=.")
+            raise UserError(
+                f"You can only see your own team's quotas, not {team_row.name}'s.",
+                "Leave out team=.",
+            )
         team_id: int | None = team_row.id
     elif ctx.actor.is_admin and ctx.actor.team_id is None:
         team_id = None
@@ -38,7 +41,15 @@ def show(ctx: Context, team: str | None) -> list[QuotaView]:
     return _views(ctx, list(accounting.quotas(session=ctx.session, team_id=team_id)))
 
 
-def add(ctx: Context, team: str, gpu_type: str | None, hours: float, expires: date, owner: str, note: str | None) -> QuotaView:
+def add(
+    ctx: Context,
+    team: str,
+    gpu_type: str | None,
+    hours: float,
+    expires: date,
+    owner: str,
+    note: str | None,
+) -> QuotaView:
     """Grant a team GPU-hours on one type (or any) until a date."""
     ctx.require_admin("grant quotas")
     team_row = team_by_name(ctx, team)
@@ -56,7 +67,15 @@ def add(ctx: Context, team: str, gpu_type: str | None, hours: float, expires: da
     )
     ctx.session.add(quota)
     ctx.session.flush()
-    ctx.audit("quota.add", "quota", quota.id, team=team_row.name, type=canonical, hours=hours, expires=str(expires))
+    ctx.audit(
+        "quota.add",
+        "quota",
+        quota.id,
+        team=team_row.name,
+        type=canonical,
+        hours=hours,
+        expires=str(expires),
+    )
     return _views(ctx, [quota])[0]
 
 
@@ -70,7 +89,9 @@ def renew(ctx: Context, quota_id: int, expires: date, hours: float | None) -> Qu
     if hours is not None:
         quota.gpu_hours = hours
     ctx.session.add(quota)
-    ctx.audit("quota.renew", "quota", quota_id, before=before, expires=str(expires), hours=quota.gpu_hours)
+    ctx.audit(
+        "quota.renew", "quota", quota_id, before=before, expires=str(expires), hours=quota.gpu_hours
+    )
     return _views(ctx, [quota])[0]
 
 
@@ -113,10 +134,16 @@ def _type(ctx: Context, gpu_type: str | None) -> str | None:
         return None
     known = ctx.policy.canonical_type(gpu_type)
     if known is None:
-        raise UserError(f'Unknown GPU type "{gpu_type}".', f"Known types: {', '.join(ctx.policy.gpu_types)}, or type=any")
+        raise UserError(
+            f'Unknown GPU type "{gpu_type}".',
+            f"Known types: {', '.join(ctx.policy.gpu_types)}, or type=any",
+        )
     return known
 
 
 def _not_past(ctx: Context, expires: date) -> None:
     if expires < ctx.now.date():
-        raise UserError(f"expires={expires} is in the past.", f"Give a later date, e.g. expires={ctx.now.date() + timedelta(days=90)}")
+        raise UserError(
+            f"expires={expires} is in the past.",
+            f"Give a later date, e.g. expires={ctx.now.date() + timedelta(days=90)}",
+        )

@@ -18,7 +18,13 @@ def save(ctx: Context, name: str, fields: Mapping[str, Any]) -> tuple[Template, 
     template = job_queries.template_named(session=ctx.session, team_id=team.id or 0, name=name)
     created = template is None
     if template is None:
-        template = Template(team_id=team.id or 0, name=name, created_by=ctx.actor.user_id, created_at=ctx.now, updated_at=ctx.now)
+        template = Template(
+            team_id=team.id or 0,
+            name=name,
+            created_by=ctx.actor.user_id,
+            created_at=ctx.now,
+            updated_at=ctx.now,
+        )
     else:
         _require_editor(ctx, template)
     template.fields = stored
@@ -39,8 +45,14 @@ def get(ctx: Context, name: str, team_id: int | None = None) -> Template:
     team_id = team_id if team_id is not None else ctx.require_team().id or 0
     template = job_queries.template_named(session=ctx.session, team_id=team_id, name=name)
     if template is None:
-        names = ", ".join(t.name for t in job_queries.templates(session=ctx.session, team_id=team_id)) or "none yet"
-        raise NotFound(f'Your team has no template "{name}" (templates: {names}).', "Save one with /gpu template save <name> gpus=… hours=…")
+        names = (
+            ", ".join(t.name for t in job_queries.templates(session=ctx.session, team_id=team_id))
+            or "none yet"
+        )
+        raise NotFound(
+            f'Your team has no template "{name}" (templates: {names}).',
+            "Save one with /gpu template save <name> gpus=… hours=…",
+        )
     return template
 
 

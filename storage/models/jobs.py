@@ -32,7 +32,9 @@ class JobState(StrEnum):
     PREEMPTED = "preempted"
 
 
-ACTIVE_STATES = frozenset({JobState.WAITING_DATA, JobState.QUEUED, JobState.RUNNING, JobState.PREEMPTED})
+ACTIVE_STATES = frozenset(
+    {JobState.WAITING_DATA, JobState.QUEUED, JobState.RUNNING, JobState.PREEMPTED}
+)
 TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 
 

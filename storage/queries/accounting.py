@@ -32,7 +32,9 @@ def used_hours_by_quota(*, session: Session, quota_ids: Sequence[int]) -> dict[i
         .where(col(LedgerEntry.quota_id).in_(quota_ids))
         .group_by(col(LedgerEntry.quota_id))
     )
-    return {quota_id: float(total or 0) for quota_id, total in session.exec(query).all() if quota_id}
+    return {
+        quota_id: float(total or 0) for quota_id, total in session.exec(query).all() if quota_id
+    }
 
 
 def ledger_of_job(*, session: Session, job_id: int) -> Sequence[LedgerEntry]:

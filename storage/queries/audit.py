@@ -23,13 +23,20 @@ def record(
 ) -> AuditEvent:
     """Add one audit event to the unit of work."""
     event = AuditEvent(
-        at=at, actor=actor, action=action, target_kind=target_kind, target_id=str(target_id), detail=detail
+        at=at,
+        actor=actor,
+        action=action,
+        target_kind=target_kind,
+        target_id=str(target_id),
+        detail=detail,
     )
     session.add(event)
     return event
 
 
-def events(*, session: Session, target_kind: str | None = None, target_id: object = None) -> Sequence[AuditEvent]:
+def events(
+    *, session: Session, target_kind: str | None = None, target_id: object = None
+) -> Sequence[AuditEvent]:
     """Audit events, oldest first, optionally about one target."""
     query = select(AuditEvent).order_by(col(AuditEvent.id))
     if target_kind is not None:

@@ -35,7 +35,9 @@ def open_allocations(*, session: Session, job_id: int | None = None) -> Sequence
 
 def allocations_of_host(*, session: Session, host_id: int) -> Sequence[Allocation]:
     """Every allocation, open or ended, on one host's GPUs."""
-    query = select(Allocation).join(Gpu, col(Gpu.id) == col(Allocation.gpu_id)).where(
-        Gpu.host_id == host_id
+    query = (
+        select(Allocation)
+        .join(Gpu, col(Gpu.id) == col(Allocation.gpu_id))
+        .where(Gpu.host_id == host_id)
     )
     return session.exec(query).all()

@@ -54,7 +54,9 @@ def set_state(
     *, session: Session, job: Job, to: str, at: datetime, actor: str, reason: str | None
 ) -> JobEvent:
     """Write a state change and its history row; the caller has checked it is legal."""
-    event = JobEvent(job_id=_id(job), at=at, from_state=job.state, to_state=to, actor=actor, reason=reason)
+    event = JobEvent(
+        job_id=_id(job), at=at, from_state=job.state, to_state=to, actor=actor, reason=reason
+    )
     job.state = to
     job.state_reason = reason
     if to == JobState.RUNNING:

@@ -12,7 +12,7 @@ VALID = [
     pytest.param("", ("help",), {}, id="empty-is-help"),
     pytest.param("  \n\t ", ("help",), {}, id="blank-is-help"),
     pytest.param(
-        'submit name=bert-ft gpus=2 type=A100-80GB hours=12 priority=normal data=ready '
+        "submit name=bert-ft gpus=2 type=A100-80GB hours=12 priority=normal data=ready "
         'cmd="python train.py --lr 3e-4"',
         ("submit",),
         {
@@ -69,7 +69,7 @@ VALID = [
         id="single-quotes-with-escapes",
     ),
     pytest.param(
-        'submit name=x hours=1 priority=core data=ready '
+        "submit name=x hours=1 priority=core data=ready "
         'cmd="python <http://train.py|train.py> &amp;&amp; cat &lt;in&gt; \\"q\\""',
         ("submit",),
         {
@@ -89,8 +89,12 @@ VALID = [
     ),
     pytest.param("ready 42", ("ready",), {"job": JobRef(id=42)}, id="ready-id"),
     pytest.param("ready #42", ("ready",), {"job": JobRef(id=42)}, id="ready-hash-id"),
-    pytest.param("Ready job=bert-ft", ("ready",), {"job": JobRef(name="bert-ft")},
-                 id="ready-positional-as-key"),
+    pytest.param(
+        "Ready job=bert-ft",
+        ("ready",),
+        {"job": JobRef(name="bert-ft")},
+        id="ready-positional-as-key",
+    ),
     pytest.param(
         "ready 42 location=<https://x.y/z|https://x.y/z>",
         ("ready",),
@@ -135,9 +139,12 @@ VALID = [
         },
         id="done-repeatable-metric",
     ),
-    pytest.param("done 42 metric=val/loss:1e-3", ("done",),
-                 {"job": JobRef(id=42), "metric": (Metric("val/loss", 0.001),)},
-                 id="done-single-metric-is-tuple"),
+    pytest.param(
+        "done 42 metric=val/loss:1e-3",
+        ("done",),
+        {"job": JobRef(id=42), "metric": (Metric("val/loss", 0.001),)},
+        id="done-single-metric-is-tuple",
+    ),
     pytest.param("quota team=vision", ("quota",), {"team": "vision"}, id="quota"),
     pytest.param(
         "template save bert-base gpus=4 priority=normal",
@@ -161,14 +168,22 @@ VALID = [
         {"user": "U012AB3CD", "team": "vision", "role": "approver"},
         id="member-add-slack-mention",
     ),
-    pytest.param("admin member remove <@W012AB3CD>", ("admin", "member", "remove"),
-                 {"user": "W012AB3CD"}, id="member-remove-mention-no-label"),
-    pytest.param("admin member role @U012AB3CD role=admin", ("admin", "member", "role"),
-                 {"user": "U012AB3CD", "role": "admin"}, id="member-role-at-id"),
+    pytest.param(
+        "admin member remove <@W012AB3CD>",
+        ("admin", "member", "remove"),
+        {"user": "W012AB3CD"},
+        id="member-remove-mention-no-label",
+    ),
+    pytest.param(
+        "admin member role @U012AB3CD role=admin",
+        ("admin", "member", "role"),
+        {"user": "U012AB3CD", "role": "admin"},
+        id="member-role-at-id",
+    ),
     pytest.param("admin member list", ("admin", "member", "list"), {}, id="member-list"),
     pytest.param(
         "admin quota add team=vision type=ANY hours=5000 expires=2025-12-31 owner=U012AB3CD "
-        "note=\"Q4 grant &amp; extras\"",
+        'note="Q4 grant &amp; extras"',
         ("admin", "quota", "add"),
         {
             "team": "vision",
@@ -192,18 +207,27 @@ VALID = [
         },
         id="quota-add-one-type",
     ),
-    pytest.param("admin quota renew #3 expires=2026-06-30", ("admin", "quota", "renew"),
-                 {"id": 3, "expires": date(2026, 6, 30)}, id="quota-renew"),
-    pytest.param('admin quota adjust 3 hours=0 reason="returned"', ("admin", "quota", "adjust"),
-                 {"id": 3, "hours": 0.0, "reason": "returned"}, id="quota-adjust-to-zero"),
+    pytest.param(
+        "admin quota renew #3 expires=2026-06-30",
+        ("admin", "quota", "renew"),
+        {"id": 3, "expires": date(2026, 6, 30)},
+        id="quota-renew",
+    ),
+    pytest.param(
+        'admin quota adjust 3 hours=0 reason="returned"',
+        ("admin", "quota", "adjust"),
+        {"id": 3, "hours": 0.0, "reason": "returned"},
+        id="quota-adjust-to-zero",
+    ),
     pytest.param(
         "admin host add gpu-01 url=<http://gpu-01.lab:8700>",
         ("admin", "host", "add"),
         {"name": "gpu-01", "url": "http://gpu-01.lab:8700"},
         id="host-add-slack-link",
     ),
-    pytest.param("admin host drain gpu-01", ("admin", "host", "drain"), {"name": "gpu-01"},
-                 id="host-drain"),
+    pytest.param(
+        "admin host drain gpu-01", ("admin", "host", "drain"), {"name": "gpu-01"}, id="host-drain"
+    ),
 ]
 
 

@@ -13,7 +13,9 @@ PAIKA = Path(sys.executable).with_name("paika")
 
 
 def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(PAIKA), *args], env=env, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        [str(PAIKA), *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 @pytest.fixture
@@ -30,7 +32,15 @@ def test_a_fresh_install_bootstraps_from_paika_admins(env: dict[str, str], tmp_p
 
     added = run(["cmd", "admin member add <@UALICE> team=vision", "--user", "UADMIN"], env)
     assert added.returncode == 0, added.stderr
-    submitted = run(["cmd", 'submit name=bert gpus=2 hours=8 priority=normal data=ready cmd="python train.py"', "--user", "UALICE"], env)
+    submitted = run(
+        [
+            "cmd",
+            'submit name=bert gpus=2 hours=8 priority=normal data=ready cmd="python train.py"',
+            "--user",
+            "UALICE",
+        ],
+        env,
+    )
     assert submitted.returncode == 0, submitted.stderr
     assert "Queued job #1 bert for team vision" in submitted.stdout
 
@@ -61,3 +71,11 @@ def test_help_comes_from_the_grammar(env: dict[str, str]) -> None:
     assert result.returncode == 0
     for key in ("name=", "gpus=", "hours=", "priority=", "data=", "cmd="):
         assert key in result.stdout
+
+
+def test_an_unreachable_database_is_named_without_its_password(env: dict[str, str]) -> None:
+    url = "postgresql://paika:s3cret@127.0.0.1:1/paika"  # nothing listens on port 1
+    result = run(["cmd", "queue", "--user", "U1"], {**env, "PAIKA_DATABASE_URL": url})
+    assert result.returncode == 2
+    assert "cannot reach the database at postgresql+psycopg://paika:***@127.0.0.1:1/paika" in result.stderr
+    assert "s3cret" not in result.stderr and "Traceback" not in result.stderr

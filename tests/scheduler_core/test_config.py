@@ -35,19 +35,48 @@ def test_defaults_fill_what_a_small_file_leaves_out(policy_file: Path) -> None:
     ("text", "key", "problem"),
     [
         (GOOD + "colour: blue\n", "colour", "unknown key"),
-        (GOOD.replace("memory_gib: 16", "memory_gib: -1"), "gpu_types.T4-16GB.memory_gib", "greater than 0"),
+        (
+            GOOD.replace("memory_gib: 16", "memory_gib: -1"),
+            "gpu_types.T4-16GB.memory_gib",
+            "greater than 0",
+        ),
         (GOOD.replace("speed: 0.25, ", ""), None, None),
-        (GOOD.replace("price_per_gpu_hour: 0.35", "price: 0.35"), "gpu_types.T4-16GB.price_per_gpu_hour", "required key is missing"),
-        (GOOD + "scheduler:\n  headroom: {V100: 1}\n", "scheduler.headroom.V100", "unknown GPU type 'V100'"),
-        (GOOD + "scheduler:\n  admission: {action: drop}\n", "scheduler.admission.action", "'warn' or 'defer'"),
+        (
+            GOOD.replace("price_per_gpu_hour: 0.35", "price: 0.35"),
+            "gpu_types.T4-16GB.price_per_gpu_hour",
+            "required key is missing",
+        ),
+        (
+            GOOD + "scheduler:\n  headroom: {V100: 1}\n",
+            "scheduler.headroom.V100",
+            "unknown GPU type 'V100'",
+        ),
+        (
+            GOOD + "scheduler:\n  admission: {action: drop}\n",
+            "scheduler.admission.action",
+            "'warn' or 'defer'",
+        ),
         (GOOD + "timezone: Mars/Olympus\n", "timezone", "unknown time zone"),
         ("gpu_types: {}\n", "gpu_types", "at least 1 item"),
         ("gpu_types: [\n", "line 2", "not valid YAML"),
         ("- a\n- b\n", "-", "must be a mapping"),
     ],
-    ids=["unknown-key", "negative-memory", "optional-speed", "missing-price", "headroom-type", "bad-choice", "bad-zone", "empty-catalog", "yaml-syntax", "not-a-mapping"],
+    ids=[
+        "unknown-key",
+        "negative-memory",
+        "optional-speed",
+        "missing-price",
+        "headroom-type",
+        "bad-choice",
+        "bad-zone",
+        "empty-catalog",
+        "yaml-syntax",
+        "not-a-mapping",
+    ],
 )
-def test_a_bad_file_names_the_file_the_key_and_the_problem(policy_file: Path, text: str, key: str | None, problem: str | None) -> None:
+def test_a_bad_file_names_the_file_the_key_and_the_problem(
+    policy_file: Path, text: str, key: str | None, problem: str | None
+) -> None:
     policy_file.write_text(text)
     if key is None:
         load_policy(policy_file)  # speed is optional

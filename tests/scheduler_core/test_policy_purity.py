@@ -8,7 +8,20 @@ from pathlib import Path
 import pytest
 
 POLICY = Path(__file__).resolve().parents[2] / "scheduler" / "policy"
-ALLOWED_ROOTS = {"__future__", "collections", "dataclasses", "datetime", "enum", "functools", "heapq", "itertools", "math", "bisect", "typing", "scheduler"}
+ALLOWED_ROOTS = {
+    "__future__",
+    "collections",
+    "dataclasses",
+    "datetime",
+    "enum",
+    "functools",
+    "heapq",
+    "itertools",
+    "math",
+    "bisect",
+    "typing",
+    "scheduler",
+}
 CLOCK_CALLS = {"now", "utcnow", "today", "time", "monotonic", "perf_counter"}
 
 
@@ -35,4 +48,6 @@ def test_imports_only_pure_modules(path: Path) -> None:
 def test_never_reads_the_clock(path: Path) -> None:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            assert node.func.attr not in CLOCK_CALLS, f"{path.name}:{node.lineno} calls .{node.func.attr}()"
+            assert node.func.attr not in CLOCK_CALLS, (
+                f"{path.name}:{node.lineno} calls .{node.func.attr}()"
+            )

@@ -26,14 +26,30 @@ def refused(paika: Paika, user: str, text: str) -> str:
     return reply.text
 
 
-def submit(paika: Paika, user: str, name: str, *, gpus: int = 1, hours: float = 4, priority: str = "normal", data: str = "ready") -> Reply:
-    return gpu(paika, user, SUBMIT.format(name=name, gpus=gpus, hours=hours, priority=priority, data=data))
+def submit(
+    paika: Paika,
+    user: str,
+    name: str,
+    *,
+    gpus: int = 1,
+    hours: float = 4,
+    priority: str = "normal",
+    data: str = "ready",
+) -> Reply:
+    return gpu(
+        paika, user, SUBMIT.format(name=name, gpus=gpus, hours=hours, priority=priority, data=data)
+    )
 
 
 @pytest.fixture
 def team(paika: Paika) -> Paika:
     """Vision: alice and bob (members), vera (approver); nlp: nick (member)."""
-    for user, team_name, role in [("UALICE", "vision", "member"), ("UBOB", "vision", "member"), ("UVERA", "vision", "approver"), ("UNICK", "nlp", "member")]:
+    for user, team_name, role in [
+        ("UALICE", "vision", "member"),
+        ("UBOB", "vision", "member"),
+        ("UVERA", "vision", "approver"),
+        ("UNICK", "nlp", "member"),
+    ]:
         gpu(paika, "UADMIN", f"admin member add <@{user}> team={team_name} role={role}")
     return paika
 
@@ -45,7 +61,9 @@ def jobs(paika: Paika) -> dict[str, Job]:
 
 def audit_actions(paika: Paika) -> list[str]:
     with Session(paika.engine) as session:
-        return [event.action for event in session.exec(select(AuditEvent).order_by(AuditEvent.id)).all()]
+        return [
+            event.action for event in session.exec(select(AuditEvent).order_by(AuditEvent.id)).all()
+        ]
 
 
 def test_a_ready_job_is_queued_with_its_place_and_likely_card(team: Paika) -> None:
@@ -54,17 +72,29 @@ def test_a_ready_job_is_queued_with_its_place_and_likely_card(team: Paika) -> No
     assert "Place in queue: 1. Waiting: next in line" in reply.text
     assert "Likely card type: T4-16GB" in reply.text
     job = jobs(team)["bert-ft"]
-    assert (job.state, job.gpus, job.est_gpu_hours, job.owner, job.data_ready) == (JobState.QUEUED, 2, 12, "UALICE", True)
+    assert (job.state, job.gpus, job.est_gpu_hours, job.owner, job.data_ready) == (
+        JobState.QUEUED,
+        2,
+        12,
+        "UALICE",
+        True,
+    )
     assert "job.submit" in audit_actions(team)
 
 
-def test_a_job_waiting_for_data_keeps_its_place_and_blocks_nobody(team: Paika, clock: ManualClock) -> None:
+def test_a_job_waiting_for_data_keeps_its_place_and_blocks_nobody(
+    team: Paika, clock: ManualClock
+) -> None:
     submit(team, "UALICE", "copying", data="s3://datasets/imagenet")
     clock.advance(timedelta(minutes=1))
     reply = submit(team, "UBOB", "ready-one")
     assert "Place in queue: 2. Waiting: next in line" in reply.text
     status = gpu(team, "UALICE", "status copying").text
-    assert "waiting data" in status and "s3://datasets/imagenet" in status and "waiting for its data" in status
+    assert (
+        "waiting data" in status
+        and "s3://datasets/imagenet" in status
+        and "waiting for its data" in status
+    )
 
     clock.advance(timedelta(minutes=5))
     ready = gpu(team, "UBOB", "ready copying")  # a teammate may mark it
@@ -72,7 +102,12 @@ def test_a_job_waiting_for_data_keeps_its_place_and_blocks_nobody(team: Paika, c
     job = jobs(team)["copying"]
     assert job.state == JobState.QUEUED and job.data_ready_at == clock.now()
     with Session(team.engine) as session:
-        states = [e.to_state for e in session.exec(select(JobEvent).where(JobEvent.job_id == job.id).order_by(JobEvent.id))]
+        states = [
+            e.to_state
+            for e in session.exec(
+                select(JobEvent).where(JobEvent.job_id == job.id).order_by(JobEvent.id)
+            )
+        ]
     assert states == [JobState.WAITING_DATA, JobState.QUEUED]
     assert "already marked ready" in gpu(team, "UALICE", f"ready #{job.id}").text
 
@@ -114,7 +149,9 @@ def test_bump_down_is_immediate_and_bump_up_waits_for_an_approver(team: Paika) -
     assert "is now normal" in gpu(team, "UALICE", 'bump sweep to=normal reason="back"').text
     pending = gpu(team, "UALICE", 'bump sweep to=core reason="paper deadline"').text
     assert "waiting for an approver of team vision" in pending
-    assert "already has a bump request waiting" in refused(team, "UALICE", 'bump sweep to=core reason="again"')
+    assert "already has a bump request waiting" in refused(
+        team, "UALICE", 'bump sweep to=core reason="again"'
+    )
     denied = gpu(team, "UVERA", 'deny 1 reason="not this week"').text
     assert "Bump request #1 denied" in denied
     assert jobs(team)["sweep"].priority == "normal"
@@ -126,7 +163,7 @@ def test_only_owner_team_approver_or_admin_may_cancel(team: Paika) -> None:
     assert "Only the owner" in refused(team, "UBOB", "cancel mine")
     assert "Only the owner" in refused(team, "UNICK", "cancel #1")
     assert jobs(team)["mine"].state == JobState.QUEUED
-    assert "Cancelled" in gpu(team, "UVERA", "cancel #1 reason=\"wrong data\"").text
+    assert "Cancelled" in gpu(team, "UVERA", 'cancel #1 reason="wrong data"').text
     assert jobs(team)["mine"].state == JobState.CANCELLED
     again = refused(team, "UALICE", "cancel #1")
     assert "is cancelled; it cannot become cancelled" in again
@@ -135,7 +172,9 @@ def test_only_owner_team_approver_or_admin_may_cancel(team: Paika) -> None:
 def test_members_submit_only_for_their_own_team(team: Paika) -> None:
     text = SUBMIT.format(name="x", gpus=1, hours=1, priority="normal", data="ready") + " team=nlp"
     assert "only submit jobs for your own team" in refused(team, "UALICE", text)
-    assert "not in a team yet" in refused(team, "USTRANGER", SUBMIT.format(name="x", gpus=1, hours=1, priority="normal", data="ready"))
+    assert "not in a team yet" in refused(
+        team, "USTRANGER", SUBMIT.format(name="x", gpus=1, hours=1, priority="normal", data="ready")
+    )
     assert jobs(team) == {}
 
 
@@ -143,7 +182,9 @@ def test_submit_checks_the_catalog_and_limits(team: Paika) -> None:
     base = SUBMIT.format(name="x", gpus=1, hours=1, priority="normal", data="ready")
     assert 'Unknown GPU type "V100"' in refused(team, "UALICE", base + " type=V100")
     assert "No GPU type in the catalog" in refused(team, "UALICE", base + " mem=200")
-    assert "more than one job may use here (16)" in refused(team, "UALICE", base.replace("gpus=1", "gpus=32"))
+    assert "more than one job may use here (16)" in refused(
+        team, "UALICE", base.replace("gpus=1", "gpus=32")
+    )
     ok = gpu(team, "UALICE", base.replace("name=x", "name=big") + " mem=40").text
     assert "Likely card type: A100-40GB" in ok
     assert jobs(team)["big"].min_memory_gib == 40
@@ -154,3 +195,34 @@ def test_a_failed_command_changes_nothing(team: Paika) -> None:
     refused(team, "UBOB", "cancel #999")
     refused(team, "UBOB", "submit name=x")
     assert audit_actions(team) == before
+
+
+def test_two_approvers_clicking_at_once_decide_a_request_once(team: Paika) -> None:
+    """Approve and deny race on one request: one decision lands, the other changes nothing."""
+    if team.engine.dialect.name == "sqlite":
+        pytest.skip("SQLite serialises writers; the race needs a server (PostgreSQL, MariaDB)")
+    import threading
+
+    gpu(team, "UADMIN", "admin member add <@UVAL> team=vision role=approver")
+    submit(team, "UALICE", "urgent", priority="core")
+    barrier = threading.Barrier(2)
+    replies: dict[str, Reply] = {}
+
+    def decide(user: str, text: str) -> None:
+        barrier.wait()
+        replies[user] = team.run(text, user)
+
+    threads = [
+        threading.Thread(target=decide, args=("UVERA", "approve 1")),
+        threading.Thread(target=decide, args=("UVAL", "deny 1")),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    texts = sorted(reply.text for reply in replies.values())
+    assert all(reply.ok for reply in replies.values())
+    assert sum("nothing changed" in text for text in texts) == 1
+    decisions = [a for a in audit_actions(team) if a in ("bump.approved", "bump.denied")]
+    assert len(decisions) == 1
+    assert jobs(team)["urgent"].priority == ("core" if decisions == ["bump.approved"] else "normal")

@@ -6,12 +6,11 @@ from datetime import timedelta
 
 import pytest
 from sqlmodel import Session, select
+from test_jobs_flow import gpu, jobs, refused, submit
 
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from storage.models import Allocation, Gpu, Host, Job, JobState, LedgerEntry
-
-from test_jobs_flow import gpu, jobs, refused, submit
 
 
 @pytest.fixture
@@ -29,43 +28,78 @@ def _start_on_two_a100s(paika: Paika, job_name: str, clock: ManualClock) -> None
         host = Host(name="gpu-01", url="http://127.0.0.1:8470", added_at=clock.now())
         session.add(host)
         session.flush()
-        cards = [Gpu(host_id=host.id, index=i, gpu_type="A100-80GB", memory_gib=80) for i in range(2)]
+        cards = [
+            Gpu(host_id=host.id, index=i, gpu_type="A100-80GB", memory_gib=80) for i in range(2)
+        ]
         session.add_all(cards)
         session.flush()
         job = session.exec(select(Job).where(Job.name == job_name)).one()
         for card in cards:
-            session.add(Allocation(job_id=job.id, gpu_id=card.id, active_gpu_id=card.id, started_at=clock.now()))
+            session.add(
+                Allocation(
+                    job_id=job.id, gpu_id=card.id, active_gpu_id=card.id, started_at=clock.now()
+                )
+            )
         lifecycle.move(session, job, JobState.RUNNING, at=clock.now(), actor="scheduler")
         session.commit()
 
 
 def test_admins_grant_quotas_and_members_see_their_own(vision: Paika) -> None:
-    assert "Only admins can grant quotas" in refused(vision, "UVERA", "admin quota add team=vision type=A100-80GB hours=500 expires=2027-01-31 owner=<@UVERA>")
-    granted = gpu(vision, "UADMIN", "admin quota add team=vision type=A100-80GB hours=500 expires=2027-01-31 owner=<@UVERA>").text
-    assert "#1 vision · A100-80GB · 0.0 of 500 GPU-hours used, 500.0 left · expires 2027-01-31 (in 90 days)" in granted
+    assert "Only admins can grant quotas" in refused(
+        vision,
+        "UVERA",
+        "admin quota add team=vision type=A100-80GB hours=500 expires=2027-01-31 owner=<@UVERA>",
+    )
+    granted = gpu(
+        vision,
+        "UADMIN",
+        "admin quota add team=vision type=A100-80GB hours=500 expires=2027-01-31 owner=<@UVERA>",
+    ).text
+    assert (
+        "#1 vision · A100-80GB · 0.0 of 500 GPU-hours used, 500.0 left · expires 2027-01-31 (in 90 days)"
+        in granted
+    )
     assert "A100-80GB" in gpu(vision, "UALICE", "quota").text
     assert "own team's quotas" in refused(vision, "UALICE", "quota team=nlp")
-    assert "is in the past" in refused(vision, "UADMIN", "admin quota add team=vision hours=5 expires=2020-01-01 owner=<@UVERA>")
+    assert "is in the past" in refused(
+        vision, "UADMIN", "admin quota add team=vision hours=5 expires=2020-01-01 owner=<@UVERA>"
+    )
 
 
-def test_done_ends_the_run_and_charges_the_ledger_and_quota(vision: Paika, clock: ManualClock) -> None:
-    gpu(vision, "UADMIN", "admin quota add team=vision type=any hours=100 expires=2027-06-30 owner=<@UVERA>")
-    gpu(vision, "UADMIN", "admin quota add team=vision type=A100-80GB hours=50 expires=2027-03-31 owner=<@UVERA>")
+def test_done_ends_the_run_and_charges_the_ledger_and_quota(
+    vision: Paika, clock: ManualClock
+) -> None:
+    gpu(
+        vision,
+        "UADMIN",
+        "admin quota add team=vision type=any hours=100 expires=2027-06-30 owner=<@UVERA>",
+    )
+    gpu(
+        vision,
+        "UADMIN",
+        "admin quota add team=vision type=A100-80GB hours=50 expires=2027-03-31 owner=<@UVERA>",
+    )
     submit(vision, "UALICE", "bert", gpus=2, hours=6)
     assert "has not run yet" in refused(vision, "UALICE", "done bert output=x")
     _start_on_two_a100s(vision, "bert", clock)
     clock.advance(timedelta(hours=3))
 
-    reply = gpu(vision, "UALICE", 'done bert output="s3://ckpt/bert" metric=f1:91.2 metric=loss:0.31').text
+    reply = gpu(
+        vision, "UALICE", 'done bert output="s3://ckpt/bert" metric=f1:91.2 metric=loss:0.31'
+    ).text
     assert "Recorded what it produced" in reply
     job = jobs(vision)["bert"]
     assert job.state == JobState.SUCCEEDED and job.ended_at == clock.now()
     assert job.output == "s3://ckpt/bert" and job.metrics == {"f1": 91.2, "loss": 0.31}
     with Session(vision.engine) as session:
         entries = session.exec(select(LedgerEntry)).all()
-        open_allocations = session.exec(select(Allocation).where(Allocation.ended_at.is_(None))).all()  # type: ignore[union-attr]
+        open_allocations = session.exec(
+            select(Allocation).where(Allocation.ended_at.is_(None))
+        ).all()  # type: ignore[union-attr]
     assert open_allocations == []
-    assert [(e.gpu_type, round(e.gpu_hours, 6), round(e.cost, 6), e.quota_id) for e in entries] == [("A100-80GB", 3.0, 6.6, 2)] * 2
+    assert [(e.gpu_type, round(e.gpu_hours, 6), round(e.cost, 6), e.quota_id) for e in entries] == [
+        ("A100-80GB", 3.0, 6.6, 2)
+    ] * 2
     quota = gpu(vision, "UALICE", "quota").text
     assert "6.0 of 50 GPU-hours used" in quota
     status = gpu(vision, "UALICE", f"status #{job.id}").text
@@ -78,5 +112,8 @@ def test_cancelling_a_running_job_frees_its_gpus(vision: Paika, clock: ManualClo
     clock.advance(timedelta(minutes=30))
     gpu(vision, "UALICE", "cancel long")
     with Session(vision.engine) as session:
-        assert session.exec(select(Allocation).where(Allocation.active_gpu_id.is_not(None))).all() == []  # type: ignore[union-attr]
+        assert (
+            session.exec(select(Allocation).where(Allocation.active_gpu_id.is_not(None))).all()
+            == []
+        )  # type: ignore[union-attr]
         assert len(session.exec(select(LedgerEntry)).all()) == 2

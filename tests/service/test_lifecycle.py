@@ -12,10 +12,18 @@ from storage.models import Job, JobState
 
 S = JobState
 LEGAL = {
-    (S.WAITING_DATA, S.QUEUED), (S.WAITING_DATA, S.CANCELLED),
-    (S.QUEUED, S.WAITING_DATA), (S.QUEUED, S.RUNNING), (S.QUEUED, S.CANCELLED),
-    (S.RUNNING, S.SUCCEEDED), (S.RUNNING, S.FAILED), (S.RUNNING, S.CANCELLED), (S.RUNNING, S.PREEMPTED),
-    (S.PREEMPTED, S.QUEUED), (S.PREEMPTED, S.WAITING_DATA), (S.PREEMPTED, S.CANCELLED),
+    (S.WAITING_DATA, S.QUEUED),
+    (S.WAITING_DATA, S.CANCELLED),
+    (S.QUEUED, S.WAITING_DATA),
+    (S.QUEUED, S.RUNNING),
+    (S.QUEUED, S.CANCELLED),
+    (S.RUNNING, S.SUCCEEDED),
+    (S.RUNNING, S.FAILED),
+    (S.RUNNING, S.CANCELLED),
+    (S.RUNNING, S.PREEMPTED),
+    (S.PREEMPTED, S.QUEUED),
+    (S.PREEMPTED, S.WAITING_DATA),
+    (S.PREEMPTED, S.CANCELLED),
 }
 
 
@@ -23,14 +31,21 @@ def test_every_state_has_an_entry() -> None:
     assert set(TRANSITIONS) == set(JobState)
 
 
-@pytest.mark.parametrize(("current", "wanted"), list(itertools.product(JobState, JobState)), ids=lambda s: str(s))
+@pytest.mark.parametrize(
+    ("current", "wanted"), list(itertools.product(JobState, JobState)), ids=lambda s: str(s)
+)
 def test_only_the_documented_moves_are_legal(current: JobState, wanted: JobState) -> None:
     assert can_move(current, wanted) == ((current, wanted) in LEGAL)
 
 
 def test_an_illegal_move_says_what_and_how() -> None:
-    job = Job(id=7, name="x", owner="U1", team_id=1, est_gpu_hours=1, command="true", state=S.SUCCEEDED)
+    job = Job(
+        id=7, name="x", owner="U1", team_id=1, est_gpu_hours=1, command="true", state=S.SUCCEEDED
+    )
     with pytest.raises(IllegalTransition) as caught:
         check_move(job, S.RUNNING)
-    assert str(caught.value) == "Job #7 is succeeded; it cannot become running.\nIt has already finished; submit it again to rerun it."
+    assert (
+        str(caught.value)
+        == "Job #7 is succeeded; it cannot become running.\nIt has already finished; submit it again to rerun it."
+    )
     assert (caught.value.current, caught.value.wanted) == ("succeeded", "running")

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from conftest import T0
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session
@@ -15,8 +16,6 @@ from sqlmodel import Session
 from storage.db import current_revision, head_revision
 from storage.models import Allocation, Gpu, Host, Job, JobState, Team
 from storage.models.base import metadata
-
-from conftest import T0
 
 
 def _gpu_and_jobs(engine: Engine, jobs: int = 2) -> tuple[int, list[int]]:
@@ -28,7 +27,15 @@ def _gpu_and_jobs(engine: Engine, jobs: int = 2) -> tuple[int, list[int]]:
         gpu = Gpu(host_id=host.id, index=0, gpu_type="A100-80GB", memory_gib=80)
         session.add(gpu)
         rows = [
-            Job(name=f"j{i}", owner="U1", team_id=team.id, est_gpu_hours=1, command="true", state=JobState.QUEUED, submitted_at=T0)
+            Job(
+                name=f"j{i}",
+                owner="U1",
+                team_id=team.id,
+                est_gpu_hours=1,
+                command="true",
+                state=JobState.QUEUED,
+                submitted_at=T0,
+            )
             for i in range(jobs)
         ]
         session.add_all(rows)
@@ -43,7 +50,9 @@ def _open(gpu_id: int, job_id: int) -> Allocation:
 def test_migrations_produce_exactly_the_models(engine: Engine) -> None:
     assert current_revision(engine) == head_revision()
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), metadata)
+        diff = compare_metadata(
+            MigrationContext.configure(conn, opts={"compare_type": True}), metadata
+        )
     assert diff == []
 
 
