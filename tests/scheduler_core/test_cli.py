@@ -77,5 +77,8 @@ def test_an_unreachable_database_is_named_without_its_password(env: dict[str, st
     url = "postgresql://paika:s3cret@127.0.0.1:1/paika"  # nothing listens on port 1
     result = run(["cmd", "queue", "--user", "U1"], {**env, "PAIKA_DATABASE_URL": url})
     assert result.returncode == 2
-    assert "cannot reach the database at postgresql+psycopg://paika:***@127.0.0.1:1/paika" in result.stderr
+    assert (
+        "cannot reach the database at postgresql+psycopg://paika:***@127.0.0.1:1/paika"
+        in result.stderr
+    )
     assert "s3cret" not in result.stderr and "Traceback" not in result.stderr
