@@ -35,3 +35,47 @@ def charge_to(quotas: Iterable[QuotaState], gpu_type: str, today: date) -> Quota
     usable = [quota for quota in quotas if quota.covers(gpu_type, today)]
     usable.sort(key=lambda q: (q.left_hours <= 0, q.gpu_type is None, q.expires_on, q.id))
     return usable[0] if usable else None
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaCheck:
+    """The quota a job would be charged to, or why none can pay: 'exhausted' or 'expires'."""
+
+    quota: QuotaState | None
+    problem: str | None = None
+    detail: str = ""
+
+
+def check_quota(
+    quotas: tuple[QuotaState, ...] | None,
+    ends: dict[int, float] | None,
+    *,
+    gpu_type: str,
+    gpu_hours: float,
+    now: float,
+    run_end: float,
+    spent: dict[int, float],
+) -> QuotaCheck:
+    """May a job of `gpu_hours` run on `gpu_type` until `run_end` under its team's quotas?
+
+    A team without quotas is not limited. `spent` holds hours promised earlier in this pass.
+    """
+    if quotas is None:
+        return QuotaCheck(None)
+    ends = ends or {}
+    live = [
+        q for q in quotas if q.gpu_type in (None, gpu_type) and ends.get(q.id, float("inf")) > now
+    ]
+    if not live:
+        return QuotaCheck(None, "exhausted", f"the team has no live quota for {gpu_type}")
+    live.sort(key=lambda q: (q.gpu_type is None, ends.get(q.id, float("inf")), q.id))
+    enough = [q for q in live if q.left_hours - spent.get(q.id, 0.0) >= gpu_hours]
+    if not enough:
+        left = max(q.left_hours - spent.get(q.id, 0.0) for q in live)
+        return QuotaCheck(
+            None, "exhausted", f"{left:.1f} GPU-hours left, the job needs {gpu_hours:g}"
+        )
+    lasting = [q for q in enough if ends.get(q.id, float("inf")) >= run_end]
+    if not lasting:
+        return QuotaCheck(None, "expires", "its quota expires before the job would end")
+    return QuotaCheck(lasting[0])

@@ -20,6 +20,7 @@ ALLOWED_ROOTS = {
     "math",
     "bisect",
     "typing",
+    "types",
     "scheduler",
 }
 CLOCK_CALLS = {"now", "utcnow", "today", "time", "monotonic", "perf_counter"}

@@ -1,0 +1,248 @@
+"""Free GPUs by type and host during one pass, placement, and when GPUs will be free.
+
+The pass takes GPUs from here as it admits jobs ("assume" in memory); nothing is written
+anywhere until the shell persists the plan.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from scheduler.policy.snapshot import Gpu, Knobs, Snapshot
+
+NEVER = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """GPUs chosen for a job: ids, the hosts they are on, their type."""
+
+    gpu_type: str
+    gpu_ids: tuple[int, ...]
+    hosts: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """EASY: the GPUs a blocked job will take at `start`; others may use them only until then."""
+
+    job_id: int
+    gpu_type: str
+    start: float
+    gpu_ids: frozenset[int]
+
+
+@dataclass
+class Pool:
+    """The GPUs of one type: which are free on which host, and the type's headroom."""
+
+    gpu_type: str
+    free: dict[str, list[int]] = field(default_factory=dict)
+    members: dict[str, list[int]] = field(default_factory=dict)  # usable GPUs per host
+    headroom: int = 0
+    core_in_use: int = 0  # core work on this type counts against the headroom
+    reservation: Reservation | None = None
+    _max_free: int | None = None
+
+    @property
+    def free_count(self) -> int:
+        return sum(len(ids) for ids in self.free.values())
+
+    @property
+    def spare_headroom(self) -> int:
+        """Free GPUs that must stay free for core work not yet running."""
+        return max(0, self.headroom - self.core_in_use)
+
+    @property
+    def max_host_size(self) -> int:
+        return max((len(ids) for ids in self.members.values()), default=0)
+
+    @property
+    def size(self) -> int:
+        return sum(len(ids) for ids in self.members.values())
+
+    def max_free(self) -> int:
+        """The most free GPUs on any one host (cached until the pool changes)."""
+        if self._max_free is None:
+            self._max_free = max((len(ids) for ids in self.free.values()), default=0)
+        return self._max_free
+
+    def take(self, ids: Iterable[int], hosts: Iterable[str]) -> None:
+        chosen = set(ids)
+        for host in set(hosts):
+            self.free[host] = [gpu for gpu in self.free[host] if gpu not in chosen]
+        self._max_free = None
+
+    def give_back(self, host: str, ids: Iterable[int]) -> None:
+        self.free.setdefault(host, []).extend(ids)
+        self._max_free = None
+
+
+class Capacity:
+    """Every pool, and when each GPU is expected to be free."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.now = snapshot.now
+        self.knobs: Knobs = snapshot.knobs
+        self.pools: dict[str, Pool] = {}
+        self.available_at: dict[int, float] = {}
+        self.host_order: list[str] = []
+        self.gpus: dict[int, Gpu] = {}
+        ends = _expected_ends(snapshot)
+        for host in snapshot.hosts:
+            self.host_order.append(host.name)
+            for gpu in host.gpus:
+                self.gpus[gpu.id] = gpu
+                self._add(gpu, host.schedulable, ends)
+        for pool in self.pools.values():
+            pool.headroom = _headroom(snapshot.knobs, pool)
+        for job in snapshot.running:
+            if job.priority == "core" and job.gpu_type in self.pools:
+                self.pools[job.gpu_type].core_in_use += len(job.gpu_ids)
+
+    def _add(self, gpu: Gpu, schedulable: bool, ends: dict[int, float]) -> None:
+        usable = (
+            schedulable
+            and gpu.healthy
+            and gpu.foreign_memory_gib <= self.knobs.foreign_memory_slack_gib
+        )
+        if not usable:
+            self.available_at[gpu.id] = (
+                ends.get(gpu.job_id, NEVER) if gpu.job_id is not None else NEVER
+            )
+            return
+        pool = self.pools.setdefault(gpu.gpu_type, Pool(gpu.gpu_type))
+        pool.members.setdefault(gpu.host, []).append(gpu.id)
+        pool.free.setdefault(gpu.host, [])
+        if gpu.job_id is None:
+            pool.free[gpu.host].append(gpu.id)
+            self.available_at[gpu.id] = self.now
+        else:
+            self.available_at[gpu.id] = ends.get(gpu.job_id, self.now)
+
+    @property
+    def any_free(self) -> bool:
+        return any(pool.max_free() > 0 for pool in self.pools.values())
+
+    def could_ever_fit(self, gpu_type: str, gpus: int) -> bool:
+        """Whether the pool is big enough for the job at all (on one host, or whole hosts)."""
+        pool = self.pools.get(gpu_type)
+        if pool is None:
+            return False
+        return gpus <= pool.max_host_size or gpus <= pool.size
+
+    def place_now(
+        self, gpu_type: str, gpus: int, *, core: bool, run_seconds: float
+    ) -> Placement | None:
+        """Free GPUs for a job of `gpus` GPUs now, or None; honours headroom and reservations."""
+        pool = self.pools.get(gpu_type)
+        if pool is None or pool.free_count < gpus:
+            return None
+        if not core and pool.free_count - gpus < pool.spare_headroom:
+            return None
+        blocked = self._reserved_for_others(pool, run_seconds)
+        if gpus <= pool.max_host_size:
+            return self._on_one_host(pool, gpus, blocked)
+        return self._across_hosts(pool, gpus, blocked)
+
+    def held_by_headroom(self, gpu_type: str, gpus: int) -> bool:
+        """Whether free GPUs of the type exist for this job but are kept for core work."""
+        pool = self.pools.get(gpu_type)
+        return (
+            pool is not None
+            and pool.free_count >= gpus
+            and pool.free_count - gpus < pool.spare_headroom
+        )
+
+    def _reserved_for_others(self, pool: Pool, run_seconds: float) -> frozenset[int]:
+        reservation = pool.reservation
+        if reservation is None or self.now + run_seconds <= reservation.start:
+            return frozenset()
+        return reservation.gpu_ids
+
+    def _on_one_host(self, pool: Pool, gpus: int, blocked: frozenset[int]) -> Placement | None:
+        if pool.max_free() < gpus:
+            return None
+        best: tuple[int, int, str] | None = None
+        for order, host in enumerate(self.host_order):
+            free = pool.free.get(host)
+            if not free or len(free) < gpus:
+                continue
+            usable = len(free) if not blocked else sum(1 for gpu in free if gpu not in blocked)
+            if usable < gpus:
+                continue
+            # Best fit: the host left with the fewest free GPUs keeps big holes for big jobs.
+            candidate = (usable - gpus, order, host)
+            if best is None or candidate < best:
+                best = candidate
+                if self.knobs.type_choice == "first_fit" or usable == gpus:
+                    break
+        if best is None:
+            return None
+        host = best[2]
+        ids = tuple(gpu for gpu in pool.free[host] if gpu not in blocked)[:gpus]
+        return Placement(pool.gpu_type, ids, (host,))
+
+    def _across_hosts(self, pool: Pool, gpus: int, blocked: frozenset[int]) -> Placement | None:
+        # Too big for any one host: whole hosts first, so the job spans as few as possible.
+        by_free = sorted(
+            ((host, [gpu for gpu in ids if gpu not in blocked]) for host, ids in pool.free.items()),
+            key=lambda item: -len(item[1]),
+        )
+        chosen: list[int] = []
+        hosts: list[str] = []
+        for host, ids in by_free:
+            if len(chosen) >= gpus or not ids:
+                break
+            take = ids[: gpus - len(chosen)]
+            chosen.extend(take)
+            hosts.append(host)
+        if len(chosen) < gpus:
+            return None
+        return Placement(pool.gpu_type, tuple(chosen), tuple(hosts))
+
+    def assume(self, placement: Placement, until: float, *, core: bool) -> None:
+        """Take the GPUs of a placement until `until` (the job's expected end)."""
+        pool = self.pools[placement.gpu_type]
+        pool.take(placement.gpu_ids, placement.hosts)
+        if core:
+            pool.core_in_use += len(placement.gpu_ids)
+        for gpu in placement.gpu_ids:
+            self.available_at[gpu] = until
+
+    def earliest_start(self, gpu_type: str, gpus: int) -> tuple[float, frozenset[int]]:
+        """When a job could start on this type at the soonest, and on which GPUs."""
+        pool = self.pools.get(gpu_type)
+        if pool is None:
+            return NEVER, frozenset()
+        if gpus > pool.max_host_size:
+            times = sorted(
+                (self.available_at[gpu], gpu) for ids in pool.members.values() for gpu in ids
+            )
+            if len(times) < gpus:
+                return NEVER, frozenset()
+            return times[gpus - 1][0], frozenset(gpu for _, gpu in times[:gpus])
+        best: tuple[float, frozenset[int]] = (NEVER, frozenset())
+        for ids in pool.members.values():
+            if len(ids) < gpus:
+                continue
+            times = sorted((self.available_at[gpu], gpu) for gpu in ids)
+            start = times[gpus - 1][0]
+            if start < best[0]:
+                best = (start, frozenset(gpu for _, gpu in times[:gpus]))
+        return best
+
+
+def _expected_ends(snapshot: Snapshot) -> dict[int, float]:
+    """When each running job should end; one past its estimate ends 'soon', not in the past."""
+    soon = snapshot.now + 60.0
+    return {job.id: max(job.expected_end, soon) for job in snapshot.running}
+
+
+def _headroom(knobs: Knobs, pool: Pool) -> int:
+    amount = knobs.headroom.get(pool.gpu_type, 0.0)
+    if amount >= 1:
+        return int(amount)
+    return math.ceil(amount * pool.size)

@@ -1,0 +1,49 @@
+"""The order in which pending jobs are considered.
+
+Key, smallest first:
+1. priority class (core < normal < idle), unless classes are ignored (baselines);
+2. starving jobs first: a job waiting longer than `starve_after_hours` is ordered by submit
+   time ahead of the rest of its class, so no job waits forever behind a stream of short ones;
+3. within the class, `shortest_first` orders by estimated GPU-seconds ÷ aging × fair share:
+   aging = min(max_aging_factor, 2 ** (wait / aging_hours)) (bounded, doubles every
+   `aging_hours`), fair share = 1 + fair_share_weight × the team's share of recent usage;
+   `submit_order` orders by submit time;
+4. submit time, then id, so ties never reorder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from scheduler.policy.snapshot import CLASS_RANK, HOUR, Knobs, Pending, WithinClass
+
+RankKey = tuple[int, int, float, float, int]
+
+
+def rank_key(job: Pending, now: float, knobs: Knobs, shares: Mapping[str, float]) -> RankKey:
+    """The sort key of one pending job."""
+    rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if knobs.respect_classes else 0
+    wait = max(0.0, now - job.submitted_at)
+    starving = knobs.starve_after_hours is not None and wait >= knobs.starve_after_hours * HOUR
+    if starving or knobs.within_class is WithinClass.SUBMIT_ORDER:
+        return (rank, 0 if starving else 1, job.submitted_at, job.submitted_at, job.id)
+    aging = min(knobs.max_aging_factor, 2.0 ** (wait / (knobs.aging_hours * HOUR)))
+    fair = 1.0 + knobs.fair_share_weight * shares.get(job.team, 0.0)
+    size = job.gpus * job.run_seconds
+    return (rank, 1, size / aging * fair, job.submitted_at, job.id)
+
+
+def usage_shares(team_usage: Mapping[str, float]) -> dict[str, float]:
+    """Each team's share (0..1) of recent usage."""
+    total = sum(team_usage.values())
+    if total <= 0:
+        return {}
+    return {team: hours / total for team, hours in team_usage.items()}
+
+
+def ordered(
+    jobs: Sequence[Pending], now: float, knobs: Knobs, team_usage: Mapping[str, float]
+) -> list[Pending]:
+    """Pending jobs in the order the scheduler considers them."""
+    shares = usage_shares(team_usage)
+    return sorted(jobs, key=lambda job: rank_key(job, now, knobs, shares))

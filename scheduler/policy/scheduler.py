@@ -1,0 +1,302 @@
+"""One scheduling pass: a snapshot and its `now` in, decisions with reasons out.
+
+1. order the pending jobs (ranking.py)
+2. build the pass's view of free GPUs (capacity.py)
+3. admit in order: cheapest adequate type, quota, headroom, backfill around reservations
+4. ask idle-class jobs to stop where they block a core job
+5. reasons and ETAs for every job still waiting (explain.py), when asked
+"""
+
+from __future__ import annotations
+
+from scheduler.policy.capacity import NEVER, Capacity, Placement, Reservation
+from scheduler.policy.explain import Note, explain_waits
+from scheduler.policy.matching import CardNeeds, CardType, fitting_types
+from scheduler.policy.plan import Alternative, MatchDecision, Plan, Preempt, Start, WaitCode
+from scheduler.policy.quota import QuotaCheck, check_quota
+from scheduler.policy.ranking import ordered
+from scheduler.policy.snapshot import HOUR, Backfill, Pending, Running, Snapshot, TypeChoice
+
+
+def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
+    """Decide what starts now, what is preempted and (if `explain`) why the rest wait."""
+    queue = ordered(snapshot.pending, snapshot.now, snapshot.knobs, snapshot.team_usage)
+    capacity = Capacity(snapshot)
+    admission = _Admission(snapshot, capacity)
+    starts = admission.run(queue)
+    started = {start.job_id for start in starts}
+    preemptions = _preempt_idle_for_core(
+        snapshot, capacity, admission, [j for j in queue if j.id not in started]
+    )
+    waits = {}
+    if explain:
+        waits = explain_waits(snapshot, capacity, queue, admission.notes, admission.types, starts)
+    return Plan(tuple(starts), tuple(preemptions), waits)
+
+
+class _Admission:
+    """Step 3: walks the queue once, starting what may start and noting why the rest wait."""
+
+    def __init__(self, snapshot: Snapshot, capacity: Capacity) -> None:
+        self.snapshot = snapshot
+        self.knobs = snapshot.knobs
+        self.capacity = capacity
+        self.notes: dict[int, Note] = {}
+        self.types: dict[int, list[str]] = {}  # adequate, quota-ok types per job, cheapest first
+        self.spent: dict[int, float] = {}  # quota hours promised this pass
+        self._fits: dict[CardNeeds, list[CardType]] = {}
+        self._quota_ends = dict(snapshot.quota_ends)
+
+    def run(self, queue: list[Pending]) -> list[Start]:
+        starts: list[Start] = []
+        for job in queue:
+            if not job.data_ready:
+                self.notes[job.id] = Note(WaitCode.WAITING_FOR_DATA)
+                continue
+            if not self._eligible(job):
+                continue
+            if not self.capacity.any_free and self.knobs.backfill is not Backfill.NONE:
+                continue  # nothing can start; later steps still see this job as waiting
+            start = self._try_start(job)
+            if start is not None:
+                starts.append(start)
+                continue
+            if self.knobs.backfill is Backfill.NONE:
+                break  # strict order: nobody passes a blocked job
+            if self.knobs.backfill is Backfill.EASY:
+                self._reserve(job)
+        return starts
+
+    def _eligible(self, job: Pending) -> bool:
+        """Types that fit the job and its quota; notes never-fits and quota problems."""
+        fitting = [
+            card
+            for card in self._fitting(job.needs)
+            if self.capacity.could_ever_fit(card.name, job.gpus)
+        ]
+        if not fitting:
+            self.notes[job.id] = Note(WaitCode.NEVER_FITS)
+            return False
+        run_end = self.snapshot.now + job.run_seconds
+        ok: list[str] = []
+        problem: QuotaCheck | None = None
+        for card in fitting:
+            check = self._quota(job, card.name, run_end)
+            if check.problem is None:
+                ok.append(card.name)
+            elif problem is None:
+                problem = check
+        if not ok and problem is not None:
+            code = (
+                WaitCode.QUOTA_EXPIRES if problem.problem == "expires" else WaitCode.QUOTA_EXHAUSTED
+            )
+            self.notes[job.id] = Note(code, problem.detail)
+            return False
+        self.types[job.id] = ok
+        return True
+
+    def _fitting(self, needs: CardNeeds) -> list[CardType]:
+        if needs not in self._fits:
+            self._fits[needs] = fitting_types(self.snapshot.catalog, needs)
+        return self._fits[needs]
+
+    def _quota(self, job: Pending, gpu_type: str, run_end: float) -> QuotaCheck:
+        return check_quota(
+            self.snapshot.quotas.get(job.team),
+            self._quota_ends,
+            gpu_type=gpu_type,
+            gpu_hours=job.est_gpu_hours,
+            now=self.snapshot.now,
+            run_end=run_end,
+            spent=self.spent,
+        )
+
+    def _try_start(self, job: Pending) -> Start | None:
+        types = self.types[job.id]
+        core = job.priority == "core"
+        if self.knobs.type_choice is TypeChoice.FIRST_FIT:
+            placement = self._first_fit(job, types, core)
+            reason = "first adequate GPUs free in host order (type-blind)"
+        else:
+            placement, reason = self._cheapest(job, types, core)
+        if placement is None:
+            if any(self.capacity.held_by_headroom(t, job.gpus) for t in types) and not core:
+                self.notes.setdefault(job.id, Note(WaitCode.HELD_FOR_HEADROOM, gpu_type=types[0]))
+            return None
+        return self._admit(job, placement, reason)
+
+    def _first_fit(self, job: Pending, types: list[str], core: bool) -> Placement | None:
+        order = {host: i for i, host in enumerate(self.capacity.host_order)}
+        found = [
+            p
+            for t in types
+            if (p := self.capacity.place_now(t, job.gpus, core=core, run_seconds=job.run_seconds))
+        ]
+        return min(found, key=lambda p: order[p.hosts[0]], default=None)
+
+    def _cheapest(self, job: Pending, types: list[str], core: bool) -> tuple[Placement | None, str]:
+        capacity, now = self.capacity, self.snapshot.now
+        cheapest = types[0]
+        placement = capacity.place_now(cheapest, job.gpus, core=core, run_seconds=job.run_seconds)
+        if placement is not None:
+            return placement, "the cheapest adequate type, with GPUs free now"
+        for costlier in types[1:]:
+            placement = capacity.place_now(
+                costlier, job.gpus, core=core, run_seconds=job.run_seconds
+            )
+            if placement is None:
+                continue
+            limit = self.knobs.costlier_after_s
+            if now - job.submitted_at >= limit:
+                return placement, f"waited over {limit / 60:g} min for a cheaper type"
+            cheap_at, _ = capacity.earliest_start(cheapest, job.gpus)
+            if cheap_at > now + limit:
+                return placement, f"no {cheapest} frees up within {limit / 60:g} min"
+            self.notes[job.id] = Note(
+                WaitCode.WAITING_FOR_CHEAPER_TYPE, gpu_type=cheapest, eta=cheap_at, detail=costlier
+            )
+            return None, ""
+        return None, ""
+
+    def _admit(self, job: Pending, placement: Placement, reason: str) -> Start:
+        end = self.snapshot.now + job.run_seconds
+        self.capacity.assume(placement, end, core=job.priority == "core")
+        check = self._quota(job, placement.gpu_type, end)
+        if check.quota is not None:
+            self.spent[check.quota.id] = self.spent.get(check.quota.id, 0.0) + job.est_gpu_hours
+        match = MatchDecision(
+            placement.gpu_type, self._alternatives(job, placement.gpu_type), reason
+        )
+        quota_id = check.quota.id if check.quota else None
+        return Start(
+            job.id, placement.gpu_ids, placement.hosts, placement.gpu_type, match, end, quota_id
+        )
+
+    def _alternatives(self, job: Pending, chosen: str) -> tuple[Alternative, ...]:
+        ok = self.types.get(job.id, [])
+        adequate = {card.name for card in self._fitting(job.needs)}
+        verdicts = []
+        for card in sorted(self.snapshot.catalog, key=lambda c: (c.price_per_gpu_hour, c.name)):
+            if card.name == chosen:
+                verdict = "chosen"
+            elif card.name not in adequate:
+                verdict = _inadequate(card, job.needs)
+            elif card.name not in ok:
+                verdict = (
+                    "its quota cannot pay"
+                    if self.capacity.could_ever_fit(card.name, job.gpus)
+                    else "no host has enough of them"
+                )
+            else:
+                verdict = (
+                    "costlier"
+                    if card.price_per_gpu_hour > _price(self.snapshot, chosen)
+                    else "not enough free now"
+                )
+            verdicts.append(Alternative(card.name, card.price_per_gpu_hour, verdict))
+        return tuple(verdicts)
+
+    def _reserve(self, job: Pending) -> None:
+        """EASY: the first blocked job of a pool gets a reservation at its earliest start."""
+        best: tuple[float, str, frozenset[int]] | None = None
+        for gpu_type in self.types[job.id]:
+            pool = self.capacity.pools[gpu_type]
+            if pool.reservation is not None:
+                return  # an earlier job already holds this pool's reservation
+            start, gpus = self.capacity.earliest_start(gpu_type, job.gpus)
+            if start < NEVER and (best is None or start < best[0]):
+                best = (start, gpu_type, gpus)
+        if best is not None:
+            start, gpu_type, gpus = best
+            self.capacity.pools[gpu_type].reservation = Reservation(job.id, gpu_type, start, gpus)
+
+
+def _preempt_idle_for_core(
+    snapshot: Snapshot, capacity: Capacity, admission: _Admission, queue: list[Pending]
+) -> list[Preempt]:
+    """Step 4: an idle job that blocks a ready core job is asked to checkpoint and stop."""
+    knobs = snapshot.knobs
+    if not knobs.idle_preemption:
+        return []
+    idle = [job for job in snapshot.running if job.priority == "idle"]
+    if not idle:
+        return []
+    host_of = {gpu.id: gpu.host for host in snapshot.hosts for gpu in host.gpus}
+    chosen: list[Preempt] = []
+    taken: set[int] = set()  # idle jobs already counted for an earlier core job
+    for job in queue:
+        if job.priority != "core" or job.id not in admission.types:
+            continue
+        if admission.notes.get(job.id, Note(WaitCode.NO_TYPE_FREE)).code in (
+            WaitCode.NEVER_FITS,
+            WaitCode.WAITING_FOR_DATA,
+        ):
+            continue
+        plan = _idle_to_stop(job, admission.types[job.id], capacity, idle, taken, host_of)
+        if plan is None:
+            continue
+        for victim in plan:
+            taken.add(victim.id)
+            if not victim.preempting:
+                reason = f"idle-class job stopped so core job #{job.id} can start"
+                chosen.append(Preempt(victim.id, job.id, snapshot.now + knobs.idle_grace_s, reason))
+    return chosen
+
+
+def _idle_to_stop(
+    job: Pending,
+    types: list[str],
+    capacity: Capacity,
+    idle: list[Running],
+    taken: set[int],
+    host_of: dict[int, str],
+) -> list[Running] | None:
+    """The fewest idle jobs on one host whose GPUs, with the free ones, fit the core job."""
+    best: tuple[int, list[Running], str, str] | None = None
+    for gpu_type in types:
+        pool = capacity.pools[gpu_type]
+        if job.gpus > pool.max_host_size:
+            continue
+        for host, free in pool.free.items():
+            victims = sorted(
+                (
+                    r
+                    for r in idle
+                    if r.id not in taken
+                    and r.gpu_type == gpu_type
+                    and r.gpu_ids
+                    and host_of.get(r.gpu_ids[0]) == host
+                ),
+                key=lambda r: (r.preempting is False, -len(r.gpu_ids)),
+            )
+            have, stop = len(free), []
+            for victim in victims:
+                if have >= job.gpus:
+                    break
+                stop.append(victim)
+                have += len(victim.gpu_ids)
+            if have >= job.gpus and stop:
+                cost = sum(len(v.gpu_ids) for v in stop if not v.preempting)
+                if best is None or cost < best[0]:
+                    best = (cost, stop, host, gpu_type)
+    if best is None:
+        return None
+    _, stop, host, gpu_type = best
+    # The free GPUs on that host are now spoken for by this core job.
+    capacity.pools[gpu_type].take(list(capacity.pools[gpu_type].free[host]), [host])
+    return stop
+
+
+def _inadequate(card: CardType, needs: CardNeeds) -> str:
+    if needs.allowed_types is not None and card.name not in needs.allowed_types:
+        return "not among the allowed types"
+    if needs.min_memory_gib is not None and card.memory_gib < needs.min_memory_gib:
+        return f"{card.memory_gib:g} GiB < {needs.min_memory_gib:g} GiB needed"
+    return f"speed {card.speed:g} < {needs.min_speed:g} needed"
+
+
+def _price(snapshot: Snapshot, gpu_type: str) -> float:
+    return next((c.price_per_gpu_hour for c in snapshot.catalog if c.name == gpu_type), 0.0)
+
+
+__all__ = ["HOUR", "Note", "schedule"]

@@ -1,0 +1,139 @@
+"""What the policy is given: a snapshot of the cluster and the queue at one moment.
+
+Times are POSIX seconds (floats) so the policy never touches a clock or a time zone;
+the shell converts at the boundary. Everything here is immutable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+
+from scheduler.policy.matching import CardNeeds, CardType
+from scheduler.policy.quota import QuotaState
+
+HOUR = 3600.0
+CLASS_RANK = {"core": 0, "normal": 1, "idle": 2}
+
+
+class WithinClass(StrEnum):
+    """How jobs of one priority class are ordered."""
+
+    SHORTEST_FIRST = "shortest_first"
+    SUBMIT_ORDER = "submit_order"
+
+
+class Backfill(StrEnum):
+    """What jobs behind a blocked one may do."""
+
+    EASY = "easy"  # start only if they do not delay the blocked job's reservation
+    GREEDY = "greedy"  # start whenever they fit (no reservation)
+    NONE = "none"  # nobody passes a blocked job
+
+
+class TypeChoice(StrEnum):
+    """How a job's GPU type is picked among those that fit it."""
+
+    CHEAPEST = "cheapest"  # cheapest adequate type, then least wasted memory
+    FIRST_FIT = "first_fit"  # type-blind: the first free adequate GPUs in host order
+
+
+@dataclass(frozen=True, slots=True)
+class Knobs:
+    """The policy's tunables (the shell builds them from the policy file)."""
+
+    respect_classes: bool = True
+    within_class: WithinClass = WithinClass.SHORTEST_FIRST
+    aging_hours: float = 24.0
+    max_aging_factor: float = 8.0
+    # A job that has waited this long is ordered by submit time ahead of the rest of its class.
+    starve_after_hours: float | None = 72.0
+    fair_share_weight: float = 0.5
+    backfill: Backfill = Backfill.EASY
+    type_choice: TypeChoice = TypeChoice.CHEAPEST
+    costlier_after_s: float = 3600.0
+    headroom: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    idle_preemption: bool = True
+    idle_grace_s: float = 600.0
+    # Free memory a GPU must keep beyond what foreign processes use before paika places work there.
+    foreign_memory_slack_gib: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    """One card: its type, memory, health, and who holds it."""
+
+    id: int
+    host: str
+    gpu_type: str
+    memory_gib: float
+    healthy: bool = True
+    foreign_memory_gib: float = 0.0  # used by processes paika did not start
+    job_id: int | None = None  # the paika job holding it
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """A GPU host; `schedulable` is False when it is down or draining."""
+
+    name: str
+    gpus: tuple[Gpu, ...]
+    schedulable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """A job holding GPUs, with the end its estimate promises."""
+
+    id: int
+    priority: str
+    team: str
+    gpu_ids: tuple[int, ...]
+    gpu_type: str
+    started_at: float
+    expected_end: float
+    preempting: bool = False  # already asked to stop
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A job that has not started (or was preempted and waits again)."""
+
+    id: int
+    priority: str
+    team: str
+    owner: str
+    submitted_at: float
+    data_ready: bool
+    gpus: int
+    needs: CardNeeds
+    est_gpu_hours: float
+    # The owner's historic actual ÷ estimated run time; corrects the estimate.
+    estimate_ratio: float = 1.0
+
+    @property
+    def run_seconds(self) -> float:
+        """Expected wall time on a reference card: GPU-hours ÷ GPUs, corrected by history."""
+        return self.est_gpu_hours / self.gpus * HOUR * self.estimate_ratio
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one scheduling pass may look at."""
+
+    now: float
+    hosts: tuple[Host, ...]
+    running: tuple[Running, ...]
+    pending: tuple[Pending, ...]
+    catalog: tuple[CardType, ...]
+    knobs: Knobs = Knobs()
+    # Quotas per team; a team with no entry is not limited by quota.
+    quotas: Mapping[str, tuple[QuotaState, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    # Quota expiry as POSIX seconds (end of the expiry day in the install's zone), by quota id.
+    quota_ends: Mapping[int, float] = field(default_factory=lambda: MappingProxyType({}))
+    # Recent GPU-hours per team, decayed; drives fair share.
+    team_usage: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))

@@ -1,0 +1,209 @@
+"""The scheduling rules, one named case each (builders, no mocks)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from builders import CATALOG, NOW, host, job, running, snapshot
+
+from scheduler.policy.plan import WaitCode
+from scheduler.policy.quota import QuotaState
+from scheduler.policy.scheduler import schedule
+from scheduler.policy.snapshot import HOUR, Backfill, Knobs, WithinClass
+
+
+def started(plan) -> list[int]:  # type: ignore[no-untyped-def]
+    return [s.job_id for s in plan.starts]
+
+
+def test_core_before_normal_before_idle() -> None:
+    hosts = [host("h1", "A100-80GB", 1)]
+    plan = schedule(
+        snapshot(hosts, [job(1, priority="idle"), job(2), job(3, priority="core")]), explain=True
+    )
+    assert started(plan) == [3]
+    assert [plan.waits[i].position for i in (2, 1)] == [2, 3]
+    assert plan.waits[2].code is WaitCode.NO_TYPE_FREE and plan.waits[2].eta == NOW + HOUR
+    assert plan.waits[1].code is WaitCode.BEHIND_HIGHER_PRIORITY
+
+
+def test_a_job_whose_data_is_not_ready_never_holds_a_gpu_nor_blocks() -> None:
+    hosts = [host("h1", "A100-80GB", 1)]
+    plan = schedule(snapshot(hosts, [job(1, priority="core", ready=False), job(2)]), explain=True)
+    assert started(plan) == [2]
+    assert plan.waits[1].code is WaitCode.WAITING_FOR_DATA and plan.waits[1].eta is None
+    assert plan.waits[1].position == 1  # it keeps its place
+
+
+def test_the_cheapest_adequate_card_is_chosen_over_the_big_one() -> None:
+    hosts = [host("big", "A100-80GB", 8), host("small", "T4-16GB", 4)]
+    plan = schedule(snapshot(hosts, [job(1, gpus=2), job(2, mem=40)]))
+    by_job = {s.job_id: s for s in plan.starts}
+    assert by_job[1].gpu_type == "T4-16GB" and by_job[1].hosts == ("small",)
+    assert by_job[2].gpu_type == "A100-80GB"  # T4 has too little memory
+    verdicts = {a.gpu_type: a.verdict for a in by_job[2].match.alternatives}
+    assert verdicts["T4-16GB"] == "16 GiB < 40 GiB needed"
+    assert verdicts["A100-40GB"] == "no host has enough of them"
+
+
+def test_a_costlier_card_only_after_the_wait_or_when_no_cheaper_frees_soon() -> None:
+    small, big = host("small", "T4-16GB", 1), host("big", "A100-80GB", 1)
+    soon = running(9, small, 1, ends_in_h=0.25)
+    plan = schedule(snapshot([small, big], [job(1)], [soon]), explain=True)
+    assert started(plan) == []  # a T4 frees in 15 min: wait for it
+    assert plan.waits[1].code is WaitCode.WAITING_FOR_CHEAPER_TYPE
+    waited = schedule(snapshot([small, big], [job(1, waited_h=2)], [soon]))
+    assert [s.gpu_type for s in waited.starts] == ["A100-80GB"]
+    late = running(9, small, 1, ends_in_h=5)
+    assert [s.gpu_type for s in schedule(snapshot([small, big], [job(1)], [late])).starts] == [
+        "A100-80GB"
+    ]
+
+
+def test_all_gpus_of_a_job_on_one_host_best_fit() -> None:
+    hosts = [host("roomy", "A100-80GB", 8), host("snug", "A100-80GB", 4)]
+    plan = schedule(snapshot(hosts, [job(1, gpus=4, hours=4)]))
+    assert plan.starts[0].hosts == ("snug",)  # leaves the 8-GPU host whole for a big job
+    # A job that fits on one host never spreads over two, even if two have enough together.
+    a, b = host("a", "A100-80GB", 4), host("b", "A100-80GB", 2)
+    assert (
+        started(schedule(snapshot([a, b], [job(1, gpus=3)], [running(9, a, 2, ends_in_h=1)]))) == []
+    )
+    # A job bigger than any host takes whole hosts.
+    wide = schedule(
+        snapshot([host("c", "A100-80GB", 4), host("d", "A100-80GB", 4)], [job(1, gpus=8)])
+    )
+    assert sorted(wide.starts[0].hosts) == ["c", "d"]
+
+
+def test_gpus_used_by_foreign_processes_are_not_booked() -> None:
+    h = host("h1", "A100-80GB", 2)
+    h = replace(h, gpus=(replace(h.gpus[0], foreign_memory_gib=30.0), h.gpus[1]))
+    plan = schedule(snapshot([h], [job(1), job(2)]))
+    assert [s.gpu_ids for s in plan.starts] == [(h.gpus[1].id,)]
+
+
+def test_easy_backfill_never_delays_the_reservation() -> None:
+    h = host("h1", "A100-80GB", 4)
+    busy = running(9, h, 2, ends_in_h=2)  # 2 free now, 4 free in 2 h
+    pending = [
+        job(1, gpus=4, hours=8, priority="core"),
+        job(2, gpus=1, hours=1),
+        job(3, gpus=2, hours=10),
+    ]
+    plan = schedule(snapshot([h], pending, [busy]), explain=True)
+    assert started(plan) == [2]  # ends in 1 h, before the big job can start; job 3 would delay it
+    assert plan.waits[1].eta == NOW + 2 * HOUR
+    assert plan.waits[3].code is WaitCode.BEHIND_HIGHER_PRIORITY
+
+
+def test_without_backfill_nobody_passes_a_blocked_job() -> None:
+    h = host("h1", "A100-80GB", 4)
+    busy = running(9, h, 2, ends_in_h=2)
+    knobs = Knobs(
+        respect_classes=False, within_class=WithinClass.SUBMIT_ORDER, backfill=Backfill.NONE
+    )
+    plan = schedule(snapshot([h], [job(1, gpus=4), job(2)], [busy], knobs=knobs))
+    assert started(plan) == []
+
+
+def test_headroom_is_held_for_core_work() -> None:
+    knobs = Knobs(headroom={"A100-80GB": 1})
+    hosts = [host("h1", "A100-80GB", 2)]
+    plan = schedule(
+        snapshot(hosts, [job(1), job(2), job(3, priority="core")], knobs=knobs), explain=True
+    )
+    assert sorted(started(plan)) == [1, 3]
+    plan = schedule(snapshot(hosts, [job(1), job(2)], knobs=knobs), explain=True)
+    assert started(plan) == [1]
+    assert plan.waits[2].code is WaitCode.HELD_FOR_HEADROOM
+    # core work already using the headroom frees the rest for everyone
+    core_running = running(9, hosts[0], 1, ends_in_h=3, priority="core")
+    assert started(schedule(snapshot(hosts, [job(1)], [core_running], knobs=knobs))) == [1]
+
+
+def test_quota_exhausted_and_quota_expiring_before_the_end() -> None:
+    hosts = [host("h1", "A100-80GB", 4)]
+    quotas = {"vision": (QuotaState(1, "A100-80GB", 10.0, 8.0, _date()),)}
+    plan = schedule(
+        snapshot(
+            hosts,
+            [job(1, hours=4), job(2, hours=1)],
+            quotas=quotas,
+            quota_ends={1: NOW + 100 * HOUR},
+        ),
+        explain=True,
+    )
+    assert started(plan) == [2]
+    assert (
+        plan.waits[1].code is WaitCode.QUOTA_EXHAUSTED
+        and "1.0 GPU-hours left" in plan.waits[1].words
+    )
+    assert plan.starts[0].quota_id == 1
+    expiring = schedule(
+        snapshot(hosts, [job(1, hours=2)], quotas=quotas, quota_ends={1: NOW + HOUR}), explain=True
+    )
+    assert started(expiring) == [] and expiring.waits[1].code is WaitCode.QUOTA_EXPIRES
+    other_team = schedule(snapshot(hosts, [job(1, hours=40, team="nlp")], quotas=quotas))
+    assert started(other_team) == [1]  # a team without quotas is not limited
+
+
+def test_an_idle_job_blocking_core_work_is_asked_to_stop() -> None:
+    h = host("h1", "A100-80GB", 2)
+    idle = running(9, h, 2, ends_in_h=10, priority="idle")
+    plan = schedule(snapshot([h], [job(1, gpus=2, priority="core")], [idle]))
+    assert [(p.job_id, p.for_job) for p in plan.preemptions] == [(9, 1)]
+    assert plan.preemptions[0].deadline == NOW + 600
+    normal = running(9, h, 2, ends_in_h=10, priority="normal")
+    assert schedule(snapshot([h], [job(1, gpus=2, priority="core")], [normal])).preemptions == ()
+    asked = replace(idle, preempting=True)
+    assert schedule(snapshot([h], [job(1, gpus=2, priority="core")], [asked])).preemptions == ()
+
+
+def test_a_job_no_host_can_fit_says_so() -> None:
+    plan = schedule(
+        snapshot([host("h1", "T4-16GB", 2)], [job(1, gpus=1, mem=40), job(2, gpus=1)]), explain=True
+    )
+    assert started(plan) == [2]
+    assert plan.waits[1].code is WaitCode.NEVER_FITS and plan.waits[1].eta is None
+
+
+def test_every_pending_job_has_a_reason_and_the_pass_is_deterministic() -> None:
+    hosts = [host("a", "A100-80GB", 8), host("b", "T4-16GB", 4)]
+    pending = [
+        job(
+            i,
+            gpus=1 + i % 4,
+            hours=1 + i % 7,
+            priority=("core", "normal", "idle")[i % 3],
+            ready=i % 5 != 0,
+        )
+        for i in range(1, 60)
+    ]
+    snap = snapshot(hosts, pending)
+    plan = schedule(snap, explain=True)
+    assert set(plan.waits) | set(started(plan)) == {p.id for p in pending}
+    assert all(w.words for w in plan.waits.values())
+    assert schedule(snap, explain=True) == plan
+
+
+def test_shortest_first_with_bounded_aging_and_no_starvation() -> None:
+    hosts = [host("h1", "A100-80GB", 1)]
+    assert started(schedule(snapshot(hosts, [job(1, hours=50), job(2, hours=1)]))) == [2]
+    # aging: 50 GPU-hours after 3 days (×8) still loses to a 1 GPU-hour job...
+    assert started(schedule(snapshot(hosts, [job(1, hours=50, waited_h=60), job(2, hours=1)]))) == [
+        2
+    ]
+    # ...but past starve_after_hours it goes first, whatever its size.
+    assert started(
+        schedule(snapshot(hosts, [job(1, hours=500, waited_h=73), job(2, hours=1)]))
+    ) == [1]
+
+
+def _date():  # type: ignore[no-untyped-def]
+    from datetime import date
+
+    return date(2030, 1, 1)
+
+
+_ = CATALOG
