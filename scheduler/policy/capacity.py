@@ -55,13 +55,8 @@ class Pool:
         """Free GPUs that must stay free for core work not yet running."""
         return max(0, self.headroom - self.core_in_use)
 
-    @property
-    def max_host_size(self) -> int:
-        return max((len(ids) for ids in self.members.values()), default=0)
-
-    @property
-    def size(self) -> int:
-        return sum(len(ids) for ids in self.members.values())
+    max_host_size: int = 0  # the most usable GPUs of this type on one host
+    size: int = 0  # usable GPUs of this type in all
 
     def max_free(self) -> int:
         """The most free GPUs on any one host (cached until the pool changes)."""
@@ -97,6 +92,8 @@ class Capacity:
                 self.gpus[gpu.id] = gpu
                 self._add(gpu, host.schedulable, ends)
         for pool in self.pools.values():
+            pool.max_host_size = max((len(ids) for ids in pool.members.values()), default=0)
+            pool.size = sum(len(ids) for ids in pool.members.values())
             pool.headroom = _headroom(snapshot.knobs, pool)
         for job in snapshot.running:
             if job.priority == "core" and job.gpu_type in self.pools:

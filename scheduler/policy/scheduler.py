@@ -45,6 +45,7 @@ class _Admission:
         self.types: dict[int, list[str]] = {}  # adequate, quota-ok types per job, cheapest first
         self.spent: dict[int, float] = {}  # quota hours promised this pass
         self._fits: dict[CardNeeds, list[CardType]] = {}
+        self._fits_here: dict[tuple[CardNeeds, int], list[CardType]] = {}
         self._quota_ends = dict(snapshot.quota_ends)
 
     def run(self, queue: list[Pending]) -> list[Start]:
@@ -77,6 +78,9 @@ class _Admission:
         if not fitting:
             self.notes[job.id] = Note(WaitCode.NEVER_FITS)
             return False
+        if job.team not in self.snapshot.quotas:  # not limited by quota
+            self.types[job.id] = [card.name for card in fitting]
+            return True
         run_end = self.snapshot.now + job.run_seconds
         ok: list[str] = []
         problem: QuotaCheck | None = None
@@ -94,6 +98,15 @@ class _Admission:
             return False
         self.types[job.id] = ok
         return True
+
+    def _fitting_here(self, needs: CardNeeds, gpus: int) -> list[CardType]:
+        """Adequate types this cluster has enough GPUs of, cheapest first (cached)."""
+        key = (needs, gpus)
+        if key not in self._fits_here:
+            self._fits_here[key] = [
+                c for c in self._fitting(needs) if self.capacity.could_ever_fit(c.name, gpus)
+            ]
+        return self._fits_here[key]
 
     def _fitting(self, needs: CardNeeds) -> list[CardType]:
         if needs not in self._fits:
@@ -222,9 +235,17 @@ def _preempt_idle_for_core(
     if not idle:
         return []
     host_of = {gpu.id: gpu.host for host in snapshot.hosts for gpu in host.gpus}
+    by_place: dict[tuple[str, str], list[Running]] = {}
+    for victim in sorted(idle, key=lambda r: (not r.preempting, -len(r.gpu_ids), r.id)):
+        if victim.gpu_ids:
+            by_place.setdefault((victim.gpu_type, host_of.get(victim.gpu_ids[0], "")), []).append(
+                victim
+            )
     chosen: list[Preempt] = []
     taken: set[int] = set()  # idle jobs already counted for an earlier core job
     for job in queue:
+        if len(taken) == len(idle):
+            break
         if job.priority != "core" or job.id not in admission.types:
             continue
         if admission.notes.get(job.id, Note(WaitCode.NO_TYPE_FREE)).code in (
@@ -232,7 +253,7 @@ def _preempt_idle_for_core(
             WaitCode.WAITING_FOR_DATA,
         ):
             continue
-        plan = _idle_to_stop(job, admission.types[job.id], capacity, idle, taken, host_of)
+        plan = _idle_to_stop(job, admission.types[job.id], capacity, by_place, taken)
         if plan is None:
             continue
         for victim in plan:
@@ -247,43 +268,33 @@ def _idle_to_stop(
     job: Pending,
     types: list[str],
     capacity: Capacity,
-    idle: list[Running],
+    by_place: dict[tuple[str, str], list[Running]],
     taken: set[int],
-    host_of: dict[int, str],
 ) -> list[Running] | None:
-    """The fewest idle jobs on one host whose GPUs, with the free ones, fit the core job."""
+    """The fewest idle GPUs to stop on one host so that, with its free GPUs, the core job fits."""
     best: tuple[int, list[Running], str, str] | None = None
-    for gpu_type in types:
-        pool = capacity.pools[gpu_type]
-        if job.gpus > pool.max_host_size:
+    for (gpu_type, host), candidates in by_place.items():
+        pool = capacity.pools.get(gpu_type)
+        if pool is None or gpu_type not in types or job.gpus > pool.max_host_size:
             continue
-        for host, free in pool.free.items():
-            victims = sorted(
-                (
-                    r
-                    for r in idle
-                    if r.id not in taken
-                    and r.gpu_type == gpu_type
-                    and r.gpu_ids
-                    and host_of.get(r.gpu_ids[0]) == host
-                ),
-                key=lambda r: (r.preempting is False, -len(r.gpu_ids)),
-            )
-            have, stop = len(free), []
-            for victim in victims:
-                if have >= job.gpus:
-                    break
+        have = len(pool.free.get(host, []))
+        stop: list[Running] = []
+        for victim in candidates:  # already stopping first, then the biggest
+            if have >= job.gpus:
+                break
+            if victim.id not in taken:
                 stop.append(victim)
                 have += len(victim.gpu_ids)
-            if have >= job.gpus and stop:
-                cost = sum(len(v.gpu_ids) for v in stop if not v.preempting)
-                if best is None or cost < best[0]:
-                    best = (cost, stop, host, gpu_type)
+        if have >= job.gpus and stop:
+            cost = sum(len(v.gpu_ids) for v in stop if not v.preempting)
+            if best is None or cost < best[0]:
+                best = (cost, stop, host, gpu_type)
     if best is None:
         return None
     _, stop, host, gpu_type = best
     # The free GPUs on that host are now spoken for by this core job.
-    capacity.pools[gpu_type].take(list(capacity.pools[gpu_type].free[host]), [host])
+    pool = capacity.pools[gpu_type]
+    pool.take(list(pool.free.get(host, [])), [host])
     return stop
 
 
