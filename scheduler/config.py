@@ -13,6 +13,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from scheduler.errors import ConfigError
+from scheduler.policy.matching import CardType
+from scheduler.policy.snapshot import Backfill, Knobs, WithinClass
 
 NamePattern = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
 SlackUserId = Annotated[str, Field(pattern=r"^[UW][A-Z0-9]{2,}$")]
@@ -56,6 +58,7 @@ class Ordering(_Strict):
     within_class: Literal["shortest_first", "submit_order"] = "shortest_first"
     aging_hours: float = Field(default=24, gt=0, description="wait after which aging doubles")
     max_aging_factor: float = Field(default=8, ge=1)
+    starve_after_hours: float | None = Field(default=72, gt=0)
     fair_share_weight: float = Field(default=0.5, ge=0, le=10)
     fair_share_half_life_hours: float = Field(default=72, gt=0)
 
@@ -95,6 +98,7 @@ class SchedulerKnobs(_Strict):
 
     cycle_seconds: float = Field(default=10, gt=0, le=3600)
     ordering: Ordering = Ordering()
+    backfill: Literal["easy", "greedy", "none"] = "easy"
     matching: Matching = Matching()
     # Per GPU type: whole GPUs (>= 1) or a share of the type's GPUs (< 1) kept for core work.
     headroom: dict[str, float] = Field(default_factory=dict)
@@ -140,6 +144,28 @@ class PolicyConfig(_Strict):
             if amount < 0:
                 raise ValueError(f"scheduler.headroom.{name}|must be 0 or more")
         return self
+
+    def knobs(self) -> Knobs:
+        """The policy's tunables as the pure policy code takes them."""
+        knobs = self.scheduler
+        return Knobs(
+            within_class=WithinClass(knobs.ordering.within_class),
+            aging_hours=knobs.ordering.aging_hours,
+            max_aging_factor=knobs.ordering.max_aging_factor,
+            starve_after_hours=knobs.ordering.starve_after_hours,
+            fair_share_weight=knobs.ordering.fair_share_weight,
+            backfill=Backfill(knobs.backfill),
+            costlier_after_s=knobs.matching.costlier_after_minutes * 60,
+            headroom=dict(knobs.headroom),
+            idle_grace_s=knobs.preemption.idle_grace_minutes * 60,
+        )
+
+    def catalog(self) -> tuple[CardType, ...]:
+        """The GPU catalog as the policy code takes it."""
+        return tuple(
+            CardType(name, spec.memory_gib, spec.speed, spec.price_per_gpu_hour)
+            for name, spec in self.gpu_types.items()
+        )
 
     def approval_required(self, priority: str) -> bool:
         """Whether a member needs an approver to run at this priority class."""

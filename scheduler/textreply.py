@@ -66,6 +66,8 @@ def _submit(result: SubmitResult, zone: ZoneInfo) -> str:
         )
     if not job.data_ready:
         lines.append(f"When its data is in place: /gpu ready #{job.id}")
+    if result.admission is not None and result.admission.words():
+        lines.append(f"Heads up: {result.admission.words()}; expect a long wait.")
     return "\n".join(lines)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from scheduler import lifecycle
 from scheduler.errors import Conflict, PermissionDenied, UserError
+from scheduler.policy.admission import Admission, Verdict, admit
 from scheduler.policy.matching import CardNeeds, CardType, cheapest_fit, fitting_types
 from scheduler.policy.order import PendingJob, Place, places
 from scheduler.service import ledger
@@ -23,6 +24,7 @@ from storage.models import (
     PriorityClass,
     Team,
 )
+from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
 
 PENDING_STATES = (JobState.WAITING_DATA, JobState.QUEUED, JobState.PREEMPTED)
@@ -44,6 +46,7 @@ class SubmitResult:
 
     view: JobView
     bump: BumpRequest | None
+    admission: Admission | None = None
 
 
 @dataclass(frozen=True)
@@ -76,10 +79,7 @@ class ChangeResult:
 
 def catalog(ctx: Context) -> list[CardType]:
     """The policy file's GPU catalog as the policy code sees it."""
-    return [
-        CardType(name, spec.memory_gib, spec.speed, spec.price_per_gpu_hour)
-        for name, spec in ctx.policy.gpu_types.items()
-    ]
+    return list(ctx.policy.catalog())
 
 
 def needs_of(job: Job) -> CardNeeds:
@@ -97,6 +97,12 @@ def submit(ctx: Context, fields: Mapping[str, Any]) -> SubmitResult:
     priority = asked
     if ctx.policy.approval_required(asked) and not ctx.actor.is_approver_of(team.id or 0):
         priority = PriorityClass.NORMAL
+    admission = _admission(ctx, priority, fields["hours"])
+    if admission.verdict is Verdict.DEFER:
+        raise UserError(
+            f"Not queued: {admission.words()}, so {priority} work is deferred for now.",
+            "Submit it again once the queue is shorter (see /gpu queue), or ask an approver about core priority.",
+        )
     data = fields["data"]
     job = Job(
         name=fields["name"],
@@ -132,7 +138,19 @@ def submit(ctx: Context, fields: Mapping[str, Any]) -> SubmitResult:
     bump = None
     if priority != asked:
         bump = open_bump(ctx, job, asked, "asked for at submit")
-    return SubmitResult(view_of(ctx, job), bump)
+    return SubmitResult(view_of(ctx, job), bump, admission)
+
+
+def _admission(ctx: Context, priority: str, hours: float) -> Admission:
+    waiting = job_queries.jobs_in_states(session=ctx.session, states=PENDING_STATES)
+    knobs = ctx.policy.scheduler.admission
+    return admit(
+        priority,
+        [job.est_gpu_hours for job in waiting] + [hours],
+        cluster_queries.schedulable_gpu_count(session=ctx.session),
+        max_backlog_hours=knobs.max_backlog_hours,
+        action=knobs.action,
+    )
 
 
 def _submit_team(ctx: Context, name: str | None) -> Team:

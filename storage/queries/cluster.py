@@ -41,3 +41,14 @@ def allocations_of_host(*, session: Session, host_id: int) -> Sequence[Allocatio
         .where(Gpu.host_id == host_id)
     )
     return session.exec(query).all()
+
+
+def schedulable_gpu_count(*, session: Session) -> int:
+    """Healthy GPUs on hosts that are not draining or down."""
+    query = (
+        select(func.count())
+        .select_from(Gpu)
+        .join(Host, col(Host.id) == col(Gpu.host_id))
+        .where(col(Gpu.healthy).is_(True), col(Host.draining).is_(False), col(Host.state) != "down")
+    )
+    return int(session.exec(query).one())

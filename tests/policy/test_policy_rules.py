@@ -207,3 +207,17 @@ def _date():  # type: ignore[no-untyped-def]
 
 
 _ = CATALOG
+
+
+def test_admission_warns_or_defers_non_core_work_past_the_backlog_limit() -> None:
+    from scheduler.policy.admission import Verdict, admit
+
+    assert (
+        admit("normal", [50.0] * 4, 8, max_backlog_hours=48, action="warn").verdict is Verdict.ADMIT
+    )
+    deep = [400.0] * 4  # 1,600 GPU-hours on 8 GPUs = 200 h of the cluster's capacity
+    warned = admit("normal", deep, 8, max_backlog_hours=48, action="warn")
+    assert warned.verdict is Verdict.WARN and warned.backlog_hours == 200
+    assert "about 200 hours" in warned.words()
+    assert admit("idle", deep, 8, max_backlog_hours=48, action="defer").verdict is Verdict.DEFER
+    assert admit("core", deep, 8, max_backlog_hours=48, action="defer").verdict is Verdict.ADMIT

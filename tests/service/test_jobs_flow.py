@@ -226,3 +226,49 @@ def test_two_approvers_clicking_at_once_decide_a_request_once(team: Paika) -> No
     decisions = [a for a in audit_actions(team) if a in ("bump.approved", "bump.denied")]
     assert len(decisions) == 1
     assert jobs(team)["urgent"].priority == ("core" if decisions == ["bump.approved"] else "normal")
+
+
+def _cluster_of(paika: Paika, gpus: int) -> None:
+    from storage.models import Gpu, Host
+
+    with Session(paika.engine) as session:
+        host = Host(
+            name="gpu-01", url="http://127.0.0.1:8470", state="up", added_at=paika.clock.now()
+        )
+        session.add(host)
+        session.flush()
+        session.add_all(
+            [
+                Gpu(host_id=host.id or 0, index=i, gpu_type="A100-80GB", memory_gib=80)
+                for i in range(gpus)
+            ]
+        )
+        session.commit()
+
+
+def test_a_deep_backlog_warns_non_core_submissions(team: Paika) -> None:
+    _cluster_of(team, 2)
+    submit(team, "UALICE", "big", hours=90)  # 45 h of a 2-GPU cluster: within 48 h
+    warned = submit(team, "UALICE", "more", hours=10).text  # now 50 h
+    assert "Heads up: the queue already holds about 50 hours" in warned
+    assert "Heads up" not in submit(team, "UVERA", "urgent", priority="core", hours=10).text
+
+
+def test_a_deferring_policy_refuses_non_core_work_and_saves_nothing(team: Paika) -> None:
+    from scheduler.config import Admission, PolicyConfig
+
+    scheduler_knobs = team.policy.scheduler.model_copy(
+        update={"admission": Admission(max_backlog_hours=48, action="defer")}
+    )
+    team.policy = PolicyConfig.model_validate(
+        {**team.policy.model_dump(), "scheduler": scheduler_knobs.model_dump()}
+    )
+    _cluster_of(team, 2)
+    submit(team, "UALICE", "big", hours=90)
+    text = refused(
+        team,
+        "UALICE",
+        SUBMIT.format(name="more", gpus=1, hours=10, priority="normal", data="ready"),
+    )
+    assert text.startswith("Not queued: the queue already holds about 50 hours")
+    assert "more" not in jobs(team)
