@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import singledispatch
 from zoneinfo import ZoneInfo
 
@@ -56,9 +56,9 @@ def _submit(result: SubmitResult, zone: ZoneInfo) -> str:
     lines = [
         f"Queued job #{job.id} {job.name} for team {result.view.team}: {_needs(job)}, {job.est_gpu_hours:g} GPU-hours, {job.priority}."
     ]
-    lines.append(_where(result.view))
+    lines.append(_where(result.view, zone))
     if result.view.likely_type:
-        lines.append(f"Likely card type: {result.view.likely_type} (the cheapest that fits).")
+        lines.append(f"Likely card type: {result.view.likely_type}.")
     if result.bump is not None:
         lines.append(
             f"{result.bump.to_priority} needs an approver: it is queued as {job.priority}, and bump request "
@@ -74,7 +74,7 @@ def _submit(result: SubmitResult, zone: ZoneInfo) -> str:
 @render.register
 def _change(result: ChangeResult, zone: ZoneInfo) -> str:
     job = result.view.job
-    lines = [f"Job #{job.id} {job.name}: {result.note}", _where(result.view)]
+    lines = [f"Job #{job.id} {job.name}: {result.note}", _where(result.view, zone)]
     return "\n".join(line for line in lines if line)
 
 
@@ -91,7 +91,7 @@ def _status(result: StatusResult, zone: ZoneInfo) -> str:
         f"command: {job.command}" + (f" · image {job.image}" if job.image else ""),
         f"submitted {when(job.submitted_at, zone)}",
     ]
-    where = _where(result.view)
+    where = _where(result.view, zone)
     if where:
         lines.append(where)
     if job.state_reason and job.state in (JobState.CANCELLED, JobState.FAILED, JobState.PREEMPTED):
@@ -127,8 +127,8 @@ def _queue(result: QueueResult, zone: ZoneInfo) -> str:
     lines.append(f"Waiting ({len(result.waiting)}), in queue order:")
     shown = result.waiting[:QUEUE_LISTING_LIMIT]
     for view in shown:
-        place = view.place
-        why = place.explain() if place else view.job.state
+        place = view.wait
+        why = place.words if place else view.job.state
         lines.append(
             f"  {place.position if place else '-'}. #{view.job.id} {view.job.name} · {view.team} · {view.job.priority} · {_needs(view.job)} · {view.job.est_gpu_hours:g} GPU-h — {why}"
         )
@@ -144,7 +144,7 @@ def _queue(result: QueueResult, zone: ZoneInfo) -> str:
 def _bump(result: BumpResult, zone: ZoneInfo) -> str:
     job = result.view.job
     if result.applied:
-        return f"Job #{job.id} {job.name} is now {job.priority}.\n{_where(result.view)}"
+        return f"Job #{job.id} {job.name} is now {job.priority}.\n{_where(result.view, zone)}"
     request = result.request
     assert request is not None
     return (
@@ -194,7 +194,11 @@ def _needs(job: Job) -> str:
     return " ".join(parts)
 
 
-def _where(view: JobView) -> str:
-    if view.place is None:
+def _where(view: JobView, zone: ZoneInfo) -> str:
+    wait = view.wait
+    if wait is None:
         return ""
-    return f"Place in queue: {view.place.position}. Waiting: {view.place.explain()}."
+    text = f"Place in queue: {wait.position}. Waiting: {wait.words}."
+    if wait.eta is not None:
+        text += f" Estimated start: {when(datetime.fromtimestamp(wait.eta, UTC), zone)}."
+    return text

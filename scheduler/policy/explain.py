@@ -78,6 +78,7 @@ def explain_waits(
             _words(job, note, now, eta, higher, earlier, gpu_type),
             position,
             eta if eta < NEVER else None,
+            gpu_type,
         )
         if gpu_type:
             counts[min(rank, 2)] += 1

@@ -71,6 +71,7 @@ class Wait:
     words: str
     position: int
     eta: float | None  # POSIX seconds; None when it cannot be estimated (data, quota, never fits)
+    gpu_type: str | None = None  # the type its estimate is for
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.errors import NotFound, PermissionDenied, UserError
-from scheduler.policy.order import CLASS_RANK
+from scheduler.policy.snapshot import CLASS_RANK
 from scheduler.service.context import Context
 from scheduler.service.jobs import (
     PENDING_STATES,

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scheduler import lifecycle
 from scheduler.errors import Conflict, PermissionDenied, UserError
 from scheduler.policy.admission import Admission, Verdict, admit
 from scheduler.policy.matching import CardNeeds, CardType, cheapest_fit, fitting_types
-from scheduler.policy.order import PendingJob, Place, places
+from scheduler.policy.plan import Wait, WaitCode
+from scheduler.policy.ranking import ordered
+from scheduler.policy.scheduler import schedule
 from scheduler.service import ledger
 from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_by_name, team_name
+from scheduler.snapshots import build_snapshot
 from storage.models import (
     BumpRequest,
     BumpState,
@@ -32,11 +35,11 @@ PENDING_STATES = (JobState.WAITING_DATA, JobState.QUEUED, JobState.PREEMPTED)
 
 @dataclass(frozen=True)
 class JobView:
-    """A job as a user sees it: the row, its team, its place if it waits, its likely card."""
+    """A job as a user sees it: the row, its team, why it waits (if it does), its likely card."""
 
     job: Job
     team: str
-    place: Place | None
+    wait: Wait | None
     likely_type: str | None
 
 
@@ -311,37 +314,59 @@ def queue(ctx: Context, scope: str) -> QueueResult:
     jobs = job_queries.jobs_in_states(
         session=ctx.session, states=(*PENDING_STATES, JobState.RUNNING)
     )
-    placed = _places(jobs)
+    waits = current_waits(ctx)
     result = QueueResult(scope)
-    for job in sorted(jobs, key=lambda j: placed[j.id or 0].position if j.id in placed else 0):
+    for job in sorted(jobs, key=lambda j: waits[j.id or 0].position if j.id in waits else 0):
         if scope == "mine" and job.owner != ctx.actor.user_id:
             continue
         if team_id is not None and job.team_id != team_id:
             continue
-        view = JobView(job, _team(ctx, job), placed.get(job.id or 0), _likely(ctx, job))
+        wait = waits.get(job.id or 0)
+        view = JobView(job, _team(ctx, job), wait, _likely(ctx, job, wait))
         (result.running if job.state == JobState.RUNNING else result.waiting).append(view)
     return result
 
 
 def view_of(ctx: Context, job: Job) -> JobView:
-    """A job with its team name, its place in the queue and its likely card type."""
-    place = None
-    if job.state in PENDING_STATES:
-        pending = job_queries.jobs_in_states(session=ctx.session, states=PENDING_STATES)
-        place = _places(pending).get(job.id or 0)
-    return JobView(job, _team(ctx, job), place, _likely(ctx, job))
+    """A job with its team name, why it waits (if it does) and its likely card type."""
+    wait = current_waits(ctx).get(job.id or 0) if job.state in PENDING_STATES else None
+    return JobView(job, _team(ctx, job), wait, _likely(ctx, job, wait))
 
 
-def _places(jobs: Sequence[Job]) -> dict[int, Place]:
-    pending = [
-        PendingJob(job.id or 0, job.priority, job.submitted_at, job.data_ready)
-        for job in jobs
-        if job.state in PENDING_STATES
-    ]
-    return places(pending)
+def current_waits(ctx: Context) -> dict[int, Wait]:
+    """Why each pending job waits and its ETA, from the policy run on the current state."""
+    ctx.session.flush()
+    snapshot = build_snapshot(ctx.session, ctx.policy, ctx.now)
+    plan = schedule(snapshot, explain=True)
+    waits = dict(plan.waits)
+    positions = {
+        job.id: i
+        for i, job in enumerate(
+            ordered(snapshot.pending, snapshot.now, snapshot.knobs, snapshot.team_usage), 1
+        )
+    }
+    for start in plan.starts:
+        waits[start.job_id] = Wait(
+            start.job_id,
+            WaitCode.STARTING,
+            f"{start.gpu_type} GPUs are free for it; it starts at the next scheduling cycle",
+            positions[start.job_id],
+            snapshot.now,
+            start.gpu_type,
+        )
+    if not snapshot.hosts:  # a new install: say what is missing rather than "never fits"
+        words = "no GPU hosts are registered yet; an admin adds them with /gpu admin host add"
+        waits = {
+            i: replace(w, words=words) if w.code is WaitCode.NEVER_FITS else w
+            for i, w in waits.items()
+        }
+    return waits
 
 
-def _likely(ctx: Context, job: Job) -> str | None:
+def _likely(ctx: Context, job: Job, wait: Wait | None = None) -> str | None:
+    """The type the policy's estimate puts the job on; else the catalog's cheapest fit."""
+    if wait is not None and wait.gpu_type:
+        return wait.gpu_type
     card = cheapest_fit(catalog(ctx), needs_of(job))
     return card.name if card else None
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sqlmodel import Session
+
 from scheduler.policy.quota import QuotaState, charge_to
 from scheduler.service.context import Context
 from storage.models import Gpu, Job, LedgerEntry, Quota
@@ -11,11 +13,9 @@ from storage.queries import accounting
 from storage.queries import cluster as cluster_queries
 
 
-def quota_states(ctx: Context, quotas: Sequence[Quota]) -> list[QuotaState]:
+def quota_states(session: Session, quotas: Sequence[Quota]) -> list[QuotaState]:
     """Quotas with what has been used of them."""
-    used = accounting.used_hours_by_quota(
-        session=ctx.session, quota_ids=[q.id or 0 for q in quotas]
-    )
+    used = accounting.used_hours_by_quota(session=session, quota_ids=[q.id or 0 for q in quotas])
     return [
         QuotaState(q.id or 0, q.gpu_type, q.gpu_hours, used.get(q.id or 0, 0.0), q.expires_on)
         for q in quotas
@@ -25,7 +25,7 @@ def quota_states(ctx: Context, quotas: Sequence[Quota]) -> list[QuotaState]:
 def close_allocations(ctx: Context, job: Job) -> list[LedgerEntry]:
     """End the job's open allocations now and write their ledger entries (same transaction)."""
     entries = []
-    quotas = quota_states(ctx, accounting.quotas(session=ctx.session, team_id=job.team_id))
+    quotas = quota_states(ctx.session, accounting.quotas(session=ctx.session, team_id=job.team_id))
     for allocation in cluster_queries.open_allocations(session=ctx.session, job_id=job.id):
         allocation.ended_at = ctx.now
         allocation.active_gpu_id = None

@@ -114,7 +114,7 @@ def listing(ctx: Context, team: str | None) -> list[QuotaView]:
 
 
 def _views(ctx: Context, quotas: list[Quota]) -> list[QuotaView]:
-    states = quota_states(ctx, quotas)
+    states = quota_states(ctx.session, quotas)
     today = ctx.now.date()
     return [
         QuotaView(q, team_name(ctx, q.team_id), state, (q.expires_on - today).days)

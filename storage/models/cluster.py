@@ -47,6 +47,8 @@ class Gpu(SQLModel, table=True):
     gpu_type: str = Field(sa_type=String(64))
     memory_gib: float
     healthy: bool = True
+    # Memory used by processes paika did not start; such a GPU is not booked.
+    foreign_memory_gib: float = 0.0
 
 
 class Allocation(SQLModel, table=True):

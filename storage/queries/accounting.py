@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from sqlalchemy import func
 from sqlmodel import Session, col, select
@@ -41,3 +42,8 @@ def ledger_of_job(*, session: Session, job_id: int) -> Sequence[LedgerEntry]:
     """A job's ledger entries, oldest first."""
     query = select(LedgerEntry).where(LedgerEntry.job_id == job_id).order_by(col(LedgerEntry.id))
     return session.exec(query).all()
+
+
+def ledger_since(*, session: Session, since: datetime) -> Sequence[LedgerEntry]:
+    """Ledger entries that ended at or after `since`."""
+    return session.exec(select(LedgerEntry).where(col(LedgerEntry.ended_at) >= since)).all()

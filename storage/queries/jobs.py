@@ -40,6 +40,17 @@ def latest_job_named(*, session: Session, name: str, owner: str) -> Job | None:
     return session.exec(query).first()
 
 
+def finished_jobs_of(*, session: Session, owner: str, limit: int) -> Sequence[Job]:
+    """An owner's most recent succeeded jobs, newest first."""
+    query = (
+        select(Job)
+        .where(Job.owner == owner, Job.state == JobState.SUCCEEDED)
+        .order_by(col(Job.ended_at).desc())
+        .limit(limit)
+    )
+    return session.exec(query).all()
+
+
 def jobs_in_states(
     *, session: Session, states: Collection[str], team_id: int | None = None
 ) -> Sequence[Job]:

@@ -41,9 +41,48 @@ def submit(
     )
 
 
+def busy_cluster(paika: Paika, gpus: int = 2, hours_left: float = 2.0) -> None:
+    """Host gpu-01 with `gpus` A100-80GB cards, all held by a running job that ends in `hours_left`."""
+    from storage.models import Allocation, Gpu, Host, Team
+
+    now = paika.clock.now()
+    with Session(paika.engine) as session:
+        host = Host(name="gpu-01", url="http://127.0.0.1:8470", state="up", added_at=now)
+        team_id = session.exec(select(Team.id).where(Team.name == "vision")).one()
+        warmup = Job(
+            name="warmup",
+            owner="UADMIN",
+            team_id=team_id,
+            gpus=gpus,
+            est_gpu_hours=gpus * hours_left,
+            command="true",
+            state=JobState.RUNNING,
+            submitted_at=now,
+            started_at=now,
+        )
+        session.add_all([host, warmup])
+        session.flush()
+        cards = [
+            Gpu(host_id=host.id or 0, index=i, gpu_type="A100-80GB", memory_gib=80)
+            for i in range(gpus)
+        ]
+        session.add_all(cards)
+        session.flush()
+        session.add_all(
+            [
+                Allocation(
+                    job_id=warmup.id or 0, gpu_id=c.id or 0, active_gpu_id=c.id, started_at=now
+                )
+                for c in cards
+            ]
+        )
+        session.commit()
+
+
 @pytest.fixture
 def team(paika: Paika) -> Paika:
-    """Vision: alice and bob (members), vera (approver); nlp: nick (member)."""
+    """Vision: alice and bob (members), vera (approver); nlp: nick (member); 2 busy GPUs."""
+    busy_cluster(paika)
     for user, team_name, role in [
         ("UALICE", "vision", "member"),
         ("UBOB", "vision", "member"),
@@ -68,9 +107,12 @@ def audit_actions(paika: Paika) -> list[str]:
 
 def test_a_ready_job_is_queued_with_its_place_and_likely_card(team: Paika) -> None:
     reply = submit(team, "UALICE", "bert-ft", gpus=2, hours=12)
-    assert "Queued job #" in reply.text and "bert-ft" in reply.text
-    assert "Place in queue: 1. Waiting: next in line" in reply.text
-    assert "Likely card type: T4-16GB" in reply.text
+    assert "Queued job #2 bert-ft" in reply.text
+    assert (
+        "Place in queue: 1. Waiting: no A100-80GB free for about 2.0 h. Estimated start: 2026-11-02 19:00 CST."
+        in reply.text
+    )
+    assert "Likely card type: A100-80GB" in reply.text
     job = jobs(team)["bert-ft"]
     assert (job.state, job.gpus, job.est_gpu_hours, job.owner, job.data_ready) == (
         JobState.QUEUED,
@@ -88,7 +130,9 @@ def test_a_job_waiting_for_data_keeps_its_place_and_blocks_nobody(
     submit(team, "UALICE", "copying", data="s3://datasets/imagenet")
     clock.advance(timedelta(minutes=1))
     reply = submit(team, "UBOB", "ready-one")
-    assert "Place in queue: 2. Waiting: next in line" in reply.text
+    assert (
+        "Place in queue: 2. Waiting: no A100-80GB free" in reply.text
+    )  # not behind the job still copying
     status = gpu(team, "UALICE", "status copying").text
     assert (
         "waiting data" in status
@@ -120,7 +164,10 @@ def test_core_goes_before_normal_and_idle_last(team: Paika, clock: ManualClock) 
     submit(team, "UVERA", "core-run", priority="core")  # approvers may use core directly
     queue = gpu(team, "UNICK", "queue").text
     assert queue.index("core-run") < queue.index("normal-run") < queue.index("idle-sweep")
-    assert "1 of higher priority" in gpu(team, "UALICE", "status normal-run").text
+    assert (
+        "behind 1 job of higher priority for A100-80GB"
+        in gpu(team, "UALICE", "status normal-run").text
+    )
 
 
 def test_a_member_asking_for_core_is_queued_normal_with_a_bump_request(team: Paika) -> None:
@@ -161,11 +208,11 @@ def test_bump_down_is_immediate_and_bump_up_waits_for_an_approver(team: Paika) -
 def test_only_owner_team_approver_or_admin_may_cancel(team: Paika) -> None:
     submit(team, "UALICE", "mine")
     assert "Only the owner" in refused(team, "UBOB", "cancel mine")
-    assert "Only the owner" in refused(team, "UNICK", "cancel #1")
+    assert "Only the owner" in refused(team, "UNICK", "cancel #2")
     assert jobs(team)["mine"].state == JobState.QUEUED
-    assert "Cancelled" in gpu(team, "UVERA", 'cancel #1 reason="wrong data"').text
+    assert "Cancelled" in gpu(team, "UVERA", 'cancel #2 reason="wrong data"').text
     assert jobs(team)["mine"].state == JobState.CANCELLED
-    again = refused(team, "UALICE", "cancel #1")
+    again = refused(team, "UALICE", "cancel #2")
     assert "is cancelled; it cannot become cancelled" in again
 
 
@@ -175,7 +222,7 @@ def test_members_submit_only_for_their_own_team(team: Paika) -> None:
     assert "not in a team yet" in refused(
         team, "USTRANGER", SUBMIT.format(name="x", gpus=1, hours=1, priority="normal", data="ready")
     )
-    assert jobs(team) == {}
+    assert set(jobs(team)) == {"warmup"}
 
 
 def test_submit_checks_the_catalog_and_limits(team: Paika) -> None:
@@ -186,7 +233,7 @@ def test_submit_checks_the_catalog_and_limits(team: Paika) -> None:
         team, "UALICE", base.replace("gpus=1", "gpus=32")
     )
     ok = gpu(team, "UALICE", base.replace("name=x", "name=big") + " mem=40").text
-    assert "Likely card type: A100-40GB" in ok
+    assert "Likely card type: A100-80GB" in ok  # the only type this cluster has that fits
     assert jobs(team)["big"].min_memory_gib == 40
 
 
@@ -247,7 +294,6 @@ def _cluster_of(paika: Paika, gpus: int) -> None:
 
 
 def test_a_deep_backlog_warns_non_core_submissions(team: Paika) -> None:
-    _cluster_of(team, 2)
     submit(team, "UALICE", "big", hours=90)  # 45 h of a 2-GPU cluster: within 48 h
     warned = submit(team, "UALICE", "more", hours=10).text  # now 50 h
     assert "Heads up: the queue already holds about 50 hours" in warned
@@ -263,7 +309,6 @@ def test_a_deferring_policy_refuses_non_core_work_and_saves_nothing(team: Paika)
     team.policy = PolicyConfig.model_validate(
         {**team.policy.model_dump(), "scheduler": scheduler_knobs.model_dump()}
     )
-    _cluster_of(team, 2)
     submit(team, "UALICE", "big", hours=90)
     text = refused(
         team,

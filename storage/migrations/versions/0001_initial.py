@@ -65,6 +65,7 @@ def upgrade() -> None:
         sa.Column("gpu_type", sa.String(length=64), nullable=False),
         sa.Column("memory_gib", sa.Float(), nullable=False),
         sa.Column("healthy", sa.Boolean(), nullable=False),
+        sa.Column("foreign_memory_gib", sa.Float(), nullable=False),
         sa.ForeignKeyConstraint(["host_id"], ["hosts.id"], name=op.f("fk_gpus_host_id_hosts")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_gpus")),
         sa.UniqueConstraint("host_id", "index", name="uq_gpus_host_index"),

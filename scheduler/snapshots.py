@@ -1,0 +1,165 @@
+"""The database as the policy sees it: one immutable Snapshot per pass.
+
+Times become POSIX seconds here; quota expiry dates become the end of that day in the
+install's time zone; each owner's estimates are corrected by how their past jobs ran.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from datetime import date, datetime, time, timedelta
+
+from sqlmodel import Session
+
+from scheduler.config import PolicyConfig
+from scheduler.policy.matching import CardNeeds
+from scheduler.policy.quota import QuotaState
+from scheduler.policy.snapshot import HOUR, Gpu, Host, Pending, Running, Snapshot
+from scheduler.service.ledger import quota_states
+from storage.models import HostState, Job, JobState
+from storage.queries import accounting
+from storage.queries import cluster as cluster_queries
+from storage.queries import jobs as job_queries
+from storage.queries import org as org_queries
+
+PENDING_STATES = (JobState.WAITING_DATA, JobState.QUEUED, JobState.PREEMPTED)
+# How many of an owner's finished jobs tell how their estimates turn out, and the bounds
+# on the correction, so one odd run cannot make paika trust an estimate 100× less.
+ESTIMATE_HISTORY = 20
+RATIO_BOUNDS = (0.25, 4.0)
+
+
+def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Snapshot:
+    """Hosts, GPUs, running and pending jobs, quotas and usage at `now`."""
+    teams = {team.id: team.name for team in org_queries.all_teams(session=session)}
+    holders = {a.gpu_id: a.job_id for a in cluster_queries.open_allocations(session=session)}
+    hosts = _hosts(session, holders)
+    gpu_types = {gpu.id: gpu.gpu_type for host in hosts for gpu in host.gpus}
+    jobs = job_queries.jobs_in_states(session=session, states=(*PENDING_STATES, JobState.RUNNING))
+    ratios = _estimate_ratios(session, {job.owner for job in jobs})
+    running = [
+        _running(job, holders, gpu_types, teams, ratios)
+        for job in jobs
+        if job.state == JobState.RUNNING
+    ]
+    pending = [_pending(job, teams, ratios) for job in jobs if job.state in PENDING_STATES]
+    quotas, ends = _quotas(session, policy, teams)
+    return Snapshot(
+        now=now.timestamp(),
+        hosts=tuple(hosts),
+        running=tuple(running),
+        pending=tuple(pending),
+        catalog=policy.catalog(),
+        knobs=policy.knobs(),
+        quotas=quotas,
+        quota_ends=ends,
+        team_usage=_team_usage(session, policy, teams, now),
+    )
+
+
+def _hosts(session: Session, holders: dict[int, int]) -> list[Host]:
+    hosts = []
+    for host in cluster_queries.all_hosts(session=session):
+        gpus = tuple(
+            Gpu(
+                gpu.id or 0,
+                host.name,
+                gpu.gpu_type,
+                gpu.memory_gib,
+                gpu.healthy,
+                gpu.foreign_memory_gib,
+                holders.get(gpu.id or 0),
+            )
+            for gpu in cluster_queries.gpus_of_host(session=session, host_id=host.id or 0)
+        )
+        schedulable = not host.draining and host.state != HostState.DOWN
+        hosts.append(Host(host.name, gpus, schedulable))
+    return hosts
+
+
+def _needs(job: Job) -> CardNeeds:
+    return CardNeeds(
+        tuple(job.gpu_types) if job.gpu_types else None, job.min_memory_gib, job.min_speed
+    )
+
+
+def _pending(job: Job, teams: dict[int | None, str], ratios: dict[str, float]) -> Pending:
+    return Pending(
+        job.id or 0,
+        job.priority,
+        teams.get(job.team_id, ""),
+        job.owner,
+        job.submitted_at.timestamp(),
+        job.data_ready,
+        job.gpus,
+        _needs(job),
+        job.est_gpu_hours,
+        ratios.get(job.owner, 1.0),
+    )
+
+
+def _running(
+    job: Job,
+    holders: dict[int, int],
+    gpu_types: dict[int, str],
+    teams: dict[int | None, str],
+    ratios: dict[str, float],
+) -> Running:
+    gpu_ids = tuple(sorted(gpu for gpu, holder in holders.items() if holder == job.id))
+    started = (job.started_at or job.submitted_at).timestamp()
+    expected = started + job.est_gpu_hours / max(1, job.gpus) * HOUR * ratios.get(job.owner, 1.0)
+    gpu_type = gpu_types.get(gpu_ids[0], "") if gpu_ids else ""
+    return Running(
+        job.id or 0, job.priority, teams.get(job.team_id, ""), gpu_ids, gpu_type, started, expected
+    )
+
+
+def _estimate_ratios(session: Session, owners: set[str]) -> dict[str, float]:
+    """Each owner's median actual ÷ estimated run time over their recent finished jobs."""
+    ratios = {}
+    for owner in owners:
+        samples = []
+        for job in job_queries.finished_jobs_of(
+            session=session, owner=owner, limit=ESTIMATE_HISTORY
+        ):
+            if job.started_at is None or job.ended_at is None or job.est_gpu_hours <= 0:
+                continue
+            actual = (job.ended_at - job.started_at).total_seconds()
+            estimated = job.est_gpu_hours / max(1, job.gpus) * HOUR
+            samples.append(actual / estimated)
+        if samples:
+            samples.sort()
+            ratios[owner] = min(max(samples[len(samples) // 2], RATIO_BOUNDS[0]), RATIO_BOUNDS[1])
+    return ratios
+
+
+def _quotas(
+    session: Session, policy: PolicyConfig, teams: dict[int | None, str]
+) -> tuple[dict[str, tuple[QuotaState, ...]], dict[int, float]]:
+    rows = accounting.quotas(session=session)
+    states = quota_states(session, rows)
+    by_team: dict[str, list[QuotaState]] = defaultdict(list)
+    ends = {}
+    for row, state in zip(rows, states, strict=True):
+        by_team[teams.get(row.team_id, "")].append(state)
+        ends[state.id] = expiry_moment(row.expires_on, policy)
+    return {team: tuple(states) for team, states in by_team.items()}, ends
+
+
+def expiry_moment(day: date, policy: PolicyConfig) -> float:
+    """A quota lasts to the end of its expiry day in the install's time zone."""
+    return datetime.combine(day + timedelta(days=1), time.min, tzinfo=policy.zone).timestamp()
+
+
+def _team_usage(
+    session: Session, policy: PolicyConfig, teams: dict[int | None, str], now: datetime
+) -> dict[str, float]:
+    """Recent GPU-hours per team, each entry decayed by its age (half-life from the policy)."""
+    half_life = policy.scheduler.ordering.fair_share_half_life_hours * HOUR
+    since = now - timedelta(seconds=half_life * 6)
+    usage: dict[str, float] = defaultdict(float)
+    for entry in accounting.ledger_since(session=session, since=since):
+        age = max(0.0, (now - entry.ended_at).total_seconds())
+        usage[teams.get(entry.team_id, "")] += entry.gpu_hours * math.pow(0.5, age / half_life)
+    return dict(usage)
