@@ -22,7 +22,18 @@ from dataclasses import replace
 from scheduler.policy.matching import CardNeeds, CardType
 from scheduler.policy.plan import Plan
 from scheduler.policy.scheduler import schedule
-from scheduler.policy.snapshot import HOUR, Backfill, Gpu, Host, Knobs, Pending, Running, Snapshot, TypeChoice, WithinClass
+from scheduler.policy.snapshot import (
+    HOUR,
+    Backfill,
+    Gpu,
+    Host,
+    Knobs,
+    Pending,
+    Running,
+    Snapshot,
+    TypeChoice,
+    WithinClass,
+)
 
 CATALOG = (
     CardType("T4-16GB", 16, 0.25, 0.35),
@@ -86,8 +97,20 @@ def _running(rng: random.Random, hosts: list[Host], count: int) -> tuple[list[Ru
         for gpu in ids:
             holder[gpu] = job_id
         priority = rng.choices(("core", "normal", "idle"), (1, 7, 2))[0]
-        jobs.append(Running(job_id, priority, f"team{rng.randrange(8)}", ids, type_of[host], NOW - HOUR, NOW + rng.uniform(0.1, 48) * HOUR))
-    marked = [replace(h, gpus=tuple(replace(g, job_id=holder.get(g.id)) for g in h.gpus)) for h in hosts]
+        jobs.append(
+            Running(
+                job_id,
+                priority,
+                f"team{rng.randrange(8)}",
+                ids,
+                type_of[host],
+                NOW - HOUR,
+                NOW + rng.uniform(0.1, 48) * HOUR,
+            )
+        )
+    marked = [
+        replace(h, gpus=tuple(replace(g, job_id=holder.get(g.id)) for g in h.gpus)) for h in hosts
+    ]
     return jobs, marked
 
 

@@ -12,6 +12,7 @@ from sqlalchemy.exc import OperationalError
 from scheduler.app import Paika
 from scheduler.errors import ConfigError
 from scheduler.settings import Settings
+from scheduler.simulate.command import simulate_command
 from storage.db import current_revision, head_revision, make_engine, normalize_url, upgrade
 
 app = typer.Typer(
@@ -73,6 +74,9 @@ def db_current() -> None:
 def show_version() -> None:
     """Print paika's version."""
     typer.echo(version("paika"))
+
+
+app.command("simulate")(simulate_command)
 
 
 def main() -> None:

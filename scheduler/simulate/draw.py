@@ -85,7 +85,9 @@ def draw(jobs: Sequence[TraceJob], config: DrawConfig, *, pooled: bool) -> list[
         priority = job.priority or ("core" if core else "normal")
 
         not_ready = ready_rng.random() < config.not_ready_share
-        delay = min(ready_rng.expovariate(1.0 / config.ready_delay_mean_s), config.ready_delay_cap_s)
+        delay = min(
+            ready_rng.expovariate(1.0 / config.ready_delay_mean_s), config.ready_delay_cap_s
+        )
 
         factor = min(max(math.exp(estimate_rng.gauss(0.0, config.estimate_noise)), low), high)
         true_gpu_hours = job.duration * job.gpus / HOUR

@@ -18,7 +18,6 @@ next event; the wait for a cheaper card type (`costlier_after_s`) gets its own w
 from __future__ import annotations
 
 import heapq
-import importlib
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 
 from scheduler.policy.matching import CardNeeds, CardType, fitting_types
 from scheduler.policy.plan import Plan, Preempt, Start
+from scheduler.policy.scheduler import schedule as policy_schedule
 from scheduler.policy.snapshot import HOUR, Gpu, Host, Pending, Running, Snapshot, TypeChoice
 from scheduler.simulate.draw import Drawn
 from scheduler.simulate.policies import PolicySetup
@@ -44,15 +44,9 @@ class PolicyViolation(RuntimeError):
     """The policy returned a plan the cluster cannot carry out (a bug in the policy)."""
 
 
-def real_schedule() -> ScheduleFn:
-    """`scheduler.policy.scheduler.schedule(snapshot, explain=False)`: the one place it is called."""
-    module = importlib.import_module("scheduler.policy.scheduler")
-    schedule: Callable[..., Plan] = module.schedule
-
-    def call(snapshot: Snapshot) -> Plan:
-        return schedule(snapshot, explain=False)
-
-    return call
+def real_schedule(snapshot: Snapshot) -> Plan:
+    """The one place the simulator calls the policy: `schedule(snapshot, explain=False)`."""
+    return policy_schedule(snapshot, explain=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +66,9 @@ class JobSpec:
     queue: str = "default"
 
 
-def job_specs(jobs: Sequence[TraceJob], drawn: Sequence[Drawn], setup: PolicySetup) -> list[JobSpec]:
+def job_specs(
+    jobs: Sequence[TraceJob], drawn: Sequence[Drawn], setup: PolicySetup
+) -> list[JobSpec]:
     """Trace jobs with their draws; the oracle's estimates are the true run times."""
     specs: list[JobSpec] = []
     for job, extra in zip(jobs, drawn, strict=True):
@@ -200,7 +196,9 @@ class Engine:
 
     def run(self) -> RunResult:
         wall = time.perf_counter()
-        schedule = self.schedule or real_schedule()
+        schedule = self.schedule or real_schedule
+        self._heap.clear()
+        self._busy_gpu_s = 0.0
         self._build_cluster()
         prices = {card.name: card.price_per_gpu_hour for card in self.catalog}
         capacity = self.cluster.gpus_by_type()
@@ -209,7 +207,7 @@ class Engine:
         jobs: dict[int, _Job] = {}
         never_fits = 0
         for spec in self.jobs:
-            fitting = [card for card in fitting_types(self.catalog, spec.needs)]
+            fitting = fitting_types(self.catalog, spec.needs)
             if spec.gpus > max((capacity.get(card.name, 0) for card in fitting), default=0):
                 never_fits += 1
                 continue
@@ -366,7 +364,6 @@ class Engine:
             )
             self._push(max(order.deadline, now), STOP, job.spec.id, job.token)
 
-        self._busy_gpu_s = 0.0
         heap = self._heap
         while heap:
             now = heap[0][0]
@@ -478,7 +475,9 @@ class Engine:
         self._host_ranges: list[tuple[int, int]] = []
         for group in self.cluster.groups:
             if group.gpu_type not in memory:
-                raise ValueError(f"GPU type {group.gpu_type!r} of the cluster is not in the catalog")
+                raise ValueError(
+                    f"GPU type {group.gpu_type!r} of the cluster is not in the catalog"
+                )
             for _ in range(group.count):
                 host = len(self._host_names)
                 name = f"{self.host_prefix}{host:04d}"

@@ -205,7 +205,7 @@ def _number(path: Path, line: int, column: str, text: str) -> float:
 
 
 def _types(text: str) -> tuple[str, ...] | None:
-    """"A|B" → ("A", "B"), without repeats; empty → None (any type)."""
+    """ "A|B" → ("A", "B"), without repeats; empty → None (any type)."""
     names = [name.strip() for name in text.split("|") if name.strip()]
     return tuple(dict.fromkeys(names)) or None
 
