@@ -5,6 +5,7 @@ Loaded once at start; a bad file fails there, naming the file, the key and what 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -29,6 +30,9 @@ class GpuType(_Strict):
     """One card type of the catalog."""
 
     memory_gib: float = Field(gt=0, le=4096)
+    # Names NVML reports for this type (e.g. "NVIDIA A100-SXM4-80GB"); when empty, a card
+    # matches if every part of the type's name (split at '-') appears in its NVML name.
+    nvml_names: tuple[str, ...] = ()
     speed: float = Field(default=1.0, gt=0, le=100, description="relative to the reference card")
     price_per_gpu_hour: float = Field(ge=0, le=10_000)
 
@@ -93,10 +97,20 @@ def _default_classes() -> dict[PriorityName, PriorityClassPolicy]:
     }
 
 
+class Hosts(_Strict):
+    """How GPU hosts are polled and when they count as down."""
+
+    poll_timeout_seconds: float = Field(default=3, gt=0, le=60)
+    down_after_failed_polls: int = Field(default=3, ge=1, le=100)
+    lost_after_seconds: float = Field(default=120, ge=0)
+    sample_retention_hours: float = Field(default=48, gt=0)
+
+
 class SchedulerKnobs(_Strict):
     """The scheduler's tunables."""
 
     cycle_seconds: float = Field(default=10, gt=0, le=3600)
+    hosts: Hosts = Hosts()
     ordering: Ordering = Ordering()
     backfill: Literal["easy", "greedy", "none"] = "easy"
     matching: Matching = Matching()
@@ -172,6 +186,17 @@ class PolicyConfig(_Strict):
         policy = self.priority_classes.get(priority)  # type: ignore[call-overload]  # any str
         return bool(policy and policy.approval_required)
 
+    def type_for_card(self, nvml_name: str, memory_gib: float) -> str | None:
+        """The catalog type of a card as NVML names it, or None if no entry matches."""
+        name = nvml_name.upper()
+        for type_name, spec in self.gpu_types.items():
+            if any(alias.upper() == name for alias in spec.nvml_names):
+                return type_name
+        for type_name, spec in self.gpu_types.items():
+            if not spec.nvml_names and _name_matches(type_name, name, memory_gib):
+                return type_name
+        return None
+
     def gpu_type(self, name: str) -> GpuType | None:
         """The catalog entry for a type name, matched case-insensitively."""
         for known, spec in self.gpu_types.items():
@@ -182,6 +207,20 @@ class PolicyConfig(_Strict):
     def canonical_type(self, name: str) -> str | None:
         """The catalog's spelling of a type name, or None if unknown."""
         return next((known for known in self.gpu_types if known.lower() == name.lower()), None)
+
+
+def _name_matches(type_name: str, nvml_name: str, memory_gib: float) -> bool:
+    """Each part of the type's name is a whole word of the NVML name; '80GB' parts are
+    checked against the memory the card reports instead (NVML names often omit it)."""
+    for part in (p for p in type_name.upper().split("-") if p):
+        size = re.fullmatch(r"(\d+(?:\.\d+)?)GB", part)
+        if size:
+            declared = float(size.group(1))
+            if not 0.85 * declared <= memory_gib <= 1.1 * declared:
+                return False
+        elif not re.search(rf"(?<![A-Z0-9]){re.escape(part)}(?![A-Z0-9])", nvml_name):
+            return False
+    return True
 
 
 def load_policy(path: Path) -> PolicyConfig:

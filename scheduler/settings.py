@@ -22,6 +22,8 @@ class Settings(BaseSettings):
     # Comma-separated Slack user ids that are admins from the first start, so a new
     # install can be bootstrapped without touching SQL.
     admins: Annotated[tuple[str, ...], NoDecode] = ()
+    # The bearer token every GPU host agent expects (the same on all hosts).
+    agent_token: str | None = None
 
     @field_validator("admins", mode="before")
     @classmethod

@@ -2,7 +2,7 @@
 
 from storage.models.accounting import LedgerEntry, Quota
 from storage.models.audit import AuditEvent
-from storage.models.cluster import Allocation, Gpu, Host, HostState
+from storage.models.cluster import Allocation, Gpu, GpuSample, Host, HostState, Lease
 from storage.models.jobs import (
     ACTIVE_STATES,
     TERMINAL_STATES,
@@ -25,11 +25,13 @@ __all__ = [
     "BumpRequest",
     "BumpState",
     "Gpu",
+    "GpuSample",
     "Host",
     "HostState",
     "Job",
     "JobEvent",
     "JobState",
+    "Lease",
     "LedgerEntry",
     "Match",
     "Member",

@@ -32,6 +32,9 @@ class Host(SQLModel, table=True):
     draining: bool = False
     added_at: datetime = at_field()
     last_seen_at: datetime | None = at_field(nullable=True)
+    failed_polls: int = 0  # consecutive; the host is down after `down_after_failed_polls`
+    state_since: datetime | None = at_field(nullable=True)
+    agent_version: str | None = Field(default=None, sa_type=String(32))
 
 
 class Gpu(SQLModel, table=True):
@@ -44,11 +47,38 @@ class Gpu(SQLModel, table=True):
     host_id: int = Field(foreign_key="hosts.id", index=True)
     index: int
     uuid: str | None = Field(default=None, sa_type=String(64))
-    gpu_type: str = Field(sa_type=String(64))
+    name: str | None = Field(default=None, sa_type=String(100))  # as NVML reports it
+    gpu_type: str = Field(sa_type=String(64))  # the catalog type it matches
     memory_gib: float
     healthy: bool = True
     # Memory used by processes paika did not start; such a GPU is not booked.
     foreign_memory_gib: float = 0.0
+    utilization_pct: float | None = None
+    memory_used_gib: float = 0.0
+    last_seen_at: datetime | None = at_field(nullable=True)
+
+
+class GpuSample(SQLModel, table=True):
+    """One poll's reading of one GPU, kept for idle detection and charts."""
+
+    __tablename__ = "gpu_samples"
+
+    id: int | None = Field(default=None, primary_key=True)
+    gpu_id: int = Field(foreign_key="gpus.id", index=True)
+    at: datetime = at_field(index=True)
+    utilization_pct: float | None = None
+    memory_used_gib: float = 0.0
+    job_id: int | None = Field(default=None, index=True)
+
+
+class Lease(SQLModel, table=True):
+    """A named lease: who holds it until when (the scheduler's leader lock on SQLite)."""
+
+    __tablename__ = "leases"
+
+    name: str = Field(sa_type=String(64), primary_key=True)
+    holder: str = Field(sa_type=String(100))
+    expires_at: datetime = at_field()
 
 
 class Allocation(SQLModel, table=True):

@@ -67,6 +67,13 @@ class Job(SQLModel, table=True):
     ended_at: datetime | None = at_field(nullable=True)
     output: str | None = text_field()
     metrics: dict[str, Any] | None = json_field()
+    # Set when paika asked the job's host to stop it (preemption, cancel): the why and the deadline.
+    stop_requested_at: datetime | None = at_field(nullable=True)
+    stop_reason: str | None = Field(default=None, sa_type=String(32))
+    # When the job's host stopped reporting it; lost after the grace period.
+    missing_since: datetime | None = at_field(nullable=True)
+    exit_code: int | None = None
+    attempts: int = 0  # how many times it was started
 
 
 class JobEvent(SQLModel, table=True):

@@ -12,6 +12,7 @@ from alembic import op
 
 import storage.types
 
+
 revision: str = "0001"
 down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
@@ -44,8 +45,18 @@ def upgrade() -> None:
         sa.Column("draining", sa.Boolean(), nullable=False),
         sa.Column("added_at", storage.types.UTCDateTime(), nullable=False),
         sa.Column("last_seen_at", storage.types.UTCDateTime(), nullable=True),
+        sa.Column("failed_polls", sa.Integer(), nullable=False),
+        sa.Column("state_since", storage.types.UTCDateTime(), nullable=True),
+        sa.Column("agent_version", sa.String(length=32), nullable=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_hosts")),
         sa.UniqueConstraint("name", name=op.f("uq_hosts_name")),
+    )
+    op.create_table(
+        "leases",
+        sa.Column("name", sa.String(length=64), nullable=False),
+        sa.Column("holder", sa.String(length=100), nullable=False),
+        sa.Column("expires_at", storage.types.UTCDateTime(), nullable=False),
+        sa.PrimaryKeyConstraint("name", name=op.f("pk_leases")),
     )
     op.create_table(
         "teams",
@@ -62,10 +73,14 @@ def upgrade() -> None:
         sa.Column("host_id", sa.Integer(), nullable=False),
         sa.Column("index", sa.Integer(), nullable=False),
         sa.Column("uuid", sa.String(length=64), nullable=True),
+        sa.Column("name", sa.String(length=100), nullable=True),
         sa.Column("gpu_type", sa.String(length=64), nullable=False),
         sa.Column("memory_gib", sa.Float(), nullable=False),
         sa.Column("healthy", sa.Boolean(), nullable=False),
         sa.Column("foreign_memory_gib", sa.Float(), nullable=False),
+        sa.Column("utilization_pct", sa.Float(), nullable=True),
+        sa.Column("memory_used_gib", sa.Float(), nullable=False),
+        sa.Column("last_seen_at", storage.types.UTCDateTime(), nullable=True),
         sa.ForeignKeyConstraint(["host_id"], ["hosts.id"], name=op.f("fk_gpus_host_id_hosts")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_gpus")),
         sa.UniqueConstraint("host_id", "index", name="uq_gpus_host_index"),
@@ -98,6 +113,11 @@ def upgrade() -> None:
         sa.Column("ended_at", storage.types.UTCDateTime(), nullable=True),
         sa.Column("output", sa.Text(), nullable=True),
         sa.Column("metrics", sa.JSON(), nullable=True),
+        sa.Column("stop_requested_at", storage.types.UTCDateTime(), nullable=True),
+        sa.Column("stop_reason", sa.String(length=32), nullable=True),
+        sa.Column("missing_since", storage.types.UTCDateTime(), nullable=True),
+        sa.Column("exit_code", sa.Integer(), nullable=True),
+        sa.Column("attempts", sa.Integer(), nullable=False),
         sa.ForeignKeyConstraint(["team_id"], ["teams.id"], name=op.f("fk_jobs_team_id_teams")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_jobs")),
     )
@@ -164,8 +184,7 @@ def upgrade() -> None:
         sa.Column("started_at", storage.types.UTCDateTime(), nullable=False),
         sa.Column("ended_at", storage.types.UTCDateTime(), nullable=True),
         sa.CheckConstraint(
-            "(ended_at IS NULL AND active_gpu_id IS NOT NULL AND active_gpu_id = gpu_id)"
-            " OR (ended_at IS NOT NULL AND active_gpu_id IS NULL)",
+            "(ended_at IS NULL AND active_gpu_id IS NOT NULL AND active_gpu_id = gpu_id) OR (ended_at IS NOT NULL AND active_gpu_id IS NULL)",
             name=op.f("ck_allocations_open_iff_active"),
         ),
         sa.ForeignKeyConstraint(["gpu_id"], ["gpus.id"], name=op.f("fk_allocations_gpu_id_gpus")),
@@ -196,6 +215,22 @@ def upgrade() -> None:
     with op.batch_alter_table("bump_requests", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_bump_requests_job_id"), ["job_id"], unique=False)
         batch_op.create_index(batch_op.f("ix_bump_requests_state"), ["state"], unique=False)
+
+    op.create_table(
+        "gpu_samples",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("gpu_id", sa.Integer(), nullable=False),
+        sa.Column("at", storage.types.UTCDateTime(), nullable=False),
+        sa.Column("utilization_pct", sa.Float(), nullable=True),
+        sa.Column("memory_used_gib", sa.Float(), nullable=False),
+        sa.Column("job_id", sa.Integer(), nullable=True),
+        sa.ForeignKeyConstraint(["gpu_id"], ["gpus.id"], name=op.f("fk_gpu_samples_gpu_id_gpus")),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_gpu_samples")),
+    )
+    with op.batch_alter_table("gpu_samples", schema=None) as batch_op:
+        batch_op.create_index(batch_op.f("ix_gpu_samples_at"), ["at"], unique=False)
+        batch_op.create_index(batch_op.f("ix_gpu_samples_gpu_id"), ["gpu_id"], unique=False)
+        batch_op.create_index(batch_op.f("ix_gpu_samples_job_id"), ["job_id"], unique=False)
 
     op.create_table(
         "job_events",
@@ -283,6 +318,12 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f("ix_job_events_job_id"))
 
     op.drop_table("job_events")
+    with op.batch_alter_table("gpu_samples", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_gpu_samples_job_id"))
+        batch_op.drop_index(batch_op.f("ix_gpu_samples_gpu_id"))
+        batch_op.drop_index(batch_op.f("ix_gpu_samples_at"))
+
+    op.drop_table("gpu_samples")
     with op.batch_alter_table("bump_requests", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_bump_requests_state"))
         batch_op.drop_index(batch_op.f("ix_bump_requests_job_id"))
@@ -318,6 +359,7 @@ def downgrade() -> None:
 
     op.drop_table("gpus")
     op.drop_table("teams")
+    op.drop_table("leases")
     op.drop_table("hosts")
     with op.batch_alter_table("audit_events", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_audit_events_at"))

@@ -1,0 +1,112 @@
+"""Only one paika instance schedules at a time.
+
+PostgreSQL: a session advisory lock held on a dedicated connection (released by the server
+if the process dies). MySQL/MariaDB: GET_LOCK on a dedicated connection, same semantics.
+SQLite: a lease row renewed every cycle; a holder that stops renewing loses it after `ttl`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import Connection, Engine, text, update
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlmodel import Session, col
+
+from storage.models import Lease
+
+LOCK_NAME = "paika-scheduler"
+ADVISORY_KEY = 0x7061696B61  # "paika"
+
+
+class LeaderLock:
+    """Try to become the scheduling instance; keep it; let it go."""
+
+    def __init__(self, engine: Engine, *, ttl: timedelta = timedelta(seconds=60)) -> None:
+        self.engine = engine
+        self.ttl = ttl
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._connection: Connection | None = None
+
+    def acquire(self, now: datetime) -> bool:
+        """True if this instance holds the lock now (acquired or renewed)."""
+        backend = self.engine.dialect.name
+        if backend == "sqlite":
+            return self._lease(now)
+        if self._connection is not None:
+            return self._still_connected()
+        connection = self.engine.connect()
+        if backend == "postgresql":
+            got = connection.execute(
+                text("SELECT pg_try_advisory_lock(:key)"), {"key": ADVISORY_KEY}
+            ).scalar()
+        else:
+            got = (
+                connection.execute(text("SELECT GET_LOCK(:name, 0)"), {"name": LOCK_NAME}).scalar()
+                == 1
+            )
+        connection.commit()
+        if got:
+            self._connection = connection
+        else:
+            connection.close()
+        return bool(got)
+
+    def release(self) -> None:
+        """Give the lock up (also happens when the process or its connection dies)."""
+        if self.engine.dialect.name == "sqlite":
+            with Session(self.engine) as session:
+                session.execute(
+                    update(Lease)
+                    .where(col(Lease.name) == LOCK_NAME, col(Lease.holder) == self.holder)
+                    .values(expires_at=datetime.fromtimestamp(0, UTC))
+                )
+                session.commit()
+            return
+        if self._connection is not None:
+            # Unlock before the connection goes back to the pool, which keeps the session open.
+            unlock = (
+                "SELECT pg_advisory_unlock(:key)"
+                if self.engine.dialect.name == "postgresql"
+                else "SELECT RELEASE_LOCK(:name)"
+            )
+            try:
+                self._connection.execute(text(unlock), {"key": ADVISORY_KEY, "name": LOCK_NAME})
+                self._connection.commit()
+            except DBAPIError:
+                self._connection.invalidate()  # a dead session holds no lock
+            self._connection.close()
+            self._connection = None
+
+    def _still_connected(self) -> bool:
+        assert self._connection is not None
+        try:
+            self._connection.execute(text("SELECT 1"))
+            self._connection.commit()
+            return True
+        except DBAPIError:  # a dead connection means the lock is gone
+            self._connection = None
+            return False
+
+    def _lease(self, now: datetime) -> bool:
+        until = now + self.ttl
+        with Session(self.engine) as session:
+            taken = session.execute(
+                update(Lease)
+                .where(col(Lease.name) == LOCK_NAME)
+                .where((col(Lease.holder) == self.holder) | (col(Lease.expires_at) < now))
+                .values(holder=self.holder, expires_at=until)
+            ).rowcount  # type: ignore[attr-defined]
+            if not taken and session.get(Lease, LOCK_NAME) is None:
+                session.add(Lease(name=LOCK_NAME, holder=self.holder, expires_at=until))
+                try:
+                    session.commit()
+                    return True
+                except IntegrityError:  # another instance inserted it first
+                    session.rollback()
+                    return False
+            session.commit()
+            return bool(taken)
