@@ -19,7 +19,8 @@ S = JobState
 TRANSITIONS: dict[str, frozenset[str]] = {
     S.WAITING_DATA: frozenset({S.QUEUED, S.CANCELLED}),
     S.QUEUED: frozenset({S.WAITING_DATA, S.RUNNING, S.CANCELLED}),
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.PREEMPTED}),
+    # running → queued: its start failed on the host (undone and requeued, with the reason).
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.PREEMPTED, S.QUEUED}),
     S.PREEMPTED: frozenset({S.QUEUED, S.WAITING_DATA, S.CANCELLED}),
     S.SUCCEEDED: frozenset(),
     S.FAILED: frozenset(),

@@ -245,7 +245,11 @@ def cancel(ctx: Context, job_id: int | None, name: str | None, reason: str | Non
     require_owner_or_approver(ctx, job, "cancel")
     lifecycle.check_move(job, JobState.CANCELLED)
     if job.state == JobState.RUNNING:
-        ledger.close_allocations(ctx, job)
+        # Its GPUs stay held until the host confirms the process is gone, so that no other
+        # job is put on a card the old process still uses.
+        _request_stop(ctx, job, "cancel")
+        ctx.audit("job.cancel", "job", job.id, reason=reason)
+        return ChangeResult(view_of(ctx, job), True, "Stopping: its host is asked to stop it; it is cancelled once it has stopped.")
     lifecycle.move(
         ctx.session,
         job,
@@ -275,23 +279,25 @@ def done(
             f"Job #{job.id} has not run yet, so it has no output.",
             f"To drop it, use /gpu cancel #{job.id}",
         )
+    note = "Recorded what it produced."
     if job.state == JobState.RUNNING:
-        ledger.close_allocations(ctx, job)
-        lifecycle.move(
-            ctx.session,
-            job,
-            JobState.SUCCEEDED,
-            at=ctx.now,
-            actor=ctx.actor.user_id,
-            reason="marked done",
-        )
+        _request_stop(ctx, job, "done")
+        note += " Its host is asked to stop it; it is marked succeeded once it has stopped."
     if output is not None:
         job.output = output
     if metrics:
         job.metrics = {**(job.metrics or {}), **{metric.name: metric.value for metric in metrics}}
     ctx.session.add(job)
     ctx.audit("job.done", "job", job.id, output=output, metrics=job.metrics)
-    return ChangeResult(view_of(ctx, job), True, "Recorded what it produced.")
+    return ChangeResult(view_of(ctx, job), True, note)
+
+
+def _request_stop(ctx: Context, job: Job, reason: str) -> None:
+    """Ask the scheduler to stop a running job on its host (it sends the stop each cycle)."""
+    if job.stop_requested_at is None or job.stop_reason == "preempt":
+        job.stop_requested_at = ctx.now
+    job.stop_reason = reason
+    ctx.session.add(job)
 
 
 def status(ctx: Context, job_id: int | None, name: str | None) -> StatusResult:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from sqlmodel import Session
 
+from scheduler.config import PolicyConfig
 from scheduler.policy.quota import QuotaState, charge_to
 from scheduler.service.context import Context
 from storage.models import Gpu, Job, LedgerEntry, Quota
@@ -24,17 +26,24 @@ def quota_states(session: Session, quotas: Sequence[Quota]) -> list[QuotaState]:
 
 def close_allocations(ctx: Context, job: Job) -> list[LedgerEntry]:
     """End the job's open allocations now and write their ledger entries (same transaction)."""
+    return close_allocations_at(ctx.session, ctx.policy, job, ctx.now)
+
+
+def close_allocations_at(
+    session: Session, policy: PolicyConfig, job: Job, now: datetime
+) -> list[LedgerEntry]:
+    """End the job's open allocations at `now` and write their ledger entries."""
     entries = []
-    quotas = quota_states(ctx.session, accounting.quotas(session=ctx.session, team_id=job.team_id))
-    for allocation in cluster_queries.open_allocations(session=ctx.session, job_id=job.id):
-        allocation.ended_at = ctx.now
+    quotas = quota_states(session, accounting.quotas(session=session, team_id=job.team_id))
+    for allocation in cluster_queries.open_allocations(session=session, job_id=job.id):
+        allocation.ended_at = now
         allocation.active_gpu_id = None
-        ctx.session.add(allocation)
-        gpu = ctx.session.get(Gpu, allocation.gpu_id)
+        session.add(allocation)
+        gpu = session.get(Gpu, allocation.gpu_id)
         gpu_type = gpu.gpu_type if gpu else "unknown"
-        hours = max(0.0, (ctx.now - allocation.started_at).total_seconds() / 3600)
-        spec = ctx.policy.gpu_type(gpu_type)
-        quota = charge_to(quotas, gpu_type, ctx.now.date())
+        hours = max(0.0, (now - allocation.started_at).total_seconds() / 3600)
+        spec = policy.gpu_type(gpu_type)
+        quota = charge_to(quotas, gpu_type, now.date())
         entry = LedgerEntry(
             job_id=job.id or 0,
             allocation_id=allocation.id,
@@ -44,12 +53,12 @@ def close_allocations(ctx: Context, job: Job) -> list[LedgerEntry]:
             gpu_hours=hours,
             cost=hours * (spec.price_per_gpu_hour if spec else 0.0),
             started_at=allocation.started_at,
-            ended_at=ctx.now,
-            recorded_at=ctx.now,
+            ended_at=now,
+            recorded_at=now,
         )
-        ctx.session.add(entry)
+        session.add(entry)
         entries.append(entry)
-    ctx.session.flush()
+    session.flush()
     return entries
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
-from sqlalchemy import func
+from sqlalchemy import delete, func
 from sqlmodel import Session, col, select
 
-from storage.models import Allocation, Gpu, Host
+from storage.models import Allocation, Gpu, GpuSample, Host
 
 
 def host_by_name(*, session: Session, name: str) -> Host | None:
@@ -52,3 +53,24 @@ def schedulable_gpu_count(*, session: Session) -> int:
         .where(col(Gpu.healthy).is_(True), col(Host.draining).is_(False), col(Host.state) != "down")
     )
     return int(session.exec(query).one())
+
+
+def delete_samples_before(*, session: Session, cutoff: datetime) -> int:
+    """Delete GPU samples older than `cutoff`."""
+    result = session.execute(delete(GpuSample).where(col(GpuSample.at) < cutoff))
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def samples_of_gpu(*, session: Session, gpu_id: int, since: datetime) -> Sequence[GpuSample]:
+    """One GPU's samples since a moment, oldest first."""
+    query = (
+        select(GpuSample)
+        .where(GpuSample.gpu_id == gpu_id, col(GpuSample.at) >= since)
+        .order_by(col(GpuSample.at))
+    )
+    return session.exec(query).all()
+
+
+def gpu_by_id(*, session: Session, gpu_id: int) -> Gpu | None:
+    """The GPU with this id."""
+    return session.get(Gpu, gpu_id)

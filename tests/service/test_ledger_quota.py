@@ -44,6 +44,18 @@ def _start_on_two_a100s(paika: Paika, job_name: str, clock: ManualClock) -> None
         session.commit()
 
 
+def _host_reports(paika: Paika, clock: ManualClock, job_name: str, *, state: str) -> None:
+    """The cycle's reconcile step, given what gpu-01's agent reports about the job."""
+    from scheduler.hosts.reconcile import reconcile
+    from scheduler.hosts.report import AgentJobState, HostReport
+    from storage.db import session_scope
+
+    job = jobs(paika)[job_name]
+    report = HostReport("gpu-01", True, jobs={str(job.id): AgentJobState(str(job.id), state, -15)})
+    with session_scope(paika.engine) as session:
+        reconcile(session, paika.policy, {"gpu-01": report}, clock.now())
+
+
 def test_admins_grant_quotas_and_members_see_their_own(vision: Paika) -> None:
     assert "Only admins can grant quotas" in refused(
         vision,
@@ -87,7 +99,9 @@ def test_done_ends_the_run_and_charges_the_ledger_and_quota(
     reply = gpu(
         vision, "UALICE", 'done bert output="s3://ckpt/bert" metric=f1:91.2 metric=loss:0.31'
     ).text
-    assert "Recorded what it produced" in reply
+    assert "Recorded what it produced. Its host is asked to stop it" in reply
+    assert jobs(vision)["bert"].stop_reason == "done"
+    _host_reports(vision, clock, "bert", state="killed")
     job = jobs(vision)["bert"]
     assert job.state == JobState.SUCCEEDED and job.ended_at == clock.now()
     assert job.output == "s3://ckpt/bert" and job.metrics == {"f1": 91.2, "loss": 0.31}
@@ -110,7 +124,15 @@ def test_cancelling_a_running_job_frees_its_gpus(vision: Paika, clock: ManualClo
     submit(vision, "UALICE", "long")
     _start_on_two_a100s(vision, "long", clock)
     clock.advance(timedelta(minutes=30))
-    gpu(vision, "UALICE", "cancel long")
+    assert "Stopping: its host is asked to stop it" in gpu(vision, "UALICE", "cancel long").text
+    with Session(vision.engine) as session:  # held until the host confirms
+        assert (
+            len(session.exec(select(Allocation).where(Allocation.active_gpu_id.is_not(None))).all())
+            == 2
+        )  # type: ignore[union-attr]
+    assert "Stopping" in gpu(vision, "UALICE", "cancel long").text  # asking twice is harmless
+    _host_reports(vision, clock, "long", state="killed")
+    assert jobs(vision)["long"].state == JobState.CANCELLED
     with Session(vision.engine) as session:
         assert (
             session.exec(select(Allocation).where(Allocation.active_gpu_id.is_not(None))).all()

@@ -1,0 +1,1 @@
+"""GPU hosts: polling their agents, keeping the inventory, reconciling jobs with reality."""

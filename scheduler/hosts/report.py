@@ -1,0 +1,46 @@
+"""What one poll of one host's agent said, as plain data (independent of the wire format)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReading:
+    """One GPU as the agent read it."""
+
+    index: int
+    uuid: str | None
+    name: str
+    memory_total_gib: float
+    memory_used_gib: float
+    utilization_pct: float | None
+    # Memory per process id on this GPU.
+    processes: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentJobState:
+    """A job as the agent knows it."""
+
+    job_id: str
+    state: str  # running | exited | killed | lost
+    exit_code: int | None = None
+    pids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HostReport:
+    """The result of polling one host: its GPUs and jobs, or why it did not answer."""
+
+    host: str
+    ok: bool
+    error: str | None = None
+    gpus: tuple[GpuReading, ...] = ()
+    jobs: dict[str, AgentJobState] = field(default_factory=dict)
+    agent_version: str | None = None
+    latency_s: float = 0.0
+
+    def paika_pids(self) -> set[int]:
+        """Process ids of the jobs paika started on this host."""
+        return {pid for job in self.jobs.values() if job.state == "running" for pid in job.pids}
