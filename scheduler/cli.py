@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import signal
+import sys
+import threading
 from importlib.metadata import version
 from typing import Annotated
 
@@ -9,8 +13,12 @@ import typer
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
+from scheduler.agent.command import agent as agent_command
 from scheduler.app import Paika
 from scheduler.errors import ConfigError
+from scheduler.notify import ConsoleNotifier
+from scheduler.periodic import Periodic
+from scheduler.runner import MissingAgentToken, agent_cycle
 from scheduler.settings import Settings
 from scheduler.simulate.command import simulate_command
 from storage.db import current_revision, head_revision, make_engine, normalize_url, upgrade
@@ -51,6 +59,45 @@ def cmd(
         raise typer.Exit(1)
 
 
+@app.command()
+def up() -> None:
+    """Run the service: the scheduling cycle against the registered GPU hosts (Ctrl-C stops)."""
+    paika = _start()
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        cycle = agent_cycle(paika, ConsoleNotifier())
+    except MissingAgentToken as exc:
+        typer.echo(f"paika: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    periodic = Periodic(paika.engine, paika.policy, paika.clock, cycle)
+    periodic.start()
+    typer.echo(
+        f"paika is up: a cycle every {paika.policy.scheduler.cycle_seconds:g} s. Ctrl-C stops it.",
+        err=True,
+    )
+    stopping = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopping.set())
+    stopping.wait()
+    periodic.stop()
+    typer.echo("paika stopped.", err=True)
+
+
+@app.command()
+def demo(
+    seconds: Annotated[float, typer.Option(help="Stop after this many real seconds.")] = 55,
+    speed: Annotated[float, typer.Option(help="paika seconds per real second.")] = 600,
+    seed: Annotated[int, typer.Option(help="Which mixed workload to run.")] = 7,
+    quiet: Annotated[bool, typer.Option(help="Only the summary.")] = False,
+) -> None:
+    """The quick start: the real service on SQLite with three simulated GPU hosts, in accelerated time."""
+    from scheduler.demo import run_demo
+
+    run_demo(seconds=seconds, speed=speed, seed=seed, out=sys.stdout, quiet=quiet)
+
+
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Bring the database schema up to the newest revision."""
@@ -77,6 +124,7 @@ def show_version() -> None:
 
 
 app.command("simulate")(simulate_command)
+app.command("agent")(agent_command)
 
 
 def main() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -30,7 +29,7 @@ SERVER_URLS = {
     "mariadb": os.environ.get("PAIKA_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test"),
 }
 BACKENDS = ["sqlite", "postgresql", "mariadb"]
-T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+from paika_test_time import T0  # noqa: E402,F401
 
 
 def _servers_required() -> bool:

@@ -8,10 +8,12 @@ from datetime import datetime, timedelta
 from sqlmodel import Session
 
 from scheduler.config import PolicyConfig
+from scheduler.dispatch import agent_job_id
 from scheduler.hosts.report import GpuReading, HostReport
 from scheduler.notify import Event, EventKind
-from storage.models import Gpu, GpuSample, Host, HostState
+from storage.models import Gpu, GpuSample, Host, HostState, JobState
 from storage.queries import cluster as cluster_queries
+from storage.queries import jobs as job_queries
 
 
 def apply_reports(
@@ -85,7 +87,7 @@ def _update_gpus(
         gpu.index: gpu
         for gpu in cluster_queries.gpus_of_host(session=session, host_id=host.id or 0)
     }
-    ours = report.paika_pids()
+    ours = running_runs(session)
     seen = set()
     for reading in report.gpus:
         gpu = known.get(reading.index) or Gpu(
@@ -110,8 +112,14 @@ def _update_gpus(
             session.add(gpu)
 
 
+def running_runs(session: Session) -> set[str]:
+    """The agent job ids of the runs the database has going."""
+    running = job_queries.jobs_in_states(session=session, states=(JobState.RUNNING,))
+    return {agent_job_id(job.id or 0, job.attempts) for job in running}
+
+
 def _read_into(
-    gpu: Gpu, reading: GpuReading, policy: PolicyConfig, ours: set[int], now: datetime
+    gpu: Gpu, reading: GpuReading, policy: PolicyConfig, ours: set[str], now: datetime
 ) -> None:
     gpu.uuid, gpu.name = reading.uuid, reading.name
     gpu.gpu_type = policy.type_for_card(reading.name, reading.memory_total_gib) or reading.name
@@ -119,9 +127,10 @@ def _read_into(
     gpu.healthy = True
     gpu.utilization_pct = reading.utilization_pct
     gpu.memory_used_gib = reading.memory_used_gib
-    gpu.foreign_memory_gib = round(
-        sum(mem for pid, mem in reading.processes.items() if pid not in ours), 3
-    )
+    # Memory on a card that no running paika job holds belongs to someone else: the card is
+    # busy. (A job the database no longer runs but the host still does counts as foreign too.)
+    foreign = reading.holder is None or reading.holder not in ours
+    gpu.foreign_memory_gib = round(sum(reading.processes.values()), 3) if foreign else 0.0
     gpu.last_seen_at = now
 
 

@@ -20,6 +20,7 @@ from sqlmodel import Session
 
 from scheduler import lifecycle
 from scheduler.config import PolicyConfig
+from scheduler.dispatch import agent_job_id
 from scheduler.hosts.report import AgentJobState, HostReport
 from scheduler.notify import Event, EventKind
 from scheduler.service.ledger import close_allocations_at
@@ -56,9 +57,10 @@ def reconcile(
     for job in job_queries.jobs_in_states(session=session, states=(JobState.RUNNING,)):
         allocations = cluster_queries.open_allocations(session=session, job_id=job.id)
         host = host_of_gpu.get(allocations[0].gpu_id) if allocations else None
-        running_here.setdefault(host or "", set()).add(str(job.id))
+        run = agent_job_id(job.id or 0, job.attempts)
+        running_here.setdefault(host or "", set()).add(run)
         report = reports.get(host or "")
-        known = report.jobs.get(str(job.id)) if report is not None and report.ok else None
+        known = report.jobs.get(run) if report is not None and report.ok else None
         if known is None or known.state == "lost":
             _missing(session, policy, job, report, known, now, found)
         elif known.state == "running":

@@ -17,6 +17,7 @@ class GpuReading:
     utilization_pct: float | None
     # Memory per process id on this GPU.
     processes: dict[int, float] = field(default_factory=dict)
+    holder: str | None = None  # the agent job running on it, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +41,3 @@ class HostReport:
     jobs: dict[str, AgentJobState] = field(default_factory=dict)
     agent_version: str | None = None
     latency_s: float = 0.0
-
-    def paika_pids(self) -> set[int]:
-        """Process ids of the jobs paika started on this host."""
-        return {pid for job in self.jobs.values() if job.state == "running" for pid in job.pids}

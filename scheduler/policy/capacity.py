@@ -123,10 +123,13 @@ class Capacity:
     def any_free(self) -> bool:
         return any(pool.max_free() > 0 for pool in self.pools.values())
 
-    def could_ever_fit(self, gpu_type: str, gpus: int) -> bool:
-        """Whether the pool is big enough for the job at all (on one host, or whole hosts)."""
+    def could_ever_fit(self, gpu_type: str, gpus: int, *, core: bool = True) -> bool:
+        """Whether the pool is big enough for the job at all (on one host, or whole hosts);
+        non-core work must also leave the type's headroom free."""
         pool = self.pools.get(gpu_type)
         if pool is None:
+            return False
+        if not core and gpus > pool.size - pool.headroom:
             return False
         return gpus <= pool.max_host_size or gpus <= pool.size
 

@@ -138,7 +138,8 @@ def _words(
     if code is WaitCode.WAITING_FOR_DATA:
         return "waiting for its data; it keeps its place and can start once marked ready"
     if code is WaitCode.NEVER_FITS:
-        return f"no host can ever fit this job ({job.gpus} GPUs of an allowed type)"
+        extra = "" if job.priority == "core" else ", leaving the headroom kept for core work"
+        return f"no host can ever fit this job ({job.gpus} GPUs of an allowed type{extra}); ask for fewer GPUs or other types"
     if code is WaitCode.QUOTA_EXHAUSTED:
         return f"quota exhausted: {detail}"
     if code is WaitCode.QUOTA_EXPIRES:

@@ -45,7 +45,7 @@ class _Admission:
         self.types: dict[int, list[str]] = {}  # adequate, quota-ok types per job, cheapest first
         self.spent: dict[int, float] = {}  # quota hours promised this pass
         self._fits: dict[CardNeeds, list[CardType]] = {}
-        self._fits_here: dict[tuple[CardNeeds, int], list[CardType]] = {}
+        self._fits_here: dict[tuple[CardNeeds, int, bool], list[CardType]] = {}
         self._quota_ends = dict(snapshot.quota_ends)
 
     def run(self, queue: list[Pending]) -> list[Start]:
@@ -70,11 +70,7 @@ class _Admission:
 
     def _eligible(self, job: Pending) -> bool:
         """Types that fit the job and its quota; notes never-fits and quota problems."""
-        fitting = [
-            card
-            for card in self._fitting(job.needs)
-            if self.capacity.could_ever_fit(card.name, job.gpus)
-        ]
+        fitting = self._fitting_here(job.needs, job.gpus, job.priority == "core")
         if not fitting:
             self.notes[job.id] = Note(WaitCode.NEVER_FITS)
             return False
@@ -99,12 +95,14 @@ class _Admission:
         self.types[job.id] = ok
         return True
 
-    def _fitting_here(self, needs: CardNeeds, gpus: int) -> list[CardType]:
+    def _fitting_here(self, needs: CardNeeds, gpus: int, core: bool) -> list[CardType]:
         """Adequate types this cluster has enough GPUs of, cheapest first (cached)."""
-        key = (needs, gpus)
+        key = (needs, gpus, core)
         if key not in self._fits_here:
             self._fits_here[key] = [
-                c for c in self._fitting(needs) if self.capacity.could_ever_fit(c.name, gpus)
+                c
+                for c in self._fitting(needs)
+                if self.capacity.could_ever_fit(c.name, gpus, core=core)
             ]
         return self._fits_here[key]
 

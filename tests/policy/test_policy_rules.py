@@ -117,6 +117,9 @@ def test_headroom_is_held_for_core_work() -> None:
     plan = schedule(snapshot(hosts, [job(1), job(2)], knobs=knobs), explain=True)
     assert started(plan) == [1]
     assert plan.waits[2].code is WaitCode.HELD_FOR_HEADROOM
+    # a non-core job that needs more than the type has outside its headroom is told so
+    never = schedule(snapshot(hosts, [job(1, gpus=2)], knobs=knobs), explain=True)
+    assert never.waits[1].code is WaitCode.NEVER_FITS and "headroom" in never.waits[1].words
     # core work already using the headroom frees the rest for everyone
     core_running = running(9, hosts[0], 1, ends_in_h=3, priority="core")
     assert started(schedule(snapshot(hosts, [job(1)], [core_running], knobs=knobs))) == [1]

@@ -41,7 +41,7 @@ def submit(
     )
 
 
-def busy_cluster(paika: Paika, gpus: int = 2, hours_left: float = 2.0) -> None:
+def busy_cluster(paika: Paika, gpus: int = 4, hours_left: float = 2.0) -> None:
     """Host gpu-01 with `gpus` A100-80GB cards, all held by a running job that ends in `hours_left`."""
     from storage.models import Allocation, Gpu, Host, Team
 
@@ -81,7 +81,7 @@ def busy_cluster(paika: Paika, gpus: int = 2, hours_left: float = 2.0) -> None:
 
 @pytest.fixture
 def team(paika: Paika) -> Paika:
-    """Vision: alice and bob (members), vera (approver); nlp: nick (member); 2 busy GPUs."""
+    """Vision: alice and bob (members), vera (approver); nlp: nick (member); 4 busy GPUs."""
     busy_cluster(paika)
     for user, team_name, role in [
         ("UALICE", "vision", "member"),
@@ -294,7 +294,7 @@ def _cluster_of(paika: Paika, gpus: int) -> None:
 
 
 def test_a_deep_backlog_warns_non_core_submissions(team: Paika) -> None:
-    submit(team, "UALICE", "big", hours=90)  # 45 h of a 2-GPU cluster: within 48 h
+    submit(team, "UALICE", "big", hours=190)  # 47.5 h of a 4-GPU cluster: within 48 h
     warned = submit(team, "UALICE", "more", hours=10).text  # now 50 h
     assert "Heads up: the queue already holds about 50 hours" in warned
     assert "Heads up" not in submit(team, "UVERA", "urgent", priority="core", hours=10).text
@@ -309,7 +309,7 @@ def test_a_deferring_policy_refuses_non_core_work_and_saves_nothing(team: Paika)
     team.policy = PolicyConfig.model_validate(
         {**team.policy.model_dump(), "scheduler": scheduler_knobs.model_dump()}
     )
-    submit(team, "UALICE", "big", hours=90)
+    submit(team, "UALICE", "big", hours=190)
     text = refused(
         team,
         "UALICE",

@@ -51,7 +51,8 @@ def _host_reports(paika: Paika, clock: ManualClock, job_name: str, *, state: str
     from storage.db import session_scope
 
     job = jobs(paika)[job_name]
-    report = HostReport("gpu-01", True, jobs={str(job.id): AgentJobState(str(job.id), state, -15)})
+    run = f"{job.id}.{job.attempts}"
+    report = HostReport("gpu-01", True, jobs={run: AgentJobState(run, state, -15)})
     with session_scope(paika.engine) as session:
         reconcile(session, paika.policy, {"gpu-01": report}, clock.now())
 

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from paika_test_time import T0
 from sqlalchemy import Engine
 
 from storage.db import make_engine
 from storage.leader import LeaderLock
 
-from conftest import T0
-
 
 def test_one_holder_at_a_time_and_the_next_takes_over(engine: Engine) -> None:
     url = engine.url.render_as_string(hide_password=False)
     other_engine = make_engine(url)
-    first, second = LeaderLock(engine, ttl=timedelta(seconds=30)), LeaderLock(other_engine, ttl=timedelta(seconds=30))
+    first, second = (
+        LeaderLock(engine, ttl=timedelta(seconds=30)),
+        LeaderLock(other_engine, ttl=timedelta(seconds=30)),
+    )
     try:
         assert first.acquire(T0)
         assert not second.acquire(T0)
@@ -33,7 +35,10 @@ def test_one_holder_at_a_time_and_the_next_takes_over(engine: Engine) -> None:
 def test_a_lease_that_is_not_renewed_expires(engine: Engine) -> None:
     if engine.dialect.name != "sqlite":
         return  # server locks die with their connection instead (see the release above)
-    first, second = LeaderLock(engine, ttl=timedelta(seconds=30)), LeaderLock(engine, ttl=timedelta(seconds=30))
+    first, second = (
+        LeaderLock(engine, ttl=timedelta(seconds=30)),
+        LeaderLock(engine, ttl=timedelta(seconds=30)),
+    )
     assert first.acquire(T0)
     assert not second.acquire(T0 + timedelta(seconds=29))
     assert second.acquire(T0 + timedelta(seconds=31))

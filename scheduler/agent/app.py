@@ -1,0 +1,207 @@
+"""The agent's HTTP API: a Starlette application under /v1/ (see protocol.py for the shapes).
+
+`build_app(reader, jobs_store, token)` builds it; nothing happens at import time. Every route
+but GET /v1/health needs `Authorization: Bearer <token>`. The check runs before routing, so a
+refused request (401) never reaches a handler and changes nothing. Errors are JSON
+`{"error": message}` with the status of the AgentError behind them.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import socket
+from dataclasses import replace
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from scheduler.agent.errors import AgentError, BadRequest, JobNotFound
+from scheduler.agent.gpus import GpuReader
+from scheduler.agent.jobs import JobStore
+from scheduler.agent.protocol import (
+    API_VERSION,
+    GpuInfo,
+    Health,
+    JobInfo,
+    LogTail,
+    StartRequest,
+    StopRequest,
+)
+
+log = logging.getLogger(__name__)
+
+HEALTH_PATH = "/v1/health"
+MAX_BODY_BYTES = 1024 * 1024
+
+
+def agent_version() -> str:
+    try:
+        return version("paika")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+class BearerAuth:
+    """ASGI middleware: 401 for any request but GET /v1/health without the right token."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        if not token:
+            raise ValueError("the agent token must not be empty")
+        self.app = app
+        self._token = token.encode()
+
+    def _refusal(self, header: str | None) -> str | None:
+        if not header:
+            return "missing Authorization header: send 'Authorization: Bearer <agent token>'"
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer" or not given.strip():
+            return "the Authorization header must be 'Bearer <agent token>'"
+        if not hmac.compare_digest(given.strip().encode(), self._token):
+            return "wrong agent token"
+        return None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] != HEALTH_PATH:
+            refusal = self._refusal(Headers(scope=scope).get("authorization"))
+            if refusal is not None:
+                response = JSONResponse(
+                    {"error": refusal}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+async def _json_body(request: Request, *, empty_ok: bool) -> Any:
+    body = await request.body()
+    if len(body) > MAX_BODY_BYTES:
+        raise BadRequest(f"body: larger than {MAX_BODY_BYTES} bytes")
+    if not body.strip():
+        if empty_ok:
+            return {}
+        raise BadRequest("body: expected a JSON object, got nothing")
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise BadRequest(f"body: not valid JSON ({exc})") from None
+
+
+def build_app(
+    reader: GpuReader,
+    jobs_store: JobStore,
+    token: str | None,
+    *,
+    host: str | None = None,
+    simulated: bool | None = None,
+) -> Starlette:
+    """The agent's ASGI app. `token` None switches authentication off (only for
+    `--insecure-no-token` on loopback); an empty token is refused."""
+    if token is not None and not token:
+        raise ValueError("the agent token must not be empty (None switches auth off)")
+    host_name = host or str(getattr(reader, "host", "") or socket.gethostname())
+    is_simulated = bool(getattr(reader, "simulated", False)) if simulated is None else simulated
+    health = Health(
+        status="ok",
+        agent_version=agent_version(),
+        api_version=API_VERSION,
+        host=host_name,
+        simulated=is_simulated,
+    )
+
+    def read_gpus() -> list[GpuInfo]:
+        gpus = reader.read()
+        holders = jobs_store.gpu_holders()
+        return [replace(g, job_id=holders.get(g.index)) for g in gpus]
+
+    def start(req: StartRequest) -> tuple[JobInfo, bool]:
+        try:
+            return jobs_store.get(req.job_id), False
+        except JobNotFound:
+            pass
+        indices = {g.index for g in reader.read()}
+        missing = [g for g in req.gpus if g not in indices]
+        if missing:
+            have = ", ".join(str(i) for i in sorted(indices)) or "none"
+            raise BadRequest(
+                f"gpus: this host has no GPU {', '.join(map(str, missing))} (it has: {have})"
+            )
+        return jobs_store.start(req)
+
+    async def get_health(request: Request) -> Response:
+        return JSONResponse(health.to_dict())
+
+    async def get_gpus(request: Request) -> Response:
+        gpus = await run_in_threadpool(read_gpus)
+        return JSONResponse({"host": host_name, "gpus": [g.to_dict() for g in gpus]})
+
+    async def get_jobs(request: Request) -> Response:
+        jobs = await run_in_threadpool(jobs_store.all_jobs)
+        return JSONResponse({"jobs": [j.to_dict() for j in jobs]})
+
+    async def get_job(request: Request) -> Response:
+        job = await run_in_threadpool(jobs_store.get, request.path_params["job_id"])
+        return JSONResponse(job.to_dict())
+
+    async def post_job(request: Request) -> Response:
+        req = StartRequest.from_dict(await _json_body(request, empty_ok=False))
+        job, created = await run_in_threadpool(start, req)
+        return JSONResponse(job.to_dict(), status_code=201 if created else 200)
+
+    async def post_stop(request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        stop = StopRequest.from_dict(await _json_body(request, empty_ok=True))
+        job = await run_in_threadpool(jobs_store.stop, job_id, stop.grace_s)
+        return JSONResponse(job.to_dict(), status_code=202)
+
+    async def get_log(request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        raw = request.query_params.get("lines", "100")
+        try:
+            lines = int(raw)
+        except ValueError:
+            raise BadRequest(f"lines: {raw!r} is not a whole number") from None
+        tail = await run_in_threadpool(jobs_store.log_tail, job_id, lines)
+        return JSONResponse(LogTail(job_id=job_id, lines=tuple(tail)).to_dict())
+
+    async def on_agent_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, AgentError)
+        status = exc.status or 500
+        if status >= 500:
+            log.error("%s %s: %s", request.method, request.url.path, exc.message)
+        return JSONResponse({"error": exc.message}, status_code=status)
+
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        message = exc.detail or "error"
+        if exc.status_code == 404:
+            message = f"no such route: {request.method} {request.url.path}"
+        elif exc.status_code == 405:
+            message = f"method {request.method} not allowed on {request.url.path}"
+        return JSONResponse({"error": message}, status_code=exc.status_code, headers=exc.headers)
+
+    routes = [
+        Route(HEALTH_PATH, get_health, methods=["GET"]),
+        Route("/v1/gpus", get_gpus, methods=["GET"]),
+        Route("/v1/jobs", get_jobs, methods=["GET"]),
+        Route("/v1/jobs", post_job, methods=["POST"]),
+        Route("/v1/jobs/{job_id}", get_job, methods=["GET"]),
+        Route("/v1/jobs/{job_id}/stop", post_stop, methods=["POST"]),
+        Route("/v1/jobs/{job_id}/log", get_log, methods=["GET"]),
+    ]
+    middleware = [] if token is None else [Middleware(BearerAuth, token=token)]
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={AgentError: on_agent_error, HTTPException: on_http_error},
+    )

@@ -1,0 +1,178 @@
+"""`paika agent`: run the host agent; and serve_in_thread() for tests and the demo.
+
+PAIKA_AGENT_TOKEN=… paika agent                       # real GPUs through NVML
+PAIKA_AGENT_TOKEN=… paika agent --simulate 4xA100-80GB,2xT4-16GB --port 8471
+paika agent --simulate 2xT4 --insecure-no-token       # loopback only, no auth
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import uvicorn
+from starlette.types import ASGIApp
+
+from scheduler.agent.app import build_app
+from scheduler.agent.errors import AgentError
+from scheduler.agent.gpus import GpuReader
+from scheduler.agent.jobs import TOKEN_ENV, JobStore
+from scheduler.agent.nvml import NvmlReader
+from scheduler.agent.simulated import EXAMPLE_SPEC, SimulatedReader
+
+DEFAULT_PORT = 8470
+LOOPBACK = "127.0.0.1"
+
+
+def agent(
+    simulate: Annotated[
+        str | None,
+        typer.Option(
+            "--simulate",
+            help=f'Simulated GPUs instead of NVML, e.g. "{EXAMPLE_SPEC}". Their load follows the jobs.',
+        ),
+    ] = None,
+    port: Annotated[int, typer.Option("--port", help="TCP port to listen on.")] = DEFAULT_PORT,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on (0.0.0.0: all interfaces).")
+    ] = "0.0.0.0",
+    state_dir: Annotated[
+        Path,
+        typer.Option(
+            "--state-dir",
+            help="Where the agent keeps its job table, job logs and exit codes; keep it across restarts.",
+        ),
+    ] = Path("paika-agent"),
+    grace_s: Annotated[
+        float,
+        typer.Option(
+            "--grace-s",
+            min=0.0,
+            help="Default seconds between SIGTERM and SIGKILL when stopping a job.",
+        ),
+    ] = 30.0,
+    container_runtime: Annotated[
+        str,
+        typer.Option(
+            "--container-runtime", help="Runs jobs that name an image: docker, podman, or a path."
+        ),
+    ] = "docker",
+    insecure_no_token: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-no-token",
+            help=f"Run without {TOKEN_ENV} (no authentication); listens on {LOOPBACK} only. For local experiments.",
+        ),
+    ] = False,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            help="Host name the agent reports (default: this machine's); simulated GPU UUIDs derive from it.",
+        ),
+    ] = None,
+) -> None:
+    """Run the GPU host agent: reports this host's GPUs and runs jobs for the scheduler."""
+    token = os.environ.get(TOKEN_ENV, "").strip() or None
+    if token is None and not insecure_no_token:
+        typer.echo(
+            f"paika agent: set {TOKEN_ENV} to the token the scheduler uses (or pass "
+            "--insecure-no-token for a local experiment).",
+            err=True,
+        )
+        raise typer.Exit(2)
+    if token is None:
+        if host != LOOPBACK:
+            typer.echo(
+                f"paika agent: --insecure-no-token: listening on {LOOPBACK}, not {host}.", err=True
+            )
+        host = LOOPBACK
+        typer.echo(
+            "paika agent: WARNING: NO TOKEN, NO AUTHENTICATION. Anyone on this machine can start "
+            "and stop jobs through this agent. Set PAIKA_AGENT_TOKEN for real use.",
+            err=True,
+        )
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    host_name = name or socket.gethostname()
+    try:
+        store = JobStore(state_dir, container_runtime=container_runtime, default_grace_s=grace_s)
+    except AgentError as exc:
+        typer.echo(f"paika agent: {exc.message}", err=True)
+        raise typer.Exit(2) from exc
+    try:
+        reader: GpuReader
+        if simulate is not None:
+            reader = SimulatedReader(simulate, host=host_name, loads=store)
+        else:
+            reader = NvmlReader()
+        gpus = reader.read()  # fail now, not at the scheduler's first poll
+        app = build_app(reader, store, token, host=host_name, simulated=simulate is not None)
+    except AgentError as exc:
+        store.close()
+        typer.echo(f"paika agent: {exc.message}", err=True)
+        raise typer.Exit(2) from exc
+    kinds = ", ".join(sorted({g.name for g in gpus})) or "no GPUs"
+    typer.echo(
+        f"paika agent on {host_name}: {len(gpus)} GPU(s) ({kinds})"
+        f"{' [simulated]' if simulate is not None else ''}; state in {store.state_dir}; "
+        f"listening on http://{host}:{port}/v1/",
+        err=True,
+    )
+    try:
+        uvicorn.run(
+            app, host=host, port=port, log_level="info", http="h11", ws="none", lifespan="off"
+        )
+    finally:
+        store.close()
+
+
+def serve_in_thread(
+    app: ASGIApp, host: str = LOOPBACK, port: int = 0, *, timeout_s: float = 10.0
+) -> tuple[uvicorn.Server, threading.Thread, int]:
+    """Serve `app` with uvicorn in a daemon thread; return once it accepts connections.
+
+    port 0 picks a free port; the third value is the port it got. Stop it with
+    `stop_server(server, thread)` (or `server.should_exit = True; thread.join()`).
+    """
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    actual_port = int(sock.getsockname()[1])
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, http="h11", ws="none", lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run,
+        kwargs={"sockets": [sock]},
+        name=f"paika-agent-http:{actual_port}",
+        daemon=True,
+    )
+    thread.start()
+    deadline = time.monotonic() + timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            thread.join(timeout=1)
+            sock.close()
+            raise RuntimeError(f"the agent server on {host}:{actual_port} did not start")
+        time.sleep(0.01)
+    return server, thread, actual_port
+
+
+def stop_server(server: uvicorn.Server, thread: threading.Thread, timeout_s: float = 10.0) -> None:
+    """Stop a server started by serve_in_thread and wait for its thread."""
+    server.should_exit = True
+    thread.join(timeout=timeout_s)

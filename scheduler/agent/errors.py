@@ -1,0 +1,98 @@
+"""Errors of the host agent and of its client.
+
+    PaikaError
+     └── AgentError            `status` is the HTTP status that goes with it (None: no response)
+          ├── AgentAuthError   401: the bearer token is missing or wrong
+          ├── HostUnreachable  no answer from the agent at `url` (refused, timed out, reset …)
+          ├── BadRequest       400: a field of a request is invalid; the message names it
+          ├── JobNotFound      404: the agent has no job with that id
+          ├── JobConflict      409: the GPUs asked for are held by another live job
+          ├── GpuReadError     503: NVML failed or is not available on this host
+          └── SpecError        the --simulate spec does not parse
+
+The server turns these into `{"error": message}` with `status`; the client turns that back
+into the same classes, so a caller catches one family whichever side the problem was on.
+"""
+
+from __future__ import annotations
+
+from scheduler.errors import PaikaError
+
+
+class AgentError(PaikaError):
+    """An error from the agent or from talking to it."""
+
+    default_status: int | None = 500
+
+    def __init__(self, status: int | None, message: str) -> None:
+        self.status = status
+        self.message = message
+        super().__init__(message if status is None else f"{message} (HTTP {status})")
+
+
+class AgentAuthError(AgentError):
+    """The agent refused the bearer token (HTTP 401)."""
+
+    default_status = 401
+
+    def __init__(self, message: str = "missing or wrong agent token") -> None:
+        super().__init__(401, message)
+
+
+class HostUnreachable(AgentError):
+    """Nothing answered at `url`: connection refused, timed out, reset, bad address."""
+
+    default_status = None
+
+    def __init__(self, url: str, reason: str = "") -> None:
+        self.url = url
+        self.reason = reason
+        text = f"agent at {url} is unreachable" + (f": {reason}" if reason else "")
+        super().__init__(None, text)
+
+
+class _WithStatus(AgentError):
+    """An AgentError whose status is fixed by its class."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(self.default_status, message)
+
+
+class BadRequest(_WithStatus):
+    """A request field is invalid (HTTP 400); the message names the field."""
+
+    default_status = 400
+
+
+class JobNotFound(_WithStatus):
+    """The agent knows no job with this id (HTTP 404)."""
+
+    default_status = 404
+
+
+class JobConflict(_WithStatus):
+    """The GPUs asked for are held by another live job (HTTP 409)."""
+
+    default_status = 409
+
+
+class GpuReadError(_WithStatus):
+    """The GPUs could not be read: NVML missing, driver not loaded, GPU lost (HTTP 503)."""
+
+    default_status = 503
+
+
+class SpecError(_WithStatus):
+    """The --simulate spec does not parse; the message names the bad part and shows an example."""
+
+    default_status = 400
+
+
+def error_for_status(status: int, message: str) -> AgentError:
+    """The AgentError class that goes with an HTTP status from the agent."""
+    if status == 401:
+        return AgentAuthError(message)
+    for cls in (BadRequest, JobNotFound, JobConflict, GpuReadError):
+        if cls.default_status == status:
+            return cls(message)
+    return AgentError(status, message)

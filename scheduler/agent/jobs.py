@@ -1,0 +1,640 @@
+"""The jobs an agent runs: start, watch, stop with grace, and remember across restarts.
+
+Every job runs as `python -I wrapper.py --detach FD EXITFILE -- COMMAND…`: the wrapper forks
+away from the agent into a new session (so its pid is also the job's process group), reports
+its pid and start time through the pipe FD, and runs the command. Jobs are never the agent's
+children: they outlive it, and a fresh agent and a restarted one watch them the same way.
+Output (stdout and stderr) goes to `<state_dir>/logs/<job_id>.log`; the wrapper writes the
+command's exit status to `<state_dir>/exits/<job_id>.json`, so an exit is recorded even while
+no agent runs.
+
+The job table lives in `<state_dir>/jobs.json` (written to a temp file, then os.replace).
+A new JobStore on the same state dir reloads it: a job whose wrapper still runs (same pid
+and the same start time, field 22 of /proc/<pid>/stat) is re-attached; one that ended is
+recorded from its exit file, or as `lost` when there is none (killed from outside).
+`<state_dir>/agent.lock` (flock) keeps two agents off one state dir.
+
+One background thread polls the running jobs (every `poll_interval_s`): it records exits
+and sends SIGKILL to the group of a job whose stop grace period has run out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from scheduler.agent.errors import AgentError, BadRequest, JobConflict, JobNotFound
+from scheduler.agent.gpus import GpuLoad
+from scheduler.agent.protocol import MAX_LOG_LINES, JobInfo, JobState, StartRequest
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "jobs.json"
+LOCK_FILE = "agent.lock"
+STATE_VERSION = 1
+WRAPPER = Path(__file__).with_name("wrapper.py")
+TOKEN_ENV = "PAIKA_AGENT_TOKEN"  # never handed on to jobs
+SIM_UTILIZATION_ENV = "PAIKA_SIM_UTILIZATION"
+SIM_MEMORY_ENV = "PAIKA_SIM_MEMORY_MIB"
+LOG_TAIL_MAX_BYTES = 8 * 1024 * 1024
+LAUNCH_TIMEOUT_S = 10.0
+
+
+# ---------------------------------------------------------------- /proc
+
+
+def proc_start_ticks(pid: int) -> int | None:
+    """Field 22 (starttime) of /proc/<pid>/stat; None when the process is gone or a zombie."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes().decode(errors="replace")
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may itself contain ') '.
+    fields = raw[raw.rfind(")") + 2 :].split()
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    try:
+        return int(fields[19])
+    except ValueError:
+        return None
+
+
+def process_alive(pid: int, start_ticks: int | None) -> bool:
+    """The process `pid` runs and is the one that started at `start_ticks` (not a reused pid)."""
+    ticks = proc_start_ticks(pid)
+    return ticks is not None and (start_ticks is None or ticks == start_ticks)
+
+
+def _utc(epoch: float | None) -> datetime | None:
+    return None if epoch is None else datetime.fromtimestamp(epoch, UTC)
+
+
+# ---------------------------------------------------------------- one job
+
+
+@dataclass
+class _Job:
+    """A job's record: what jobs.json holds, plus the Popen while this agent is its parent."""
+
+    job_id: str
+    gpus: tuple[int, ...]
+    command: tuple[str, ...]
+    image: str | None
+    cwd: str | None
+    pid: int
+    start_ticks: int | None
+    started_at: float
+    log_path: str
+    exit_path: str
+    state: JobState = JobState.RUNNING
+    ended_at: float | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    stop_requested: bool = False
+    kill_at: float | None = None
+    sigkill_sent: bool = False
+    sim_utilization: float | None = None
+    sim_memory_mib: int | None = None
+
+    def info(self) -> JobInfo:
+        return JobInfo(
+            job_id=self.job_id,
+            state=self.state,
+            gpus=self.gpus,
+            pid=self.pid,
+            command=self.command,
+            image=self.image,
+            cwd=self.cwd,
+            started_at=datetime.fromtimestamp(self.started_at, UTC),
+            ended_at=_utc(self.ended_at),
+            exit_code=self.exit_code,
+            signal=self.signal,
+            stop_requested=self.stop_requested,
+            log_path=self.log_path,
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "gpus": list(self.gpus),
+            "command": list(self.command),
+            "image": self.image,
+            "cwd": self.cwd,
+            "pid": self.pid,
+            "start_ticks": self.start_ticks,
+            "started_at": self.started_at,
+            "log_path": self.log_path,
+            "exit_path": self.exit_path,
+            "state": self.state.value,
+            "ended_at": self.ended_at,
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "stop_requested": self.stop_requested,
+            "kill_at": self.kill_at,
+            "sigkill_sent": self.sigkill_sent,
+            "sim_utilization": self.sim_utilization,
+            "sim_memory_mib": self.sim_memory_mib,
+        }
+
+    @classmethod
+    def from_record(cls, rec: Mapping[str, Any]) -> _Job:
+        return cls(
+            job_id=str(rec["job_id"]),
+            gpus=tuple(int(g) for g in rec["gpus"]),
+            command=tuple(str(a) for a in rec["command"]),
+            image=rec.get("image"),
+            cwd=rec.get("cwd"),
+            pid=int(rec["pid"]),
+            start_ticks=rec.get("start_ticks"),
+            started_at=float(rec["started_at"]),
+            log_path=str(rec["log_path"]),
+            exit_path=str(rec["exit_path"]),
+            state=JobState(rec["state"]),
+            ended_at=rec.get("ended_at"),
+            exit_code=rec.get("exit_code"),
+            signal=rec.get("signal"),
+            stop_requested=bool(rec.get("stop_requested", False)),
+            kill_at=rec.get("kill_at"),
+            sigkill_sent=bool(rec.get("sigkill_sent", False)),
+            sim_utilization=rec.get("sim_utilization"),
+            sim_memory_mib=rec.get("sim_memory_mib"),
+        )
+
+
+def _read_exit_file(path: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _sim_overrides(env: Mapping[str, str]) -> tuple[float | None, int | None]:
+    utilization: float | None = None
+    memory: int | None = None
+    if SIM_UTILIZATION_ENV in env:
+        try:
+            utilization = float(env[SIM_UTILIZATION_ENV])
+        except ValueError:
+            utilization = -1.0
+        if not 0.0 <= utilization <= 100.0:
+            raise BadRequest(f"env: {SIM_UTILIZATION_ENV} must be a number from 0 to 100")
+    if SIM_MEMORY_ENV in env:
+        try:
+            memory = int(env[SIM_MEMORY_ENV])
+        except ValueError:
+            memory = -1
+        if memory < 0:
+            raise BadRequest(f"env: {SIM_MEMORY_ENV} must be a whole number of MiB (>= 0)")
+    return utilization, memory
+
+
+def tail_lines(path: Path, lines: int) -> list[str]:
+    """The last `lines` lines of a file, read from the end. A carriage return rewrites its
+    line (progress bars), as on a terminal."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            end = f.tell()
+            pos, data = end, b""
+            while pos > 0 and data.count(b"\n") <= lines and end - pos < LOG_TAIL_MAX_BYTES:
+                step = min(64 * 1024, pos)
+                pos -= step
+                f.seek(pos)
+                data = f.read(step) + data
+    except FileNotFoundError:
+        return []
+    text = data.decode("utf-8", errors="replace")
+    parts = text.split("\n")
+    if parts and parts[-1] == "":
+        parts.pop()
+    if pos > 0 and parts:
+        parts.pop(0)  # a partial first line
+    out = []
+    for part in parts[-lines:]:
+        part = part.rstrip("\r")
+        out.append(part.rsplit("\r", 1)[-1])
+    return out
+
+
+# ---------------------------------------------------------------- the store
+
+
+class JobStore:
+    """The jobs of one agent, kept in `state_dir`. Thread-safe. Call close() when done; the
+    jobs themselves keep running (an agent restart must not kill training runs).
+
+    `base_env` is the environment jobs start from (default: the agent's, less the agent token).
+    """
+
+    def __init__(
+        self,
+        state_dir: Path | str,
+        *,
+        container_runtime: str = "docker",
+        default_grace_s: float = 30.0,
+        poll_interval_s: float = 0.1,
+        python: str = sys.executable,
+        base_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.state_dir = Path(state_dir).absolute()
+        self.container_runtime = container_runtime
+        self.default_grace_s = default_grace_s
+        self.poll_interval_s = poll_interval_s
+        self.python = python
+        self._base_env = dict(os.environ if base_env is None else base_env)
+        self._base_env.pop(TOKEN_ENV, None)
+        self._lock = threading.RLock()
+        self._jobs: dict[str, _Job] = {}
+        self._helpers: list[subprocess.Popen[bytes]] = []  # `<runtime> kill` calls to reap
+        self._stop = threading.Event()
+        self._closed = False
+        try:
+            (self.state_dir / "logs").mkdir(parents=True, exist_ok=True)
+            (self.state_dir / "exits").mkdir(exist_ok=True)
+        except OSError as exc:
+            raise AgentError(
+                None, f"cannot create the agent state dir {self.state_dir}: {exc}"
+            ) from exc
+        self._lockfile = self._acquire_lock()
+        try:
+            self._load()
+        except BaseException:
+            self._lockfile.close()
+            raise
+        self._thread = threading.Thread(
+            target=self._watch, name=f"paika-agent-jobs:{self.state_dir.name}", daemon=True
+        )
+        self._thread.start()
+
+    # -- lifecycle
+
+    def _acquire_lock(self) -> IO[str]:
+        path = self.state_dir / LOCK_FILE
+        lockfile = path.open("a+", encoding="utf-8")
+        try:
+            fcntl.flock(lockfile.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lockfile.close()
+            raise AgentError(
+                None,
+                f"another agent is using the state dir {self.state_dir} ({path} is locked); "
+                "stop it or give this one another --state-dir",
+            ) from None
+        lockfile.seek(0)
+        lockfile.truncate()
+        lockfile.write(f"{os.getpid()}\n")
+        lockfile.flush()
+        return lockfile
+
+    def close(self) -> None:
+        """Stop watching and release the state dir. Running jobs keep running; a new
+        JobStore on the same dir re-attaches to them."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        with self._lock:
+            self._poll()
+            self._save()
+            self._lockfile.close()
+            helpers, self._helpers = self._helpers, []
+        for helper in helpers:
+            try:
+                helper.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                helper.kill()
+                helper.wait()
+
+    def __enter__(self) -> JobStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- persistence
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / STATE_FILE
+
+    def _load(self) -> None:
+        path = self.state_file
+        if not path.exists():
+            return
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("version") != STATE_VERSION:
+                raise ValueError(f"unknown version {data.get('version')!r}")
+            jobs = [_Job.from_record(rec) for rec in data["jobs"]]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise AgentError(
+                None,
+                f"cannot read the agent's job table {path}: {exc}. Jobs it lists may still be "
+                "running; check them, then move the file away to start with no jobs",
+            ) from exc
+        now = time.time()
+        for job in jobs:
+            self._jobs[job.job_id] = job
+            if job.state is JobState.RUNNING:
+                if process_alive(job.pid, job.start_ticks):
+                    log.info("re-attached to job %s (pid %s)", job.job_id, job.pid)
+                else:
+                    self._finish(job, now)
+        self._save()
+
+    def _save(self) -> None:
+        data = {"version": STATE_VERSION, "jobs": [j.to_record() for j in self._jobs.values()]}
+        tmp = self.state_file.with_suffix(".json.tmp")
+        with tmp.open("w", encoding="utf-8") as out:
+            json.dump(data, out, indent=1)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, self.state_file)
+
+    # -- watching
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.poll_interval_s):
+            try:
+                with self._lock:
+                    if self._closed:
+                        return
+                    if self._poll():
+                        self._save()
+            except Exception:  # keep watching; one bad tick must not orphan every job
+                log.exception("the agent's job watcher failed; retrying")
+
+    def _poll(self) -> bool:
+        """Record exits and enforce stop deadlines. True when something changed."""
+        changed = False
+        now = time.time()
+        for job in self._jobs.values():
+            if job.state is not JobState.RUNNING:
+                continue
+            if not process_alive(job.pid, job.start_ticks):
+                self._finish(job, now)
+                changed = True
+                continue
+            if (
+                job.stop_requested
+                and not job.sigkill_sent
+                and job.kill_at is not None
+                and now >= job.kill_at
+            ):
+                self._sigkill(job)
+                changed = True
+        self._helpers = [h for h in self._helpers if h.poll() is None]
+        return changed
+
+    def _finish(self, job: _Job, now: float) -> None:
+        """The wrapper is gone: record how the job ended (its exit file, else what we know)."""
+        status = _read_exit_file(job.exit_path)
+        if status is not None:
+            job.exit_code = status.get("exit_code")
+            job.signal = status.get("signal")
+            ended = status.get("ended_at")
+            job.ended_at = float(ended) if isinstance(ended, int | float) else now
+        else:
+            job.ended_at = now
+            if job.sigkill_sent:
+                job.signal = signal.SIGKILL.value
+        if job.signal is not None:
+            job.state = JobState.KILLED
+        elif job.exit_code is not None:
+            job.state = JobState.EXITED
+        else:
+            job.state = JobState.LOST
+        log.info(
+            "job %s %s (exit code %s, signal %s)", job.job_id, job.state, job.exit_code, job.signal
+        )
+
+    def _sigkill(self, job: _Job) -> None:
+        job.sigkill_sent = True
+        if process_alive(job.pid, job.start_ticks):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(job.pid, signal.SIGKILL)
+            log.warning("job %s outlived its grace period: sent SIGKILL", job.job_id)
+        if job.image is not None:
+            # Killing the runtime's client does not kill the container; ask the runtime.
+            with contextlib.suppress(OSError):
+                self._helpers.append(
+                    subprocess.Popen(
+                        [self.container_runtime, "kill", container_name(job.job_id)],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        start_new_session=True,
+                    )
+                )
+
+    # -- the API
+
+    def _get(self, job_id: str) -> _Job:
+        job = self._jobs.get(job_id)
+        if job is None:
+            raise JobNotFound(f"no job {job_id!r} on this agent")
+        return job
+
+    def get(self, job_id: str) -> JobInfo:
+        with self._lock:
+            return self._get(job_id).info()
+
+    def all_jobs(self) -> list[JobInfo]:
+        with self._lock:
+            return [job.info() for job in sorted(self._jobs.values(), key=lambda j: j.started_at)]
+
+    def gpu_holders(self) -> dict[int, str]:
+        """GPU index → id of the running job that holds it."""
+        with self._lock:
+            return {
+                gpu: job.job_id
+                for job in self._jobs.values()
+                if job.state is JobState.RUNNING
+                for gpu in job.gpus
+            }
+
+    def gpu_loads(self) -> list[GpuLoad]:
+        """What runs on which GPU, for simulated GPUs (LoadSource)."""
+        with self._lock:
+            return [
+                GpuLoad(
+                    gpu=gpu,
+                    pid=job.pid,
+                    job_id=job.job_id,
+                    utilization_pct=job.sim_utilization,
+                    memory_mib=job.sim_memory_mib,
+                )
+                for job in self._jobs.values()
+                if job.state is JobState.RUNNING
+                for gpu in job.gpus
+            ]
+
+    def build_command(self, req: StartRequest) -> list[str]:
+        """The argv the wrapper runs: the request's argv, `/bin/sh -c shell`, or a container."""
+        inner = list(req.argv) if req.argv is not None else ["/bin/sh", "-c", str(req.shell)]
+        if req.image is None:
+            return inner
+        devices = ",".join(str(g) for g in req.gpus)
+        command = [
+            self.container_runtime,
+            "run",
+            "--rm",
+            "--init",
+            "--name",
+            container_name(req.job_id),
+            "--label",
+            f"paika.job_id={req.job_id}",
+            # The quotes are part of the value: docker reads --gpus as CSV, and a bare
+            # device=0,1 would split at the comma.
+            "--gpus",
+            f'"device={devices}"',
+            "-e",
+            "PAIKA_JOB_ID",
+        ]
+        for name in req.env:
+            # `-e NAME` takes the value from the runtime's environment, so no value shows in ps.
+            command += ["-e", name]
+        return [*command, str(req.image), *inner]
+
+    def start(self, req: StartRequest) -> tuple[JobInfo, bool]:
+        """Start a job; (job, True). A job id the agent already knows: (that job, False)."""
+        with self._lock:
+            if self._closed:
+                raise AgentError(503, "the agent is shutting down")
+            existing = self._jobs.get(req.job_id)
+            if existing is not None:
+                return existing.info(), False
+            holders = self.gpu_holders()
+            taken = sorted(g for g in req.gpus if g in holders)
+            if taken:
+                owners = ", ".join(f"GPU {g} by job {holders[g]}" for g in taken)
+                raise JobConflict(f"gpus: {owners} (still running)")
+            cwd = req.cwd
+            if cwd is not None and not Path(cwd).is_dir():
+                raise BadRequest(f"cwd: {cwd} is not a directory on this host")
+            sim_utilization, sim_memory = _sim_overrides(req.env)
+            command = self.build_command(req)
+            env = dict(self._base_env)
+            env.update(req.env)
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in req.gpus)
+            env["PAIKA_JOB_ID"] = req.job_id
+            log_path = self.state_dir / "logs" / f"{req.job_id}.log"
+            exit_path = self.state_dir / "exits" / f"{req.job_id}.json"
+            with contextlib.suppress(FileNotFoundError):
+                exit_path.unlink()
+            pid, start_ticks = self._launch(command, log_path, exit_path, cwd, env)
+            job = _Job(
+                job_id=req.job_id,
+                gpus=tuple(req.gpus),
+                command=tuple(command),
+                image=req.image,
+                cwd=cwd,
+                pid=pid,
+                start_ticks=start_ticks,
+                started_at=time.time(),
+                log_path=str(log_path),
+                exit_path=str(exit_path),
+                sim_utilization=sim_utilization,
+                sim_memory_mib=sim_memory,
+            )
+            self._jobs[job.job_id] = job
+            self._save()
+            log.info("started job %s on GPUs %s: pid %s", job.job_id, job.gpus, job.pid)
+            return job.info(), True
+
+    def _launch(
+        self,
+        command: list[str],
+        log_path: Path,
+        exit_path: Path,
+        cwd: str | None,
+        env: dict[str, str],
+    ) -> tuple[int, int]:
+        """Start the wrapper detached; return its pid and start time (from its report)."""
+        read_fd, write_fd = os.pipe()
+        argv = [self.python, "-I", str(WRAPPER), "--detach", str(write_fd), str(exit_path)]
+        try:
+            with log_path.open("ab") as out:
+                launcher = subprocess.Popen(
+                    [*argv, "--", *command],
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    cwd=cwd,
+                    env=env,
+                    pass_fds=(write_fd,),
+                    start_new_session=True,
+                )
+        except OSError as exc:
+            os.close(read_fd)
+            raise AgentError(500, f"cannot start the job: {exc}") from exc
+        finally:
+            os.close(write_fd)
+        with os.fdopen(read_fd, "rb") as report:
+            ready, _, _ = select.select([report], [], [], LAUNCH_TIMEOUT_S)
+            line = report.readline().decode(errors="replace") if ready else ""
+        try:
+            returncode = launcher.wait(timeout=LAUNCH_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            launcher.kill()
+            returncode = launcher.wait()
+        try:
+            pid_text, ticks_text = line.split()
+            return int(pid_text), int(ticks_text)
+        except ValueError:
+            raise AgentError(
+                500,
+                f"cannot start the job: the launcher exited with status {returncode} "
+                f"without reporting a pid (see {log_path})",
+            ) from None
+
+    def stop(self, job_id: str, grace_s: float | None = None) -> JobInfo:
+        """SIGTERM to the job now (the wrapper hands it to the whole group), SIGKILL to the
+        group after `grace_s` if it still runs. Returns at once; stopping an ended job is a
+        no-op, and a second stop can only shorten the grace period."""
+        grace = self.default_grace_s if grace_s is None else grace_s
+        with self._lock:
+            job = self._get(job_id)
+            if job.state is not JobState.RUNNING:
+                return job.info()
+            kill_at = time.time() + max(0.0, grace)
+            if job.stop_requested:
+                job.kill_at = kill_at if job.kill_at is None else min(job.kill_at, kill_at)
+            else:
+                job.stop_requested = True
+                job.kill_at = kill_at
+                if process_alive(job.pid, job.start_ticks):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(job.pid, signal.SIGTERM)
+                log.info("stopping job %s (grace %.1f s)", job.job_id, grace)
+            self._save()
+            return job.info()
+
+    def log_tail(self, job_id: str, lines: int = 100) -> list[str]:
+        if not 1 <= lines <= MAX_LOG_LINES:
+            raise BadRequest(f"lines: {lines} is not between 1 and {MAX_LOG_LINES}")
+        with self._lock:
+            path = Path(self._get(job_id).log_path)
+        return tail_lines(path, lines)
+
+
+def container_name(job_id: str) -> str:
+    return f"paika-{job_id}"

@@ -1,0 +1,84 @@
+"""Starting and stopping jobs on GPU hosts: through their agents (Slurm comes later).
+
+A job's command runs through a shell on its GPU host only; the scheduler never runs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from scheduler.agent.client import AgentClient
+from scheduler.agent.errors import AgentError
+from scheduler.agent.protocol import StartRequest
+from scheduler.errors import PaikaError
+
+
+class DispatchError(PaikaError):
+    """A host refused or could not be asked to start or stop a job."""
+
+    def __init__(self, host: str, job_id: int, problem: str) -> None:
+        self.host, self.job_id, self.problem = host, job_id, problem
+        super().__init__(f"{host}: job #{job_id}: {problem}")
+
+
+def agent_job_id(job_id: int, attempt: int) -> str:
+    """The id a host's agent knows one run of a job by: a job started again (after it was
+    preempted, or its host failed) is a new run, not the old one the agent still remembers."""
+    return f"{job_id}.{attempt}"
+
+
+@dataclass(frozen=True)
+class StartOrder:
+    """Everything a host needs to start one run of a job."""
+
+    job_id: int
+    attempt: int
+    host: str
+    url: str
+    gpu_indices: tuple[int, ...]
+    command: str
+    image: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+class Dispatcher(Protocol):
+    """Starts and stops jobs on hosts; both are idempotent."""
+
+    def start(self, order: StartOrder) -> None: ...
+
+    def stop(self, host: str, url: str, agent_job: str, grace_s: float) -> None: ...
+
+
+class AgentDispatcher:
+    """Dispatch through each host's paika agent over HTTP."""
+
+    def __init__(self, token: str, *, timeout: float = 5.0) -> None:
+        self.token = token
+        self.timeout = timeout
+
+    def start(self, order: StartOrder) -> None:
+        request = StartRequest(
+            job_id=agent_job_id(order.job_id, order.attempt),
+            gpus=order.gpu_indices,
+            shell=order.command,
+            env={
+                **order.env,
+                "PAIKA_JOB_ID": str(order.job_id),
+                "PAIKA_ATTEMPT": str(order.attempt),
+            },
+            image=order.image,
+        )
+        try:
+            with AgentClient(order.url, self.token, timeout=self.timeout) as client:
+                client.start_job(request)
+        except AgentError as exc:
+            raise DispatchError(order.host, order.job_id, str(exc)) from exc
+
+    def stop(self, host: str, url: str, agent_job: str, grace_s: float) -> None:
+        try:
+            with AgentClient(url, self.token, timeout=self.timeout) as client:
+                client.stop_job(agent_job, grace_s)
+        except AgentError as exc:
+            raise DispatchError(host, int(agent_job.split(".")[0]), str(exc)) from exc

@@ -1,0 +1,68 @@
+"""Periodic work under APScheduler 3.x: the scheduling cycle and housekeeping.
+
+Every job is registered with `max_instances=1, coalesce=True`: a slow cycle is never run
+twice at once, and runs missed while paika was down or busy collapse into one (within
+`misfire_grace_time`). Only the instance holding the leader lock does the work.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from sqlalchemy import Engine
+
+from scheduler.clock import Clock
+from scheduler.config import PolicyConfig
+from scheduler.cycle import Cycle
+from scheduler.hosts.inventory import prune_samples
+from storage.db import session_scope
+from storage.leader import LeaderLock
+
+log = logging.getLogger(__name__)
+
+
+class Periodic:
+    """Owns the APScheduler instance and the leader lock."""
+
+    def __init__(self, engine: Engine, policy: PolicyConfig, clock: Clock, cycle: Cycle) -> None:
+        self.engine, self.policy, self.clock, self.cycle = engine, policy, clock, cycle
+        # The lease outlives a few missed cycles, so a slow cycle does not hand over leadership.
+        self.lock = LeaderLock(engine, ttl=timedelta(seconds=max(30.0, policy.scheduler.cycle_seconds * 4)))
+        self.scheduler = BackgroundScheduler(timezone="UTC")
+        self.leading = False
+
+    def start(self) -> None:
+        """Register the jobs and start the background scheduler."""
+        every = self.policy.scheduler.cycle_seconds
+        common = {"replace_existing": True, "max_instances": 1, "coalesce": True}
+        self.scheduler.add_job(self.tick, "interval", seconds=every, id="cycle", misfire_grace_time=int(every * 3) + 1, **common)
+        self.scheduler.add_job(self.prune, "interval", hours=1, id="prune-samples", misfire_grace_time=3600, **common)
+        self.scheduler.start()
+
+    def stop(self) -> None:
+        """Stop scheduling and let the lock go."""
+        self.scheduler.shutdown(wait=True)
+        self.lock.release()
+
+    def tick(self) -> None:
+        """One cycle, if this instance leads."""
+        if not self._lead():
+            return
+        self.cycle.run_once()
+
+    def prune(self) -> None:
+        """Forget GPU samples past the retention window."""
+        if not self._lead():
+            return
+        with session_scope(self.engine) as session:
+            gone = prune_samples(session, self.policy, self.clock.now())
+        log.info("pruned %d GPU samples", gone)
+
+    def _lead(self) -> bool:
+        leading = self.lock.acquire(self.clock.now())
+        if leading != self.leading:
+            log.info("this instance %s the scheduler", "now runs" if leading else "no longer runs")
+            self.leading = leading
+        return leading

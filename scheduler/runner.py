@@ -1,0 +1,40 @@
+"""Wiring the running service: the cycle with real agents, dispatch and a notifier."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from scheduler.app import Paika
+from scheduler.cycle import Cycle
+from scheduler.dispatch import AgentDispatcher
+from scheduler.errors import PaikaError
+from scheduler.hosts.poll import Target, poll_all_sync
+from scheduler.hosts.report import HostReport
+from scheduler.notify import Notifier
+
+
+class MissingAgentToken(PaikaError):
+    """The scheduler needs the agents' token to talk to them."""
+
+    def __init__(self) -> None:
+        super().__init__("set PAIKA_AGENT_TOKEN to the token the GPU host agents were started with")
+
+
+def agent_cycle(paika: Paika, notifier: Notifier) -> Cycle:
+    """The cycle polling and dispatching through the hosts' agents."""
+    token = paika.settings.agent_token
+    if not token:
+        raise MissingAgentToken()
+    timeout = paika.policy.scheduler.hosts.poll_timeout_seconds
+
+    def poller(targets: Sequence[Target]) -> Mapping[str, HostReport]:
+        return poll_all_sync(targets, token, timeout=timeout)
+
+    return Cycle(
+        paika.engine,
+        paika.policy,
+        paika.clock,
+        AgentDispatcher(token, timeout=timeout),
+        notifier,
+        poller,
+    )

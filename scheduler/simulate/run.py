@@ -1,0 +1,171 @@
+"""One simulation from a trace to its summary: cluster choice, draws, replay(s), metrics."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from enum import Enum
+from typing import Any
+
+from scheduler.simulate.draw import DrawConfig, draw
+from scheduler.simulate.engine import (
+    Engine,
+    JobSpec,
+    ProgressFn,
+    RunResult,
+    ScheduleFn,
+    job_specs,
+)
+from scheduler.simulate.metrics import summarize
+from scheduler.simulate.policies import PolicySetup
+from scheduler.simulate.traces import (
+    ClusterSpec,
+    Trace,
+    TraceError,
+    single_type_catalog,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterOverride:
+    """`--nodes N --gpus-per-node G [--gpu-type T]`."""
+
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    gpu_type: str | None = None
+
+
+def resolve_cluster(trace: Trace, override: ClusterOverride, *, per_vc: bool) -> Trace:
+    """The trace on the cluster it will be replayed on; TraceError when there is none."""
+    if (override.nodes is None) != (override.gpus_per_node is None):
+        raise TraceError("give --nodes and --gpus-per-node together")
+    if override.nodes is not None and override.gpus_per_node is not None:
+        if per_vc:
+            raise TraceError("--per-vc replays each VC on its own cluster; drop --nodes for it")
+        if override.nodes <= 0 or override.gpus_per_node <= 0:
+            raise TraceError("--nodes and --gpus-per-node must be positive")
+        catalog = single_type_catalog(override.gpu_type)
+        cluster = ClusterSpec.uniform(override.nodes, override.gpus_per_node, catalog[0].name)
+        return trace.with_cluster(cluster, catalog)
+    if per_vc and not trace.queue_clusters:
+        raise TraceError(
+            f"--per-vc needs per-VC cluster sizes, which the {trace.format} format does not have"
+        )
+    if not per_vc and trace.cluster is None:
+        raise TraceError(
+            f"the {trace.format} trace has no node list: give --nodes N --gpus-per-node G"
+        )
+    if override.gpu_type is not None and len(trace.catalog) == 1:
+        catalog = single_type_catalog(override.gpu_type)
+        name = catalog[0].name
+
+        def renamed(spec: ClusterSpec) -> ClusterSpec:
+            return ClusterSpec(tuple(replace(g, gpu_type=name) for g in spec.groups))
+
+        return Trace(
+            trace.format,
+            trace.path,
+            trace.jobs,
+            catalog,
+            renamed(trace.cluster) if trace.cluster else None,
+            {queue: renamed(spec) for queue, spec in trace.queue_clusters.items()},
+            dict(trace.dropped),
+        )
+    if override.gpu_type is not None:
+        raise TraceError("--gpu-type renames a one-type cluster; this trace has typed nodes")
+    return trace
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+def simulate(
+    trace: Trace,
+    setup: PolicySetup,
+    draws: DrawConfig,
+    *,
+    per_vc: bool = False,
+    schedule: ScheduleFn | None = None,
+    progress: ProgressFn | None = None,
+) -> dict[str, Any]:
+    """Replay `trace` (already on its cluster, see `resolve_cluster`) and summarise it."""
+    drawn = draw(trace.jobs, draws, pooled=not per_vc)
+    specs = job_specs(trace.jobs, drawn, setup)
+    dropped = Counter(trace.dropped)
+    results: list[RunResult] = []
+    if per_vc:
+        by_queue: dict[str, list[JobSpec]] = {queue: [] for queue in trace.queue_clusters}
+        for spec in specs:
+            if spec.queue in by_queue:
+                by_queue[spec.queue].append(spec)
+            else:
+                dropped["vc_without_nodes"] += 1
+        done = 0
+        total = sum(len(jobs) for jobs in by_queue.values())
+        for queue, jobs in by_queue.items():
+            engine = Engine(
+                jobs,
+                trace.queue_clusters[queue],
+                trace.catalog,
+                setup,
+                schedule=schedule,
+                label=queue,
+                progress=_offset(progress, done, total),
+                host_prefix=f"{queue}-n",
+            )
+            results.append(engine.run())
+            done += len(jobs)
+    else:
+        assert trace.cluster is not None
+        engine = Engine(
+            specs,
+            trace.cluster,
+            trace.catalog,
+            setup,
+            schedule=schedule,
+            progress=progress,
+        )
+        results.append(engine.run())
+    summary = summarize(results)
+    clusters = list(trace.queue_clusters.values()) if per_vc else [trace.cluster]
+    gpu_types: Counter[str] = Counter()
+    for cluster in clusters:
+        if cluster is not None:
+            gpu_types.update(cluster.gpus_by_type())
+    summary["trace"] = {
+        "format": trace.format,
+        "file": trace.path.name,
+        "jobs": len(trace.jobs),
+        "dropped": dict(dropped),
+        "per_vc": per_vc,
+        "gpu_types": dict(gpu_types),
+    }
+    summary["draws"] = asdict(draws)
+    summary["knobs"] = {key: _plain(value) for key, value in _knobs(setup).items()}
+    return summary
+
+
+def _knobs(setup: PolicySetup) -> dict[str, Any]:
+    knobs = setup.knobs
+    figures = {name: getattr(knobs, name) for name in knobs.__dataclass_fields__}
+    figures["headroom"] = dict(knobs.headroom)
+    figures["hold_gpus_for_data"] = setup.hold_gpus_for_data
+    figures["oracle_estimates"] = setup.oracle_estimates
+    return figures
+
+
+def _offset(progress: ProgressFn | None, done: int, total: int) -> ProgressFn | None:
+    if progress is None:
+        return None
+    report: Callable[[int, int], None] = progress
+
+    def shifted(finished: int, _of: int) -> None:
+        report(done + finished, total)
+
+    return shifted

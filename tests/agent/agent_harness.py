@@ -1,0 +1,76 @@
+"""Helpers for the agent tests: a simulated agent served over real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+
+from scheduler.agent.app import build_app
+from scheduler.agent.client import AgentClient
+from scheduler.agent.command import serve_in_thread, stop_server
+from scheduler.agent.jobs import JobStore
+from scheduler.agent.protocol import JobInfo, JobState
+from scheduler.agent.simulated import SimulatedReader
+
+TOKEN = "test-token-0123456789"
+SPEC = "4xA100-80GB,2xT4-16GB"
+PY = sys.executable
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+@dataclass
+class Agent:
+    """One running agent: its URL, a client with the right token, and its parts."""
+
+    url: str
+    client: AgentClient
+    store: JobStore
+    reader: SimulatedReader
+    state_dir: Path
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    def wait_ended(self, job_id: str, timeout: float = 5.0) -> JobInfo:
+        wait_for(
+            lambda: self.client.job(job_id).state is not JobState.RUNNING,
+            timeout,
+            f"job {job_id} to end",
+        )
+        return self.client.job(job_id)
+
+
+def start_agent(state_dir: Path, *, container_runtime: str = "docker") -> Agent:
+    store = JobStore(state_dir, poll_interval_s=0.05, container_runtime=container_runtime)
+    reader = SimulatedReader(SPEC, host="test-host", loads=store)
+    server, thread, port = serve_in_thread(build_app(reader, store, TOKEN))
+    url = f"http://127.0.0.1:{port}"
+    return Agent(url, AgentClient(url, TOKEN), store, reader, state_dir, server, thread)
+
+
+def shutdown_agent(agent: Agent, *, kill_jobs: bool = True) -> None:
+    """Stop serving; with kill_jobs, SIGKILL what still runs and wait until it is reaped."""
+    stop_server(agent.server, agent.thread)
+    agent.client.close()
+    if kill_jobs and not agent.store._closed:
+        for job in agent.store.all_jobs():
+            if job.state is JobState.RUNNING:
+                agent.store.stop(job.job_id, grace_s=0)
+        wait_for(
+            lambda: all(j.state is not JobState.RUNNING for j in agent.store.all_jobs()),
+            10,
+            "the test's jobs to end",
+        )
+    agent.store.close()

@@ -1,0 +1,135 @@
+"""`paika agent`: token rules, startup errors, and what it hands to uvicorn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import typer
+import uvicorn
+from typer.testing import CliRunner
+
+from scheduler.agent.command import agent, serve_in_thread, stop_server
+from scheduler.agent.nvml import load_pynvml
+
+
+def _cli() -> typer.Typer:
+    app = typer.Typer()
+    app.command("agent")(agent)
+
+    @app.command("other")
+    def other() -> None:  # a second command, so "agent" stays a subcommand as in paika
+        pass
+
+    return app
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Replace uvicorn.run: record what the command would serve."""
+    calls: list[dict[str, Any]] = []
+
+    def fake_run(app: Any, **kwargs: Any) -> None:
+        calls.append({"app": app, **kwargs})
+
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    return calls
+
+
+def test_the_agent_refuses_to_start_without_a_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: list[dict[str, Any]]
+) -> None:
+    monkeypatch.delenv("PAIKA_AGENT_TOKEN", raising=False)
+    result = CliRunner().invoke(
+        _cli(), ["agent", "--simulate", "1xT4", "--state-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 2
+    assert "PAIKA_AGENT_TOKEN" in result.output and "--insecure-no-token" in result.output
+    assert served == []
+
+
+def test_insecure_mode_listens_on_loopback_only_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: list[dict[str, Any]]
+) -> None:
+    monkeypatch.delenv("PAIKA_AGENT_TOKEN", raising=False)
+    args = ["agent", "--simulate", "2xT4", "--insecure-no-token", "--host", "0.0.0.0"]
+    result = CliRunner().invoke(_cli(), [*args, "--state-dir", str(tmp_path), "--port", "9999"])
+    assert result.exit_code == 0, result.output
+    assert "NO AUTHENTICATION" in result.output
+    assert (served[0]["host"], served[0]["port"]) == ("127.0.0.1", 9999)
+
+
+def test_the_served_app_uses_the_token_and_the_simulated_gpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: list[dict[str, Any]]
+) -> None:
+    monkeypatch.setenv("PAIKA_AGENT_TOKEN", "tok")
+    args = ["agent", "--simulate", "4xA100-80GB", "--name", "node-7", "--port", "8471"]
+    result = CliRunner().invoke(_cli(), [*args, "--state-dir", str(tmp_path / "st")])
+    assert result.exit_code == 0, result.output
+    assert "4 GPU(s)" in result.output and "[simulated]" in result.output
+    assert (served[0]["host"], served[0]["port"]) == ("0.0.0.0", 8471)
+    assert (tmp_path / "st" / "jobs.json").exists()
+    # The job store was closed when uvicorn returned; the app still answers reads.
+    server, thread, port = serve_in_thread(served[0]["app"])
+    try:
+        health = httpx.get(f"http://127.0.0.1:{port}/v1/health").json()
+        assert (health["host"], health["simulated"]) == ("node-7", True)
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/gpus").status_code == 401
+        gpus = httpx.get(
+            f"http://127.0.0.1:{port}/v1/gpus", headers={"Authorization": "Bearer tok"}
+        ).json()["gpus"]
+        assert [g["name"] for g in gpus] == ["NVIDIA A100-80GB"] * 4
+    finally:
+        stop_server(server, thread)
+
+
+def test_a_bad_spec_stops_the_agent_with_the_parsers_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: list[dict[str, Any]]
+) -> None:
+    monkeypatch.setenv("PAIKA_AGENT_TOKEN", "tok")
+    result = CliRunner().invoke(
+        _cli(), ["agent", "--simulate", "4xA100,T4*2", "--state-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 2
+    assert 'bad GPU spec part "T4*2"' in result.output
+    assert served == []
+
+
+def test_without_a_driver_the_agent_suggests_simulate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: list[dict[str, Any]]
+) -> None:
+    nvml = load_pynvml()
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError:
+        pass
+    else:
+        nvml.nvmlShutdown()
+        pytest.skip("this machine has a working NVIDIA driver")
+    monkeypatch.setenv("PAIKA_AGENT_TOKEN", "tok")
+    result = CliRunner().invoke(_cli(), ["agent", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "NVIDIA driver" in result.output and "--simulate" in result.output
+
+
+def test_serve_in_thread_picks_a_free_port_and_stops(tmp_path: Path) -> None:
+    from scheduler.agent.app import build_app
+    from scheduler.agent.jobs import JobStore
+    from scheduler.agent.simulated import SimulatedReader
+
+    with JobStore(tmp_path) as store:
+        app = build_app(SimulatedReader("1xT4"), store, "tok")
+        first = serve_in_thread(app)
+        second = serve_in_thread(app)
+        try:
+            assert first[2] != second[2] and first[2] > 0
+            for _, _, port in (first, second):
+                assert httpx.get(f"http://127.0.0.1:{port}/v1/health").status_code == 200
+        finally:
+            stop_server(first[0], first[1])
+            stop_server(second[0], second[1])
+        assert not first[1].is_alive() and not second[1].is_alive()
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"http://127.0.0.1:{first[2]}/v1/health")
