@@ -104,6 +104,7 @@ class Hosts(_Strict):
     down_after_failed_polls: int = Field(default=3, ge=1, le=100)
     lost_after_seconds: float = Field(default=120, ge=0)
     sample_retention_hours: float = Field(default=48, gt=0)
+    sample_seconds: float = Field(default=60, gt=0)
 
 
 class SchedulerKnobs(_Strict):

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
@@ -68,25 +69,41 @@ class Cycle:
     ) -> None:
         self.engine, self.policy, self.clock = engine, policy, clock
         self.dispatcher, self.notifier, self.poller = dispatcher, notifier, poller
+        self._last_sample: datetime | None = None
 
     def run_once(self) -> CycleResult:
         """One full cycle; returns what it did."""
         result = CycleResult(self.clock.now())
         result.reports = self.poller(self._targets())
+        sample = self._sample_due(result.at)
         with session_scope(self.engine) as session:
-            result.events += apply_reports(session, self.policy, result.reports, result.at)
+            result.events += apply_reports(
+                session, self.policy, result.reports, result.at, sample=sample
+            )
             found = reconcile(session, self.policy, result.reports, result.at)
         result.events += found.events
         self._resend_starts(found.resend)
         self._send_stops(found.stops, found.orphans)
         with session_scope(self.engine) as session:
             result.plan = schedule(build_snapshot(session, self.policy, result.at))
-        for start in result.plan.starts:
-            self._admit(start, result)
+        self._admit_all(result.plan.starts, result)
         self._record_preemptions(result.plan.preemptions, result)
         for event in result.events:
             self.notifier.notify(event)
         return result
+
+    def close(self) -> None:
+        """Let go of the poller's connections (when it has any)."""
+        close = getattr(self.poller, "close", None)
+        if callable(close):
+            close()
+
+    def _sample_due(self, now: datetime) -> bool:
+        every = timedelta(seconds=self.policy.scheduler.hosts.sample_seconds)
+        if self._last_sample is not None and now - self._last_sample < every:
+            return False
+        self._last_sample = now
+        return True
 
     def _targets(self) -> list[Target]:
         with Session(self.engine) as session:
@@ -94,33 +111,40 @@ class Cycle:
                 Target(host.name, host.url) for host in cluster_queries.all_hosts(session=session)
             ]
 
-    def _admit(self, start: Start, result: CycleResult) -> None:
-        """Persist the start (the database refuses a GPU already held), then dispatch it."""
-        orders = self._persist_start(start, result.at)
-        if orders is None:
+    def _admit_all(self, starts: tuple[Start, ...], result: CycleResult) -> None:
+        """Persist each start (the database refuses a GPU already held), then dispatch them
+        all at once, a host's slowness costing only its own jobs; undo what failed."""
+        persisted = [
+            (start, orders) for start in starts if (orders := self._persist_start(start, result.at))
+        ]
+        if not persisted:
             return
+        with ThreadPoolExecutor(max_workers=min(32, len(persisted))) as pool:
+            failures = list(pool.map(self._dispatch, [orders for _, orders in persisted]))
+        for (start, _), failure in zip(persisted, failures, strict=True):
+            if failure is not None:
+                log.warning("start failed, requeueing: %s", failure)
+                self._undo_start(
+                    start.job_id, result.at, f"start failed on {failure.host}: {failure.problem}"
+                )
+                result.requeued.append(start.job_id)
+                text = f"job #{start.job_id} could not start on {failure.host} and is queued again: {failure.problem}"
+                result.events.append(Event(EventKind.JOB_REQUEUED, result.at, text, start.job_id))
+                continue
+            result.started.append(start.job_id)
+            job = self._job(start.job_id)
+            text = f"job #{start.job_id} {job.name} started on {', '.join(start.hosts)} ({len(start.gpu_ids)}× {start.gpu_type})"
+            result.events.append(
+                Event(EventKind.JOB_STARTED, result.at, text, start.job_id, owner=job.owner)
+            )
+
+    def _dispatch(self, orders: list[StartOrder]) -> DispatchError | None:
         try:
             for order in orders:
                 self.dispatcher.start(order)
         except DispatchError as exc:
-            log.warning("start failed, requeueing: %s", exc)
-            self._undo_start(start.job_id, result.at, f"start failed on {exc.host}: {exc.problem}")
-            result.requeued.append(start.job_id)
-            result.events.append(
-                Event(
-                    EventKind.JOB_REQUEUED,
-                    result.at,
-                    f"job #{start.job_id} could not start on {exc.host} and is queued again: {exc.problem}",
-                    start.job_id,
-                )
-            )
-            return
-        result.started.append(start.job_id)
-        job = self._job(start.job_id)
-        text = f"job #{start.job_id} {job.name} started on {', '.join(start.hosts)} ({len(start.gpu_ids)}× {start.gpu_type})"
-        result.events.append(
-            Event(EventKind.JOB_STARTED, result.at, text, start.job_id, owner=job.owner)
-        )
+            return exc
+        return None
 
     def _persist_start(self, start: Start, now: datetime) -> list[StartOrder] | None:
         try:

@@ -29,7 +29,9 @@ class Periodic:
     def __init__(self, engine: Engine, policy: PolicyConfig, clock: Clock, cycle: Cycle) -> None:
         self.engine, self.policy, self.clock, self.cycle = engine, policy, clock, cycle
         # The lease outlives a few missed cycles, so a slow cycle does not hand over leadership.
-        self.lock = LeaderLock(engine, ttl=timedelta(seconds=max(30.0, policy.scheduler.cycle_seconds * 4)))
+        self.lock = LeaderLock(
+            engine, ttl=timedelta(seconds=max(30.0, policy.scheduler.cycle_seconds * 4))
+        )
         self.scheduler = BackgroundScheduler(timezone="UTC")
         self.leading = False
 
@@ -37,14 +39,24 @@ class Periodic:
         """Register the jobs and start the background scheduler."""
         every = self.policy.scheduler.cycle_seconds
         common = {"replace_existing": True, "max_instances": 1, "coalesce": True}
-        self.scheduler.add_job(self.tick, "interval", seconds=every, id="cycle", misfire_grace_time=int(every * 3) + 1, **common)
-        self.scheduler.add_job(self.prune, "interval", hours=1, id="prune-samples", misfire_grace_time=3600, **common)
+        self.scheduler.add_job(
+            self.tick,
+            "interval",
+            seconds=every,
+            id="cycle",
+            misfire_grace_time=int(every * 3) + 1,
+            **common,
+        )
+        self.scheduler.add_job(
+            self.prune, "interval", hours=1, id="prune-samples", misfire_grace_time=3600, **common
+        )
         self.scheduler.start()
 
     def stop(self) -> None:
         """Stop scheduling and let the lock go."""
         self.scheduler.shutdown(wait=True)
         self.lock.release()
+        self.cycle.close()
 
     def tick(self) -> None:
         """One cycle, if this instance leads."""

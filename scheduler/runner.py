@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 from scheduler.app import Paika
 from scheduler.cycle import Cycle
 from scheduler.dispatch import AgentDispatcher
 from scheduler.errors import PaikaError
-from scheduler.hosts.poll import Target, poll_all_sync
-from scheduler.hosts.report import HostReport
+from scheduler.hosts.poll import Poller
 from scheduler.notify import Notifier
 
 
@@ -26,10 +23,7 @@ def agent_cycle(paika: Paika, notifier: Notifier) -> Cycle:
     if not token:
         raise MissingAgentToken()
     timeout = paika.policy.scheduler.hosts.poll_timeout_seconds
-
-    def poller(targets: Sequence[Target]) -> Mapping[str, HostReport]:
-        return poll_all_sync(targets, token, timeout=timeout)
-
+    poller = Poller(token, timeout=timeout)
     return Cycle(
         paika.engine,
         paika.policy,

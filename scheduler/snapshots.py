@@ -38,8 +38,11 @@ def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Sna
     gpu_types = {gpu.id: gpu.gpu_type for host in hosts for gpu in host.gpus}
     jobs = job_queries.jobs_in_states(session=session, states=(*PENDING_STATES, JobState.RUNNING))
     ratios = _estimate_ratios(session, {job.owner for job in jobs})
+    held: dict[int, list[int]] = defaultdict(list)
+    for gpu_id, job_id in holders.items():
+        held[job_id].append(gpu_id)
     running = [
-        _running(job, holders, gpu_types, teams, ratios)
+        _running(job, held, gpu_types, teams, ratios)
         for job in jobs
         if job.state == JobState.RUNNING
     ]
@@ -101,12 +104,12 @@ def _pending(job: Job, teams: dict[int | None, str], ratios: dict[str, float]) -
 
 def _running(
     job: Job,
-    holders: dict[int, int],
+    holders: dict[int, list[int]],
     gpu_types: dict[int, str],
     teams: dict[int | None, str],
     ratios: dict[str, float],
 ) -> Running:
-    gpu_ids = tuple(sorted(gpu for gpu, holder in holders.items() if holder == job.id))
+    gpu_ids = tuple(sorted(holders.get(job.id or 0, ())))
     started = (job.started_at or job.submitted_at).timestamp()
     expected = started + job.est_gpu_hours / max(1, job.gpus) * HOUR * ratios.get(job.owner, 1.0)
     gpu_type = gpu_types.get(gpu_ids[0], "") if gpu_ids else ""

@@ -149,6 +149,19 @@ def build_app(
         jobs = await run_in_threadpool(jobs_store.all_jobs)
         return JSONResponse({"jobs": [j.to_dict() for j in jobs]})
 
+    async def get_status(request: Request) -> Response:
+        # Everything one poll needs in one round trip: health, GPUs and jobs.
+        gpus = await run_in_threadpool(read_gpus)
+        jobs = await run_in_threadpool(jobs_store.all_jobs)
+        return JSONResponse(
+            {
+                "health": health.to_dict(),
+                "host": host_name,
+                "gpus": [g.to_dict() for g in gpus],
+                "jobs": [j.to_dict() for j in jobs],
+            }
+        )
+
     async def get_job(request: Request) -> Response:
         job = await run_in_threadpool(jobs_store.get, request.path_params["job_id"])
         return JSONResponse(job.to_dict())
@@ -193,6 +206,7 @@ def build_app(
     routes = [
         Route(HEALTH_PATH, get_health, methods=["GET"]),
         Route("/v1/gpus", get_gpus, methods=["GET"]),
+        Route("/v1/status", get_status, methods=["GET"]),
         Route("/v1/jobs", get_jobs, methods=["GET"]),
         Route("/v1/jobs", post_job, methods=["POST"]),
         Route("/v1/jobs/{job_id}", get_job, methods=["GET"]),

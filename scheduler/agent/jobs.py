@@ -88,7 +88,7 @@ def _utc(epoch: float | None) -> datetime | None:
 
 @dataclass
 class _Job:
-    """A job's record: what jobs.json holds, plus the Popen while this agent is its parent."""
+    """A job's record, as jobs.json holds it."""
 
     job_id: str
     gpus: tuple[int, ...]

@@ -1,10 +1,17 @@
-"""Applying poll reports to the database: host health, GPUs, utilization samples."""
+"""Applying poll reports to the database: host health, GPUs, utilization samples.
+
+Everything a round needs is loaded once (hosts, GPUs, open allocations, running jobs), so
+a round over hundreds of hosts costs a handful of queries plus the changed rows.
+"""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from sqlalchemy import insert
 from sqlmodel import Session
 
 from scheduler.config import PolicyConfig
@@ -16,122 +23,140 @@ from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
 
 
+@dataclass
+class _Round:
+    """What one round of reports is applied against."""
+
+    policy: PolicyConfig
+    now: datetime
+    holders: dict[int, int]  # GPU id → job id, open allocations
+    ours: set[str]  # agent run ids the database has going
+    gpus: dict[int, dict[int, Gpu]]  # host id → GPU index → GPU
+    samples: list[dict[str, object]]
+    sample: bool
+
+
 def apply_reports(
-    session: Session, policy: PolicyConfig, reports: Mapping[str, HostReport], now: datetime
+    session: Session,
+    policy: PolicyConfig,
+    reports: Mapping[str, HostReport],
+    now: datetime,
+    *,
+    sample: bool = True,
 ) -> list[Event]:
-    """Update every registered host from its report; events for hosts that went down or came back."""
+    """Update every registered host from its report; events for hosts that went down or came
+    back. With `sample`, each answering GPU's utilization is also kept as a sample."""
+    gpus: dict[int, dict[int, Gpu]] = defaultdict(dict)
+    for gpu in cluster_queries.all_gpus(session=session):
+        gpus[gpu.host_id][gpu.index] = gpu
+    running = job_queries.jobs_in_states(session=session, states=(JobState.RUNNING,))
+    ctx = _Round(
+        policy,
+        now,
+        {a.gpu_id: a.job_id for a in cluster_queries.open_allocations(session=session)},
+        {agent_job_id(job.id or 0, job.attempts) for job in running},
+        gpus,
+        [],
+        sample,
+    )
     events: list[Event] = []
-    holders = {a.gpu_id: a.job_id for a in cluster_queries.open_allocations(session=session)}
     for host in cluster_queries.all_hosts(session=session):
         report = reports.get(host.name)
         if report is None:
             continue
-        if report.ok:
-            events += _answered(session, policy, host, report, now, holders)
-        else:
-            events += _failed(session, policy, host, report, now)
+        events += (
+            _answered(session, host, report, ctx)
+            if report.ok
+            else _failed(session, host, report, ctx)
+        )
+    if ctx.samples:
+        session.execute(insert(GpuSample), ctx.samples)
     return events
 
 
-def _answered(
-    session: Session,
-    policy: PolicyConfig,
-    host: Host,
-    report: HostReport,
-    now: datetime,
-    holders: dict[int, int],
-) -> list[Event]:
+def _answered(session: Session, host: Host, report: HostReport, ctx: _Round) -> list[Event]:
     events = []
     if host.state == HostState.DOWN:
-        events.append(Event(EventKind.HOST_UP, now, f"host {host.name} is back", host=host.name))
+        events.append(
+            Event(EventKind.HOST_UP, ctx.now, f"host {host.name} is back", host=host.name)
+        )
     if host.state != HostState.UP:
-        host.state_since = now
-    host.state, host.failed_polls, host.last_seen_at = HostState.UP, 0, now
+        host.state_since = ctx.now
+    host.state, host.failed_polls, host.last_seen_at = HostState.UP, 0, ctx.now
     host.agent_version = report.agent_version
     session.add(host)
-    _update_gpus(session, policy, host, report, now, holders)
+    _update_gpus(session, host, report, ctx)
     return events
 
 
-def _failed(
-    session: Session, policy: PolicyConfig, host: Host, report: HostReport, now: datetime
-) -> list[Event]:
+def _failed(session: Session, host: Host, report: HostReport, ctx: _Round) -> list[Event]:
     host.failed_polls += 1
-    limit = policy.scheduler.hosts.down_after_failed_polls
+    limit = ctx.policy.scheduler.hosts.down_after_failed_polls
     state = HostState.DOWN if host.failed_polls >= limit else HostState.DEGRADED
     events = []
     if state == HostState.DOWN and host.state != HostState.DOWN:
         events.append(
             Event(
                 EventKind.HOST_DOWN,
-                now,
+                ctx.now,
                 f"host {host.name} is down: {report.error}",
                 host=host.name,
             )
         )
     if state != host.state:
-        host.state, host.state_since = state, now
+        host.state, host.state_since = state, ctx.now
     session.add(host)
     return events
 
 
-def _update_gpus(
-    session: Session,
-    policy: PolicyConfig,
-    host: Host,
-    report: HostReport,
-    now: datetime,
-    holders: dict[int, int],
-) -> None:
-    known = {
-        gpu.index: gpu
-        for gpu in cluster_queries.gpus_of_host(session=session, host_id=host.id or 0)
-    }
-    ours = running_runs(session)
+def _update_gpus(session: Session, host: Host, report: HostReport, ctx: _Round) -> None:
+    known = ctx.gpus.get(host.id or 0, {})
     seen = set()
     for reading in report.gpus:
-        gpu = known.get(reading.index) or Gpu(
-            host_id=host.id or 0, index=reading.index, gpu_type="", memory_gib=0
-        )
-        _read_into(gpu, reading, policy, ours, now)
-        session.add(gpu)
-        session.flush()
+        gpu = known.get(reading.index)
+        if gpu is None:  # a card seen for the first time
+            gpu = Gpu(host_id=host.id or 0, index=reading.index, gpu_type="", memory_gib=0)
+            _read_into(gpu, reading, ctx)
+            session.add(gpu)
+            session.flush()
+        else:
+            _read_into(gpu, reading, ctx)
         seen.add(reading.index)
-        session.add(
-            GpuSample(
-                gpu_id=gpu.id or 0,
-                at=now,
-                utilization_pct=reading.utilization_pct,
-                memory_used_gib=reading.memory_used_gib,
-                job_id=holders.get(gpu.id or 0),
+        if ctx.sample:
+            ctx.samples.append(
+                {
+                    "gpu_id": gpu.id,
+                    "at": ctx.now,
+                    "utilization_pct": reading.utilization_pct,
+                    "memory_used_gib": reading.memory_used_gib,
+                    "job_id": ctx.holders.get(gpu.id or 0),
+                }
             )
-        )
     for index, gpu in known.items():
         if index not in seen and gpu.healthy:  # the agent no longer reports it (fell off the bus)
             gpu.healthy = False
-            session.add(gpu)
 
 
-def running_runs(session: Session) -> set[str]:
-    """The agent job ids of the runs the database has going."""
-    running = job_queries.jobs_in_states(session=session, states=(JobState.RUNNING,))
-    return {agent_job_id(job.id or 0, job.attempts) for job in running}
-
-
-def _read_into(
-    gpu: Gpu, reading: GpuReading, policy: PolicyConfig, ours: set[str], now: datetime
-) -> None:
-    gpu.uuid, gpu.name = reading.uuid, reading.name
-    gpu.gpu_type = policy.type_for_card(reading.name, reading.memory_total_gib) or reading.name
-    gpu.memory_gib = round(reading.memory_total_gib, 2)
-    gpu.healthy = True
-    gpu.utilization_pct = reading.utilization_pct
-    gpu.memory_used_gib = reading.memory_used_gib
+def _read_into(gpu: Gpu, reading: GpuReading, ctx: _Round) -> None:
     # Memory on a card that no running paika job holds belongs to someone else: the card is
-    # busy. (A job the database no longer runs but the host still does counts as foreign too.)
-    foreign = reading.holder is None or reading.holder not in ours
-    gpu.foreign_memory_gib = round(sum(reading.processes.values()), 3) if foreign else 0.0
-    gpu.last_seen_at = now
+    # busy. (A run the database no longer has but the host still does counts as foreign too.)
+    foreign = reading.holder is None or reading.holder not in ctx.ours
+    values = {
+        "uuid": reading.uuid,
+        "name": reading.name,
+        "gpu_type": ctx.policy.type_for_card(reading.name, reading.memory_total_gib)
+        or reading.name,
+        "memory_gib": round(reading.memory_total_gib, 2),
+        "healthy": True,
+        "utilization_pct": reading.utilization_pct,
+        "memory_used_gib": reading.memory_used_gib,
+        "foreign_memory_gib": round(sum(reading.processes.values()), 3) if foreign else 0.0,
+    }
+    for field, value in values.items():  # only what changed, so unchanged cards cost no UPDATE
+        if getattr(gpu, field) != value:
+            setattr(gpu, field, value)
+    if ctx.sample:
+        gpu.last_seen_at = ctx.now
 
 
 def prune_samples(session: Session, policy: PolicyConfig, now: datetime) -> int:

@@ -1,16 +1,19 @@
-"""Polling every agent at once: one slow or dead host never delays the others."""
+"""Polling every agent at once: one slow or dead host never delays the others.
+
+One request per host per round (`/v1/status`: health, GPUs and jobs), each bounded by the
+poll timeout, all concurrent. The Poller keeps an event loop in a thread of its own and one
+keep-alive client per agent, so a round costs requests, not connections and clients.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import httpx
-
-from scheduler.agent.client import AsyncAgentClient
-from scheduler.agent.errors import AgentError
+from scheduler.agent.client import AsyncAgentClient, Status
 from scheduler.agent.protocol import GpuInfo, JobInfo
 from scheduler.errors import PaikaError
 from scheduler.hosts.report import AgentJobState, GpuReading, HostReport
@@ -26,52 +29,77 @@ class Target:
     url: str
 
 
-async def poll_all(
-    targets: Sequence[Target],
-    token: str,
-    *,
-    timeout: float,
-    transport: httpx.AsyncBaseTransport | None = None,
-) -> dict[str, HostReport]:
-    """Poll every target concurrently, each bounded by `timeout` seconds."""
-    results = await asyncio.gather(
-        *(_poll(target, token, timeout, transport) for target in targets)
-    )
-    return {report.host: report for report in results}
+class Poller:
+    """Polls agents concurrently from synchronous code (the cycle runs in a worker thread)."""
+
+    def __init__(self, token: str, *, timeout: float) -> None:
+        self.token, self.timeout = token, timeout
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="paika-poller", daemon=True
+        )
+        self._thread.start()
+        self._clients: dict[str, AsyncAgentClient] = {}
+
+    def __call__(self, targets: Sequence[Target]) -> Mapping[str, HostReport]:
+        """One round: every target's report, keyed by host name."""
+        return asyncio.run_coroutine_threadsafe(self._round(targets), self._loop).result()
+
+    def close(self) -> None:
+        """Close every connection and stop the loop."""
+        asyncio.run_coroutine_threadsafe(self._close_clients(), self._loop).result()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        self._loop.close()
+
+    async def _round(self, targets: Sequence[Target]) -> dict[str, HostReport]:
+        results = await asyncio.gather(*(self._poll(target) for target in targets))
+        return {report.host: report for report in results}
+
+    async def _poll(self, target: Target) -> HostReport:
+        began = time.perf_counter()
+        client = self._clients.get(target.url)
+        if client is None:
+            client = self._clients[target.url] = AsyncAgentClient(
+                target.url, self.token, timeout=self.timeout
+            )
+        try:
+            status = await asyncio.wait_for(client.status(), timeout=self.timeout)
+        except (PaikaError, TimeoutError) as exc:
+            return HostReport(
+                target.name,
+                False,
+                error=str(exc) or type(exc).__name__,
+                latency_s=time.perf_counter() - began,
+            )
+        return report_of(target.name, status, time.perf_counter() - began)
+
+    async def _close_clients(self) -> None:
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()
 
 
 def poll_all_sync(
     targets: Sequence[Target], token: str, *, timeout: float
-) -> dict[str, HostReport]:
-    """`poll_all` from synchronous code (the scheduler's cycle runs in a worker thread)."""
-    return asyncio.run(poll_all(targets, token, timeout=timeout))
-
-
-async def _poll(
-    target: Target, token: str, timeout: float, transport: httpx.AsyncBaseTransport | None
-) -> HostReport:
-    began = time.perf_counter()
-    client = AsyncAgentClient(target.url, token, transport=transport, timeout=timeout)
+) -> Mapping[str, HostReport]:
+    """One round with a throwaway Poller (tests, one-off tools)."""
+    poller = Poller(token, timeout=timeout)
     try:
-        gpus, jobs, health = await asyncio.wait_for(
-            asyncio.gather(client.gpus(), client.jobs(), client.health()), timeout=timeout
-        )
-    except (PaikaError, AgentError, TimeoutError) as exc:
-        return HostReport(
-            target.name,
-            False,
-            error=str(exc) or type(exc).__name__,
-            latency_s=time.perf_counter() - began,
-        )
+        return poller(targets)
     finally:
-        await client.aclose()
+        poller.close()
+
+
+def report_of(host: str, status: Status, latency_s: float) -> HostReport:
+    """An agent's status as the scheduler's plain report."""
     return HostReport(
-        target.name,
+        host,
         True,
-        gpus=tuple(_reading(gpu) for gpu in gpus),
-        jobs={job.job_id: _job(job) for job in jobs},
-        agent_version=health.agent_version,
-        latency_s=time.perf_counter() - began,
+        gpus=tuple(_reading(gpu) for gpu in status.gpus),
+        jobs={job.job_id: _job(job) for job in status.jobs},
+        agent_version=status.health.agent_version,
+        latency_s=latency_s,
     )
 
 

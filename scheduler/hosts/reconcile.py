@@ -49,14 +49,16 @@ def reconcile(
     """Bring every running job's state in line with its host's report."""
     found = Reconciliation()
     hosts = {host.id: host.name for host in cluster_queries.all_hosts(session=session)}
-    host_of_gpu = {}
-    for host_id, name in hosts.items():
-        for gpu in cluster_queries.gpus_of_host(session=session, host_id=host_id or 0):
-            host_of_gpu[gpu.id] = name
+    host_of_gpu = {
+        gpu.id: hosts.get(gpu.host_id) for gpu in cluster_queries.all_gpus(session=session)
+    }
+    first_gpu: dict[int, int] = {}
+    for allocation in cluster_queries.open_allocations(session=session):
+        first_gpu.setdefault(allocation.job_id, allocation.gpu_id)
     running_here: dict[str, set[str]] = {}
     for job in job_queries.jobs_in_states(session=session, states=(JobState.RUNNING,)):
-        allocations = cluster_queries.open_allocations(session=session, job_id=job.id)
-        host = host_of_gpu.get(allocations[0].gpu_id) if allocations else None
+        gpu_id = first_gpu.get(job.id or 0)
+        host = host_of_gpu.get(gpu_id) if gpu_id is not None else None
         run = agent_job_id(job.id or 0, job.attempts)
         running_here.setdefault(host or "", set()).add(run)
         report = reports.get(host or "")
@@ -64,8 +66,9 @@ def reconcile(
         if known is None or known.state == "lost":
             _missing(session, policy, job, report, known, now, found)
         elif known.state == "running":
-            job.missing_since = None
-            session.add(job)
+            if job.missing_since is not None:
+                job.missing_since = None
+                session.add(job)
             if job.stop_requested_at is not None:
                 found.stops.append(job.id or 0)
         else:

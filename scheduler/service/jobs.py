@@ -249,7 +249,11 @@ def cancel(ctx: Context, job_id: int | None, name: str | None, reason: str | Non
         # job is put on a card the old process still uses.
         _request_stop(ctx, job, "cancel")
         ctx.audit("job.cancel", "job", job.id, reason=reason)
-        return ChangeResult(view_of(ctx, job), True, "Stopping: its host is asked to stop it; it is cancelled once it has stopped.")
+        return ChangeResult(
+            view_of(ctx, job),
+            True,
+            "Stopping: its host is asked to stop it; it is cancelled once it has stopped.",
+        )
     lifecycle.move(
         ctx.session,
         job,

@@ -155,8 +155,6 @@ class _Job:
     remaining: float  # true run time left
     cheapest_price: float
     ready: bool = False
-    pending_obj: Pending | None = None
-    running_obj: Running | None = None
     token: int = 0
     gpu_ids: tuple[int, ...] = ()
     gpu_type: str | None = None
@@ -231,6 +229,8 @@ class Engine:
 
         pending: dict[int, _Job] = {}
         running: dict[int, _Job] = {}
+        pending_view: dict[int, Pending] = {}  # what the policy sees, kept up to date
+        running_view: dict[int, Running] = {}
         ready_sizes: Counter[int] = Counter()  # GPUs asked by ready pending jobs
         ready_core = 0
         idle_running = 0  # running idle-class jobs not yet asked to stop
@@ -257,7 +257,7 @@ class Engine:
 
         def enqueue(job: _Job) -> None:
             nonlocal ready_core
-            job.pending_obj = pending_obj(job)
+            pending_view[job.spec.id] = pending_obj(job)
             pending[job.spec.id] = job
             if job.ready or hold:
                 ready_sizes[job.spec.gpus] += 1
@@ -266,7 +266,7 @@ class Engine:
         def dequeue(job: _Job) -> None:
             nonlocal ready_core
             del pending[job.spec.id]
-            job.pending_obj = None
+            del pending_view[job.spec.id]
             if job.ready or hold:
                 ready_sizes[job.spec.gpus] -= 1
                 if not ready_sizes[job.spec.gpus]:
@@ -277,7 +277,7 @@ class Engine:
             """Close the job's current run segment at `now` and free its GPUs."""
             nonlocal idle_running
             spec = job.spec
-            assert job.gpu_type is not None and job.running_obj is not None
+            assert job.gpu_type is not None
             held = (now - job.held_at) * spec.gpus
             busy = max(0.0, now - job.run_start) * spec.gpus
             job.held_gpu_s += held
@@ -287,11 +287,11 @@ class Engine:
             if price > job.cheapest_price:
                 job.costlier_gpu_s += held
             self._busy_gpu_s += busy
-            if spec.priority == "idle" and not job.running_obj.preempting:
+            if spec.priority == "idle" and not running_view[spec.id].preempting:
                 idle_running -= 1
             self._free_gpus(job.gpu_ids)
             del running[spec.id]
-            job.running_obj = None
+            del running_view[spec.id]
             job.token += 1
             entry = usage.setdefault(spec.team, _Usage(at=now))
             entry.value = entry.value * 0.5 ** ((now - entry.at) / decay) + held / HOUR
@@ -334,7 +334,7 @@ class Engine:
                 job.first_run = job.run_start
             job.token += 1
             self._push(job.run_start + job.remaining, END, spec.id, job.token)
-            job.running_obj = Running(
+            running_view[spec.id] = Running(
                 id=spec.id,
                 priority=spec.priority,
                 team=spec.team,
@@ -351,15 +351,14 @@ class Engine:
             job = running.get(order.job_id)
             if job is None:
                 raise PolicyViolation(f"t={now:.0f}s: preempts job {order.job_id}, not running")
-            assert job.running_obj is not None
-            if job.running_obj.preempting:
+            r = running_view[order.job_id]
+            if r.preempting:
                 return
             if job.spec.priority == "idle":
                 idle_running -= 1
             preemptions += 1
             job.preemptions += 1
-            r = job.running_obj
-            job.running_obj = Running(
+            running_view[order.job_id] = Running(
                 r.id, r.priority, r.team, r.gpu_ids, r.gpu_type, r.started_at, r.expected_end, True
             )
             self._push(max(order.deadline, now), STOP, job.spec.id, job.token)
@@ -416,8 +415,8 @@ class Engine:
             snapshot = Snapshot(
                 now=now,
                 hosts=self._host_tuple(),
-                running=tuple(job.running_obj for job in running.values() if job.running_obj),
-                pending=tuple(job.pending_obj for job in pending.values() if job.pending_obj),
+                running=tuple(running_view.values()),
+                pending=tuple(pending_view.values()),
                 catalog=self.catalog,
                 knobs=knobs,
                 team_usage={

@@ -74,3 +74,8 @@ def samples_of_gpu(*, session: Session, gpu_id: int, since: datetime) -> Sequenc
 def gpu_by_id(*, session: Session, gpu_id: int) -> Gpu | None:
     """The GPU with this id."""
     return session.get(Gpu, gpu_id)
+
+
+def all_gpus(*, session: Session) -> Sequence[Gpu]:
+    """Every GPU of every host."""
+    return session.exec(select(Gpu)).all()

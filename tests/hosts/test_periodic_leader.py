@@ -1,0 +1,43 @@
+"""Two `paika up` against one database: only the instance holding the lock runs cycles."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine
+
+from scheduler.app import Paika
+from scheduler.clock import ManualClock
+from scheduler.cycle import Cycle, CycleResult
+from scheduler.periodic import Periodic
+from storage.db import make_engine
+
+
+class CountingCycle(Cycle):
+    """A cycle that counts its runs instead of polling anything (a hand-written fake)."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock_ = clock
+        self.runs = 0
+
+    def run_once(self) -> CycleResult:
+        self.runs += 1
+        return CycleResult(self.clock_.now())
+
+
+def test_only_one_instance_schedules_and_the_other_takes_over(paika: Paika, engine: Engine, clock: ManualClock) -> None:
+    other_engine = make_engine(engine.url.render_as_string(hide_password=False))
+    first_cycle, second_cycle = CountingCycle(clock), CountingCycle(clock)
+    first = Periodic(paika.engine, paika.policy, clock, first_cycle)
+    second = Periodic(other_engine, paika.policy, clock, second_cycle)
+    try:
+        for _ in range(5):
+            first.tick()
+            second.tick()
+        assert (first_cycle.runs, second_cycle.runs) == (5, 0)
+        first.lock.release()  # the first instance stops
+        for _ in range(3):
+            second.tick()
+        assert second_cycle.runs == 3
+    finally:
+        first.lock.release()
+        second.lock.release()
+        other_engine.dispose()

@@ -1,0 +1,26 @@
+"""`paika demo` is the real service: agents over HTTP, the cycle, jobs that really run."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from scheduler.demo import run_demo
+
+
+def test_the_demo_runs_real_jobs_to_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    summary = run_demo(seconds=40, speed=1800, seed=7, out=out)
+    states = summary["states"]
+    assert isinstance(states, dict)
+    assert summary["jobs"] == 24
+    assert states.get("succeeded", 0) >= 20, out.getvalue()[-3000:]
+    assert summary["gpu_hours_and_cost_by_type"], "the ledger recorded GPU time"
+    text = out.getvalue()
+    assert "job_started" in text and "── board at" in text and "── summary" in text
+    assert (tmp_path / "paika-data" / "demo" / "paika.db").exists()
