@@ -235,10 +235,22 @@ class Capacity:
         return best
 
 
+# A job past its estimate has shown the estimate wrong: it is expected to run on for this
+# share of the time it has run so far (at least a minute), not to end any moment. Otherwise a
+# reservation would sit on its GPUs forever while backfill refills the hosts that do drain.
+OVERRUN_SHARE = 0.5
+
+
 def _expected_ends(snapshot: Snapshot) -> dict[int, float]:
-    """When each running job should end; one past its estimate ends 'soon', not in the past."""
-    soon = snapshot.now + 60.0
-    return {job.id: max(job.expected_end, soon) for job in snapshot.running}
+    """When each running job should end by its estimate, or, past it, by how long it has run."""
+    now = snapshot.now
+    ends = {}
+    for job in snapshot.running:
+        if job.expected_end > now:
+            ends[job.id] = job.expected_end
+        else:
+            ends[job.id] = now + max(60.0, OVERRUN_SHARE * (now - job.started_at))
+    return ends
 
 
 def _headroom(knobs: Knobs, pool: Pool) -> int:

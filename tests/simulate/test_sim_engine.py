@@ -171,12 +171,6 @@ def test_an_impossible_plan_is_a_policy_violation() -> None:
         engine.run()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="policy: a running job past its estimate is taken to end in 60 s "
-    "(capacity._expected_ends), so the EASY reservation stays on its host while backfill "
-    "refills the host that really drains; remove this mark once the policy handles overruns",
-)
 def test_a_core_job_is_not_held_back_by_a_job_that_overran_its_estimate() -> None:
     # Host 0: X (promises 100 s, runs 100,000 s) and a job ending at 3,000 s.
     # Host 1: jobs ending at 4,000 s and 5,000 s. A stream of 1-GPU jobs follows.
