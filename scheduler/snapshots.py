@@ -17,6 +17,7 @@ from scheduler.policy.matching import CardNeeds
 from scheduler.policy.quota import QuotaState
 from scheduler.policy.snapshot import HOUR, Gpu, Host, Pending, Running, Snapshot
 from scheduler.service.ledger import quota_states
+from storage.models import Gpu as StoredGpu
 from storage.models import HostState, Job, JobState
 from storage.queries import accounting
 from storage.queries import cluster as cluster_queries
@@ -62,6 +63,9 @@ def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Sna
 
 
 def _hosts(session: Session, holders: dict[int, int]) -> list[Host]:
+    by_host: dict[int, list[StoredGpu]] = defaultdict(list)
+    for gpu in cluster_queries.all_gpus(session=session):
+        by_host[gpu.host_id].append(gpu)
     hosts = []
     for host in cluster_queries.all_hosts(session=session):
         gpus = tuple(
@@ -74,7 +78,7 @@ def _hosts(session: Session, holders: dict[int, int]) -> list[Host]:
                 gpu.foreign_memory_gib,
                 holders.get(gpu.id or 0),
             )
-            for gpu in cluster_queries.gpus_of_host(session=session, host_id=host.id or 0)
+            for gpu in sorted(by_host.get(host.id or 0, ()), key=lambda g: g.index)
         )
         schedulable = not host.draining and host.state != HostState.DOWN
         hosts.append(Host(host.name, gpus, schedulable))

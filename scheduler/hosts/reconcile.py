@@ -50,7 +50,7 @@ def reconcile(
     found = Reconciliation()
     hosts = {host.id: host.name for host in cluster_queries.all_hosts(session=session)}
     host_of_gpu = {
-        gpu.id: hosts.get(gpu.host_id) for gpu in cluster_queries.all_gpus(session=session)
+        gpu_id: hosts.get(host_id) for gpu_id, host_id in cluster_queries.gpu_hosts(session=session)
     }
     first_gpu: dict[int, int] = {}
     for allocation in cluster_queries.open_allocations(session=session):

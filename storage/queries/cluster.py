@@ -79,3 +79,9 @@ def gpu_by_id(*, session: Session, gpu_id: int) -> Gpu | None:
 def all_gpus(*, session: Session) -> Sequence[Gpu]:
     """Every GPU of every host."""
     return session.exec(select(Gpu)).all()
+
+
+def gpu_hosts(*, session: Session) -> Sequence[tuple[int, int]]:
+    """(GPU id, host id) of every GPU, without loading whole rows."""
+    rows = session.execute(select(col(Gpu.id), col(Gpu.host_id))).all()
+    return [(int(gpu_id), int(host_id)) for gpu_id, host_id in rows]
