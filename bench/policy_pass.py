@@ -24,16 +24,14 @@ from scheduler.policy.plan import Plan
 from scheduler.policy.scheduler import schedule
 from scheduler.policy.snapshot import (
     HOUR,
-    Backfill,
     Gpu,
     Host,
     Knobs,
     Pending,
     Running,
     Snapshot,
-    TypeChoice,
-    WithinClass,
 )
+from scheduler.simulate.policies import policy_setup
 
 CATALOG = (
     CardType("T4-16GB", 16, 0.25, 0.35),
@@ -42,16 +40,7 @@ CATALOG = (
     CardType("A100-80GB", 80, 1.1, 2.2),
 )
 NOW = 1_800_000_000.0
-FIFO = Knobs(
-    respect_classes=False,
-    within_class=WithinClass.SUBMIT_ORDER,
-    backfill=Backfill.NONE,
-    starve_after_hours=None,
-    max_aging_factor=1,
-    fair_share_weight=0,
-    idle_preemption=False,
-    type_choice=TypeChoice.FIRST_FIT,
-)
+FIFO = policy_setup("fifo").knobs
 
 
 def build(seed: int) -> Snapshot:

@@ -184,5 +184,5 @@ def test_a_core_job_is_not_held_back_by_a_job_that_overran_its_estimate() -> Non
     ]
     result = replay(jobs, "paika", cluster=ClusterSpec.uniform(2, 2, "V100-16GB"))
     core = next(r for r in result.records if r.id == 5)
-    # Knowing X runs long, it starts by 5,000 s on host 1; today it waits until 85,000 s.
+    # Knowing X runs long, it starts by 5,000 s on host 1 (before the overrun fix in capacity.py it waited until 85,000 s).
     assert core.queue_delay is not None and core.queue_delay <= 5000
