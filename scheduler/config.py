@@ -121,6 +121,17 @@ class SchedulerKnobs(_Strict):
     preemption: Preemption = Preemption()
 
 
+class Slack(_Strict):
+    """Where the Slack bot posts, and the language it speaks to users who chose none."""
+
+    # Channel (id like C0123ABCD, or #name) that gets bump requests with Approve/Deny buttons;
+    # when unset, a request goes to its team's channel, else to each approver by DM.
+    approvals_channel: str | None = None
+    default_language: Literal["en", "zh"] = "en"
+    # A busy GPU below this utilization counts as idle-but-held on the board.
+    idle_utilization_pct: float = Field(default=5, ge=0, le=100)
+
+
 class PolicyConfig(_Strict):
     """The whole policy file."""
 
@@ -133,6 +144,7 @@ class PolicyConfig(_Strict):
     )
     limits: Limits = Limits()
     scheduler: SchedulerKnobs = SchedulerKnobs()
+    slack: Slack = Slack()
 
     @field_validator("timezone")
     @classmethod
