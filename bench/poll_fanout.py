@@ -29,7 +29,7 @@ from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from scheduler.agent.app import build_app
-from scheduler.agent.command import serve_in_thread
+from scheduler.serving import serve_in_thread
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.simulated import SimulatedReader
 from scheduler.app import Paika

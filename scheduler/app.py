@@ -31,6 +31,7 @@ class Reply:
     ok: bool
     text: str
     result: object | None = None
+    error: UserError | None = None  # what went wrong, when not ok (a client may render it itself)
 
 
 @dataclass
@@ -69,14 +70,21 @@ class Paika:
         """Parse and carry out one `/gpu` command as `user_id`; user errors become replies."""
         try:
             command = parse(text)
-            if command.path == ("help",):
-                return self._reply(help_reply(tuple(command.args.get("topic", ()))))  # type: ignore[arg-type]
-            return self._reply(self.execute(command.path, command.args, user_id))
         except UserError as exc:  # ParseError is one
-            return Reply(False, str(exc))
+            return Reply(False, str(exc), error=exc)
+        if command.path == ("help",):
+            return self._reply(help_reply(tuple(command.args.get("topic", ()))))  # type: ignore[arg-type]
+        return self.perform(command.path, command.args, user_id)
+
+    def perform(self, path: tuple[str, ...], args: dict[str, Any], user_id: str) -> Reply:
+        """Carry out an already parsed command (text or Slack modal); user errors become replies."""
+        try:
+            return self._reply(self.execute(path, args, user_id))
+        except UserError as exc:
+            return Reply(False, str(exc), error=exc)
         except DBAPIError as exc:
             # The transaction was rolled back, so nothing half-done remains; say so plainly.
-            log.exception("database error running %r for %s", text, user_id)
+            log.exception("database error running %s for %s", " ".join(path), user_id)
             return Reply(
                 False,
                 "paika's database did not complete this command, so nothing was changed "

@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 from importlib.metadata import version
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from sqlalchemy.engine import make_url
@@ -16,12 +16,15 @@ from sqlalchemy.exc import OperationalError
 from scheduler.agent.command import agent as agent_command
 from scheduler.app import Paika
 from scheduler.errors import ConfigError
-from scheduler.notify import ConsoleNotifier
+from scheduler.notify import ConsoleNotifier, FanOut, Notifier
 from scheduler.periodic import Periodic
 from scheduler.runner import MissingAgentToken, agent_cycle
 from scheduler.settings import Settings
 from scheduler.simulate.command import simulate_command
 from storage.db import current_revision, head_revision, make_engine, normalize_url, upgrade
+
+if TYPE_CHECKING:
+    from bot.runtime import SlackBot
 
 app = typer.Typer(
     name="paika",
@@ -66,15 +69,18 @@ def up() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    try:
-        cycle = agent_cycle(paika, ConsoleNotifier())
-    except MissingAgentToken as exc:
-        typer.echo(f"paika: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    periodic = Periodic(paika.engine, paika.policy, paika.clock, cycle)
+    if not paika.settings.agent_token:
+        typer.echo(f"paika: {MissingAgentToken()}", err=True)
+        raise typer.Exit(2)
+    bot = _start_bot(paika)
+    notifier: Notifier = (
+        ConsoleNotifier() if bot is None else FanOut(ConsoleNotifier(), bot.notifier)
+    )
+    periodic = Periodic(paika.engine, paika.policy, paika.clock, agent_cycle(paika, notifier))
     periodic.start()
+    slack = "Slack off (no SLACK_BOT_TOKEN)" if bot is None else f"Slack on {bot.where}"
     typer.echo(
-        f"paika is up: a cycle every {paika.policy.scheduler.cycle_seconds:g} s. Ctrl-C stops it.",
+        f"paika is up: a cycle every {paika.policy.scheduler.cycle_seconds:g} s; {slack}. Ctrl-C stops it.",
         err=True,
     )
     stopping = threading.Event()
@@ -82,7 +88,29 @@ def up() -> None:
         signal.signal(signum, lambda *_: stopping.set())
     stopping.wait()
     periodic.stop()
+    if bot is not None:
+        bot.stop()
     typer.echo("paika stopped.", err=True)
+
+
+def _start_bot(paika: Paika) -> SlackBot | None:
+    """The Slack bot, when a bot token is set; its settings are checked before anything runs."""
+    if paika.settings.slack_bot_token is None:
+        return None
+    from bot.runtime import start_bot  # Slack's libraries load only when Slack is used
+
+    try:
+        return start_bot(paika)
+    except ConfigError as exc:
+        typer.echo(f"paika: Slack settings: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    except OSError as exc:
+        where = f"{paika.settings.http_host}:{paika.settings.http_port}"
+        typer.echo(f"paika: cannot listen on {where} for Slack: {exc}", err=True)
+        typer.echo(
+            "Set PAIKA_HTTP_HOST / PAIKA_HTTP_PORT, or SLACK_APP_TOKEN for Socket Mode.", err=True
+        )
+        raise typer.Exit(2) from exc
 
 
 @app.command()

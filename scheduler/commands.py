@@ -7,7 +7,7 @@ from typing import Any
 
 from scheduler.grammar import check_required, defaults, help_text, subcommand
 from scheduler.grammar.values import convert
-from scheduler.service import admin, bumps, jobs, quotas, templates
+from scheduler.service import admin, board, bumps, jobs, prefs, quotas, report, templates
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
 from scheduler.textreply import Notice, QuotaListing
@@ -35,6 +35,11 @@ def _from_template(stored: Mapping[str, Any]) -> dict[str, Any]:
 def _job(args: Mapping[str, Any]) -> tuple[int | None, str | None]:
     ref = args["job"]
     return ref.id, ref.name
+
+
+def _report(ctx: Context, args: Mapping[str, Any]) -> object:
+    start, end = report.period(ctx, args.get("days"), args.get("since"))
+    return report.report(ctx, args.get("team"), start, end)
 
 
 def _quota_show(ctx: Context, args: Mapping[str, Any]) -> object:
@@ -188,6 +193,7 @@ HANDLERS: dict[tuple[str, ...], Handler] = {
     ("submit",): _submit,
     ("ready",): lambda ctx, a: jobs.mark_ready(ctx, *_job(a), a.get("location")),
     ("queue",): lambda ctx, a: jobs.queue(ctx, a.get("scope", "all")),
+    ("board",): lambda ctx, a: board.board(ctx),
     ("status",): lambda ctx, a: jobs.status(ctx, *_job(a)),
     ("cancel",): lambda ctx, a: jobs.cancel(ctx, *_job(a), a.get("reason")),
     ("done",): lambda ctx, a: jobs.done(ctx, *_job(a), a.get("output"), a.get("metric", ())),
@@ -195,6 +201,8 @@ HANDLERS: dict[tuple[str, ...], Handler] = {
     ("approve",): lambda ctx, a: bumps.decide(ctx, a["request"], True, None),
     ("deny",): lambda ctx, a: bumps.decide(ctx, a["request"], False, a.get("reason")),
     ("quota",): _quota_show,
+    ("report",): _report,
+    ("lang",): lambda ctx, a: prefs.set_language(ctx, a["language"]),
     ("template", "save"): _template_save,
     ("template", "list"): _template_list,
     ("template", "show"): _template_show,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 BUNDLED_POLICY = Path(__file__).parent / "examples" / "policy.yml"
@@ -24,6 +24,23 @@ class Settings(BaseSettings):
     admins: Annotated[tuple[str, ...], NoDecode] = ()
     # The bearer token every GPU host agent expects (the same on all hosts).
     agent_token: str | None = None
+
+    # Slack, under Slack's own variable names (no PAIKA_ prefix). With no bot token paika
+    # runs without Slack and reports to the console.
+    slack_bot_token: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("SLACK_BOT_TOKEN")
+    )
+    slack_signing_secret: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("SLACK_SIGNING_SECRET")
+    )
+    # Set: Socket Mode (no public URL needed). Unset: HTTP mode on http_host:http_port.
+    slack_app_token: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("SLACK_APP_TOKEN")
+    )
+    # Another base URL for Slack's Web API (a proxy, or a local fake in tests).
+    slack_api_url: str | None = None
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(default=3000, ge=0, le=65535)
 
     @field_validator("admins", mode="before")
     @classmethod

@@ -8,9 +8,12 @@ from datetime import UTC, datetime
 from functools import singledispatch
 from zoneinfo import ZoneInfo
 
+from scheduler.service.board import BoardResult, CardState, CardView, HostView
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
+from scheduler.service.prefs import LanguageChoice
 from scheduler.service.quotas import QuotaView
+from scheduler.service.report import ReportResult
 from storage.models import Job, JobState
 
 # How many waiting jobs a queue listing shows before it summarises the rest.
@@ -181,6 +184,131 @@ def _quotas(result: QuotaListing, zone: ZoneInfo) -> str:
             f"{state.left_hours:.1f} left · {expiry} · owner <@{q.owner}>"
         )
     return "\n".join(lines)
+
+
+@render.register
+def _board(result: BoardResult, zone: ZoneInfo) -> str:
+    lines = [f"GPU board, {when(result.at, zone)}"]
+    if not result.hosts:
+        lines.append(
+            "No GPU hosts yet. An admin adds one with /gpu admin host add <name> url=http://host:8470"
+        )
+    for summary in result.types:
+        counts = [
+            f"{summary.free} free",
+            f"{summary.busy} busy" if summary.busy else "",
+            f"{summary.idle_held} idle but held" if summary.idle_held else "",
+            f"{summary.down} unavailable" if summary.down else "",
+        ]
+        lines.append(
+            f"{summary.gpu_type}: {summary.total} GPUs · " + " · ".join(c for c in counts if c)
+        )
+    lines += [_host_line(host) for host in result.hosts]
+    waiting = sum(result.waiting_by_class.values())
+    classes = ", ".join(f"{n} {name}" for name, n in result.waiting_by_class.items() if n)
+    queue = f"Queue: {result.running} running · {waiting} waiting"
+    if classes:
+        queue += f" ({classes})"
+    if result.waiting_for_data:
+        queue += f", {result.waiting_for_data} of them waiting for data"
+    lines.append(queue)
+    if result.next_up:
+        lines.append("Next up:")
+        lines += [_next_up(view, zone) for view in result.next_up]
+    if any(host.cards for host in result.hosts):
+        lines.append("Key: " + " · ".join(f"{mark} {word}" for mark, word in _MARKS.values()))
+    return "\n".join(lines)
+
+
+_MARKS: dict[CardState, tuple[str, str]] = {
+    CardState.FREE: ("□", "free"),
+    CardState.BUSY: ("▣", "busy"),
+    CardState.IDLE_HELD: ("◌", "held but idle"),
+    CardState.FOREIGN: ("◆", "used outside paika"),
+    CardState.DRAINING: ("▭", "draining"),
+    CardState.DOWN: ("✕", "down"),
+}
+
+
+def _host_line(host: HostView) -> str:
+    notes = [host.state] if host.state != "up" else []
+    if host.draining:
+        notes.append("draining")
+    name = host.name + (f" ({', '.join(notes)})" if notes else "")
+    if not host.cards:
+        return f"{name}: no GPUs reported yet"
+    # Neighbouring cards in the same state and held by the same job share one entry.
+    runs: list[list[CardView]] = []
+    for card in host.cards:
+        last = runs[-1][-1] if runs else None
+        if (
+            last is not None
+            and card.index == last.index + 1
+            and (card.state, card.job_id) == (last.state, last.job_id)
+        ):
+            runs[-1].append(card)
+        else:
+            runs.append([card])
+    return f"{name}: " + " · ".join(_run(run) for run in runs)
+
+
+def _run(cards: list[CardView]) -> str:
+    first, last = cards[0], cards[-1]
+    where = f"gpu{first.index}" + (f"-{last.index}" if last is not first else "")
+    mark, word = _MARKS[first.state]
+    if first.job_id is None:
+        return f"{where} {mark} {word}"
+    held = f"{where} {mark} #{first.job_id} {first.job_name} (<@{first.owner}>)"
+    return held + (f" {word}" if first.state in (CardState.IDLE_HELD, CardState.DOWN) else "")
+
+
+def _next_up(view: JobView, zone: ZoneInfo) -> str:
+    job, wait = view.job, view.wait
+    line = f"  {wait.position if wait else '-'}. #{job.id} {job.name} · {view.team} · {job.priority} · {_needs(job)}"
+    if wait is None:
+        return line
+    line += f" — {wait.words}"
+    if wait.eta is not None:
+        line += f"; estimated start {when(datetime.fromtimestamp(wait.eta, UTC), zone)}"
+    return line
+
+
+@render.register
+def _report(result: ReportResult, zone: ZoneInfo) -> str:
+    who = f"team {result.team}" if result.team else "all teams"
+    lines = [f"GPU usage of {who}, {when(result.start, zone)} to {when(result.end, zone)}"]
+    if not result.rows:
+        lines.append("No GPU time was used in this period.")
+        return "\n".join(lines)
+    team_width = max(len(row.team) for row in result.rows)
+    type_width = max(len(row.gpu_type) for row in result.rows)
+    for row in result.rows:
+        jobs = "1 job" if row.jobs == 1 else f"{row.jobs} jobs"
+        lines.append(
+            f"  {row.team.ljust(team_width)}  {row.gpu_type.ljust(type_width)}  "
+            f"{row.gpu_hours:9.2f} GPU-h  cost {row.cost:10.2f}  {jobs}"
+        )
+    lines.append(
+        f"Total: {result.total_gpu_hours:.2f} GPU-hours, cost {result.total_cost:.2f}, "
+        f"{result.job_count} {'job' if result.job_count == 1 else 'jobs'}"
+    )
+    lines.append("Jobs, costliest first:")
+    for job in result.jobs:
+        produced = [job.output or ""] + [f"{k}={v:g}" for k, v in job.metrics.items()]
+        line = (
+            f"  #{job.job_id} {job.name} · {job.team} · <@{job.owner}> · {job.state.replace('_', ' ')}"
+            f" · {job.gpu_hours:.2f} GPU-h · cost {job.cost:.2f}"
+        )
+        shown = " · ".join(part for part in produced if part)
+        lines.append(line + (f" → {shown}" if shown else " → nothing recorded yet"))
+    if result.job_count > len(result.jobs):
+        lines.append(f"  … and {result.job_count - len(result.jobs)} more")
+    return "\n".join(lines)
+
+
+@render.register
+def _language(result: LanguageChoice, zone: ZoneInfo) -> str:
+    return result.text
 
 
 def _needs(job: Job) -> str:

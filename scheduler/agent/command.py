@@ -1,4 +1,4 @@
-"""`paika agent`: run the host agent; and serve_in_thread() for tests and the demo.
+"""`paika agent`: run the host agent.
 
 PAIKA_AGENT_TOKEN=… paika agent                       # real GPUs through NVML
 PAIKA_AGENT_TOKEN=… paika agent --simulate 4xA100-80GB,2xT4-16GB --port 8471
@@ -10,14 +10,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 import uvicorn
-from starlette.types import ASGIApp
 
 from scheduler.agent.app import build_app
 from scheduler.agent.errors import AgentError
@@ -25,9 +22,9 @@ from scheduler.agent.gpus import GpuReader
 from scheduler.agent.jobs import TOKEN_ENV, JobStore
 from scheduler.agent.nvml import NvmlReader
 from scheduler.agent.simulated import EXAMPLE_SPEC, SimulatedReader
+from scheduler.serving import LOOPBACK
 
 DEFAULT_PORT = 8470
-LOOPBACK = "127.0.0.1"
 
 
 def agent(
@@ -132,50 +129,3 @@ def agent(
         )
     finally:
         store.close()
-
-
-def serve_in_thread(
-    app: ASGIApp, host: str = LOOPBACK, port: int = 0, *, timeout_s: float = 10.0
-) -> tuple[uvicorn.Server, threading.Thread, int]:
-    """Serve `app` with uvicorn in a daemon thread; return once it accepts connections.
-
-    port 0 picks a free port; the third value is the port it got. Stop it with
-    `stop_server(server, thread)` (or `server.should_exit = True; thread.join()`).
-    """
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # Accepted connections inherit this; without it every reply waits ~40 ms on delayed ACKs
-    # (uvicorn sets it only on sockets it binds itself).
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
-    actual_port = int(sock.getsockname()[1])
-    config = uvicorn.Config(
-        app, log_level="warning", access_log=False, http="h11", ws="none", lifespan="off"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(
-        target=server.run,
-        kwargs={"sockets": [sock]},
-        name=f"paika-agent-http:{actual_port}",
-        daemon=True,
-    )
-    thread.start()
-    deadline = time.monotonic() + timeout_s
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            thread.join(timeout=1)
-            sock.close()
-            raise RuntimeError(f"the agent server on {host}:{actual_port} did not start")
-        time.sleep(0.01)
-    return server, thread, actual_port
-
-
-def stop_server(server: uvicorn.Server, thread: threading.Thread, timeout_s: float = 10.0) -> None:
-    """Stop a server started by serve_in_thread and wait for its thread."""
-    server.should_exit = True
-    thread.join(timeout=timeout_s)

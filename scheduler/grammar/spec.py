@@ -10,6 +10,7 @@ from scheduler.grammar.values import ValueKind
 
 PRIORITIES = ("core", "normal", "idle")
 ROLES = ("member", "approver", "admin")
+LANGUAGES = ("en", "zh")
 TEXT_LIMIT = 500
 CMD_LIMIT = 2000
 
@@ -280,6 +281,13 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "/gpu queue mine",
         _JOBS,
     ),
+    Subcommand(
+        ("board",),
+        "Show every GPU and the queue in brief.",
+        (),
+        "/gpu board",
+        _JOBS,
+    ),
     Subcommand(("status",), "Show one job.", (_job(),), "/gpu status 42", _JOBS),
     Subcommand(
         ("cancel",),
@@ -337,6 +345,31 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         _QUOTA,
     ),
     Subcommand(
+        ("report",),
+        "Show GPU-hours, cost and output by team and job.",
+        (
+            _team("Only this team.", default_help="all teams"),
+            Key(
+                "days",
+                ValueKind.INT,
+                "Report the last N days, up to now (not together with since).",
+                "30",
+                default_help="7",
+                minimum=1,
+                maximum=366,
+            ),
+            Key(
+                "since",
+                ValueKind.DATE,
+                "Report from the start of this day (install's time zone) up to now "
+                "(not together with days).",
+                "2026-11-01",
+            ),
+        ),
+        "/gpu report team=vision days=30",
+        _QUOTA,
+    ),
+    Subcommand(
         ("template", "save"),
         "Save submit keys under a name for reuse.",
         (_named("Template name.", "bert-base"), *_TEMPLATE_KEYS),
@@ -358,6 +391,23 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         (_named("Template name.", "bert-base"),),
         "/gpu template delete bert-base",
         _TEMPLATES,
+    ),
+    Subcommand(
+        ("lang",),
+        "Choose the language of replies: en or zh (中文).",
+        (
+            Key(
+                "language",
+                ValueKind.CHOICE,
+                "The language: en for English, zh for Chinese (中文).",
+                "zh",
+                required=True,
+                choices=LANGUAGES,
+                positional=True,
+            ),
+        ),
+        "/gpu lang zh",
+        _OTHER,
     ),
     Subcommand(
         ("help",),

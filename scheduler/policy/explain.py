@@ -56,7 +56,12 @@ def explain_waits(
         code = note.code if note else None
         if note is not None and note.code in _NO_ETA:
             waits[job.id] = Wait(
-                job.id, note.code, _words(job, note, now, None, 0, 0), position, None
+                job.id,
+                note.code,
+                _words(job, note, now, None, 0, 0),
+                position,
+                None,
+                detail=note.detail,
             )
             continue
         gpu_type, eta = shadow.place(job, types.get(job.id, []))
@@ -79,6 +84,9 @@ def explain_waits(
             position,
             eta if eta < NEVER else None,
             gpu_type,
+            higher,
+            earlier,
+            note.detail if note else "",
         )
         if gpu_type:
             counts[min(rank, 2)] += 1

@@ -72,6 +72,10 @@ class Wait:
     position: int
     eta: float | None  # POSIX seconds; None when it cannot be estimated (data, quota, never fits)
     gpu_type: str | None = None  # the type its estimate is for
+    # The numbers and names behind `words`, so a client can say them in another language.
+    higher: int = 0  # waiting jobs of a higher class ahead of it for the same type
+    earlier: int = 0  # waiting jobs of its own or a lower class ahead of it for that type
+    detail: str = ""  # e.g. which quota ran out, or the costlier type it could take instead
 
 
 @dataclass(frozen=True)

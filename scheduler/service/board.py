@@ -3,11 +3,17 @@ and the queue in brief. Slack's `/gpu board`, the App Home and the digest all dr
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from scheduler.service import jobs
+from scheduler.service.context import Context
 from scheduler.service.jobs import JobView
+from storage.models import Gpu, Host, HostState, Job, JobState, PriorityClass
+from storage.queries import cluster as cluster_queries
+from storage.queries import org as org_queries
 
 
 class CardState(StrEnum):
@@ -16,8 +22,11 @@ class CardState(StrEnum):
     FREE = "free"
     BUSY = "busy"  # held by a paika job
     IDLE_HELD = "idle_held"  # held by a paika job, utilization below the policy's idle threshold
-    FOREIGN = "foreign"  # memory used by processes paika did not start, no paika job on it
-    DOWN = "down"  # unhealthy, or its host is down/unreachable
+    # No paika job, and processes paika did not start use more memory than the policy's
+    # slack allows, so paika places nothing there (less than that: still FREE).
+    FOREIGN = "foreign"
+    # Unhealthy, or its host is down; a degraded host (a missed poll) still takes jobs.
+    DOWN = "down"
     DRAINING = "draining"  # free, but its host takes no new jobs
 
 
@@ -71,3 +80,121 @@ class BoardResult:
     waiting_by_class: dict[str, int]  # priority class -> pending jobs (core, normal, idle)
     waiting_for_data: int
     next_up: tuple[JobView, ...]  # the first waiting jobs in queue order, with reasons and ETAs
+
+
+# How many waiting jobs the board names; the rest are only counted.
+NEXT_UP = 5
+
+
+def board(ctx: Context) -> BoardResult:
+    """Every host's GPUs and what each is doing, with per-type counts and the queue in brief.
+
+    Card states follow what the policy does with the card (scheduler/snapshots.py and the
+    policy's capacity): DOWN is an unhealthy card or a card on a host that is down; a
+    degraded host (one failed poll) is still scheduled on, so its cards show as they are.
+    A card no paika job holds is FOREIGN only when foreign memory on it is above the slack
+    the policy allows, so paika will not place work there; a little foreign memory leaves
+    it FREE. A held card on a down host stays DOWN and still names its job.
+    """
+    session = ctx.session
+    holders = cluster_queries.gpu_holders(session=session)
+    by_host: dict[int, list[Gpu]] = defaultdict(list)
+    for gpu in cluster_queries.all_gpus(session=session):
+        by_host[gpu.host_id].append(gpu)
+    rules = _Rules(
+        ctx.policy.slack.idle_utilization_pct, ctx.policy.knobs().foreign_memory_slack_gib
+    )
+    hosts = tuple(
+        HostView(
+            host.name,
+            host.state,
+            host.draining,
+            tuple(
+                _card(host, gpu, holders.get(gpu.id or 0), rules)
+                for gpu in sorted(by_host.get(host.id or 0, ()), key=lambda g: g.index)
+            ),
+        )
+        for host in cluster_queries.all_hosts(session=session)
+    )
+    # Held here so the session's identity map keeps them: the queue names each job's team
+    # by id, and without a live reference every lookup would be another query.
+    teams = org_queries.all_teams(session=session)
+    queue = jobs.queue(ctx, "all")
+    del teams
+    waiting_by_class = {priority.value: 0 for priority in PriorityClass}
+    for view in queue.waiting:
+        waiting_by_class[view.job.priority] = waiting_by_class.get(view.job.priority, 0) + 1
+    return BoardResult(
+        at=ctx.now,
+        hosts=hosts,
+        types=_summaries(ctx, hosts),
+        running=len(queue.running),
+        waiting_by_class=waiting_by_class,
+        waiting_for_data=sum(1 for v in queue.waiting if v.job.state == JobState.WAITING_DATA),
+        next_up=tuple(queue.waiting[:NEXT_UP]),
+    )
+
+
+@dataclass(frozen=True)
+class _Rules:
+    idle_below_pct: float
+    foreign_slack_gib: float
+
+
+def _card(host: Host, gpu: Gpu, job: Job | None, rules: _Rules) -> CardView:
+    return CardView(
+        host=host.name,
+        index=gpu.index,
+        gpu_type=gpu.gpu_type,
+        memory_gib=gpu.memory_gib,
+        state=_state(host, gpu, job, rules),
+        utilization_pct=gpu.utilization_pct,
+        job_id=job.id if job else None,
+        job_name=job.name if job else None,
+        owner=job.owner if job else None,
+        priority=job.priority if job else None,
+        since=job.started_at if job else None,
+    )
+
+
+def _state(host: Host, gpu: Gpu, job: Job | None, rules: _Rules) -> CardState:
+    if not gpu.healthy or host.state == HostState.DOWN:
+        return CardState.DOWN
+    if job is not None:
+        # No reading is not a reading of zero: only a measured low utilization is idle.
+        util = gpu.utilization_pct
+        return (
+            CardState.IDLE_HELD
+            if util is not None and util < rules.idle_below_pct
+            else CardState.BUSY
+        )
+    if gpu.foreign_memory_gib > rules.foreign_slack_gib:
+        return CardState.FOREIGN
+    if host.draining:
+        return CardState.DRAINING
+    return CardState.FREE
+
+
+def _summaries(ctx: Context, hosts: tuple[HostView, ...]) -> tuple[TypeSummary, ...]:
+    """Counts per type that has cards: catalog types cheapest first, then unknown ones by name."""
+    counts: dict[str, Counter[CardState]] = defaultdict(Counter)
+    for host in hosts:
+        for card in host.cards:
+            counts[card.gpu_type][card.state] += 1
+    priced = sorted(ctx.policy.catalog(), key=lambda card_type: card_type.price_per_gpu_hour)
+    order = [card_type.name for card_type in priced if card_type.name in counts]
+    order += sorted(name for name in counts if name not in order)
+    return tuple(
+        TypeSummary(
+            gpu_type=name,
+            total=sum(counts[name].values()),
+            free=counts[name][CardState.FREE],
+            busy=counts[name][CardState.BUSY],
+            idle_held=counts[name][CardState.IDLE_HELD],
+            down=sum(counts[name][s] for s in _UNAVAILABLE),
+        )
+        for name in order
+    )
+
+
+_UNAVAILABLE = (CardState.DOWN, CardState.FOREIGN, CardState.DRAINING)

@@ -29,6 +29,7 @@ from storage.models import (
 )
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
+from storage.queries import org as org_queries
 
 PENDING_STATES = (JobState.WAITING_DATA, JobState.QUEUED, JobState.PREEMPTED)
 
@@ -325,6 +326,8 @@ def queue(ctx: Context, scope: str) -> QueueResult:
         session=ctx.session, states=(*PENDING_STATES, JobState.RUNNING)
     )
     waits = current_waits(ctx)
+    # One read of the teams for the whole listing, not one query per job.
+    teams = {t.id: t.name for t in org_queries.all_teams(session=ctx.session)}
     result = QueueResult(scope)
     for job in sorted(jobs, key=lambda j: waits[j.id or 0].position if j.id in waits else 0):
         if scope == "mine" and job.owner != ctx.actor.user_id:
@@ -332,7 +335,8 @@ def queue(ctx: Context, scope: str) -> QueueResult:
         if team_id is not None and job.team_id != team_id:
             continue
         wait = waits.get(job.id or 0)
-        view = JobView(job, _team(ctx, job), wait, _likely(ctx, job, wait))
+        team = teams.get(job.team_id) or _team(ctx, job)
+        view = JobView(job, team, wait, _likely(ctx, job, wait))
         (result.running if job.state == JobState.RUNNING else result.waiting).append(view)
     return result
 

@@ -15,7 +15,8 @@ from storage.models.jobs import (
     PriorityClass,
     Template,
 )
-from storage.models.org import Member, Role, Team
+from storage.models.org import Member, Role, Team, UserPref
+from storage.models.slack import SlackDelivery
 
 __all__ = [
     "ACTIVE_STATES",
@@ -38,6 +39,8 @@ __all__ = [
     "PriorityClass",
     "Quota",
     "Role",
+    "SlackDelivery",
     "Team",
     "Template",
+    "UserPref",
 ]

@@ -128,6 +128,10 @@ class BumpRequest(SQLModel, table=True):
     decided_by: str | None = Field(default=None, sa_type=String(SLACK_ID))
     decided_at: datetime | None = at_field(nullable=True)
     decision_reason: str | None = text_field()
+    # Where the approval message with the buttons was posted, so it can be updated however
+    # the request is decided (button or text command).
+    message_channel: str | None = Field(default=None, sa_type=String(32))
+    message_ts: str | None = Field(default=None, sa_type=String(32))
 
 
 class Template(SQLModel, table=True):

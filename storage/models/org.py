@@ -1,4 +1,4 @@
-"""Who is who: teams and their members with a role."""
+"""Who is who: teams, their members with a role, and each person's preferences."""
 
 from __future__ import annotations
 
@@ -40,3 +40,13 @@ class Member(SQLModel, table=True):
     team_id: int | None = Field(default=None, foreign_key="teams.id", index=True)
     role: str = Field(sa_type=String(16), default=Role.MEMBER)
     created_at: datetime = at_field()
+
+
+class UserPref(SQLModel, table=True):
+    """One Slack user's preferences; a user who never chose has no row."""
+
+    __tablename__ = "user_prefs"
+
+    slack_user_id: str = Field(sa_type=String(SLACK_ID), primary_key=True)
+    language: str = Field(sa_type=String(8))  # "en" or "zh", for the bot's replies
+    updated_at: datetime = at_field()

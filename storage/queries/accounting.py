@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from storage.models import LedgerEntry, Quota
+from storage.models import Job, LedgerEntry, Quota
 
 
 def get_quota(*, session: Session, quota_id: int) -> Quota | None:
@@ -47,3 +47,18 @@ def ledger_of_job(*, session: Session, job_id: int) -> Sequence[LedgerEntry]:
 def ledger_since(*, session: Session, since: datetime) -> Sequence[LedgerEntry]:
     """Ledger entries that ended at or after `since`."""
     return session.exec(select(LedgerEntry).where(col(LedgerEntry.ended_at) >= since)).all()
+
+
+def ledger_between(
+    *, session: Session, start: datetime, end: datetime, team_id: int | None = None
+) -> Sequence[tuple[LedgerEntry, Job]]:
+    """Ledger entries overlapping [start, end), each with its job (one query)."""
+    query = (
+        select(LedgerEntry, Job)
+        .join(Job, col(Job.id) == col(LedgerEntry.job_id))
+        .where(col(LedgerEntry.started_at) < end, col(LedgerEntry.ended_at) > start)
+        .order_by(col(LedgerEntry.id))
+    )
+    if team_id is not None:
+        query = query.where(LedgerEntry.team_id == team_id)
+    return [(entry, job) for entry, job in session.exec(query)]

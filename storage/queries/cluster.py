@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import delete, func
 from sqlmodel import Session, col, select
 
-from storage.models import Allocation, Gpu, GpuSample, Host
+from storage.models import Allocation, Gpu, GpuSample, Host, Job
 
 
 def host_by_name(*, session: Session, name: str) -> Host | None:
@@ -85,3 +85,29 @@ def gpu_hosts(*, session: Session) -> Sequence[tuple[int, int]]:
     """(GPU id, host id) of every GPU, without loading whole rows."""
     rows = session.execute(select(col(Gpu.id), col(Gpu.host_id))).all()
     return [(int(gpu_id), int(host_id)) for gpu_id, host_id in rows]
+
+
+def gpu_holders(*, session: Session) -> dict[int, Job]:
+    """The job holding each held GPU (an open allocation), by GPU id, in one query."""
+    query = (
+        select(col(Allocation.gpu_id), Job)
+        .join(Job, col(Job.id) == col(Allocation.job_id))
+        .where(col(Allocation.ended_at).is_(None))
+    )
+    return {int(gpu_id): job for gpu_id, job in session.exec(query).all()}
+
+
+def open_allocations_between(
+    *, session: Session, end: datetime, team_id: int | None = None
+) -> Sequence[tuple[Allocation, str, Job]]:
+    """Open allocations begun before `end`, each with its GPU's type and its job (one query)."""
+    query = (
+        select(Allocation, col(Gpu.gpu_type), Job)
+        .join(Gpu, col(Gpu.id) == col(Allocation.gpu_id))
+        .join(Job, col(Job.id) == col(Allocation.job_id))
+        .where(col(Allocation.ended_at).is_(None), col(Allocation.started_at) < end)
+        .order_by(col(Allocation.id))
+    )
+    if team_id is not None:
+        query = query.where(Job.team_id == team_id)
+    return [(allocation, str(gpu_type), job) for allocation, gpu_type, job in session.exec(query)]

@@ -1,13 +1,14 @@
-"""Teams and members."""
+"""Teams, members and their preferences."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from storage.models import Member, Team
+from storage.models import Member, Team, UserPref
 
 
 def team_by_name(*, session: Session, name: str) -> Team | None:
@@ -36,3 +37,20 @@ def members(*, session: Session, team_id: int | None = None) -> Sequence[Member]
     if team_id is not None:
         query = query.where(Member.team_id == team_id)
     return session.exec(query).all()
+
+
+def user_pref(*, session: Session, user_id: str) -> UserPref | None:
+    """A Slack user's preferences, if they ever chose any."""
+    return session.get(UserPref, user_id)
+
+
+def set_language(*, session: Session, user_id: str, language: str, at: datetime) -> UserPref:
+    """Save a user's reply language, creating their preferences row if needed."""
+    pref = session.get(UserPref, user_id)
+    if pref is None:
+        pref = UserPref(slack_user_id=user_id, language=language, updated_at=at)
+    else:
+        pref.language, pref.updated_at = language, at
+    session.add(pref)
+    session.flush()
+    return pref

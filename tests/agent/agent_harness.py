@@ -13,7 +13,7 @@ import uvicorn
 
 from scheduler.agent.app import build_app
 from scheduler.agent.client import AgentClient
-from scheduler.agent.command import serve_in_thread, stop_server
+from scheduler.serving import serve_in_thread, stop_server
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.protocol import JobInfo, JobState
 from scheduler.agent.simulated import SimulatedReader

@@ -11,7 +11,8 @@ import typer
 import uvicorn
 from typer.testing import CliRunner
 
-from scheduler.agent.command import agent, serve_in_thread, stop_server
+from scheduler.agent.command import agent
+from scheduler.serving import serve_in_thread, stop_server
 from scheduler.agent.nvml import load_pynvml
 
 

@@ -8,8 +8,8 @@ from scheduler.errors import UserError
 from scheduler.grammar import ParseError, check_required, parse
 
 COMMANDS = (
-    "Commands: submit, ready, queue, status, cancel, bump, approve, deny, done, quota, "
-    "template, help, admin."
+    "Commands: submit, ready, queue, board, status, cancel, bump, approve, deny, done, quota, "
+    "report, template, lang, help, admin."
 )
 SUBMIT_EXAMPLE = (
     "Example: /gpu submit name=bert-ft gpus=2 type=A100-80GB hours=12 priority=normal "

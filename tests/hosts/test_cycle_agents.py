@@ -15,7 +15,7 @@ import uvicorn
 from sqlmodel import Session, select
 
 from scheduler.agent.app import build_app
-from scheduler.agent.command import serve_in_thread, stop_server
+from scheduler.serving import serve_in_thread, stop_server
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.simulated import SimulatedReader
 from scheduler.app import Paika

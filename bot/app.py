@@ -1,0 +1,132 @@
+"""The Bolt app, built by one factory: settings and services in, listeners registered."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from slack_bolt import App, BoltResponse
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackClientError
+from slack_sdk.http_retry.builtin_handlers import (
+    ConnectionErrorRetryHandler,
+    RateLimitErrorRetryHandler,
+)
+
+from bot.blocks.replies import error as error_message
+from bot.i18n import t
+from bot.listeners import register
+from bot.messenger import Messenger
+from bot.services import BotServices
+from scheduler.errors import ConfigError
+from scheduler.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def web_client(settings: Settings) -> WebClient:
+    """The Web API client: the bot token, Slack's URL (or PAIKA_SLACK_API_URL), retries on 429."""
+    if settings.slack_bot_token is None:
+        raise ConfigError(
+            "environment", "SLACK_BOT_TOKEN", "set it to the app's bot token (xoxb-…)"
+        )
+    client = WebClient(
+        token=settings.slack_bot_token.get_secret_value(),
+        base_url=settings.slack_api_url or WebClient.BASE_URL,
+        timeout=10,
+    )
+    client.retry_handlers.extend(
+        [
+            RateLimitErrorRetryHandler(max_retry_count=3),
+            ConnectionErrorRetryHandler(max_retry_count=2),
+        ]
+    )
+    return client
+
+
+def build_app(
+    settings: Settings, services: BotServices, client: WebClient | None = None
+) -> tuple[App, Messenger]:
+    """The Bolt app with every listener, and the messenger that posts for it."""
+    client = client or web_client(settings)
+    socket_mode = settings.slack_app_token is not None
+    secret = settings.slack_signing_secret
+    if secret is None and not socket_mode:
+        raise ConfigError(
+            "environment", "SLACK_SIGNING_SECRET", "HTTP mode needs the app's signing secret"
+        )
+    app = App(
+        client=client,
+        signing_secret=secret.get_secret_value() if secret else None,
+        # Checked on the first request instead, so a start never hangs on Slack being away.
+        token_verification_enabled=False,
+        # Socket Mode traffic is authenticated by the app token; HTTP traffic by signature.
+        request_verification_enabled=not socket_mode,
+        logger=log,
+    )
+    messenger = Messenger(client, services)
+    services.slack_language = locale_language(client)
+    app.middleware(once_per_delivery(services))
+    register(app, services, messenger)
+    app.error(report_failure(services))
+    return app, messenger
+
+
+def locale_language(client: WebClient) -> Callable[[str], str | None]:
+    """A user's language from their Slack locale (zh-CN → zh), asked once per user and process."""
+    known: dict[str, str | None] = {}
+    lock = threading.Lock()
+
+    def lookup(user_id: str) -> str | None:
+        with lock:
+            if user_id in known:
+                return known[user_id]
+        try:
+            answer = client.users_info(user=user_id, include_locale=True)
+            locale = str((answer.get("user") or {}).get("locale") or "")
+        except SlackClientError as exc:
+            log.info("no locale for %s: %s", user_id, exc)
+            return None  # not remembered: asked again next time
+        language = "zh" if locale.lower().startswith("zh") else "en" if locale else None
+        with lock:
+            known[user_id] = language
+        return language
+
+    return lookup
+
+
+def once_per_delivery(services: BotServices) -> Callable[..., Any]:
+    """Events API deliveries are retried by Slack; each event_id is handled once, by one instance."""
+
+    def middleware(body: dict[str, Any], next: Callable[[], BoltResponse]) -> BoltResponse | None:
+        event_id = body.get("event_id") if body.get("type") == "event_callback" else None
+        if isinstance(event_id, str) and event_id and not services.first_delivery(event_id):
+            return BoltResponse(status=200, body="")
+        return next()
+
+    return middleware
+
+
+def report_failure(services: BotServices) -> Callable[..., None]:
+    """The one place a listener's crash ends: the log gets the trace, the user plain words."""
+
+    def handler(error: Exception, body: dict[str, Any], respond: Any = None) -> None:
+        log.error("Slack request failed: %s", error, exc_info=error)
+        user = (body.get("user") or {}).get("id") or body.get("user_id")
+        if respond is None or not body.get("response_url"):
+            return
+        lang = services.language(user) if isinstance(user, str) else "en"
+        message = error_message(t(lang, "error.internal"), lang, None)
+        try:
+            respond(
+                text=message.text,
+                blocks=message.blocks,
+                response_type="ephemeral",
+                replace_original=False,
+            )
+        except Exception:  # the user cannot be told; the log above has it
+            log.warning("could not tell the user about the failure", exc_info=True)
+
+    return handler

@@ -1,0 +1,1 @@
+"""Block Kit for every message, view and modal the bot sends, built by pure functions."""

@@ -1,0 +1,179 @@
+"""The board in Block Kit: cards by type, a grid per host, the queue and what starts next.
+
+Shared by `/gpu board` (a message, 50 blocks) and the App Home (part of a 100-block view):
+the caller says how many blocks the board may use, and hosts beyond that are counted in
+one closing line instead of being dropped without a word.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from bot.blocks.common import (
+    MESSAGE_BLOCKS,
+    MESSAGE_CHARS,
+    Block,
+    code,
+    context,
+    divider,
+    header,
+    listing,
+    mention,
+    mrkdwn_escape,
+    section,
+    text_size,
+)
+from bot.blocks.job import needs, priority, ref, why_and_when
+from bot.i18n import t, term, when
+from scheduler.service.board import BoardResult, CardState, CardView, HostView
+from storage.models import PriorityClass
+
+CARD_EMOJI: dict[CardState, str] = {
+    CardState.FREE: "🟩",
+    CardState.BUSY: "🟦",
+    CardState.IDLE_HELD: "🟨",
+    CardState.DOWN: "⬛",
+    CardState.FOREIGN: "🟫",
+    CardState.DRAINING: "⬜",
+}
+NEXT_UP_SHOWN = 5
+# Header, type counts, queue, divider, legend, and the line for hosts left out.
+LEAST_BUDGET = 7
+
+
+def board_blocks(
+    board: BoardResult,
+    lang: str,
+    zone: ZoneInfo,
+    now: datetime,
+    *,
+    budget: int = MESSAGE_BLOCKS,
+    chars: int = MESSAGE_CHARS,
+) -> list[Block]:
+    """The whole board in at most `budget` blocks and about `chars` characters of text."""
+    if budget < LEAST_BUDGET:
+        raise ValueError(f"the board needs at least {LEAST_BUDGET} blocks, got {budget}")
+    top = [
+        header(t(lang, "board.header", at=when(lang, board.at, zone))),
+        section(_types(board, lang)),
+        section(_queue(board, lang, zone, now)),
+        divider(),
+    ]
+    legend = context(*(f"{CARD_EMOJI[s]} {term(lang, 'card', s.value)}" for s in CardState))
+    if not board.hosts:
+        return [*top, section(t(lang, "board.no_hosts"))]
+    room = budget - len(top) - 1
+    lines = [host_line(lang, host) for host in board.hosts]
+    hosts = listing(
+        lines,
+        room,
+        lambda shown: _more_hosts(lang, board.hosts[shown:]),
+        chars=chars - text_size([*top, legend]),
+    )
+    return [*top, *hosts, legend]
+
+
+def host_line(lang: str, host: HostView) -> str:
+    """One host: its name and state, one square per card, then the jobs on its cards."""
+    squares = "".join(CARD_EMOJI[card.state] for card in host.cards)
+    line = f"{code(host.name)} {squares}"
+    notes = []
+    if host.state != "up":
+        notes.append(term(lang, "host_state", host.state))
+    if host.draining:
+        notes.append(t(lang, "board.draining"))
+    if notes:
+        line += " _" + ", ".join(notes) + "_"
+    jobs = _jobs_on(lang, host.cards)
+    return f"{line}  {jobs}" if jobs else line
+
+
+def _jobs_on(lang: str, cards: Sequence[CardView]) -> str:
+    """The jobs on a host's cards: "gpu0-3 #12 bert-ft @owner", idle ones marked."""
+    groups: dict[int, list[CardView]] = {}
+    for card in cards:
+        if card.job_id is not None:
+            groups.setdefault(card.job_id, []).append(card)
+    parts = []
+    for job_id, held in groups.items():
+        first = held[0]
+        text = f"gpu{_ranges([card.index for card in held])} {ref(job_id, first.job_name or '')}"
+        text += f" {mention(first.owner)}" if first.owner else ""
+        if all(card.state is CardState.IDLE_HELD for card in held):
+            text += t(lang, "board.idle_job")
+        parts.append(text)
+    return " · ".join(parts)
+
+
+def _ranges(indexes: Sequence[int]) -> str:
+    """Card indexes as runs: [0, 1, 2, 3, 6] → "0-3,6"."""
+    runs: list[list[int]] = []
+    for index in sorted(indexes):
+        if runs and index == runs[-1][-1] + 1:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return ",".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
+
+
+def _types(board: BoardResult, lang: str) -> str:
+    lines = [f"*{t(lang, 'board.by_type')}*"]
+    for summary in board.types:
+        lines.append(
+            t(
+                lang,
+                "board.type_line",
+                gpu_type=mrkdwn_escape(summary.gpu_type),
+                total=summary.total,
+                free=summary.free,
+                busy=summary.busy,
+                idle=summary.idle_held,
+                down=summary.down,
+            )
+        )
+    if not board.types:
+        lines.append(t(lang, "board.no_cards"))
+    return "\n".join(lines)
+
+
+def _queue(board: BoardResult, lang: str, zone: ZoneInfo, now: datetime) -> str:
+    waiting = board.waiting_by_class
+    lines = [
+        t(
+            lang,
+            "board.queue",
+            running=board.running,
+            core=waiting.get(PriorityClass.CORE, 0),
+            normal=waiting.get(PriorityClass.NORMAL, 0),
+            idle=waiting.get(PriorityClass.IDLE, 0),
+            data=board.waiting_for_data,
+        )
+    ]
+    if not board.next_up:
+        lines.append(t(lang, "board.nothing_waiting"))
+        return "\n".join(lines)
+    lines.append(f"*{t(lang, 'board.next_up')}*")
+    for view in board.next_up[:NEXT_UP_SHOWN]:
+        job = view.job
+        place = f"{view.wait.position}." if view.wait else "-"
+        why = f" — {why_and_when(lang, view.wait, zone, now)}" if view.wait else ""
+        lines.append(
+            f"{place} {ref(job.id, job.name)} {mention(job.owner)} · {priority(lang, job.priority)}"
+            f" · {needs(lang, job)}{why}"
+        )
+    return "\n".join(lines)
+
+
+def _more_hosts(lang: str, hosts: Sequence[HostView]) -> str:
+    """What the hosts left out hold, so the reader knows the grid is not the whole cluster."""
+    states = Counter(card.state for host in hosts for card in host.cards)
+    return t(
+        lang,
+        "board.more_hosts",
+        n=len(hosts),
+        cards=sum(states.values()),
+        free=states[CardState.FREE],
+    )

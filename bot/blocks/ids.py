@@ -1,0 +1,71 @@
+"""Every action_id, block_id and callback_id the bot's Block Kit uses.
+
+The listeners match on these and the manifest test reads them, so a renamed id breaks
+a test instead of a button.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+# The approval message posted to approvers: its buttons carry the bump request id as value.
+BUMP_ACTIONS = "bump_actions"
+BUMP_APPROVE = "bump_approve"
+BUMP_DENY = "bump_deny"
+
+# The App Home tab.
+HOME_ACTIONS = "home_actions"
+HOME_REFRESH = "home_refresh"
+HOME_SUBMIT = "home_submit"  # opens the submit modal
+
+# The submit modal: one input block per field; each element's action_id is its block's id.
+SUBMIT_CALLBACK = "submit_job"
+SUBMIT_TEMPLATE = "submit_template"
+SUBMIT_NAME = "submit_name"
+SUBMIT_GPUS = "submit_gpus"
+SUBMIT_TYPE = "submit_type"
+SUBMIT_MEM = "submit_mem"
+SUBMIT_HOURS = "submit_hours"
+SUBMIT_PRIORITY = "submit_priority"
+SUBMIT_DATA = "submit_data"
+SUBMIT_LOCATION = "submit_location"
+SUBMIT_CMD = "submit_cmd"
+SUBMIT_IMAGE = "submit_image"
+SUBMIT_TEAM = "submit_team"
+
+# The submit grammar's key behind each modal block (the data radio and the location box
+# together make the one `data` key, so location has no key of its own).
+SUBMIT_BLOCK_OF_KEY = MappingProxyType(
+    {
+        "template": SUBMIT_TEMPLATE,
+        "name": SUBMIT_NAME,
+        "gpus": SUBMIT_GPUS,
+        "type": SUBMIT_TYPE,
+        "mem": SUBMIT_MEM,
+        "hours": SUBMIT_HOURS,
+        "priority": SUBMIT_PRIORITY,
+        "data": SUBMIT_DATA,
+        "cmd": SUBMIT_CMD,
+        "image": SUBMIT_IMAGE,
+        "team": SUBMIT_TEAM,
+    }
+)
+
+ACTION_IDS = (BUMP_APPROVE, BUMP_DENY, HOME_REFRESH, HOME_SUBMIT)
+CALLBACK_IDS = (SUBMIT_CALLBACK,)
+BLOCK_IDS = (
+    BUMP_ACTIONS,
+    HOME_ACTIONS,
+    SUBMIT_TEMPLATE,
+    SUBMIT_NAME,
+    SUBMIT_GPUS,
+    SUBMIT_TYPE,
+    SUBMIT_MEM,
+    SUBMIT_HOURS,
+    SUBMIT_PRIORITY,
+    SUBMIT_DATA,
+    SUBMIT_LOCATION,
+    SUBMIT_CMD,
+    SUBMIT_IMAGE,
+    SUBMIT_TEAM,
+)

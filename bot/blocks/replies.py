@@ -1,0 +1,459 @@
+"""Block Kit replies to `/gpu` commands: one builder per service result.
+
+The content mirrors `scheduler.textreply` (the CLI's plain text), said in the user's
+language and shaped for Slack's limits. `Message.text` is the short line a notification
+shows; the blocks carry the whole reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from functools import singledispatch
+from numbers import Real
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bot.blocks.board import board_blocks
+from bot.blocks.common import (
+    MESSAGE_BLOCKS,
+    Block,
+    Message,
+    code,
+    code_block,
+    context,
+    divider,
+    escape_keeping_mentions,
+    fields,
+    fit,
+    header,
+    labelled,
+    listing,
+    mention,
+    mrkdwn_escape,
+    section,
+)
+from bot.blocks.job import (
+    data,
+    gpu_hours,
+    labelled_inline,
+    needs,
+    priority,
+    ref,
+    running_line,
+    state,
+    wait_detail,
+    waiting_line,
+)
+from bot.blocks.quotas import quota_line
+from bot.i18n import t, term, when
+from scheduler.policy.admission import Verdict
+from scheduler.service.board import BoardResult
+from scheduler.service.bumps import BumpResult, DecisionResult
+from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
+from scheduler.service.report import JobOutcome, ReportResult
+from scheduler.textreply import Notice, QuotaListing, render
+from storage.models import BumpRequest, JobState
+
+# How many jobs a queue reply lists before it summarises the rest (as the CLI does).
+QUEUE_SHOWN = 30
+RUNNING_SHOWN = 20
+HISTORY_SHOWN = 15
+REPORT_JOBS_SHOWN = 20
+# Blocks of a queue reply for running jobs; the waiting ones get the rest.
+RUNNING_BLOCKS = 8
+# A notification shows one short line.
+NOTIFICATION_TEXT = 300
+
+__all__ = ["Message", "error", "reply"]
+
+
+@singledispatch
+def reply(result: object, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    """The Block Kit reply to a service result; any type without a builder gets its plain text."""
+    return _words(render(result, zone), lang)
+
+
+def error(message: str, lang: str, example: str | None = None) -> Message:
+    """A parser or service error: a translated lead, the (English) message, an example."""
+    lead = t(lang, "error.lead")
+    blocks = [section(f":warning: *{lead}*")]
+    lines = escape_keeping_mentions(message).splitlines() or [" "]
+    blocks += listing(lines, MESSAGE_BLOCKS - 2, lambda shown: _more_lines(lang, lines, shown))
+    if example:
+        blocks.append(context(t(lang, "error.example", example=code(example))))
+    return Message(_note(f"{lead} {lines[0]}"), blocks)
+
+
+@reply.register
+def _notice(result: Notice, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    return _words(result.text, lang)
+
+
+@reply.register
+def _submit(result: SubmitResult, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    view, job = result.view, result.view.job
+    title = t(lang, "submit.header", id=job.id, name=job.name)
+    items = [
+        labelled(t(lang, "label.team"), mrkdwn_escape(view.team)),
+        labelled(t(lang, "label.priority"), priority(lang, job.priority)),
+        labelled(t(lang, "label.needs"), needs(lang, job)),
+        labelled(t(lang, "label.estimate"), gpu_hours(lang, job.est_gpu_hours)),
+        labelled(t(lang, "label.data"), data(lang, job)),
+    ]
+    if view.likely_type:
+        items.append(labelled(t(lang, "label.likely_type"), mrkdwn_escape(view.likely_type)))
+    blocks = [header(title), fields(items)]
+    if view.wait is not None:
+        blocks.append(section(wait_detail(lang, view.wait, zone, now)))
+    if result.bump is not None:
+        bump = result.bump
+        blocks.append(
+            section(
+                ":hourglass_flowing_sand: "
+                + t(
+                    lang,
+                    "submit.bump",
+                    asked=priority(lang, bump.to_priority),
+                    queued=priority(lang, job.priority),
+                    id=bump.id,
+                )
+            )
+        )
+    if not job.data_ready:
+        blocks.append(context(t(lang, "submit.ready_hint", command=code(f"/gpu ready #{job.id}"))))
+    admission = result.admission
+    if admission is not None and admission.verdict is not Verdict.ADMIT:
+        blocks.append(
+            section(
+                ":warning: "
+                + t(
+                    lang,
+                    "submit.admission",
+                    backlog=admission.backlog_hours,
+                    limit=admission.max_backlog_hours,
+                )
+            )
+        )
+    return Message(_note(mrkdwn_escape(title)), blocks)
+
+
+# The service's notes on a change, by their English words, so they can be said in Chinese
+# too; a note not listed here is shown as the service wrote it.
+_CHANGE_NOTES = {
+    "Its data was already marked ready.": "change.already_ready",
+    "Its data is ready; it now competes for GPUs.": "change.ready",
+    "Stopping: its host is asked to stop it; it is cancelled once it has stopped.": "change.stopping",
+    "Cancelled.": "change.cancelled",
+    "Recorded what it produced.": "change.recorded",
+    "Recorded what it produced. Its host is asked to stop it; it is marked succeeded once it has stopped.": "change.recorded_stopping",
+}
+
+
+@reply.register
+def _change(result: ChangeResult, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    job = result.view.job
+    key = _CHANGE_NOTES.get(result.note)
+    note = t(lang, key) if key else escape_keeping_mentions(result.note)
+    mark = ":white_check_mark:" if result.changed else ":information_source:"
+    blocks = [
+        section(f"{mark} {ref(job.id, job.name)}: {note}"),
+        context(t(lang, "change.state", state=state(lang, job.state))),
+    ]
+    if result.view.wait is not None:
+        blocks.append(section(wait_detail(lang, result.view.wait, zone, now)))
+    return Message(_note(f"{ref(job.id, job.name)}: {note}"), blocks)
+
+
+@reply.register
+def _status(result: StatusResult, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    view, job = result.view, result.view.job
+    title = t(lang, "status.header", id=job.id, name=job.name, state=state(lang, job.state))
+    items = [
+        labelled(t(lang, "label.owner"), mention(job.owner)),
+        labelled(t(lang, "label.team"), mrkdwn_escape(view.team)),
+        labelled(t(lang, "label.priority"), priority(lang, job.priority)),
+        labelled(t(lang, "label.needs"), needs(lang, job)),
+        labelled(t(lang, "label.estimate"), gpu_hours(lang, job.est_gpu_hours)),
+        labelled(t(lang, "label.data"), data(lang, job)),
+        labelled(t(lang, "label.submitted"), when(lang, job.submitted_at, zone)),
+    ]
+    if job.started_at is not None:
+        items.append(labelled(t(lang, "label.started"), when(lang, job.started_at, zone)))
+    if job.ended_at is not None:
+        items.append(labelled(t(lang, "label.ended"), when(lang, job.ended_at, zone)))
+    if view.likely_type:
+        items.append(labelled(t(lang, "label.likely_type"), mrkdwn_escape(view.likely_type)))
+    run = f"*{t(lang, 'label.command')}*\n{code_block(job.command)}"
+    if job.image:
+        run += "\n" + labelled_inline(lang, t(lang, "label.image"), code(job.image))
+    blocks = [header(title), fields(items), section(run)]
+    if view.wait is not None:
+        blocks.append(section(wait_detail(lang, view.wait, zone, now)))
+    if job.state_reason and job.state in (JobState.CANCELLED, JobState.FAILED, JobState.PREEMPTED):
+        reason = mrkdwn_escape(job.state_reason)
+        blocks.append(section(labelled_inline(lang, t(lang, "label.reason"), reason)))
+    facts = [_bump_line(lang, bump) for bump in result.bumps]
+    if result.ledger:
+        hours = sum(entry.gpu_hours for entry in result.ledger)
+        cost = sum(entry.cost for entry in result.ledger)
+        facts.append(t(lang, "status.used", hours=hours, cost=cost))
+    produced = _produced(job.output, job.metrics or {})
+    if produced:
+        facts.append(t(lang, "status.produced", what=produced))
+    if facts:
+        blocks += listing(facts, 4, lambda shown: t(lang, "status.more", n=len(facts) - shown))
+    blocks += _history(result, lang, zone)
+    return Message(_note(mrkdwn_escape(title)), blocks)
+
+
+def _bump_line(lang: str, bump: BumpRequest) -> str:
+    by = t(lang, "status.bump_by", user=mention(bump.decided_by)) if bump.decided_by else ""
+    return t(
+        lang,
+        "status.bump",
+        id=bump.id,
+        source=priority(lang, bump.from_priority),
+        target=priority(lang, bump.to_priority),
+        state=term(lang, "bump_state", bump.state),
+        by=by,
+        reason=mrkdwn_escape(bump.reason),
+    )
+
+
+def _produced(output: str | None, metrics: dict[str, Any]) -> str:
+    parts = [code(output)] if output else []
+    if metrics:
+        parts.append(
+            ", ".join(
+                f"{mrkdwn_escape(str(name))}={value:g}"
+                if isinstance(value, Real)
+                else f"{mrkdwn_escape(str(name))}={mrkdwn_escape(str(value))}"
+                for name, value in metrics.items()
+            )
+        )
+    return " · ".join(parts)
+
+
+def _history(result: StatusResult, lang: str, zone: ZoneInfo) -> list[Block]:
+    events = list(result.history)
+    recent = events[-HISTORY_SHOWN:]
+    earlier = len(events) - len(recent)
+    lines = [
+        f"{when(lang, event.at, zone)} · {state(lang, event.to_state)}"
+        + (f" — {mrkdwn_escape(event.reason)}" if event.reason else "")
+        for event in recent
+    ]
+    if earlier:
+        lines.insert(0, t(lang, "status.earlier", n=earlier))
+    return [context(fit(f"*{t(lang, 'label.history')}*\n" + "\n".join(lines), 3000))]
+
+
+@reply.register
+def _queue(result: QueueResult, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    scope = term(lang, "queue.scope", result.scope)
+    title = t(lang, "queue.header", scope=scope)
+    if not result.running and not result.waiting:
+        return Message(
+            _note(mrkdwn_escape(title)),
+            [header(title), section(t(lang, "queue.empty", scope=scope))],
+        )
+    hint = code("/gpu status #<id>" if result.scope == "mine" else "/gpu queue mine")
+    running = result.running
+    blocks = [header(title)]
+    blocks += listing(
+        [running_line(lang, view, zone) for view in running[:RUNNING_SHOWN]],
+        RUNNING_BLOCKS,
+        lambda shown: t(lang, "queue.more_running", n=len(running) - shown, hint=hint),
+        total=len(running),
+        chars=4000,
+        heading=f"*{t(lang, 'queue.running', n=len(running))}*",
+    )
+    blocks.append(divider())
+    waiting = result.waiting
+    blocks += listing(
+        [waiting_line(lang, view, zone, now) for view in waiting[:QUEUE_SHOWN]],
+        MESSAGE_BLOCKS - len(blocks),
+        lambda shown: _more_waiting(lang, waiting[shown:], hint),
+        total=len(waiting),
+        chars=8000,
+        heading=f"*{t(lang, 'queue.waiting', n=len(waiting))}*",
+    )
+    return Message(_note(mrkdwn_escape(title)), blocks)
+
+
+def _more_waiting(lang: str, rest: Sequence[JobView], hint: str) -> str:
+    for_data = sum(1 for view in rest if not view.job.data_ready)
+    return t(lang, "queue.more_waiting", n=len(rest), data=for_data, hint=hint)
+
+
+@reply.register
+def _bump(result: BumpResult, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    job = result.view.job
+    if result.applied:
+        text = t(
+            lang, "bump.applied", job=ref(job.id, job.name), priority=priority(lang, job.priority)
+        )
+        blocks = [section(f":white_check_mark: {text}")]
+        if result.view.wait is not None:
+            blocks.append(section(wait_detail(lang, result.view.wait, zone, now)))
+        return Message(_note(text), blocks)
+    request = result.request
+    if request is None:  # a bump that was neither applied nor asked for: say what is known
+        return reply(result.view, lang, zone, now)
+    text = t(
+        lang,
+        "bump.pending",
+        id=request.id,
+        job=ref(job.id, job.name),
+        source=priority(lang, request.from_priority),
+        target=priority(lang, request.to_priority),
+        team=mrkdwn_escape(result.view.team),
+    )
+    hint = t(
+        lang,
+        "bump.pending_hint",
+        approve=code(f"/gpu approve {request.id}"),
+        deny=code(f"/gpu deny {request.id}"),
+    )
+    return Message(_note(text), [section(f":hourglass_flowing_sand: {text}"), context(hint)])
+
+
+@reply.register
+def _decision(result: DecisionResult, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    request, job = result.request, result.view.job
+    if not result.changed:
+        text = t(
+            lang,
+            "decision.unchanged",
+            id=request.id,
+            state=term(lang, "bump_state", request.state),
+            by=mention(request.decided_by),
+            at=when(lang, request.decided_at, zone),
+        )
+        return Message(_note(text), [section(f":information_source: {text}")])
+    text = t(
+        lang,
+        "decision.changed",
+        id=request.id,
+        state=term(lang, "bump_state", request.state),
+        job=ref(job.id, job.name),
+        priority=priority(lang, job.priority),
+    )
+    return Message(_note(text), [section(f":white_check_mark: {text}")])
+
+
+@reply.register
+def _quotas(result: QuotaListing, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    title = t(lang, "quota.header")
+    if not result.quotas:
+        return Message(_note(mrkdwn_escape(title)), [header(title), section(t(lang, "quota.none"))])
+    quotas = result.quotas
+    blocks = [header(title)]
+    blocks += listing(
+        [quota_line(lang, view) for view in quotas],
+        MESSAGE_BLOCKS - 1,
+        lambda shown: t(lang, "quota.more", n=len(quotas) - shown),
+    )
+    return Message(_note(mrkdwn_escape(title)), blocks)
+
+
+@reply.register
+def _board(result: BoardResult, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    blocks = board_blocks(result, lang, zone, now)
+    title = t(lang, "board.header", at=when(lang, result.at, zone))
+    return Message(_note(mrkdwn_escape(title)), blocks)
+
+
+@reply.register
+def _report(result: ReportResult, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    title = t(
+        lang,
+        "report.header",
+        start=when(lang, result.start, zone),
+        end=when(lang, result.end, zone),
+    )
+    who = mrkdwn_escape(result.team) if result.team else t(lang, "report.all_teams")
+    total = t(lang, "report.total", who=who, hours=result.total_gpu_hours, cost=result.total_cost)
+    blocks = [header(title), section(total)]
+    rows = result.rows
+    blocks += listing(
+        [
+            t(
+                lang,
+                "report.row",
+                team=mrkdwn_escape(row.team),
+                gpu_type=mrkdwn_escape(row.gpu_type),
+                hours=row.gpu_hours,
+                cost=row.cost,
+                jobs=row.jobs,
+            )
+            for row in rows
+        ],
+        15,
+        lambda shown: t(lang, "report.more_rows", n=len(rows) - shown),
+        chars=4000,
+        heading=f"*{t(lang, 'report.by_team')}*",
+    )
+    jobs = result.jobs
+    if jobs:
+        blocks.append(divider())
+        blocks += listing(
+            [_outcome_line(lang, outcome) for outcome in jobs[:REPORT_JOBS_SHOWN]],
+            MESSAGE_BLOCKS - len(blocks),
+            lambda shown: t(
+                lang,
+                "report.more_jobs",
+                n=len(jobs) - shown,
+                hours=sum(job.gpu_hours for job in jobs[shown:]),
+                cost=sum(job.cost for job in jobs[shown:]),
+            ),
+            total=len(jobs),
+            chars=6000,
+            heading=f"*{t(lang, 'report.jobs')}*",
+        )
+    if not rows and not jobs:
+        blocks.append(section(t(lang, "report.empty")))
+    return Message(_note(mrkdwn_escape(title)), blocks)
+
+
+def _outcome_line(lang: str, outcome: JobOutcome) -> str:
+    produced = _produced(outcome.output, outcome.metrics)
+    return t(
+        lang,
+        "report.job",
+        job=ref(outcome.job_id, outcome.name),
+        team=mrkdwn_escape(outcome.team),
+        owner=mention(outcome.owner),
+        state=state(lang, outcome.state),
+        hours=outcome.gpu_hours,
+        cost=outcome.cost,
+        produced=produced or t(lang, "report.nothing_recorded"),
+    )
+
+
+@reply.register
+def _job_view(result: JobView, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    job = result.job
+    text = f"{ref(job.id, job.name)} · {state(lang, job.state)} · {priority(lang, job.priority)}"
+    blocks = [section(text)]
+    if result.wait is not None:
+        blocks.append(section(wait_detail(lang, result.wait, zone, now)))
+    return Message(_note(text), blocks)
+
+
+def _words(text: str, lang: str) -> Message:
+    """Text paika wrote in English (notices, help): sections of it, mentions kept."""
+    lines = escape_keeping_mentions(text).splitlines() or [" "]
+    blocks = listing(lines, MESSAGE_BLOCKS, lambda shown: _more_lines(lang, lines, shown))
+    return Message(_note(lines[0]), blocks)
+
+
+def _more_lines(lang: str, lines: Sequence[str], shown: int) -> str:
+    return t(lang, "reply.more_lines", n=len(lines) - shown)
+
+
+def _note(text: str) -> str:
+    """The notification line: one escaped line, short."""
+    first = text.splitlines()[0] if text else " "
+    return fit(first, NOTIFICATION_TEXT)

@@ -1,0 +1,49 @@
+"""HTTP mode: Slack posts commands, interactions and events to `POST /slack/events`.
+
+Bolt's dispatch is synchronous (it returns once the listener has acked), so each request
+runs in a worker thread; the event loop keeps accepting while listeners work.
+"""
+
+from __future__ import annotations
+
+from slack_bolt import App, BoltRequest
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+EVENTS_PATH = "/slack/events"
+HEALTH_PATH = "/health"
+# Slack's payloads are small; anything far larger is not Slack.
+MAX_BODY_BYTES = 1_000_000
+
+
+def http_app(bolt: App) -> Starlette:
+    """The ASGI app serving Slack's requests and a health check."""
+
+    async def events(request: Request) -> Response:
+        body = await request.body()
+        if len(body) > MAX_BODY_BYTES:
+            return Response("request too large", status_code=413)
+        bolt_request = BoltRequest(
+            body=body.decode("utf-8", errors="replace"),
+            query=str(request.url.query),
+            headers={key: [value] for key, value in request.headers.items()},
+        )
+        answer = await run_in_threadpool(bolt.dispatch, bolt_request)
+        return Response(
+            content=answer.body,
+            status_code=answer.status,
+            headers=answer.first_headers_without_set_cookie(),
+        )
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    return Starlette(
+        routes=[
+            Route(EVENTS_PATH, events, methods=["POST"]),
+            Route(HEALTH_PATH, health, methods=["GET"]),
+        ]
+    )

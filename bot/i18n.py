@@ -1,0 +1,146 @@
+"""The bot's words in English and Simplified Chinese, read from `messages.yml`.
+
+Every string a user sees in Slack comes from the catalogue through `t()`. The scheduler
+speaks English (`Wait.words`, error messages); `wait_words()` says a wait again in Chinese
+from the numbers and names the policy put beside its words.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping
+from datetime import UTC, date, datetime
+from functools import cache
+from pathlib import Path
+from typing import Literal
+from zoneinfo import ZoneInfo
+
+import yaml
+
+from scheduler.policy.plan import Wait, WaitCode
+
+Lang = Literal["en", "zh"]
+LANGUAGES: tuple[Lang, ...] = ("en", "zh")
+DEFAULT: Lang = "en"
+
+CATALOGUE_PATH = Path(__file__).with_name("messages.yml")
+
+
+def language(code: str | None, default: Lang = DEFAULT) -> Lang:
+    """A supported language from a code such as "zh", "zh-CN" or "en_US"; else `default`."""
+    if code:
+        base = code.replace("_", "-").split("-")[0].lower()
+        for lang in LANGUAGES:
+            if base == lang:
+                return lang
+    return default
+
+
+@cache
+def catalogue() -> Mapping[str, Mapping[Lang, str]]:
+    """Every message, by key and language (read once)."""
+    raw = yaml.safe_load(CATALOGUE_PATH.read_text(encoding="utf-8"))
+    if not isinstance(raw, dict):
+        raise ValueError(f"{CATALOGUE_PATH.name} must map message keys to translations")
+    messages: dict[str, Mapping[Lang, str]] = {}
+    for key, entry in raw.items():
+        if not isinstance(entry, dict) or not all(
+            isinstance(entry.get(lang), str) for lang in LANGUAGES
+        ):
+            raise ValueError(f"{CATALOGUE_PATH.name}: {key} needs en and zh strings")
+        messages[str(key)] = {lang: entry[lang] for lang in LANGUAGES}
+    return messages
+
+
+def t(lang: str, key: str, **params: object) -> str:
+    """The message `key` in `lang` (English when `lang` is not supported), filled in.
+
+    An unknown key raises KeyError: it is a bug in the caller, not something to hide.
+    """
+    return catalogue()[key][language(lang)].format(**params)
+
+
+def has(key: str) -> bool:
+    """Whether the catalogue holds `key`."""
+    return key in catalogue()
+
+
+def term(lang: str, group: str, value: str) -> str:
+    """The name of a stored value (a job state, a priority class …) in `lang`.
+
+    Values come from the database; one the catalogue does not know yet is shown as stored
+    rather than failing the whole reply.
+    """
+    key = f"{group}.{value}"
+    return t(lang, key) if has(key) else value
+
+
+def placeholders(template: str) -> frozenset[str]:
+    """The names a message template fills in."""
+    return frozenset(
+        name.split(".")[0].split("[")[0]
+        for _, name, _, _ in string.Formatter().parse(template)
+        if name
+    )
+
+
+def when(lang: str, moment: datetime | None, zone: ZoneInfo) -> str:
+    """A moment in the install's time zone, to the minute."""
+    if moment is None:
+        return t(lang, "time.unknown")
+    if moment.tzinfo is None:  # SQLite hands back naive datetimes; paika stores UTC
+        moment = moment.replace(tzinfo=UTC)
+    return t(lang, "time.moment", moment=moment.astimezone(zone))
+
+
+def day(lang: str, value: date) -> str:
+    """A calendar date."""
+    return t(lang, "time.day", day=value)
+
+
+def in_about(lang: str, seconds: float) -> str:
+    """How far away a moment is, roughly: "in about 5 min", "约 3.5 小时后"."""
+    if seconds < 60:
+        return t(lang, "time.any_moment")
+    minutes = round(seconds / 60)
+    if minutes < 90:
+        return t(lang, "time.in_minutes", n=minutes)
+    hours = seconds / 3600
+    if hours < 48:
+        return t(lang, "time.in_hours", n=hours)
+    return t(lang, "time.in_days", n=round(hours / 24))
+
+
+def eta(lang: str, moment: float | None, zone: ZoneInfo, now: float) -> str:
+    """An estimated start (POSIX seconds) as a time and how far away it is."""
+    if moment is None:
+        return t(lang, "eta.unknown")
+    if moment <= now:
+        return t(lang, "eta.now")
+    at = when(lang, datetime.fromtimestamp(moment, UTC), zone)
+    return t(lang, "eta.at", at=at, rel=in_about(lang, moment - now))
+
+
+def wait_words(lang: str, wait: Wait, now: float) -> str:
+    """Why a job waits, in `lang`: the policy's own words in English, rebuilt in Chinese."""
+    if language(lang) == "en":
+        return wait.words
+    code = wait.code
+    gpu_type = wait.gpu_type or t(lang, "wait.any_type")
+    if code is WaitCode.BEHIND_HIGHER_PRIORITY:
+        return t(lang, "wait.behind_higher_priority", n=wait.higher, gpu_type=gpu_type)
+    if code is WaitCode.BEHIND_EARLIER:
+        return t(lang, "wait.behind_earlier", n=wait.earlier, gpu_type=gpu_type)
+    if code is WaitCode.NO_TYPE_FREE:
+        if wait.eta is not None and wait.eta > now:
+            return t(
+                lang, "wait.no_type_free", gpu_type=gpu_type, rel=in_about(lang, wait.eta - now)
+            )
+        if wait.eta is None:
+            return t(lang, "wait.no_type_free_unknown", gpu_type=gpu_type)
+        return t(lang, "wait.next_for_type", gpu_type=gpu_type)
+    if code is WaitCode.WAITING_FOR_CHEAPER_TYPE:
+        return t(lang, "wait.waiting_for_cheaper_type", gpu_type=gpu_type, costlier=wait.detail)
+    if code in (WaitCode.QUOTA_EXHAUSTED, WaitCode.HELD_FOR_HEADROOM, WaitCode.STARTING):
+        return t(lang, f"wait.{code.value}", gpu_type=gpu_type, detail=wait.detail)
+    return t(lang, f"wait.{code.value}")

@@ -1,0 +1,158 @@
+"""Every Web API call the bot makes on its own initiative: DMs, approval requests, App Home.
+
+Posting is best effort: a Slack error is logged and never undoes what paika already did
+(the job stays queued, the decision stays made); the WebClient retries rate limits itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError, SlackClientError
+
+from bot.blocks.bump import bump_decided, bump_request
+from bot.blocks.home import home_view
+from bot.blocks.notices import bump_decision_dm
+from bot.blocks.replies import Message
+from bot.services import BotServices
+from scheduler.app import Reply
+from scheduler.service.bumps import BumpResult, DecisionResult
+from scheduler.service.jobs import ChangeResult, JobView, StatusResult, SubmitResult
+
+log = logging.getLogger(__name__)
+
+
+class Messenger:
+    """Posts for the bot through one WebClient."""
+
+    def __init__(self, client: WebClient, services: BotServices) -> None:
+        self.client = client
+        self.services = services
+        self._dm_channels: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def dm(self, user_id: str, message: Message) -> bool:
+        """Send `message` to the user's DM with the app."""
+        channel = self._dm_channel(user_id)
+        return channel is not None and self.post(channel, message) is not None
+
+    def post(self, channel: str, message: Message) -> tuple[str, str] | None:
+        """Post to a channel (id or #name); the channel id and ts Slack gives the message."""
+        try:
+            answer = self.client.chat_postMessage(
+                channel=channel, text=message.text, blocks=message.blocks
+            )
+        except SlackClientError as exc:
+            log.warning("could not post to %s: %s", channel, _why(exc))
+            return None
+        # Slack answers with the channel's id, which chat.update needs (a #name will not do).
+        return str(answer.get("channel") or channel), str(answer.get("ts"))
+
+    def update(self, channel: str, ts: str, message: Message) -> bool:
+        try:
+            self.client.chat_update(
+                channel=channel, ts=ts, text=message.text, blocks=message.blocks
+            )
+        except SlackClientError as exc:
+            log.warning("could not update message %s in %s: %s", ts, channel, _why(exc))
+            return False
+        return True
+
+    def publish_home(self, user_id: str) -> bool:
+        """Draw the user's App Home afresh: their jobs, the board, their quotas."""
+        lang = self.services.language(user_id)
+        data = self.services.home(user_id)
+        view = home_view(
+            user_id,
+            data.my_jobs,
+            data.board,
+            data.quotas,
+            lang,
+            self.services.zone,
+            self.services.now(),
+        )
+        try:
+            self.client.views_publish(user_id=user_id, view=view)
+        except SlackClientError as exc:
+            log.warning("could not publish the home tab of %s: %s", user_id, _why(exc))
+            return False
+        return True
+
+    def follow_up(self, reply: Reply, user_id: str) -> None:
+        """What a successful command sets off beyond its reply: approvals, DMs, fresh homes."""
+        if not reply.ok:
+            return
+        result = reply.result
+        request = None
+        if isinstance(result, SubmitResult):
+            request = result.bump
+        elif isinstance(result, BumpResult) and not result.applied:
+            request = result.request
+        if request is not None and request.id is not None:
+            self.ask_approvers(request.id)
+        if isinstance(result, DecisionResult) and result.changed:
+            self.announce_decision(result)
+        view = _job_view(result)
+        if view is not None:
+            for owner in {user_id, view.job.owner}:
+                self.publish_home(owner)
+
+    def ask_approvers(self, request_id: int) -> None:
+        """Post the request with Approve/Deny buttons where its approvers are."""
+        approval = self.services.approval(request_id)
+        if approval is None:
+            return
+        for target in approval.targets:
+            lang = self.services.language(target) if _is_user(target) else self._channel_lang()
+            message = bump_request(approval.request, approval.view, lang)
+            channel = self._dm_channel(target) if _is_user(target) else target
+            posted = self.post(channel, message) if channel else None
+            if posted is not None:
+                self.services.remember_approval_message(request_id, *posted)
+
+    def announce_decision(self, result: DecisionResult) -> None:
+        """Replace the buttons with the decision, and tell the person who asked."""
+        request = result.request
+        if request.message_channel and request.message_ts:
+            message = bump_decided(request, result.view, self._channel_lang(), self.services.zone)
+            self.update(request.message_channel, request.message_ts, message)
+        requester = request.requested_by
+        self.dm(requester, bump_decision_dm(result, self.services.language(requester)))
+
+    def _channel_lang(self) -> str:
+        return self.services.paika.policy.slack.default_language
+
+    def _dm_channel(self, user_id: str) -> str | None:
+        with self._lock:
+            known = self._dm_channels.get(user_id)
+        if known:
+            return known
+        try:
+            answer = self.client.conversations_open(users=user_id)
+        except SlackClientError as exc:
+            log.warning("could not open a DM with %s: %s", user_id, _why(exc))
+            return None
+        channel = str((answer.get("channel") or {}).get("id") or "")
+        if not channel:
+            return None
+        with self._lock:
+            self._dm_channels[user_id] = channel
+        return channel
+
+
+def _job_view(result: object) -> JobView | None:
+    if isinstance(result, SubmitResult | ChangeResult | StatusResult | BumpResult | DecisionResult):
+        return None if isinstance(result, StatusResult) else result.view
+    return None
+
+
+def _is_user(target: str) -> bool:
+    return target[:1] in ("U", "W")
+
+
+def _why(exc: SlackClientError) -> str:
+    if isinstance(exc, SlackApiError):
+        return str(exc.response.get("error", exc))
+    return str(exc)

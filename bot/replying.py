@@ -1,0 +1,35 @@
+"""A command's outcome as a Slack message in the user's language."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from bot.blocks.replies import Message, error, reply
+from scheduler.app import Reply
+from scheduler.grammar.errors import ParseError
+
+# Words a user may add to a read-only command to post its answer in the channel.
+SHARE_WORDS = ("share", "--share")
+SHAREABLE = ("queue", "board", "status", "report", "quota")
+
+
+def message_for(outcome: Reply, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    """The reply to show: the result's blocks, or the error with how to fix it."""
+    if outcome.ok:
+        return reply(outcome.result, lang, zone, now)
+    problem = outcome.error
+    if problem is None:
+        return error(outcome.text, lang, None)
+    if isinstance(problem, ParseError):
+        return error(problem.message, lang, problem.example)
+    text = problem.message if not problem.hint else f"{problem.message}\n{problem.hint}"
+    return error(text, lang, None)
+
+
+def split_share(text: str) -> tuple[str, bool]:
+    """`queue mine share` → ("queue mine", True) for read-only commands; anything else unchanged."""
+    words = text.split()
+    if len(words) >= 2 and words[-1].lower() in SHARE_WORDS and words[0].lower() in SHAREABLE:
+        return " ".join(words[:-1]), True
+    return text, False

@@ -1,0 +1,48 @@
+"""An offline Slack for the bot's tests: a fake Web API, signed requests, a Socket Mode server.
+
+Tests import it as ``fakes`` (pytest puts ``tests/bot`` on ``sys.path`` because that folder
+has no ``__init__.py``), e.g. ``from fakes.slack_server import FakeSlack``.
+
+The identifiers below describe the one workspace the fake serves. They are shared by the
+fake Web API (``auth.test`` answers with them) and by the request builders, so that what a
+signed request claims and what the Web API says about the bot agree, as they do in Slack.
+"""
+
+from __future__ import annotations
+
+TEAM_ID = "T0PAIKA01"
+TEAM_DOMAIN = "paika-test"
+ENTERPRISE_ID: str | None = None
+APP_ID = "A0PAIKA01"
+BOT_ID = "B0PAIKA01"
+BOT_USER_ID = "U0PAIKABOT"
+BOT_NAME = "paika"
+
+BOT_TOKEN = "xoxb-1111111111-2222222222-paikatestbottoken"
+APP_TOKEN = "xapp-1-A0PAIKA01-3333333333-paikatestapptoken"
+SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+# Slack's deprecated verification token, still sent in every payload.
+VERIFICATION_TOKEN = "paikaVerificationToken01"
+
+USER_ID = "U012AB3CD"
+USER_NAME = "alice"
+CHANNEL_ID = "C0GPUQUEUE"
+CHANNEL_NAME = "gpu-queue"
+
+__all__ = [
+    "APP_ID",
+    "APP_TOKEN",
+    "BOT_ID",
+    "BOT_NAME",
+    "BOT_TOKEN",
+    "BOT_USER_ID",
+    "CHANNEL_ID",
+    "CHANNEL_NAME",
+    "ENTERPRISE_ID",
+    "SIGNING_SECRET",
+    "TEAM_DOMAIN",
+    "TEAM_ID",
+    "USER_ID",
+    "USER_NAME",
+    "VERIFICATION_TOKEN",
+]

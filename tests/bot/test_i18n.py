@@ -1,0 +1,186 @@
+"""The message catalogue stays complete and true: both languages for every key, every key
+the code asks for exists, every key is asked for, and waits are said in Chinese too."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from paika_test_time import T0
+
+import bot
+from bot.i18n import (
+    LANGUAGES,
+    catalogue,
+    day,
+    eta,
+    in_about,
+    language,
+    placeholders,
+    t,
+    term,
+    wait_words,
+    when,
+)
+from scheduler.grammar import subcommand
+from scheduler.grammar.spec import PRIORITIES
+from scheduler.notify import EventKind
+from scheduler.policy.plan import Wait, WaitCode
+from scheduler.service.board import CardState
+from storage.models import BumpState, HostState, JobState
+
+BOT = Path(bot.__file__).parent
+ZONE = ZoneInfo("Asia/Shanghai")
+# t(lang, "key") and t(lang, 'key'), across line breaks.
+T_CALL = re.compile(r"""\bt\(\s*[A-Za-z_][\w.]*\s*,\s*(["'])([^"'{}]+)\1""")
+# Any quoted dotted name: keys are also written in tables and passed through helpers.
+QUOTED_KEY = re.compile(r"""(["'])([a-z_]+(?:\.[a-z0-9_]+)+)\1""")
+
+# Keys the code looks up by a computed name (f"state.{job.state}", term(lang, "state", …)):
+# the prefix and every value that fills it. Each value must have a key, and these keys
+# count as used.
+COMPUTED: dict[str, tuple[str, ...]] = {
+    "priority.": PRIORITIES,
+    "state.": tuple(JobState),
+    "bump_state.": tuple(BumpState),
+    "host_state.": tuple(HostState),
+    "card.": tuple(CardState),
+    "queue.scope.": ("mine", "team", "all"),
+    "event.": tuple(EventKind),
+    "wait.": tuple(WaitCode),
+}
+
+# Modal hints that are the grammar's own help text for the same key.
+GRAMMAR_HINTS = ("name", "gpus", "type", "mem", "hours", "cmd", "image", "team")
+
+
+def sources() -> dict[Path, str]:
+    return {path: path.read_text(encoding="utf-8") for path in sorted(BOT.rglob("*.py"))}
+
+
+def test_every_key_has_both_languages_with_the_same_placeholders() -> None:
+    for key, texts in catalogue().items():
+        assert set(texts) == set(LANGUAGES), key
+        for lang in LANGUAGES:
+            assert texts[lang].strip(), f"{key} is empty in {lang}"
+        assert placeholders(texts["en"]) == placeholders(texts["zh"]), key
+
+
+def test_every_key_the_code_asks_for_exists() -> None:
+    missing = [
+        f"{path.relative_to(BOT.parent)}: {match[2]}"
+        for path, text in sources().items()
+        for match in T_CALL.finditer(text)
+        if match[2] not in catalogue()
+    ]
+    assert not missing, missing
+
+
+def test_every_computed_key_exists_for_every_value() -> None:
+    missing = [
+        prefix + value
+        for prefix, values in COMPUTED.items()
+        for value in values
+        if prefix + value not in catalogue()
+    ]
+    assert not missing, missing
+
+
+def test_every_key_is_used_somewhere_under_bot() -> None:
+    quoted = {match[2] for text in sources().values() for match in QUOTED_KEY.finditer(text)}
+    computed = {prefix + value for prefix, values in COMPUTED.items() for value in values}
+    unused = sorted(set(catalogue()) - quoted - computed)
+    assert not unused, (
+        f"keys no code uses (remove them, or list their prefix in COMPUTED): {unused}"
+    )
+
+
+def test_chinese_has_no_placeholder_left_unfilled() -> None:
+    params = {
+        "n": 3,
+        "gpu_type": "A100-80GB",
+        "detail": "x",
+        "costlier": "H100",
+        "rel": "约 3 小时后",
+    }
+    for code in WaitCode:
+        text = t("zh", f"wait.{code.value}", **params)
+        assert "{" not in text and text
+
+
+@pytest.mark.parametrize("code", list(WaitCode))
+def test_wait_words_in_chinese_for_every_code(code: WaitCode) -> None:
+    now = T0.timestamp()
+    wait = Wait(
+        12,
+        code,
+        "the policy's English words",
+        4,
+        now + 2 * 3600,
+        "A100-80GB",
+        higher=3,
+        earlier=5,
+        detail="H100",
+    )
+    assert wait_words("en", wait, now) == "the policy's English words"
+    zh = wait_words("zh", wait, now)
+    assert re.search(r"[\u4e00-\u9fff]", zh), zh
+    assert "the policy's" not in zh
+
+
+def test_wait_words_in_chinese_use_the_numbers_behind_the_words() -> None:
+    now = T0.timestamp()
+
+    def zh(code: WaitCode, eta_in: float | None = 7200, **fields: Any) -> str:
+        moment = None if eta_in is None else now + eta_in
+        return wait_words("zh", Wait(1, code, "", 1, moment, "A100-80GB", **fields), now)
+
+    assert (
+        zh(WaitCode.BEHIND_HIGHER_PRIORITY, higher=3) == "排在 3 个更高优先级任务之后（A100-80GB）"
+    )
+    assert zh(WaitCode.BEHIND_EARLIER, earlier=2) == "排在队列中前面的 2 个任务之后（A100-80GB）"
+    assert zh(WaitCode.NO_TYPE_FREE) == "暂无空闲的 A100-80GB，预计约 2.0 小时后空出"
+    assert zh(WaitCode.NO_TYPE_FREE, eta_in=0) == "下一个使用 A100-80GB"
+    assert "H100" in zh(WaitCode.WAITING_FOR_CHEAPER_TYPE, detail="H100")
+    assert zh(WaitCode.QUOTA_EXHAUSTED, eta_in=None, detail="3.0 GPU-hours left").startswith(
+        "配额已用尽：3.0 GPU-hours left"
+    )
+    no_type = Wait(1, WaitCode.NO_TYPE_FREE, "", 1, None, None)
+    assert "合适的卡型" in wait_words("zh", no_type, now)
+
+
+def test_languages_and_fallbacks() -> None:
+    assert language("zh-CN") == "zh" and language("en_US") == "en"
+    assert language("fr") == "en" and language(None, "zh") == "zh"
+    assert t("fr", "home.refresh") == t("en", "home.refresh") == "Refresh"
+    assert t("zh", "home.refresh") == "刷新"
+    with pytest.raises(KeyError):
+        t("en", "no.such.key")
+    assert term("zh", "state", "running") == "运行中"
+    assert term("zh", "state", "hibernating") == "hibernating"  # a value newer than the catalogue
+
+
+def test_times() -> None:
+    assert when("en", datetime(2026, 11, 2, 9, 0, tzinfo=UTC), ZONE) == "2026-11-02 17:00 CST"
+    assert when("zh", None, ZONE) == "-"
+    assert when("en", datetime(2026, 11, 2, 9, 0), ZONE) == "2026-11-02 17:00 CST"  # naive = UTC
+    assert day("en", date(2026, 12, 31)) == "2026-12-31"
+    assert in_about("en", 30) == "any moment now"
+    assert in_about("en", 600) == "in about 10 min"
+    assert in_about("zh", 5400) == "约 1.5 小时后"
+    assert in_about("en", 3 * 86400) == "in about 3 days"
+    now = T0.timestamp()
+    assert eta("en", None, ZONE, now) == "not estimated yet"
+    assert eta("en", now + 600, ZONE, now) == "2026-11-02 17:10 CST (in about 10 min)"
+    assert eta("zh", now - 5, ZONE, now) == "下一个调度周期"
+    assert T0 + timedelta(minutes=10) == datetime(2026, 11, 2, 9, 10, tzinfo=UTC)
+
+
+def test_modal_hints_are_the_grammars_help_where_it_describes_the_same_field() -> None:
+    keys = {key.name: key for key in subcommand(("submit",)).keys}
+    for name in GRAMMAR_HINTS:
+        assert t("en", f"modal.hint.{name}") == keys[name].help
