@@ -1,0 +1,117 @@
+"""The submit modal through signed view submissions, and the DMs the scheduler's events send."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from conftest import MEMBER, Bot, settled, text_of
+from fakes import SIGNING_SECRET, signing
+from sqlmodel import select
+
+from bot.blocks import ids
+from bot.notifier import SlackNotifier
+from scheduler.notify import Event, EventKind
+from storage.db import session_scope
+from storage.models import Job
+
+
+def _submission(**fields: object) -> dict[str, dict[str, object]]:
+    values: dict[str, object] = {
+        ids.SUBMIT_NAME: "resnet",
+        ids.SUBMIT_GPUS: "2",
+        ids.SUBMIT_HOURS: "6",
+        ids.SUBMIT_PRIORITY: signing.static_select("normal"),
+        ids.SUBMIT_DATA: signing.radio_buttons("ready"),
+        ids.SUBMIT_CMD: "python train.py --epochs 3",
+    }
+    values.update({key: value for key, value in fields.items()})
+    return {block: {block: value} for block, value in values.items()}  # type: ignore[misc]
+
+
+def _submit(bot: Bot, **fields: object) -> dict[str, object]:
+    signed = signing.view_submission(
+        SIGNING_SECRET, MEMBER, ids.SUBMIT_CALLBACK, _submission(**fields)
+    )
+    response = bot.send(signed)
+    assert response.status_code == 200, response.text
+    return response.json() if response.text else {}
+
+
+def _jobs(bot: Bot) -> list[Job]:
+    with session_scope(bot.paika.engine) as session:
+        return list(session.exec(select(Job)).all())
+
+
+def test_invalid_fields_come_back_under_each_field_and_nothing_is_queued(team_bot: Bot) -> None:
+    answer = _submit(team_bot, **{ids.SUBMIT_GPUS: "lots", ids.SUBMIT_HOURS: "-1"})
+    assert answer["response_action"] == "errors"
+    errors = answer["errors"]
+    assert isinstance(errors, dict)
+    assert set(errors) == {ids.SUBMIT_GPUS, ids.SUBMIT_HOURS}
+    assert all(0 < len(text) <= 150 for text in errors.values())
+    assert _jobs(team_bot) == []
+
+
+def test_a_service_objection_shows_in_the_modal(team_bot: Bot) -> None:
+    answer = _submit(team_bot, **{ids.SUBMIT_TEAM: signing.static_select("nlp")})
+    # MEMBER is in vision: the service refuses, and the modal stays open with the reason.
+    assert answer["response_action"] == "errors"
+    assert _jobs(team_bot) == []
+
+
+def test_a_valid_submission_closes_the_modal_queues_the_job_and_dms_the_owner(
+    team_bot: Bot,
+) -> None:
+    assert _submit(team_bot) == {}
+    jobs = _jobs(team_bot)
+    assert [(j.name, j.gpus, j.est_gpu_hours, j.command) for j in jobs] == [
+        ("resnet", 2, 6.0, "python train.py --epochs 3")
+    ]
+    assert settled(lambda: bool(team_bot.slack.calls("chat.postMessage")))
+    dm = team_bot.slack.last("chat.postMessage")
+    assert dm.args["channel"].startswith("D") and "#1" in text_of(dm.args)
+    team_bot.slack.assert_nothing_invalid()
+
+
+def test_scheduler_events_reach_the_owner_by_dm_and_refresh_their_home(team_bot: Bot) -> None:
+    assert team_bot.paika.run(
+        'submit name=bert gpus=1 hours=1 priority=normal data=ready cmd="python t.py"', MEMBER
+    ).ok
+    notifier = SlackNotifier(team_bot.messenger)
+    try:
+        now = team_bot.paika.clock.now()
+        notifier.notify(
+            Event(EventKind.JOB_STARTED, now, "job #1 bert started on gpu-a", job_id=1, owner=MEMBER)
+        )
+        notifier.notify(
+            Event(
+                EventKind.JOB_FAILED,
+                now + timedelta(hours=1),
+                "job #1 bert failed (exit 3)",
+                job_id=1,
+                owner=MEMBER,
+                detail={"exit_code": 3},
+            )
+        )
+        notifier.notify(Event(EventKind.HOST_DOWN, now, "host gpu-a is down", host="gpu-a"))
+        notifier.flush()
+    finally:
+        notifier.close()
+    dms = team_bot.slack.calls("chat.postMessage")
+    assert len(dms) == 2 and all(c.args["channel"].startswith("D") for c in dms)
+    assert "#1" in text_of(dms[0].args) and "#1" in text_of(dms[1].args)
+    assert len(team_bot.slack.calls("views.publish")) == 2
+    team_bot.slack.assert_nothing_invalid()
+
+
+def test_a_slack_outage_does_not_stop_later_dms(team_bot: Bot) -> None:
+    team_bot.slack.fail_next("conversations.open", error="fatal_error")
+    notifier = SlackNotifier(team_bot.messenger)
+    try:
+        now = team_bot.paika.clock.now()
+        for kind in (EventKind.JOB_STARTED, EventKind.JOB_FINISHED):
+            notifier.notify(Event(kind, now, "job #7 x", job_id=7, owner=MEMBER))
+        notifier.flush()
+    finally:
+        notifier.close()
+    assert len(team_bot.slack.calls("chat.postMessage")) == 1
