@@ -29,7 +29,6 @@ from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from scheduler.agent.app import build_app
-from scheduler.serving import serve_in_thread
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.simulated import SimulatedReader
 from scheduler.app import Paika
@@ -37,6 +36,7 @@ from scheduler.clock import SystemClock
 from scheduler.hosts.poll import Poller, Target
 from scheduler.notify import RecordingNotifier
 from scheduler.runner import agent_cycle
+from scheduler.serving import serve_in_thread
 from scheduler.settings import Settings
 
 TOKEN = "bench-token-0123456789"

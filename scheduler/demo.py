@@ -26,13 +26,13 @@ import uvicorn
 from sqlmodel import Session, col, select
 
 from scheduler.agent.app import build_app
-from scheduler.serving import serve_in_thread, stop_server
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.simulated import SimulatedReader
 from scheduler.app import Paika
 from scheduler.notify import ConsoleNotifier, Event, FanOut, RecordingNotifier
 from scheduler.periodic import Periodic
 from scheduler.runner import agent_cycle
+from scheduler.serving import serve_in_thread, stop_server
 from scheduler.settings import Settings
 from storage.models import Allocation, Gpu, Host, Job, JobState, LedgerEntry
 

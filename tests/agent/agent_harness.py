@@ -13,10 +13,10 @@ import uvicorn
 
 from scheduler.agent.app import build_app
 from scheduler.agent.client import AgentClient
-from scheduler.serving import serve_in_thread, stop_server
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.protocol import JobInfo, JobState
 from scheduler.agent.simulated import SimulatedReader
+from scheduler.serving import serve_in_thread, stop_server
 
 TOKEN = "test-token-0123456789"
 SPEC = "4xA100-80GB,2xT4-16GB"

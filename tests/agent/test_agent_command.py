@@ -12,8 +12,8 @@ import uvicorn
 from typer.testing import CliRunner
 
 from scheduler.agent.command import agent
-from scheduler.serving import serve_in_thread, stop_server
 from scheduler.agent.nvml import load_pynvml
+from scheduler.serving import serve_in_thread, stop_server
 
 
 def _cli() -> typer.Typer:

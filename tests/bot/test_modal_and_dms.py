@@ -81,7 +81,9 @@ def test_scheduler_events_reach_the_owner_by_dm_and_refresh_their_home(team_bot:
     try:
         now = team_bot.paika.clock.now()
         notifier.notify(
-            Event(EventKind.JOB_STARTED, now, "job #1 bert started on gpu-a", job_id=1, owner=MEMBER)
+            Event(
+                EventKind.JOB_STARTED, now, "job #1 bert started on gpu-a", job_id=1, owner=MEMBER
+            )
         )
         notifier.notify(
             Event(

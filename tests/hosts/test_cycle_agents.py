@@ -15,7 +15,6 @@ import uvicorn
 from sqlmodel import Session, select
 
 from scheduler.agent.app import build_app
-from scheduler.serving import serve_in_thread, stop_server
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.simulated import SimulatedReader
 from scheduler.app import Paika
@@ -25,6 +24,7 @@ from scheduler.dispatch import AgentDispatcher
 from scheduler.hosts.poll import Target, poll_all_sync
 from scheduler.hosts.report import HostReport
 from scheduler.notify import EventKind, RecordingNotifier
+from scheduler.serving import serve_in_thread, stop_server
 from storage.models import Allocation, Host, Job, JobState, LedgerEntry, Match
 
 TOKEN = "test-token-0123456789"
@@ -269,7 +269,11 @@ def test_an_idle_job_is_preempted_for_core_work_and_requeued(
     clock.advance(timedelta(seconds=10))
     result = cycle.run_once()
     assert result.plan is not None
-    assert result.preempted == [job(world, "sweep").id], (result.plan, job(world, "sweep").state, job(world, "paper").priority)
+    assert result.preempted == [job(world, "sweep").id], (
+        result.plan,
+        job(world, "sweep").state,
+        job(world, "paper").priority,
+    )
     assert job(world, "sweep").stop_reason == "preempt"
     until(cycle, clock, lambda: job(world, "paper").state == JobState.RUNNING)
     sweep = job(world, "sweep")

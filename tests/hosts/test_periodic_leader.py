@@ -23,7 +23,9 @@ class CountingCycle(Cycle):
         return CycleResult(self.clock_.now())
 
 
-def test_only_one_instance_schedules_and_the_other_takes_over(paika: Paika, engine: Engine, clock: ManualClock) -> None:
+def test_only_one_instance_schedules_and_the_other_takes_over(
+    paika: Paika, engine: Engine, clock: ManualClock
+) -> None:
     other_engine = make_engine(engine.url.render_as_string(hide_password=False))
     first_cycle, second_cycle = CountingCycle(clock), CountingCycle(clock)
     first = Periodic(paika.engine, paika.policy, clock, first_cycle)
