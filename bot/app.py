@@ -15,8 +15,7 @@ from slack_sdk.http_retry.builtin_handlers import (
     RateLimitErrorRetryHandler,
 )
 
-from bot.blocks.replies import error as error_message
-from bot.i18n import t
+from bot.failures import error_handler
 from bot.listeners import register
 from bot.messenger import Messenger
 from bot.services import BotServices
@@ -64,13 +63,16 @@ def build_app(
         token_verification_enabled=False,
         # Socket Mode traffic is authenticated by the app token; HTTP traffic by signature.
         request_verification_enabled=not socket_mode,
+        # Acks are sent from the request's own thread and the work after them runs as lazy
+        # listeners, so a burst of slow commands never delays another command's ack.
+        process_before_response=True,
         logger=log,
     )
     messenger = Messenger(client, services)
     services.slack_language = locale_language(client)
     app.middleware(once_per_delivery(services))
     register(app, services, messenger)
-    app.error(report_failure(services))
+    app.error(error_handler(services))
     return app, messenger
 
 
@@ -107,26 +109,3 @@ def once_per_delivery(services: BotServices) -> Callable[..., Any]:
         return next()
 
     return middleware
-
-
-def report_failure(services: BotServices) -> Callable[..., None]:
-    """The one place a listener's crash ends: the log gets the trace, the user plain words."""
-
-    def handler(error: Exception, body: dict[str, Any], respond: Any = None) -> None:
-        log.error("Slack request failed: %s", error, exc_info=error)
-        user = (body.get("user") or {}).get("id") or body.get("user_id")
-        if respond is None or not body.get("response_url"):
-            return
-        lang = services.language(user) if isinstance(user, str) else "en"
-        message = error_message(t(lang, "error.internal"), lang, None)
-        try:
-            respond(
-                text=message.text,
-                blocks=message.blocks,
-                response_type="ephemeral",
-                replace_original=False,
-            )
-        except Exception:  # the user cannot be told; the log above has it
-            log.warning("could not tell the user about the failure", exc_info=True)
-
-    return handler

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -32,6 +34,18 @@ class Messenger:
         self.services = services
         self._dm_channels: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._background = ThreadPoolExecutor(max_workers=4, thread_name_prefix="paika-slack-post")
+
+    def later(self, work: Callable[..., object], *args: object) -> None:
+        """Post in the background (after a modal's ack); a failure is logged, not raised."""
+
+        def run() -> None:
+            try:
+                work(*args)
+            except Exception:  # nobody waits for this work; the log is where it can be seen
+                log.exception("background Slack work failed")
+
+        self._background.submit(run)
 
     def dm(self, user_id: str, message: Message) -> bool:
         """Send `message` to the user's DM with the app."""

@@ -1,17 +1,18 @@
-"""Buttons: Approve / Deny on bump requests, refresh on the App Home."""
+"""Buttons: Approve / Deny on bump requests; Submit and Refresh on the App Home."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from slack_bolt import Ack, App, Respond
+from slack_bolt import App, Respond
 from slack_sdk import WebClient
 
 from bot.blocks import ids
 from bot.blocks.replies import error
+from bot.failures import reported
 from bot.i18n import t
-from bot.listeners.commands import open_submit_modal
+from bot.listeners.commands import acknowledge, open_submit_modal
 from bot.messenger import Messenger
 from bot.replying import message_for
 from bot.services import BotServices
@@ -19,13 +20,11 @@ from scheduler.service.bumps import DecisionResult
 
 
 def register(app: App, services: BotServices, messenger: Messenger) -> None:
-    def decide(
-        approve: bool, ack: Ack, body: dict[str, Any], action: dict[str, Any], respond: Respond
-    ) -> None:
-        ack()
+    def decide(approve: bool, body: dict[str, Any], respond: Respond) -> None:
         user = body["user"]["id"]
         lang = services.language(user)
-        request_id = _request_id(action.get("value"))
+        actions = body.get("actions") or [{}]
+        request_id = _request_id(actions[0].get("value"))
         if request_id is None:
             message = error(t(lang, "error.bad_button"), lang, None)
             respond(
@@ -38,7 +37,7 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
         outcome = services.decide(request_id, approve, user, None)
         result = outcome.result
         if not outcome.ok or not isinstance(result, DecisionResult) or not result.changed:
-            # A refusal, or a second click / replayed payload: only the clicker hears about it.
+            # A refusal, or a second click / replayed payload: only the clicker hears of it.
             message = message_for(outcome, lang, services.zone, services.now())
             respond(
                 text=message.text,
@@ -49,23 +48,26 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
             return
         messenger.follow_up(outcome, user)
 
-    @app.action(ids.BUMP_APPROVE)
-    def approve(ack: Ack, body: dict[str, Any], action: dict[str, Any], respond: Respond) -> None:
-        decide(True, ack, body, action, respond)
+    def approve(body: dict[str, Any], respond: Respond) -> None:
+        with reported(services, body, respond):
+            decide(True, body, respond)
 
-    @app.action(ids.BUMP_DENY)
-    def deny(ack: Ack, body: dict[str, Any], action: dict[str, Any], respond: Respond) -> None:
-        decide(False, ack, body, action, respond)
+    def deny(body: dict[str, Any], respond: Respond) -> None:
+        with reported(services, body, respond):
+            decide(False, body, respond)
 
-    @app.action(ids.HOME_SUBMIT)
-    def submit_from_home(ack: Ack, body: dict[str, Any], client: WebClient) -> None:
-        ack()
-        open_submit_modal(client, services, body["user"]["id"], body["trigger_id"])
+    def submit_from_home(body: dict[str, Any], respond: Respond, client: WebClient) -> None:
+        with reported(services, body, respond):
+            open_submit_modal(client, services, body["user"]["id"], body["trigger_id"])
 
-    @app.action(ids.HOME_REFRESH)
-    def refresh(ack: Ack, body: dict[str, Any]) -> None:
-        ack()
-        messenger.publish_home(body["user"]["id"])
+    def refresh(body: dict[str, Any], respond: Respond) -> None:
+        with reported(services, body, respond):
+            messenger.publish_home(body["user"]["id"])
+
+    app.action(ids.BUMP_APPROVE)(ack=acknowledge, lazy=[approve])
+    app.action(ids.BUMP_DENY)(ack=acknowledge, lazy=[deny])
+    app.action(ids.HOME_SUBMIT)(ack=acknowledge, lazy=[submit_from_home])
+    app.action(ids.HOME_REFRESH)(ack=acknowledge, lazy=[refresh])
 
 
 def _request_id(value: object) -> int | None:

@@ -36,8 +36,10 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
             ack(response_action="errors", errors={block_for_key(key): _fit(text)})
             return
         ack()
-        messenger.dm(user, message_for(outcome, lang, services.zone, services.now()))
-        messenger.follow_up(outcome, user)
+        # The modal closes when this returns; the DM and the fresh Home follow in the background.
+        message = message_for(outcome, lang, services.zone, services.now())
+        messenger.later(messenger.dm, user, message)
+        messenger.later(messenger.follow_up, outcome, user)
 
 
 def _fit(text: str) -> str:
