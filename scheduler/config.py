@@ -128,8 +128,50 @@ class Slack(_Strict):
     # when unset, a request goes to its team's channel, else to each approver by DM.
     approvals_channel: str | None = None
     default_language: Literal["en", "zh"] = "en"
-    # A busy GPU below this utilization counts as idle-but-held on the board.
+    # Channel for the daily digest, host alerts and quota warnings; None: none are posted.
+    channel: str | None = None
+
+
+class Digest(_Strict):
+    """The daily readiness board posted to the channel."""
+
+    enabled: bool = True
+    time: str = Field(default="09:30", pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")  # policy zone
+    # Missed while paika was down: still posted if it is this late or less, else skipped.
+    late_minutes: float = Field(default=180, ge=0)
+
+
+class Alerts(_Strict):
+    """When quota owners are warned: days before expiry, and shares of the hours used."""
+
+    quota_days_before: tuple[int, ...] = (14, 7, 3, 1)
+    quota_used_pct: tuple[float, ...] = (80, 90, 100)
+
+    @field_validator("quota_days_before", "quota_used_pct")
+    @classmethod
+    def _positive(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if any(v <= 0 for v in value):
+            raise ValueError("every threshold must be greater than 0")
+        return tuple(sorted(set(value)))
+
+
+ReclaimAction = Literal["release", "requeue", "keep"]
+
+
+def _default_reclaim() -> dict[PriorityName, ReclaimAction]:
+    return {"core": "requeue", "normal": "requeue", "idle": "release"}
+
+
+class Reclaim(_Strict):
+    """GPUs held by a running job but idle: ask the owner, then act."""
+
+    enabled: bool = True
+    # A held GPU below this utilization is idle (the board shows it as idle-but-held).
     idle_utilization_pct: float = Field(default=5, ge=0, le=100)
+    idle_minutes: float = Field(default=60, gt=0)  # idle this long (every sample) → ask
+    grace_minutes: float = Field(default=30, ge=0)  # no answer this long → act
+    # release: stop the job and free its GPUs; requeue: stop it and queue it again; keep: only ask.
+    action: dict[PriorityName, ReclaimAction] = Field(default_factory=_default_reclaim)
 
 
 class PolicyConfig(_Strict):
@@ -145,6 +187,9 @@ class PolicyConfig(_Strict):
     limits: Limits = Limits()
     scheduler: SchedulerKnobs = SchedulerKnobs()
     slack: Slack = Slack()
+    digest: Digest = Digest()
+    alerts: Alerts = Alerts()
+    reclaim: Reclaim = Reclaim()
 
     @field_validator("timezone")
     @classmethod

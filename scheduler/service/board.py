@@ -102,7 +102,7 @@ def board(ctx: Context) -> BoardResult:
     for gpu in cluster_queries.all_gpus(session=session):
         by_host[gpu.host_id].append(gpu)
     rules = _Rules(
-        ctx.policy.slack.idle_utilization_pct, ctx.policy.knobs().foreign_memory_slack_gib
+        ctx.policy.reclaim.idle_utilization_pct, ctx.policy.knobs().foreign_memory_slack_gib
     )
     hosts = tuple(
         HostView(

@@ -1,6 +1,7 @@
 """The SQL tables. Importing this package registers every table on `SQLModel.metadata`."""
 
 from storage.models.accounting import LedgerEntry, Quota
+from storage.models.alerts import Alert
 from storage.models.audit import AuditEvent
 from storage.models.cluster import Allocation, Gpu, GpuSample, Host, HostState, Lease
 from storage.models.jobs import (
@@ -21,6 +22,7 @@ from storage.models.slack import SlackDelivery
 __all__ = [
     "ACTIVE_STATES",
     "TERMINAL_STATES",
+    "Alert",
     "Allocation",
     "AuditEvent",
     "BumpRequest",

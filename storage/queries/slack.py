@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import delete, insert
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col
 
 from storage.models import BumpRequest, SlackDelivery
+from storage.queries.once import insert_once
 
 
 def claim_delivery(*, session: Session, event_id: str, now: datetime) -> bool:
@@ -19,18 +19,7 @@ def claim_delivery(*, session: Session, event_id: str, now: datetime) -> bool:
     back, the event may be claimed again.
     """
     statement = insert(SlackDelivery).values(event_id=event_id, received_at=now)
-    try:
-        if session.get_bind().dialect.name == "sqlite":
-            # SQLite undoes only the failed statement, so no savepoint is needed; and
-            # pysqlite would commit at once a savepoint that opens the transaction.
-            session.execute(statement)
-        else:
-            # PostgreSQL aborts the whole transaction on an error; the savepoint keeps it.
-            with session.begin_nested():
-                session.execute(statement)
-    except IntegrityError:
-        return False
-    return True
+    return insert_once(session, statement)
 
 
 def prune_deliveries(*, session: Session, before: datetime) -> int:
