@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from slack_bolt import App, BoltResponse
+from slack_bolt.authorization import AuthorizeResult
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackClientError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_handlers import (
     ConnectionErrorRetryHandler,
     RateLimitErrorRetryHandler,
@@ -23,6 +25,10 @@ from scheduler.errors import ConfigError
 from scheduler.settings import Settings
 
 log = logging.getLogger(__name__)
+
+# Threads answering commands after their ack: one, since that work holds the GIL anyway
+# and each extra thread would delay acks (measured with bench/slack_ack.py).
+WORKERS = 1
 
 
 def web_client(settings: Settings) -> WebClient:
@@ -56,16 +62,22 @@ def build_app(
         raise ConfigError(
             "environment", "SLACK_SIGNING_SECRET", "HTTP mode needs the app's signing secret"
         )
+    identity = BotIdentity(client)
+    identity.learn_in_background()
     app = App(
         client=client,
         signing_secret=secret.get_secret_value() if secret else None,
-        # Checked on the first request instead, so a start never hangs on Slack being away.
-        token_verification_enabled=False,
+        # One workspace, one bot token: no per-request auth.test that could block an ack
+        # while Slack is slow or away (BotIdentity learns who the bot is, once, aside).
+        authorize=identity.authorize,
         # Socket Mode traffic is authenticated by the app token; HTTP traffic by signature.
         request_verification_enabled=not socket_mode,
         # Acks are sent from the request's own thread and the work after them runs as lazy
         # listeners, so a burst of slow commands never delays another command's ack.
         process_before_response=True,
+        # The work after an ack is mostly Python holding the GIL: more threads would not
+        # make it faster, only slow down the acks of the requests arriving meanwhile.
+        listener_executor=ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="paika-slack"),
         logger=log,
     )
     messenger = Messenger(client, services)
@@ -74,6 +86,43 @@ def build_app(
     register(app, services, messenger)
     app.error(error_handler(services))
     return app, messenger
+
+
+class BotIdentity:
+    """Who the bot is in its workspace (auth.test), learned once in the background."""
+
+    def __init__(self, client: WebClient) -> None:
+        self.client = client
+        self.known: dict[str, Any] = {}
+
+    def learn_in_background(self) -> None:
+        threading.Thread(target=self.learn, name="paika-slack-auth", daemon=True).start()
+
+    def learn(self) -> None:
+        try:
+            self.known = dict(self.client.auth_test().data)  # type: ignore[arg-type]
+        except SlackApiError as exc:
+            log.error(
+                "Slack refused SLACK_BOT_TOKEN (%s): replies and DMs will fail until it is fixed",
+                exc.response.get("error"),
+            )
+        except SlackClientError as exc:
+            log.warning("could not reach Slack to check the bot token: %s", exc)
+
+    @property
+    def authorize(self) -> Callable[[str | None, str | None], AuthorizeResult]:
+        """Bolt's `authorize` (a plain function: Bolt passes arguments by their names)."""
+
+        def authorize(enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
+            return AuthorizeResult(
+                enterprise_id=enterprise_id,
+                team_id=team_id,
+                bot_token=self.client.token,
+                bot_id=self.known.get("bot_id"),
+                bot_user_id=self.known.get("user_id"),
+            )
+
+        return authorize
 
 
 def locale_language(client: WebClient) -> Callable[[str], str | None]:

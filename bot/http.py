@@ -1,7 +1,10 @@
 """HTTP mode: Slack posts commands, interactions and events to `POST /slack/events`.
 
-Bolt's dispatch is synchronous (it returns once the listener has acked), so each request
-runs in a worker thread; the event loop keeps accepting while listeners work.
+Bolt's dispatch returns as soon as a listener has acked (the work after the ack runs on
+Bolt's threads), and acking a command, a button or an event is quick, so those are
+dispatched right on the event loop: handing each to a thread would cost more than the
+ack itself when a burst arrives. A modal submission is acked only after its fields are
+checked and the job is queued, so it goes to a worker thread.
 """
 
 from __future__ import annotations
@@ -31,7 +34,10 @@ def http_app(bolt: App) -> Starlette:
             query=str(request.url.query),
             headers={key: [value] for key, value in request.headers.items()},
         )
-        answer = await run_in_threadpool(bolt.dispatch, bolt_request)
+        if b"view_submission" in body:
+            answer = await run_in_threadpool(bolt.dispatch, bolt_request)
+        else:
+            answer = bolt.dispatch(bolt_request)
         return Response(
             content=answer.body,
             status_code=answer.status,

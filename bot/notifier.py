@@ -12,7 +12,7 @@ import threading
 
 from bot.blocks.notices import job_event
 from bot.messenger import Messenger
-from scheduler.notify import Event
+from scheduler.notify import Event, EventKind
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +58,16 @@ class SlackNotifier:
                 log.exception("could not deliver %s", item.kind)
 
     def _deliver(self, event: Event) -> None:
-        if event.owner is None:
-            return  # host events go to channels with the alerts (not DMs)
         services = self.messenger.services
+        if event.owner is None:
+            # Host down/up: once per change (the cycle reports changes, not polls), to the channel.
+            channel = services.paika.policy.slack.channel
+            if channel and event.kind in (EventKind.HOST_DOWN, EventKind.HOST_UP):
+                self.messenger.post(
+                    channel,
+                    job_event(event, services.paika.policy.slack.default_language, services.zone),
+                )
+            return
         lang = services.language(event.owner)
         self.messenger.dm(event.owner, job_event(event, lang, services.zone))
         self.messenger.publish_home(event.owner)

@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 from importlib.metadata import version
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -124,6 +125,44 @@ def demo(
     from scheduler.demo import run_demo
 
     run_demo(seconds=seconds, speed=speed, seed=seed, out=sys.stdout, quiet=quiet)
+
+
+@app.command("digest")
+def digest_command(
+    show: Annotated[
+        bool, typer.Option("--print", help="Print the digest as text to standard output.")
+    ] = False,
+    png: Annotated[
+        Path | None, typer.Option("--png", help="Write the digest's picture to this PNG file.")
+    ] = None,
+    lang: Annotated[str, typer.Option("--lang", help="The picture's language: en or zh.")] = "en",
+) -> None:
+    """The daily GPU board without Slack: as text (--print) and as a picture (--png FILE)."""
+    if not show and png is None:
+        typer.echo(
+            "paika digest: say what to make: --print for text, --png FILE for the picture, or both.",
+            err=True,
+        )
+        raise typer.Exit(2)
+    if lang not in ("en", "zh"):
+        typer.echo(f"paika digest: --lang {lang} is not known; use en or zh.", err=True)
+        raise typer.Exit(2)
+    from scheduler.digest import digest_now  # matplotlib and friends load only when asked
+    from scheduler.digest.text import render_text
+
+    paika = _start()
+    digest = digest_now(paika)
+    if show:
+        typer.echo(render_text(digest, paika.policy.zone), nl=False)
+    if png is not None:
+        from scheduler.digest.picture import render_png
+
+        try:
+            png.write_bytes(render_png(digest, lang))
+        except OSError as exc:
+            typer.echo(f"paika digest: cannot write {png}: {exc.strerror}", err=True)
+            raise typer.Exit(1) from exc
+        typer.echo(f"picture written to {png}", err=True)
 
 
 @db_app.command("upgrade")

@@ -51,7 +51,21 @@ SUBMIT_BLOCK_OF_KEY = MappingProxyType(
     }
 )
 
-ACTION_IDS = (BUMP_APPROVE, BUMP_DENY, HOME_REFRESH, HOME_SUBMIT)
+# Alerts paika raises on its own; each button carries the alert's key as its value.
+ALERT_ACTIONS = "alert_actions"
+QUOTA_ACKNOWLEDGE = "quota_acknowledge"  # a quota nearing expiry or running out
+IDLE_STILL_USING = "idle_still_using"  # GPUs held idle: the owner still uses them
+IDLE_RELEASE = "idle_release"  # … or lets them go now
+
+ACTION_IDS = (
+    BUMP_APPROVE,
+    BUMP_DENY,
+    HOME_REFRESH,
+    HOME_SUBMIT,
+    QUOTA_ACKNOWLEDGE,
+    IDLE_STILL_USING,
+    IDLE_RELEASE,
+)
 CALLBACK_IDS = (SUBMIT_CALLBACK,)
 BLOCK_IDS = (
     BUMP_ACTIONS,
@@ -68,4 +82,5 @@ BLOCK_IDS = (
     SUBMIT_CMD,
     SUBMIT_IMAGE,
     SUBMIT_TEAM,
+    ALERT_ACTIONS,
 )

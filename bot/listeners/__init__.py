@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from slack_bolt import App
 
-from bot.listeners import actions, commands, events, views
+from bot.listeners import actions, alerts, commands, events, views
 from bot.messenger import Messenger
 from bot.services import BotServices
 
@@ -15,3 +15,4 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
     actions.register(app, services, messenger)
     views.register(app, services, messenger)
     events.register(app, services, messenger)
+    alerts.register(app, services, messenger)

@@ -70,3 +70,35 @@ def alerts_of_kind(
     if since is not None:
         query = query.where(col(Alert.created_at) >= since)
     return session.exec(query.order_by(col(Alert.created_at))).all()
+
+
+def alerts_about(*, session: Session, kind: str, subjects: Sequence[str]) -> Sequence[Alert]:
+    """Alerts of one kind about any of `subjects` (e.g. job ids), oldest first."""
+    if not subjects:
+        return []
+    query = select(Alert).where(Alert.kind == kind, col(Alert.subject).in_(subjects))
+    return session.exec(query.order_by(col(Alert.created_at), col(Alert.key))).all()
+
+
+def unanswered_alerts(*, session: Session, kind: str, sent_before: datetime) -> Sequence[Alert]:
+    """Alerts of one kind delivered before a moment and still without an answer, oldest first."""
+    query = select(Alert).where(
+        Alert.kind == kind,
+        col(Alert.answered_at).is_(None),
+        col(Alert.sent_at).is_not(None),
+        col(Alert.sent_at) <= sent_before,
+    )
+    return session.exec(query.order_by(col(Alert.sent_at), col(Alert.key))).all()
+
+
+def lock_alert(*, session: Session, key: str) -> Alert | None:
+    """The alert, locked until the transaction ends, so whoever answers it sees the latest answer."""
+    return session.get(Alert, key, with_for_update=True, populate_existing=True)
+
+
+def claimed_keys(*, session: Session, keys: Sequence[str]) -> set[str]:
+    """Which of `keys` have been claimed already (one query)."""
+    if not keys:
+        return set()
+    query = select(col(Alert.key)).where(col(Alert.key).in_(keys))
+    return set(session.exec(query).all())

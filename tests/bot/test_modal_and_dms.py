@@ -117,3 +117,23 @@ def test_a_slack_outage_does_not_stop_later_dms(team_bot: Bot) -> None:
     finally:
         notifier.close()
     assert len(team_bot.slack.calls("chat.postMessage")) == 1
+
+
+def test_host_down_and_up_go_to_the_channel_once_each(team_bot: Bot) -> None:
+    policy = team_bot.paika.policy
+    team_bot.paika.policy = policy.model_copy(
+        update={"slack": policy.slack.model_copy(update={"channel": "C0GPUOPS"})}
+    )
+    notifier = SlackNotifier(team_bot.messenger)
+    try:
+        now = team_bot.paika.clock.now()
+        notifier.notify(Event(EventKind.HOST_DOWN, now, "host gpu-a is down", host="gpu-a"))
+        notifier.notify(Event(EventKind.HOST_UP, now, "host gpu-a is back", host="gpu-a"))
+        notifier.flush()
+    finally:
+        notifier.close()
+    posts = team_bot.slack.calls("chat.postMessage")
+    assert [c.args["channel"] for c in posts] == ["C0GPUOPS", "C0GPUOPS"]
+    assert all("gpu-a" in text_of(c.args) for c in posts)
+    assert team_bot.slack.calls("conversations.open") == []
+    team_bot.slack.assert_nothing_invalid()

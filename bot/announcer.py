@@ -1,0 +1,83 @@
+"""The outbox's announcer for Slack: each alert rendered by its kind, DMed to its people and,
+when it is for the channel and the policy names one, posted there.
+
+`announce` is True only when every post got through; otherwise the outbox tries the alert
+again later. Within one process, a retry skips the recipients that already have it, so a
+channel outage does not send the owner the same DM twice.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from zoneinfo import ZoneInfo
+
+from bot.blocks.alerts import idle_ask, plain_alert, quota_alert, reclaim_notice
+from bot.blocks.common import Message
+from bot.messenger import Messenger
+from bot.services import BotServices
+from scheduler.alerts.idle import ACTION_KIND, ASK_KIND
+from scheduler.alerts.outbox import Announcement
+from scheduler.alerts.quota import EXPIRY_KIND, USED_KIND
+
+Renderer = Callable[[Announcement, str, ZoneInfo], Message]
+
+RENDERERS: Mapping[str, Renderer] = {
+    EXPIRY_KIND: quota_alert,
+    USED_KIND: quota_alert,
+    ASK_KIND: idle_ask,
+    ACTION_KIND: reclaim_notice,
+}
+
+
+class SlackAnnouncer:
+    """Implements scheduler.alerts.outbox.Announcer for Slack."""
+
+    def __init__(
+        self,
+        messenger: Messenger,
+        services: BotServices,
+        renderers: Mapping[str, Renderer] | None = None,
+    ) -> None:
+        self.messenger = messenger
+        self.services = services
+        self.renderers = dict(RENDERERS if renderers is None else renderers)
+        self._delivered: set[tuple[str, str]] = set()  # (alert key, user or channel)
+        self._lock = threading.Lock()
+
+    def announce(self, announcement: Announcement) -> bool:
+        through = True
+        for target, direct, message in self._messages(announcement):
+            done = (announcement.key, target)
+            with self._lock:
+                if done in self._delivered:
+                    continue
+            sent = (
+                self.messenger.dm(target, message)
+                if direct
+                else self.messenger.post(target, message) is not None
+            )
+            if sent:
+                with self._lock:
+                    self._delivered.add(done)
+            else:
+                through = False
+        if through:
+            with self._lock:
+                self._delivered = {d for d in self._delivered if d[0] != announcement.key}
+        return through
+
+    def _messages(self, announcement: Announcement) -> list[tuple[str, bool, Message]]:
+        """(user or channel, whether it is a DM, the message in its reader's language)."""
+        render = self.renderers.get(announcement.kind, plain_alert)
+        zone = self.services.zone
+        messages = [
+            (user, True, render(announcement, self.services.language(user), zone))
+            for user in announcement.to_users
+        ]
+        slack = self.services.paika.policy.slack
+        if announcement.to_channel and slack.channel:
+            messages.append(
+                (slack.channel, False, render(announcement, slack.default_language, zone))
+            )
+        return messages

@@ -1,0 +1,326 @@
+"""The daily digest in Block Kit: the cards, the queue, who waits for data, what starts
+next, yesterday's ledger, idle GPU-hours and quota warnings.
+
+It goes to a shared channel, so people are named, not mentioned: a mention would ping
+every owner in the digest every morning. Names come from `names` (Slack user id →
+display name, looked up by the poster); without one, the user id is shown as text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from bot.blocks.common import (
+    MESSAGE_BLOCKS,
+    MESSAGE_CHARS,
+    Block,
+    Message,
+    context,
+    divider,
+    header,
+    listing,
+    mrkdwn_escape,
+    section,
+    text_size,
+)
+from bot.blocks.job import gpu_hours, priority, ref, why_and_when
+from bot.i18n import day, t, when
+from scheduler.digest.model import Digest, JobLine, QuotaWarning
+from storage.models import PriorityClass
+
+# Blocks and characters each list may use; what does not fit is summarised in its last line.
+LIST_BLOCKS = 3
+LIST_CHARS = 1800
+
+
+def digest_blocks(
+    digest: Digest,
+    lang: str,
+    zone: ZoneInfo,
+    *,
+    names: Mapping[str, str] | None = None,
+) -> Message:
+    """The digest as one channel message: at most 50 blocks, every list summarised when cut."""
+    people = _Names(names or {})
+    blocks: list[Block] = [
+        header(t(lang, "digest.header", day=day(lang, digest.day))),
+        context(t(lang, "digest.as_of", at=when(lang, digest.at, zone))),
+        section(_cards(digest, lang)),
+        section(_queue(digest, lang)),
+        divider(),
+        *_ready(digest, lang),
+        *_waiting_data(digest, lang, people),
+        *_next_up(digest, lang, zone, people),
+        divider(),
+        *_yesterday(digest, lang),
+        *_idle(digest, lang, people),
+        *_quotas(digest, lang, people),
+        divider(),
+        context(t(lang, "digest.footer", board="`/gpu board`", queue="`/gpu queue mine`")),
+    ]
+    if len(blocks) > MESSAGE_BLOCKS or text_size(blocks) > MESSAGE_CHARS:
+        # Each part is bounded, so this cannot happen; fail loudly rather than post a cut board.
+        raise ValueError(f"digest of {len(blocks)} blocks, {text_size(blocks)} characters")
+    return Message(notification(digest, lang), blocks)
+
+
+def notification(digest: Digest, lang: str) -> str:
+    """The message's text: what a notification or a screen reader says."""
+    return t(
+        lang,
+        "digest.notification",
+        day=day(lang, digest.day),
+        free=digest.free_gpus,
+        total=digest.total_gpus,
+        running=digest.running,
+        waiting=digest.waiting,
+        data=digest.waiting_for_data,
+    )
+
+
+class _Names:
+    """People by name, never as a mention."""
+
+    def __init__(self, names: Mapping[str, str]) -> None:
+        self.names = names
+
+    def __call__(self, user_id: str) -> str:
+        return mrkdwn_escape(self.names.get(user_id) or user_id or "-")
+
+
+def waited(lang: str, span: timedelta) -> str:
+    """How long something has waited, to the minute: "45 min", "3 h 20 min", "2 d 4 h"."""
+    minutes = max(0, int(span.total_seconds() // 60))
+    days, rest = divmod(minutes, 24 * 60)
+    hours, minutes = divmod(rest, 60)
+    if days:
+        return t(lang, "digest.days", d=days, h=hours)
+    if hours:
+        return t(lang, "digest.hours", h=hours, m=minutes)
+    return t(lang, "digest.minutes", n=minutes)
+
+
+def _cards(digest: Digest, lang: str) -> str:
+    if not digest.types:
+        return t(lang, "board.no_hosts")
+    lines = [
+        t(
+            lang,
+            "digest.cards",
+            total=digest.total_gpus,
+            hosts=digest.hosts,
+            free=digest.free_gpus,
+            busy=sum(c.busy for c in digest.types),
+            idle=sum(c.idle_held for c in digest.types),
+            down=sum(c.down for c in digest.types),
+        )
+    ]
+    for count in digest.types:
+        lines.append(
+            t(
+                lang,
+                "board.type_line",
+                gpu_type=mrkdwn_escape(count.gpu_type),
+                total=count.total,
+                free=count.free,
+                busy=count.busy,
+                idle=count.idle_held,
+                down=count.down,
+            )
+        )
+    return "\n".join(lines)
+
+
+def _queue(digest: Digest, lang: str) -> str:
+    waiting = digest.waiting_by_class
+    return t(
+        lang,
+        "board.queue",
+        running=digest.running,
+        core=waiting.get(PriorityClass.CORE.value, 0),
+        normal=waiting.get(PriorityClass.NORMAL.value, 0),
+        idle=waiting.get(PriorityClass.IDLE.value, 0),
+        data=digest.waiting_for_data,
+    )
+
+
+def _needs(lang: str, line: JobLine) -> str:
+    gpus = t(lang, "needs.gpus", n=line.gpus)
+    return f"{gpus} {mrkdwn_escape(line.gpu_type)}" if line.gpu_type else gpus
+
+
+def _part(
+    lang: str, heading: str, lines: Sequence[str], total: int, more: Callable[[int], str]
+) -> list[Block]:
+    """One list of the digest under its bold heading, within its share of the message."""
+    return listing(
+        lines,
+        LIST_BLOCKS,
+        more,
+        total=total,
+        chars=LIST_CHARS,
+        heading=heading,
+    )
+
+
+def _more(lang: str, total: int) -> Callable[[int], str]:
+    return lambda shown: t(lang, "status.more", n=total - shown)
+
+
+def _ready(digest: Digest, lang: str) -> list[Block]:
+    if not digest.ready_total:
+        return [section(t(lang, "digest.ready_none"))]
+    lines = [
+        f"{ref(line.job_id, line.name)} · {mrkdwn_escape(line.team)} · "
+        f"{priority(lang, line.priority)} · {_needs(lang, line)} · "
+        f"{gpu_hours(lang, line.est_gpu_hours)}"
+        for line in digest.ready
+    ]
+    heading = t(lang, "digest.ready", n=digest.ready_total)
+    return _part(lang, heading, lines, digest.ready_total, _more(lang, digest.ready_total))
+
+
+def _waiting_data(digest: Digest, lang: str, people: _Names) -> list[Block]:
+    if not digest.waiting_for_data:
+        return [section(t(lang, "digest.data_none"))]
+    lines = []
+    for line in digest.waiting_data:
+        where = (
+            t(lang, "digest.data_at", location=mrkdwn_escape(line.data_location))
+            if line.data_location
+            else ""
+        )
+        lines.append(
+            t(
+                lang,
+                "digest.data_line",
+                job=ref(line.job_id, line.name),
+                team=mrkdwn_escape(line.team),
+                owner=people(line.owner),
+                waited=waited(lang, digest.at - line.submitted_at),
+                where=where,
+            )
+        )
+    heading = t(lang, "digest.data", n=digest.waiting_for_data)
+    total = digest.waiting_for_data
+    return _part(lang, heading, lines, total, _more(lang, total))
+
+
+def _next_up(digest: Digest, lang: str, zone: ZoneInfo, people: _Names) -> list[Block]:
+    if not digest.next_up:
+        return [section(t(lang, "board.nothing_waiting"))]
+    lines = []
+    for line in digest.next_up:
+        wait = line.wait
+        place = f"{wait.position}." if wait else "-"
+        why = why_and_when(lang, wait.to_wait(line.job_id), zone, digest.at) if wait else ""
+        lines.append(
+            f"{place} {ref(line.job_id, line.name)} · {people(line.owner)} · "
+            f"{priority(lang, line.priority)} — {why}"
+        )
+    heading = f"*{t(lang, 'board.next_up')}*"
+    return _part(lang, heading, lines, len(lines), _more(lang, len(lines)))
+
+
+def _yesterday(digest: Digest, lang: str) -> list[Block]:
+    usage = digest.yesterday
+    if not usage.rows:
+        return [section(t(lang, "digest.yesterday_none", day=day(lang, usage.day)))]
+    heading = t(
+        lang,
+        "digest.yesterday",
+        day=day(lang, usage.day),
+        hours=usage.total_gpu_hours,
+        cost=usage.total_cost,
+        jobs=usage.job_count,
+    )
+    lines = [
+        t(
+            lang,
+            "report.row",
+            team=mrkdwn_escape(row.team),
+            gpu_type=mrkdwn_escape(row.gpu_type),
+            hours=row.gpu_hours,
+            cost=row.cost,
+            jobs=row.jobs,
+        )
+        for row in usage.rows
+    ]
+    return _part(lang, heading, lines, len(lines), _more(lang, len(lines)))
+
+
+def _idle(digest: Digest, lang: str, people: _Names) -> list[Block]:
+    idle = digest.idle
+    if idle.gpu_hours <= 0:
+        return [section(t(lang, "digest.idle_none", pct=idle.threshold_pct))]
+    types = ", ".join(f"{mrkdwn_escape(name)} {hours:.1f}" for name, hours in idle.by_type.items())
+    heading = t(lang, "digest.idle", pct=idle.threshold_pct, hours=idle.gpu_hours, types=types)
+    lines = [
+        t(
+            lang,
+            "digest.idle_line",
+            job=ref(job.job_id, job.name),
+            team=mrkdwn_escape(job.team),
+            owner=people(job.owner),
+            gpu_type=mrkdwn_escape(job.gpu_type),
+            hours=job.gpu_hours,
+        )
+        for job in idle.jobs
+    ]
+    return _part(lang, heading, lines, idle.job_count, _more(lang, idle.job_count))
+
+
+def _quotas(digest: Digest, lang: str, people: _Names) -> list[Block]:
+    warnings = digest.quota_warnings
+    if not warnings:
+        return [section(t(lang, "digest.quotas_none"))]
+    lines = [_quota_line(lang, warning, people) for warning in warnings]
+    heading = f"*{t(lang, 'digest.quotas')}*"
+    return _part(
+        lang, heading, lines, len(lines), lambda shown: t(lang, "quota.more", n=len(lines) - shown)
+    )
+
+
+def _quota_line(lang: str, warning: QuotaWarning, people: _Names) -> str:
+    return t(
+        lang,
+        "digest.quota_line",
+        id=warning.quota_id,
+        team=mrkdwn_escape(warning.team),
+        gpu_type=mrkdwn_escape(warning.gpu_type) if warning.gpu_type else t(lang, "quota.any_type"),
+        left=warning.left_hours,
+        total=warning.total_hours,
+        pct=warning.used_pct,
+        expiry=_expiry(lang, warning),
+        owner=people(warning.owner),
+    )
+
+
+def _expiry(lang: str, warning: QuotaWarning) -> str:
+    on = day(lang, warning.expires_on)
+    if warning.days_left == 0:
+        return t(lang, "quota.expires_today", day=on)
+    if warning.days_left == 1:
+        return t(lang, "quota.expires_tomorrow", day=on)
+    return t(lang, "quota.expires", day=on, n=warning.days_left)
+
+
+def picture_words(digest: Digest, lang: str) -> tuple[str, str, str]:
+    """The uploaded picture's title, the comment posted with it, and its alt text."""
+    return (
+        t(lang, "digest.picture_title", day=day(lang, digest.day)),
+        t(lang, "digest.picture_comment"),
+        t(
+            lang,
+            "digest.picture_alt",
+            total=digest.total_gpus,
+            free=digest.free_gpus,
+            at=_hhmm(digest.at, ZoneInfo(digest.timezone)),
+        ),
+    )
+
+
+def _hhmm(moment: datetime, zone: ZoneInfo) -> str:
+    return moment.astimezone(zone).strftime("%H:%M")

@@ -1,0 +1,159 @@
+"""Buttons on alerts: Acknowledge on quota warnings; Still using / Release on idle-GPU asks.
+
+Each click is acknowledged at once; the answer is recorded after (first answer wins). The
+clicked message is redrawn with the answer that holds, so a copy elsewhere that still shows
+buttons is brought up to date by its first click. Whoever may not answer, or answers too
+late, hears so alone (ephemeral); nothing changes for them.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from slack_bolt import App, Respond
+
+from bot.blocks import ids
+from bot.blocks.alerts import idle_answered, quota_acknowledged
+from bot.blocks.common import Message, mention, section
+from bot.blocks.replies import error
+from bot.failures import reported
+from bot.i18n import t, when
+from bot.listeners.commands import acknowledge
+from bot.messenger import Messenger
+from bot.services import BotServices
+from scheduler.alerts import idle, quota
+
+# What an alert key looks like (quota-expiry:3:2026-11-20:7d, idle:42:1:1); anything else
+# is a forged or mangled payload.
+_KEY = re.compile(r"[a-z-]{1,20}(:[A-Za-z0-9._-]{1,40}){1,4}")
+
+
+def register(app: App, services: BotServices, messenger: Messenger) -> None:
+    def acknowledge_quota(body: dict[str, Any], respond: Respond) -> None:
+        with reported(services, body, respond):
+            user, key = _clicked(body)
+            lang = services.language(user)
+            paika = services.paika
+            result = (
+                quota.acknowledge(paika.engine, paika.admins, key, user, services.now())
+                if key
+                else quota.QuotaAck(known=False)
+            )
+            if not result.known or result.alert is None:
+                _tell(respond, error(t(lang, "alert.bad_button"), lang, None))
+                return
+            owner = mention(result.alert.detail.get("owner"))
+            if not result.allowed:
+                _tell(respond, _words(t(lang, "alert.quota.refused", owner=owner)))
+                return
+            shown_in = _message_lang(body, services, lang)
+            redrawn = quota_acknowledged(
+                result.alert, result.answered_by, result.answered_at, shown_in, services.zone
+            )
+            _redraw(body, messenger, respond, redrawn)
+            if not result.changed:
+                _tell(
+                    respond,
+                    _already(
+                        lang,
+                        "alert.quota.already",
+                        result.answered_by,
+                        result.answered_at,
+                        services,
+                    ),
+                )
+
+    def answer_idle(answer: str, body: dict[str, Any], respond: Respond) -> None:
+        user, key = _clicked(body)
+        lang = services.language(user)
+        paika = services.paika
+        result = (
+            idle.answer_idle(
+                paika.engine, paika.policy, paika.admins, key, answer, user, services.now()
+            )
+            if key
+            else idle.IdleAnswer(known=False)
+        )
+        if not result.known or result.alert is None:
+            _tell(respond, error(t(lang, "alert.bad_button"), lang, None))
+            return
+        if not result.allowed:
+            owner = mention(result.alert.detail.get("owner"))
+            _tell(respond, _words(t(lang, "alert.idle.refused", owner=owner)))
+            return
+        shown_in = _message_lang(body, services, lang)
+        redrawn = idle_answered(
+            result.alert,
+            result.answer,
+            result.answered_by,
+            result.answered_at,
+            shown_in,
+            services.zone,
+        )
+        _redraw(body, messenger, respond, redrawn)
+        if not result.changed:
+            _tell(
+                respond,
+                _already(
+                    lang, "alert.idle.already", result.answered_by, result.answered_at, services
+                ),
+            )
+
+    def still_using(body: dict[str, Any], respond: Respond) -> None:
+        with reported(services, body, respond):
+            answer_idle(idle.STILL_USING, body, respond)
+
+    def release(body: dict[str, Any], respond: Respond) -> None:
+        with reported(services, body, respond):
+            answer_idle(idle.RELEASE, body, respond)
+
+    app.action(ids.QUOTA_ACKNOWLEDGE)(ack=acknowledge, lazy=[acknowledge_quota])
+    app.action(ids.IDLE_STILL_USING)(ack=acknowledge, lazy=[still_using])
+    app.action(ids.IDLE_RELEASE)(ack=acknowledge, lazy=[release])
+
+
+def _clicked(body: dict[str, Any]) -> tuple[str, str | None]:
+    """Who clicked, and the alert key the button carries (None if it is not one)."""
+    value = ((body.get("actions") or [{}])[0]).get("value")
+    key = value if isinstance(value, str) and _KEY.fullmatch(value) else None
+    return str(body["user"]["id"]), key
+
+
+def _message_lang(body: dict[str, Any], services: BotServices, clicker_lang: str) -> str:
+    """A DM is in its reader's language (the one clicking it); a channel post in the default."""
+    channel = str((body.get("container") or {}).get("channel_id") or "")
+    if channel.startswith("D"):
+        return clicker_lang
+    return services.paika.policy.slack.default_language
+
+
+def _redraw(body: dict[str, Any], messenger: Messenger, respond: Respond, message: Message) -> None:
+    """Replace the clicked message with `message` (buttons gone, the answer in their place)."""
+    container = body.get("container") or {}
+    channel, ts = container.get("channel_id"), container.get("message_ts")
+    if channel and ts and messenger.update(str(channel), str(ts), message):
+        return
+    respond(text=message.text, blocks=message.blocks, replace_original=True)
+
+
+def _tell(respond: Respond, message: Message) -> None:
+    """Only the clicker sees it."""
+    respond(
+        text=message.text,
+        blocks=message.blocks,
+        response_type="ephemeral",
+        replace_original=False,
+    )
+
+
+def _words(text: str) -> Message:
+    return Message(text, [section(f":no_entry_sign: {text}")])
+
+
+def _already(
+    lang: str, key: str, by: str | None, at: datetime | None, services: BotServices
+) -> Message:
+    text = t(lang, key, user=mention(by), at=when(lang, at, services.zone))
+    return Message(text, [section(f":information_source: {text}")])

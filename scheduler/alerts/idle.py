@@ -1,0 +1,469 @@
+"""Idle-GPU reclaim: GPUs a running job holds but does not use are asked about, then reclaimed.
+
+1. `check_idle`: a running job whose GPUs were *all* below `reclaim.idle_utilization_pct` in
+   every sample of the last `idle_minutes`, with samples covering that window (no stretch
+   longer than two sampling periods without one, so a host that stopped answering never
+   looks idle) → its owner is asked "still using?" once: `idle:<job id>:<attempt>:<ask>`.
+   A job that has held its GPUs for less than `idle_minutes` is never idle.
+2. `act_on_idle`: an ask still unanswered `grace_minutes` after it was delivered, about a
+   job still running and still idle → the action for the job's priority class:
+   release: stop it and end it (cancelled); requeue: stop it and queue it again, the way a
+   preempted job is (its host confirms the stop, then its GPUs are freed); keep: nothing.
+   Each action is audited and announced to the owner: `reclaim:<job id>:<attempt>:<ask>`.
+3. Answers (`answer_idle`, first answer wins): "Still using" → nothing happens for that
+   occasion, and that run is not asked about again for `idle_minutes × STILL_USING_QUIET`;
+   after that, once it has been idle a whole window again, it is asked again.
+   "Release" → released at once, the same way as on a timeout.
+
+What an ask's `answer` column ends up holding: still_using or release (a person), timeout
+(nobody answered: the action was taken), not_idle (by the deadline its GPUs were busy
+again, or the samples no longer showed them idle: no action; a new ask once it has been idle
+a whole window again) or ended (the run ended or was already stopping).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from itertools import pairwise
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from scheduler.alerts.outbox import Announcement, claim, from_row
+from scheduler.config import PolicyConfig
+from scheduler.hosts.reconcile import ACTOR
+from scheduler.service.context import resolve_actor
+from storage.db import session_scope
+from storage.models import Alert, Allocation, GpuSample, Job, JobState
+from storage.queries import alerts as alert_queries
+from storage.queries import audit, reclaim
+from storage.queries import cluster as cluster_queries
+from storage.queries import jobs as job_queries
+from storage.queries import org as org_queries
+
+ASK_KIND = "gpus_idle"
+ACTION_KIND = "gpus_reclaimed"
+STILL_USING = "still_using"
+RELEASE = "release"
+TIMEOUT = "timeout"
+NOT_IDLE = "not_idle"
+ENDED = "ended"
+ANSWERS = (STILL_USING, RELEASE)
+# After "still using", the same run is not asked about again for idle_minutes × this.
+STILL_USING_QUIET = 3
+# Samples may be this many sampling periods apart and still count as covering the window.
+COVERAGE_PERIODS = 2
+# How the host is asked to stop, by action: the reasons the cycle's reconcile already acts
+# on once the host confirms (preempt → preempted, then queued; cancel → cancelled).
+STOP_REASON = {"requeue": "preempt", "release": "cancel"}
+
+Stopper = Callable[[Sequence[int]], object]
+
+
+@dataclass(frozen=True)
+class IdleRun:
+    """A running job whose GPUs have all been idle for the whole window."""
+
+    job: Job
+    gpu_ids: tuple[int, ...]
+    gpu_type: str
+    hosts: tuple[str, ...]
+    peak_pct: float  # the highest utilization any of its GPUs showed in the window
+
+
+def sample_period(policy: PolicyConfig) -> float:
+    """Seconds between two samples of a GPU: the sampling pace, rounded up to whole cycles."""
+    knobs = policy.scheduler
+    cycles = math.ceil(knobs.hosts.sample_seconds / knobs.cycle_seconds)
+    return max(1, cycles) * knobs.cycle_seconds
+
+
+def idle_runs(session: Session, policy: PolicyConfig, now: datetime) -> dict[int, IdleRun]:
+    """Running jobs (not already being stopped) whose GPUs were all idle for `idle_minutes`."""
+    knobs = policy.reclaim
+    start = now - timedelta(minutes=knobs.idle_minutes)
+    held: dict[int, list[Allocation]] = defaultdict(list)
+    for allocation in cluster_queries.open_allocations(session=session):
+        held[allocation.job_id].append(allocation)
+    candidates = [
+        job
+        for job in job_queries.jobs_in_states(session=session, states=(JobState.RUNNING,))
+        if job.stop_requested_at is None
+        and held.get(job.id or 0)
+        and all(a.started_at <= start for a in held[job.id or 0])
+    ]
+    gpu_ids = [a.gpu_id for job in candidates for a in held[job.id or 0]]
+    taken = {a.gpu_id: a.started_at for job in candidates for a in held[job.id or 0]}
+    by_gpu: dict[int, list[GpuSample]] = defaultdict(list)
+    for sample in reclaim.samples_of_gpus(session=session, gpu_ids=gpu_ids, since=start):
+        # A sample from the cycle that started the job was read before it held the GPU.
+        if sample.at > taken[sample.gpu_id]:
+            by_gpu[sample.gpu_id].append(sample)
+    gpus = {gpu.id: gpu for gpu in cluster_queries.all_gpus(session=session)}
+    hosts = {host.id: host.name for host in cluster_queries.all_hosts(session=session)}
+    max_gap = timedelta(seconds=COVERAGE_PERIODS * sample_period(policy))
+    found = {}
+    for job in candidates:
+        ids = tuple(sorted(a.gpu_id for a in held[job.id or 0]))
+        peaks = [
+            _idle_peak(
+                by_gpu.get(i, []), job.id or 0, start, now, knobs.idle_utilization_pct, max_gap
+            )
+            for i in ids
+        ]
+        if all(peak is not None for peak in peaks):
+            first = gpus.get(ids[0])
+            names = sorted({hosts.get(g.host_id, "?") for i in ids if (g := gpus.get(i))})
+            found[job.id or 0] = IdleRun(
+                job,
+                ids,
+                first.gpu_type if first else "?",
+                tuple(names),
+                max(p for p in peaks if p is not None),
+            )
+    return found
+
+
+def _idle_peak(
+    samples: Sequence[GpuSample],
+    job_id: int,
+    start: datetime,
+    end: datetime,
+    below: float,
+    max_gap: timedelta,
+) -> float | None:
+    """The highest utilization in the window if every sample is this job's and below `below`
+    and the samples cover [start, end]; else None (busy, or not enough evidence)."""
+    if not samples:
+        return None
+    peak = 0.0
+    for sample in samples:
+        pct = sample.utilization_pct
+        if sample.job_id != job_id or pct is None or pct >= below:
+            return None
+        peak = max(peak, pct)
+    moments = [start, *(s.at for s in samples), end]
+    if any(later - earlier > max_gap for earlier, later in pairwise(moments)):
+        return None
+    return peak
+
+
+# ---------------------------------------------------------------- 1. asking
+
+
+def check_idle(engine: Engine, policy: PolicyConfig, now: datetime) -> list[Announcement]:
+    """Ask the owner of each newly idle run whether they still use its GPUs (once per occasion)."""
+    if not policy.reclaim.enabled:
+        return []
+    asked = []
+    with session_scope(engine) as session:
+        runs = idle_runs(session, policy, now)
+        if not runs:
+            return []
+        latest = _latest_asks(session, list(runs.values()))
+        teams = {team.id: team.name for team in org_queries.all_teams(session=session)}
+        for job_id, run in sorted(runs.items()):
+            number = _next_ask(latest.get(job_id), policy, now)
+            if number is None:
+                continue
+            ask = _ask(run, number, policy, now, teams.get(run.job.team_id, "?"))
+            if claim(session, ask):
+                audit.record(
+                    session=session,
+                    at=now,
+                    actor=ACTOR,
+                    action="job.idle_asked",
+                    target_kind="job",
+                    target_id=job_id,
+                    detail={"alert": ask.key, "peak_pct": run.peak_pct},
+                )
+                asked.append(ask)
+    return asked
+
+
+def _latest_asks(session: Session, runs: Sequence[IdleRun]) -> dict[int, Alert]:
+    """The last ask about each run's current attempt, by job id."""
+    attempts = {run.job.id or 0: run.job.attempts for run in runs}
+    latest: dict[int, Alert] = {}
+    for row in alert_queries.alerts_about(
+        session=session, kind=ASK_KIND, subjects=[str(job_id) for job_id in attempts]
+    ):
+        info = from_row(row).detail
+        job_id = int(info.get("job_id", 0))
+        if info.get("attempt") != attempts.get(job_id):
+            continue
+        if job_id not in latest or info.get("ask", 0) > from_row(latest[job_id]).detail.get(
+            "ask", 0
+        ):
+            latest[job_id] = row
+    return latest
+
+
+def _next_ask(previous: Alert | None, policy: PolicyConfig, now: datetime) -> int | None:
+    """The number of the next ask about this run, or None while it must not be asked again."""
+    if previous is None:
+        return 1
+    number = int(from_row(previous).detail.get("ask", 1))
+    if previous.answer == NOT_IDLE:
+        return number + 1
+    quiet = timedelta(minutes=policy.reclaim.idle_minutes * STILL_USING_QUIET)
+    if previous.answer == STILL_USING and previous.answered_at is not None:
+        return number + 1 if now >= previous.answered_at + quiet else None
+    return None  # unanswered (its grace runs), or the run is being reclaimed or has ended
+
+
+def _ask(run: IdleRun, number: int, policy: PolicyConfig, now: datetime, team: str) -> Announcement:
+    job, knobs = run.job, policy.reclaim
+    action = knobs.action.get(job.priority, "keep")  # type: ignore[call-overload]  # any str
+    detail: dict[str, Any] = {
+        "subject": str(job.id),
+        "job_id": job.id,
+        "name": job.name,
+        "owner": job.owner,
+        "team": team,
+        "priority": job.priority,
+        "attempt": job.attempts,
+        "ask": number,
+        "gpus": len(run.gpu_ids),
+        "gpu_type": run.gpu_type,
+        "hosts": list(run.hosts),
+        "idle_pct": knobs.idle_utilization_pct,
+        "idle_minutes": knobs.idle_minutes,
+        "peak_pct": run.peak_pct,
+        "grace_minutes": knobs.grace_minutes,
+        "action": action,
+    }
+    then = {
+        "release": "stopped and its GPUs released",
+        "requeue": "stopped and queued again",
+    }.get(action, "left running")
+    text = (
+        f"Job #{job.id} {job.name} has held {len(run.gpu_ids)}× {run.gpu_type} on "
+        f"{', '.join(run.hosts)} below {knobs.idle_utilization_pct:g}% utilization for "
+        f"{knobs.idle_minutes:g} min. Still using them? With no answer within "
+        f"{knobs.grace_minutes:g} min it is {then}."
+    )
+    return Announcement(
+        key=f"idle:{job.id}:{job.attempts}:{number}",
+        kind=ASK_KIND,
+        at=now,
+        text=text,
+        to_users=(job.owner,),
+        detail=detail,
+    )
+
+
+# ---------------------------------------------------------------- 2. acting
+
+
+def act_on_idle(
+    engine: Engine, policy: PolicyConfig, now: datetime, stopper: Stopper | None = None
+) -> list[Announcement]:
+    """Take the policy's action on each ask left unanswered past the grace period.
+
+    The stops are recorded on the jobs in the same transaction; the cycle sends them to the
+    hosts (step 3 of every cycle). `stopper`, given the job ids, may send them at once.
+    """
+    if not policy.reclaim.enabled:
+        return []
+    deadline = now - timedelta(minutes=policy.reclaim.grace_minutes)
+    notices: list[Announcement] = []
+    with session_scope(engine) as session:
+        asks = alert_queries.unanswered_alerts(session=session, kind=ASK_KIND, sent_before=deadline)
+        if not asks:
+            return []
+        idle = idle_runs(session, policy, now)
+        for row in asks:
+            notice = _act(session, policy, now, from_row(row), idle)
+            if notice is not None:
+                notices.append(notice)
+    if stopper is not None and notices:
+        stopper([int(notice.detail["job_id"]) for notice in notices])
+    return notices
+
+
+def _act(
+    session: Session,
+    policy: PolicyConfig,
+    now: datetime,
+    ask: Announcement,
+    idle: dict[int, IdleRun],
+) -> Announcement | None:
+    job = job_queries.get_job(session=session, job_id=int(ask.detail.get("job_id", 0)))
+    if job is None or not _same_run(job, ask):
+        _close(session, ask.key, ENDED, now)
+        return None
+    if job.stop_requested_at is not None:
+        return None  # already being stopped (cancel, done, preemption); it ends soon
+    if job.id not in idle:
+        _close(session, ask.key, NOT_IDLE, now)
+        return None
+    action = policy.reclaim.action.get(job.priority, "keep")  # type: ignore[call-overload]
+    if action not in STOP_REASON:
+        return None  # keep: asking was all; the owner may still release it
+    if not alert_queries.answer_alert(
+        session=session, key=ask.key, answer=TIMEOUT, by=ACTOR, at=now
+    ):
+        return None  # answered meanwhile: the answer decides
+    return _reclaim(session, policy, now, job, ask, action, None)
+
+
+def _same_run(job: Job, ask: Announcement) -> bool:
+    return job.state == JobState.RUNNING and job.attempts == ask.detail.get("attempt")
+
+
+def _releasable(job: Job, ask: Announcement) -> bool:
+    """Still the asked-about run, and not already stopping for a reason that a release
+    must not override (cancel, done); a preemption in progress becomes the release."""
+    return _same_run(job, ask) and (job.stop_requested_at is None or job.stop_reason == "preempt")
+
+
+def _close(session: Session, key: str, answer: str, now: datetime) -> None:
+    alert_queries.answer_alert(session=session, key=key, answer=answer, by=ACTOR, at=now)
+
+
+def _reclaim(
+    session: Session,
+    policy: PolicyConfig,
+    now: datetime,
+    job: Job,
+    ask: Announcement,
+    action: str,
+    by: str | None,
+) -> Announcement | None:
+    """Ask the job's host to stop it, as preemption and cancel do; audit and announce it."""
+    if job.stop_requested_at is None or job.stop_reason == "preempt":
+        job.stop_requested_at = now
+    job.stop_reason = STOP_REASON[action]
+    session.add(job)
+    minutes = policy.reclaim.idle_minutes
+    audit.record(
+        session=session,
+        at=now,
+        actor=by or ACTOR,
+        action="job.reclaim",
+        target_kind="job",
+        target_id=job.id,
+        detail={"action": action, "alert": ask.key, "idle_minutes": minutes, "by": by},
+    )
+    if by is None:
+        why = f"no answer within {policy.reclaim.grace_minutes:g} min"
+    else:
+        why = f"<@{by}> released them"
+    outcome = (
+        "it is being stopped and queued again"
+        if action == "requeue"
+        else "it is being stopped and its GPUs released"
+    )
+    detail = {
+        **{
+            k: ask.detail.get(k)
+            for k in (
+                "job_id",
+                "name",
+                "owner",
+                "team",
+                "priority",
+                "attempt",
+                "ask",
+                "gpus",
+                "gpu_type",
+                "hosts",
+            )
+        },
+        "subject": str(job.id),
+        "action": action,
+        "by": by,
+        "ask_key": ask.key,
+        "idle_minutes": minutes,
+        "grace_minutes": policy.reclaim.grace_minutes,
+    }
+    notice = Announcement(
+        key=f"reclaim:{job.id}:{job.attempts}:{ask.detail.get('ask', 1)}",
+        kind=ACTION_KIND,
+        at=now,
+        text=f"Job #{job.id} {job.name} held its GPUs idle for {minutes:g} min; {why}: {outcome}.",
+        to_users=(job.owner,),
+        detail=detail,
+    )
+    return notice if claim(session, notice) else None
+
+
+# ---------------------------------------------------------------- 3. answers
+
+
+@dataclass(frozen=True)
+class IdleAnswer:
+    """What a click on Still using / Release did, and the ask to redraw."""
+
+    known: bool  # the key names an idle ask
+    allowed: bool = False  # the clicker is the job's owner, an approver of its team or an admin
+    changed: bool = False  # this click recorded the answer (first wins)
+    answer: str | None = None  # the answer that holds
+    answered_by: str | None = None
+    answered_at: datetime | None = None
+    alert: Announcement | None = None
+    action: Announcement | None = None  # the release this answer set off, if any
+
+
+def answer_idle(
+    engine: Engine,
+    policy: PolicyConfig,
+    admins: Collection[str],
+    key: str,
+    answer: str,
+    user_id: str,
+    now: datetime,
+) -> IdleAnswer:
+    """Record the answer to an idle ask (first wins); "release" stops the job at once."""
+    if answer not in ANSWERS:
+        raise ValueError(f"unknown answer {answer!r}")
+    with session_scope(engine) as session:
+        row = alert_queries.lock_alert(session=session, key=key)
+        if row is None or row.kind != ASK_KIND:
+            return IdleAnswer(known=False)
+        ask = from_row(row)
+        job = job_queries.get_job(session=session, job_id=int(ask.detail.get("job_id", 0)))
+        actor = resolve_actor(session, user_id, admins)
+        allowed = actor.is_admin or (
+            job is not None and (user_id == job.owner or actor.is_approver_of(job.team_id))
+        )
+        if not allowed:
+            return IdleAnswer(True, alert=ask)
+        if row.answered_at is not None:
+            return IdleAnswer(True, True, False, row.answer, row.answered_by, row.answered_at, ask)
+        alert_queries.answer_alert(session=session, key=key, answer=answer, by=user_id, at=now)
+        audit.record(
+            session=session,
+            at=now,
+            actor=user_id,
+            action="job.idle_answered",
+            target_kind="job",
+            target_id=ask.detail.get("job_id"),
+            detail={"alert": key, "answer": answer},
+        )
+        notice = None
+        if answer == RELEASE and job is not None and _releasable(job, ask):
+            notice = _reclaim(session, policy, now, job, ask, "release", user_id)
+        return IdleAnswer(True, True, True, answer, user_id, now, ask, notice)
+
+
+# ---------------------------------------------------------------- counting
+
+
+def idle_hours(
+    session: Session, policy: PolicyConfig, start: datetime, end: datetime
+) -> dict[tuple[str, str], float]:
+    """GPU-hours held idle in [start, end) by (team, GPU type), from the samples (the digest)."""
+    return reclaim.idle_gpu_hours(
+        session=session,
+        start=start,
+        end=end,
+        below_pct=policy.reclaim.idle_utilization_pct,
+        sample_seconds=sample_period(policy),
+    )

@@ -1,0 +1,27 @@
+"""The daily digest: the readiness board posted to the channel every morning.
+
+`build_digest` reads it from the database (`data.py`) into plain data (`model.py`) that
+travels as JSON through the alerts outbox; `render_text` and `render_png` draw it for the
+terminal and for Slack's file upload; `raise_digest` decides when it is due and claims it
+once (`schedule.py`). The picture needs matplotlib, so it is imported only where drawn.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from scheduler.digest.data import build_digest, system_context
+from scheduler.digest.model import Digest
+from storage.db import session_scope
+
+if TYPE_CHECKING:
+    from scheduler.app import Paika
+
+
+def digest_now(paika: Paika) -> Digest:
+    """Today's digest as things stand now, read in one transaction."""
+    with session_scope(paika.engine) as session:
+        return build_digest(system_context(session, paika.policy, paika.clock.now()))
+
+
+__all__ = ["Digest", "build_digest", "digest_now", "system_context"]

@@ -1,0 +1,540 @@
+"""The digest's picture: every GPU's last day and next hours, and utilization by type.
+
+Drawn with matplotlib's object API on the Agg canvas (never pyplot, whose global figure
+state is not safe across threads), at a size that stays readable when Slack shrinks it
+to a 360-720 px preview: large fonts, 30 px per GPU row, at most `MAX_ROWS` rows.
+
+Chinese labels need a font with CJK glyphs. One is looked for among the fonts matplotlib
+knows (Noto Sans CJK, Source Han Sans, WenQuanYi, Droid Sans Fallback, ...); without
+one, the picture is drawn with English labels rather than with empty boxes.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from functools import cache
+from zoneinfo import ZoneInfo
+
+from matplotlib import font_manager
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgb
+from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
+from matplotlib.ft2font import FT2Font
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
+
+from scheduler.digest.model import Digest, GpuRow, Planned, SegmentKind
+from scheduler.digest.timeline import MAX_ROWS
+
+DPI = 100
+WIDTH_PX = 1600
+ROW_PX = 30
+LEFT_PX = 300  # room for "host/gpuN TYPE" labels
+RIGHT_PX = 40
+TOP_PX = 190  # title, summary line, the timeline's title, legend and "now"
+AXIS_PX = 45  # time labels under the timeline
+GAP_PX = 70
+UTIL_PX = 260
+BOTTOM_PX = 95  # time labels and footnotes
+
+FONT = "DejaVu Sans"  # ships with matplotlib, so always there
+TITLE_PT, TEXT_PT, SMALL_PT = 26, 17, 15
+
+# Distinct, saturated colours for jobs; none is amber (idle), grey (down) or green, which
+# would read as free (pale green) once faded for a job's expected run.
+JOB_COLOURS = (
+    "#1f77b4",
+    "#d62728",
+    "#17becf",
+    "#9467bd",
+    "#ff7f0e",
+    "#393b79",
+    "#e377c2",
+    "#8c564b",
+    "#7b4173",
+    "#00838f",
+    "#c2185b",
+    "#5d4037",
+)
+IDLE = "#ffd54f"
+DOWN = "#9e9e9e"
+FREE = "#e4f2e1"
+FUTURE = "#f3f3f3"
+NOW = "#c62828"
+TYPE_COLOURS = ("#1565c0", "#ef6c00", "#2e7d32", "#6a1b9a", "#c62828", "#00838f", "#4e342e")
+
+# Families looked for, most complete first; any other font with the glyphs would do too.
+CJK_FAMILIES = (
+    "Noto Sans CJK SC",
+    "Noto Sans CJK",
+    "Noto Sans SC",
+    "Source Han Sans SC",
+    "Source Han Sans CN",
+    "Source Han Sans",
+    "WenQuanYi Micro Hei",
+    "WenQuanYi Zen Hei",
+    "Droid Sans Fallback",
+    "Microsoft YaHei",
+    "PingFang SC",
+    "Hiragino Sans GB",
+    "SimHei",
+    "AR PL UMing CN",
+    "AR PL UKai CN",
+)
+CJK_FILE_HINTS = ("cjk", "wqy", "sourcehan", "droidsansfallback", "notosanssc", "msyh", "simhei")
+_PROBE = "卡时空闲"
+
+WORDS: Mapping[str, Mapping[str, str]] = {
+    "en": {
+        "title": "GPU board — {day}",
+        "summary": "{free} of {total} GPUs free · {running} jobs running · {waiting} waiting ({data} for data) · as of {at}",
+        "timeline": "Each GPU: the last 24 hours and the next {ahead} ({zone})",
+        "utilization": "Utilization by GPU type (hourly mean, %)",
+        "now": "now",
+        "job": "job #id",
+        "idle": "held but idle",
+        "down": "down / no reading",
+        "free": "free",
+        "expected": "expected to run on",
+        "planned": "planned, from the queue's ETAs",
+        "more_gpus": "+{n} more GPUs not shown",
+        "no_gpus": "No GPU hosts are registered yet.",
+        "no_samples": "No utilization readings in the last 24 hours.",
+        "planned_note": "Planned runs are drawn on the cards that come free first; the scheduler picks the real ones.",
+    },
+    "zh": {
+        "title": "GPU 看板 — {day}",
+        "summary": "空闲 {free}/{total} 张卡 · 运行中 {running} 个任务 · 排队 {waiting} 个（等待数据 {data} 个）· 截至 {at}",
+        "timeline": "每张卡：过去 24 小时与未来 {ahead}（{zone}）",
+        "utilization": "各卡型利用率（每小时平均，%）",
+        "now": "现在",
+        "job": "任务 #编号",
+        "idle": "占用但闲置",
+        "down": "故障 / 无读数",
+        "free": "空闲",
+        "expected": "预计继续运行",
+        "planned": "计划（按排队预计开始）",
+        "more_gpus": "另有 {n} 张卡未显示",
+        "no_gpus": "尚未登记任何 GPU 主机。",
+        "no_samples": "过去 24 小时没有利用率读数。",
+        "planned_note": "计划中的任务画在最先空出的卡上；实际用哪张卡由调度决定。",
+    },
+}
+
+# Agg and the font caches are shared by every figure in the process; the bot may draw
+# from more than one thread, and a daily picture gains nothing from drawing in parallel.
+_LOCK = threading.Lock()
+
+
+def render_png(digest: Digest, lang: str = "en") -> bytes:
+    """The digest's picture as PNG bytes; Chinese labels when `lang` is "zh" and a CJK font exists."""
+    with _LOCK:
+        cjk = _cjk()
+        words = WORDS["zh"] if lang == "zh" and cjk is not None else WORDS["en"]
+        figure = _Drawing(digest, words, cjk).figure()
+        out = io.BytesIO()
+        figure.savefig(out, format="png", dpi=DPI, metadata={"Software": None})
+    return out.getvalue()
+
+
+def cjk_font() -> str | None:
+    """The family name of an installed font that has Chinese glyphs, or None."""
+    found = _cjk()
+    return found[0] if found else None
+
+
+@cache
+def _cjk() -> tuple[str, str] | None:
+    """(family, file) of a font with Chinese glyphs: first among those matplotlib knows,
+    then on disk, since a font installed after matplotlib built its font cache is not in it."""
+    manager = font_manager.fontManager
+    known = {entry.name: entry.fname for entry in manager.ttflist}
+    names = [name for name in CJK_FAMILIES if name in known]
+    names += sorted(n for n in known if n not in names and any(w in n for w in ("CJK", "Han")))
+    for name in names:
+        if _covers(known[name], _PROBE):
+            return name, known[name]
+    for path in sorted(font_manager.findSystemFonts()):
+        if any(hint in path.lower() for hint in CJK_FILE_HINTS) and _covers(path, _PROBE):
+            manager.addfont(path)
+            return FT2Font(path).family_name, path
+    return None
+
+
+@cache
+def _charmap(path: str) -> frozenset[int]:
+    try:
+        return frozenset(FT2Font(path).get_charmap())
+    except (OSError, RuntimeError):  # an unreadable font file is a font we cannot use
+        return frozenset()
+
+
+def _covers(path: str, text: str) -> bool:
+    chars = _charmap(path)
+    return all(ord(char) in chars for char in text)
+
+
+@cache
+def _drawable_chars(cjk_path: str | None) -> frozenset[int]:
+    """Every character the picture's fonts can draw (a job may be named in any script)."""
+    paths: list[str] = [
+        str(font_manager.findfont(FontProperties(family=FONT), fallback_to_default=True))
+    ]
+    if cjk_path is not None:
+        paths.append(cjk_path)
+    chars: set[int] = set()
+    for path in paths:
+        chars |= _charmap(path)
+    return frozenset(chars)
+
+
+class _Drawing:
+    """One picture: the layout in pixels, and each part drawn by its own method."""
+
+    def __init__(
+        self, digest: Digest, words: Mapping[str, str], cjk: tuple[str, str] | None
+    ) -> None:
+        self.digest, self.words = digest, words
+        self.zone = ZoneInfo(digest.timezone)
+        self.timeline = digest.timeline
+        self.rows = self.timeline.rows[:MAX_ROWS]
+        self.hidden = self.timeline.more_gpus + len(self.timeline.rows) - len(self.rows)
+        # Latin from DejaVu Sans, Chinese from the CJK font (matplotlib falls back per glyph).
+        self.font = FontProperties(family=[FONT, cjk[0]] if cjk else [FONT])
+        self.colours = self._job_colours()
+        self.chars = _drawable_chars(cjk[1] if cjk else None)
+
+    # -- layout --------------------------------------------------------------------------
+
+    def figure(self) -> Figure:
+        rows_px = ROW_PX * max(1, len(self.rows))
+        height = TOP_PX + rows_px + AXIS_PX + GAP_PX + UTIL_PX + BOTTOM_PX
+        figure = Figure(figsize=(WIDTH_PX / DPI, height / DPI), dpi=DPI, facecolor="white")
+        FigureCanvasAgg(figure)
+
+        def box(top_px: float, height_px: float) -> tuple[float, float, float, float]:
+            return (
+                LEFT_PX / WIDTH_PX,
+                1 - (top_px + height_px) / height,
+                (WIDTH_PX - LEFT_PX - RIGHT_PX) / WIDTH_PX,
+                height_px / height,
+            )
+
+        self._header(figure, height)
+        gantt = figure.add_axes(box(TOP_PX, rows_px))
+        util = figure.add_axes(box(TOP_PX + rows_px + AXIS_PX + GAP_PX, UTIL_PX))
+        self._gantt(gantt)
+        self._utilization(util)
+        self._footnotes(figure, height)
+        return figure
+
+    def _text(self, size: float, weight: str = "normal") -> FontProperties:
+        font = self.font.copy()
+        font.set_size(size)
+        font.set_weight(weight)
+        return font
+
+    def _header(self, figure: Figure, height: float) -> None:
+        digest, words = self.digest, self.words
+        figure.text(
+            20 / WIDTH_PX,
+            1 - 14 / height,
+            words["title"].format(day=digest.day.isoformat()),
+            va="top",
+            fontproperties=self._text(TITLE_PT, "bold"),
+        )
+        figure.text(
+            20 / WIDTH_PX,
+            1 - 58 / height,
+            words["summary"].format(
+                free=digest.free_gpus,
+                total=digest.total_gpus,
+                running=digest.running,
+                waiting=digest.waiting,
+                data=digest.waiting_for_data,
+                at=digest.at.astimezone(self.zone).strftime("%H:%M %Z"),
+            ),
+            va="top",
+            fontproperties=self._text(TEXT_PT),
+        )
+        figure.text(
+            20 / WIDTH_PX,
+            1 - 100 / height,
+            words["timeline"].format(ahead=self._ahead(), zone=digest.timezone),
+            va="top",
+            fontproperties=self._text(TEXT_PT, "bold"),
+        )
+        handles = [
+            Patch(facecolor=JOB_COLOURS[0], label=words["job"]),
+            Patch(facecolor=IDLE, hatch="///", edgecolor="#6d5a00", label=words["idle"]),
+            Patch(facecolor=DOWN, label=words["down"]),
+            Patch(facecolor=FREE, edgecolor="#b8d8b0", label=words["free"]),
+            Patch(facecolor=JOB_COLOURS[0], alpha=0.3, label=words["expected"]),
+            Patch(
+                facecolor="white",
+                edgecolor=JOB_COLOURS[0],
+                linestyle="--",
+                linewidth=2,
+                label=words["planned"],
+            ),
+        ]
+        figure.legend(
+            handles=handles,
+            loc="upper left",
+            bbox_to_anchor=(12 / WIDTH_PX, 1 - 128 / height),
+            ncol=len(handles),
+            frameon=False,
+            prop=self._text(14),
+            handlelength=1.6,
+            columnspacing=1.4,
+        )
+
+    # -- the timeline --------------------------------------------------------------------
+
+    def _hours(self, moment: datetime) -> float:
+        """A moment as hours from now (negative: past): the x axis of both panels."""
+        return (moment - self.timeline.now).total_seconds() / 3600
+
+    def _x_axis(self, axes: Axes, labels: bool) -> None:
+        left, right = self._hours(self.timeline.start), self._hours(self.timeline.end)
+        axes.set_xlim(left, right)
+        ticks, names = [], []
+        local = self.timeline.start.astimezone(self.zone)
+        moment = local.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+        while moment.hour % 3:
+            moment += timedelta(hours=1)
+        while self._hours(moment) <= right:
+            ticks.append(self._hours(moment))
+            names.append(moment.strftime("%m-%d" if moment.hour == 0 else "%H:%M"))
+            moment += timedelta(hours=3)
+        axes.set_xticks(ticks)
+        axes.set_xticklabels(names if labels else [], fontproperties=self._text(SMALL_PT))
+        axes.grid(axis="x", color="#d0d0d0", linewidth=0.8)
+        axes.set_axisbelow(True)
+        axes.axvspan(0, right, color=FUTURE, zorder=0)
+        axes.axvline(0, color=NOW, linewidth=2.2, zorder=5)
+
+    def _gantt(self, axes: Axes) -> None:
+        words, rows = self.words, self.rows
+        count = max(1, len(rows))
+        axes.set_ylim(count, 0)
+        self._x_axis(axes, labels=True)
+        axes.text(
+            0,
+            1.0,
+            words["now"],
+            color=NOW,
+            ha="center",
+            va="bottom",
+            transform=axes.get_xaxis_transform(),
+            fontproperties=self._text(SMALL_PT, "bold"),
+        )
+        if not rows:
+            axes.set_yticks([])
+            axes.text(
+                0.5,
+                0.5,
+                words["no_gpus"],
+                ha="center",
+                va="center",
+                transform=axes.transAxes,
+                fontproperties=self._text(TEXT_PT),
+            )
+            return
+        axes.set_yticks([i + 0.5 for i in range(len(rows))])
+        axes.set_yticklabels(
+            [f"{row.host}/gpu{row.index} {row.gpu_type}" for row in rows],
+            fontproperties=self._text(SMALL_PT),
+        )
+        axes.tick_params(axis="y", length=0)
+        for i, row in enumerate(rows):
+            self._row(axes, i, row)
+        for planned in self.timeline.planned:
+            self._planned(axes, planned)
+        # A rule between hosts, so a host's cards read as one group.
+        for i in range(1, len(rows)):
+            if rows[i].host != rows[i - 1].host:
+                axes.axhline(i, color="#404040", linewidth=1.6, zorder=6)
+
+    def _row(self, axes: Axes, i: int, row: GpuRow) -> None:
+        runs: dict[int, list[tuple[float, float, str]]] = {}
+        for segment in row.segments:
+            a, b = self._hours(segment.start), self._hours(segment.end)
+            if segment.kind == SegmentKind.FREE:
+                self._bar(axes, i, a, b, FREE)
+            elif segment.kind == SegmentKind.DOWN:
+                self._bar(axes, i, a, b, DOWN)
+            elif segment.job_id is not None:
+                colour = self.colours.get(segment.job_id, JOB_COLOURS[0])
+                if segment.kind == SegmentKind.IDLE:
+                    self._bar(axes, i, a, b, IDLE, hatch="///", edge=colour)
+                else:
+                    self._bar(axes, i, a, b, colour)
+                runs.setdefault(segment.job_id, []).append((a, b, segment.kind))
+        if row.job_id is not None and row.expected_end is not None:
+            end = min(self._hours(row.expected_end), self._hours(self.timeline.end))
+            if end > 0:
+                colour = self.colours.get(row.job_id, JOB_COLOURS[0])
+                self._bar(axes, i, 0, end, colour, alpha=0.3)
+        names = {s.job_id: s.job_name or "" for s in row.segments if s.job_id is not None}
+        for job_id, pieces in runs.items():
+            a, b, kind = max(pieces, key=lambda piece: piece[1] - piece[0])
+            background = IDLE if kind == SegmentKind.IDLE else self.colours[job_id]
+            self._label(axes, i, a, b, job_id, names.get(job_id, ""), background)
+
+    def _bar(
+        self,
+        axes: Axes,
+        i: int,
+        a: float,
+        b: float,
+        colour: str,
+        *,
+        hatch: str | None = None,
+        edge: str | None = None,
+        alpha: float = 1.0,
+    ) -> None:
+        axes.add_patch(
+            Rectangle(
+                (a, i + 0.1),
+                b - a,
+                0.8,
+                facecolor=colour,
+                edgecolor=edge or "none",
+                hatch=hatch,
+                linewidth=0,
+                alpha=alpha,
+                zorder=2,
+            )
+        )
+
+    def _planned(self, axes: Axes, planned: Planned) -> None:
+        right = self._hours(self.timeline.end)
+        a, b = self._hours(planned.start), min(self._hours(planned.end), right)
+        if b <= a:
+            return
+        colour = self.colours.get(planned.job_id, JOB_COLOURS[0])
+        for i in planned.rows:
+            if i >= len(self.rows):
+                continue
+            axes.add_patch(
+                Rectangle(
+                    (a, i + 0.12),
+                    b - a,
+                    0.76,
+                    facecolor="white",
+                    edgecolor=colour,
+                    linestyle="--",
+                    linewidth=2,
+                    zorder=3,
+                )
+            )
+            self._label(axes, i, a, b, planned.job_id, planned.name, "#ffffff")
+
+    def _label(
+        self, axes: Axes, i: int, a: float, b: float, job_id: int, name: str, background: str
+    ) -> None:
+        """The job's number (and name, when it fits and can be drawn) inside its bar."""
+        px_per_hour = (WIDTH_PX - LEFT_PX - RIGHT_PX) / (
+            self._hours(self.timeline.end) - self._hours(self.timeline.start)
+        )
+        width = (b - a) * px_per_hour
+        short = f"#{job_id}"
+        full = f"#{job_id} {name[:18]}"
+        char_px = 9.4  # a 14 pt bold character, roughly, at 100 dpi
+        drawable = all(ord(char) in self.chars for char in full)
+        if drawable and len(full) * char_px + 10 <= width:
+            text = full
+        elif len(short) * char_px + 6 <= width:
+            text = short
+        else:
+            return
+        red, green, blue = to_rgb(background)
+        dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.55
+        axes.text(
+            a + (b - a) / 2,
+            i + 0.5,
+            text,
+            ha="center",
+            va="center",
+            color="white" if dark else "#1a1a1a",
+            clip_on=True,
+            zorder=7,
+            fontproperties=self._text(14, "bold"),
+        )
+
+    def _ahead(self) -> str:
+        hours = round((self.timeline.end - self.timeline.now).total_seconds() / 3600)
+        return f"{hours} h"
+
+    def _job_colours(self) -> dict[int, str]:
+        """A colour per job, in the order jobs first appear, so neighbours differ."""
+        seen: list[tuple[datetime, int]] = []
+        for row in self.rows:
+            seen += [(s.start, s.job_id) for s in row.segments if s.job_id is not None]
+        seen += [(p.start, p.job_id) for p in self.timeline.planned]
+        colours: dict[int, str] = {}
+        for _, job_id in sorted(seen):
+            if job_id not in colours:
+                colours[job_id] = JOB_COLOURS[len(colours) % len(JOB_COLOURS)]
+        return colours
+
+    # -- utilization ---------------------------------------------------------------------
+
+    def _utilization(self, axes: Axes) -> None:
+        self._x_axis(axes, labels=True)
+        axes.set_ylim(0, 100)
+        axes.set_yticks([0, 25, 50, 75, 100])
+        axes.set_yticklabels(["0", "25", "50", "75", "100"], fontproperties=self._text(SMALL_PT))
+        axes.grid(axis="y", color="#e0e0e0", linewidth=0.8)
+        axes.set_title(
+            self.words["utilization"], loc="left", fontproperties=self._text(TEXT_PT, "bold")
+        )
+        series = [u for u in self.digest.utilization if any(v is not None for v in u.hourly)]
+        if not series:
+            axes.text(
+                -12,
+                50,
+                self.words["no_samples"],
+                ha="center",
+                va="center",
+                fontproperties=self._text(TEXT_PT),
+            )
+            return
+        start = self._hours(self.timeline.start)
+        handles = []
+        for n, usage in enumerate(series):
+            colour = TYPE_COLOURS[n % len(TYPE_COLOURS)]
+            xs = [start + k + 0.5 for k, value in enumerate(usage.hourly) if value is not None]
+            ys = [value for value in usage.hourly if value is not None]
+            axes.plot(xs, ys, color=colour, linewidth=2.6, marker="o", markersize=5, zorder=4)
+            handles.append(Line2D([], [], color=colour, linewidth=3, label=usage.gpu_type))
+        # The hours ahead have no readings: the legend goes there, off the lines.
+        axes.legend(
+            handles=handles,
+            loc="upper right",
+            framealpha=0.0,
+            prop=self._text(SMALL_PT),
+            borderaxespad=0.4,
+        )
+
+    def _footnotes(self, figure: Figure, height: float) -> None:
+        notes: list[str] = []
+        if self.hidden > 0:
+            notes.append(self.words["more_gpus"].format(n=self.hidden))
+        if any(p.rows for p in self.timeline.planned):
+            notes.append(self.words["planned_note"])
+        if notes:
+            figure.text(
+                20 / WIDTH_PX,
+                22 / height,
+                "   ·   ".join(notes),
+                va="bottom",
+                color="#505050",
+                fontproperties=self._text(SMALL_PT),
+            )
