@@ -87,46 +87,55 @@ def idle_runs(session: Session, policy: PolicyConfig, now: datetime) -> dict[int
     """Running jobs (not already being stopped) whose GPUs were all idle for `idle_minutes`."""
     knobs = policy.reclaim
     start = now - timedelta(minutes=knobs.idle_minutes)
+    held = _held_since(session, start)
+    samples = _samples_while_held(session, held, start)
+    gpus = {gpu.id: gpu for gpu in cluster_queries.all_gpus(session=session)}
+    hosts = {host.id: host.name for host in cluster_queries.all_hosts(session=session)}
+    max_gap = timedelta(seconds=COVERAGE_PERIODS * sample_period(policy))
+    found = {}
+    for job, allocations in held:
+        ids = tuple(sorted(a.gpu_id for a in allocations))
+        peaks = [
+            _idle_peak(
+                samples.get(i, []), job.id or 0, start, now, knobs.idle_utilization_pct, max_gap
+            )
+            for i in ids
+        ]
+        known = [peak for peak in peaks if peak is not None]
+        if len(known) == len(peaks):
+            cards = [gpu for i in ids if (gpu := gpus.get(i)) is not None]
+            gpu_type = cards[0].gpu_type if cards else "?"
+            names = tuple(sorted({hosts.get(card.host_id, "?") for card in cards}))
+            found[job.id or 0] = IdleRun(job, ids, gpu_type, names, max(known))
+    return found
+
+
+def _held_since(session: Session, start: datetime) -> list[tuple[Job, list[Allocation]]]:
+    """Running jobs not being stopped that have held all their GPUs since `start` or before
+    (a job that started within the window has not had the chance to be idle for all of it)."""
     held: dict[int, list[Allocation]] = defaultdict(list)
     for allocation in cluster_queries.open_allocations(session=session):
         held[allocation.job_id].append(allocation)
-    candidates = [
-        job
+    return [
+        (job, held[job.id or 0])
         for job in job_queries.jobs_in_states(session=session, states=(JobState.RUNNING,))
         if job.stop_requested_at is None
         and held.get(job.id or 0)
         and all(a.started_at <= start for a in held[job.id or 0])
     ]
-    gpu_ids = [a.gpu_id for job in candidates for a in held[job.id or 0]]
-    taken = {a.gpu_id: a.started_at for job in candidates for a in held[job.id or 0]}
+
+
+def _samples_while_held(
+    session: Session, held: Sequence[tuple[Job, list[Allocation]]], start: datetime
+) -> dict[int, list[GpuSample]]:
+    """The window's samples of each held GPU taken after its job took it, by GPU id."""
+    taken = {a.gpu_id: a.started_at for _, allocations in held for a in allocations}
     by_gpu: dict[int, list[GpuSample]] = defaultdict(list)
-    for sample in reclaim.samples_of_gpus(session=session, gpu_ids=gpu_ids, since=start):
+    for sample in reclaim.samples_of_gpus(session=session, gpu_ids=list(taken), since=start):
         # A sample from the cycle that started the job was read before it held the GPU.
         if sample.at > taken[sample.gpu_id]:
             by_gpu[sample.gpu_id].append(sample)
-    gpus = {gpu.id: gpu for gpu in cluster_queries.all_gpus(session=session)}
-    hosts = {host.id: host.name for host in cluster_queries.all_hosts(session=session)}
-    max_gap = timedelta(seconds=COVERAGE_PERIODS * sample_period(policy))
-    found = {}
-    for job in candidates:
-        ids = tuple(sorted(a.gpu_id for a in held[job.id or 0]))
-        peaks = [
-            _idle_peak(
-                by_gpu.get(i, []), job.id or 0, start, now, knobs.idle_utilization_pct, max_gap
-            )
-            for i in ids
-        ]
-        if all(peak is not None for peak in peaks):
-            first = gpus.get(ids[0])
-            names = sorted({hosts.get(g.host_id, "?") for i in ids if (g := gpus.get(i))})
-            found[job.id or 0] = IdleRun(
-                job,
-                ids,
-                first.gpu_type if first else "?",
-                tuple(names),
-                max(p for p in peaks if p is not None),
-            )
-    return found
+    return by_gpu
 
 
 def _idle_peak(
