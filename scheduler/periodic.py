@@ -19,6 +19,7 @@ from scheduler.cycle import Cycle
 from scheduler.hosts.inventory import prune_samples
 from storage.db import session_scope
 from storage.leader import LeaderLock
+from storage.queries.slack import prune_deliveries
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +66,15 @@ class Periodic:
         self.cycle.run_once()
 
     def prune(self) -> None:
-        """Forget GPU samples past the retention window."""
+        """Forget GPU samples past the retention window, and old Slack delivery ids."""
         if not self._lead():
             return
+        now = self.clock.now()
         with session_scope(self.engine) as session:
-            gone = prune_samples(session, self.policy, self.clock.now())
-        log.info("pruned %d GPU samples", gone)
+            gone = prune_samples(session, self.policy, now)
+            # Slack retries a delivery for minutes; a day of event ids is plenty to skip them.
+            deliveries = prune_deliveries(session=session, before=now - timedelta(days=1))
+        log.info("pruned %d GPU samples and %d Slack delivery ids", gone, deliveries)
 
     def _lead(self) -> bool:
         leading = self.lock.acquire(self.clock.now())

@@ -68,7 +68,7 @@ def quota_alert(alert: Announcement, lang: str, zone: ZoneInfo) -> Message:
     an Acknowledge button for its owner."""
     ack = button(t(lang, "alert.quota.acknowledge"), QUOTA_ACKNOWLEDGE, alert.key, style="primary")
     blocks = [*_quota_blocks(alert, lang, zone), actions(ALERT_ACTIONS, ack)]
-    return Message(_quota_title(alert, lang), blocks)
+    return Message(mrkdwn_escape(_quota_title(alert, lang)), blocks)
 
 
 def quota_acknowledged(
@@ -78,7 +78,8 @@ def quota_acknowledged(
     done = ":white_check_mark: " + t(
         lang, "alert.quota.acknowledged_by", user=mention(by), at=when(lang, at, zone)
     )
-    return Message(_quota_title(alert, lang), [*_quota_blocks(alert, lang, zone), section(done)])
+    title = mrkdwn_escape(_quota_title(alert, lang))
+    return Message(title, [*_quota_blocks(alert, lang, zone), section(done)])
 
 
 def _quota_title(alert: Announcement, lang: str) -> str:
@@ -183,7 +184,7 @@ def idle_ask(alert: Announcement, lang: str, zone: ZoneInfo) -> Message:
         minutes=float(info.get("grace_minutes", 0)),
     )
     blocks = [*_idle_blocks(alert, lang), section(consequence), buttons]
-    return Message(_idle_title(alert, lang), blocks)
+    return Message(mrkdwn_escape(_idle_title(alert, lang)), blocks)
 
 
 def idle_answered(
@@ -199,7 +200,7 @@ def idle_answered(
     quiet = float(alert.detail.get("idle_minutes", 0)) * STILL_USING_QUIET
     outcome = t(lang, key, user=mention(by), at=when(lang, at, zone), minutes=quiet)
     blocks = [*_idle_blocks(alert, lang), section(f"{emoji} {outcome}")]
-    return Message(_idle_title(alert, lang), blocks)
+    return Message(mrkdwn_escape(_idle_title(alert, lang)), blocks)
 
 
 def reclaim_notice(alert: Announcement, lang: str, zone: ZoneInfo) -> Message:

@@ -30,9 +30,12 @@ from bot.i18n import day, t, when
 from scheduler.digest.model import Digest, JobLine, QuotaWarning
 from storage.models import PriorityClass
 
-# Blocks and characters each list may use; what does not fit is summarised in its last line.
+# Blocks and characters each part may use; what does not fit is summarised in its last
+# line. Seven parts at most this size, and the few lines between them, stay within
+# MESSAGE_CHARS, so a digest is never refused as too long.
 LIST_BLOCKS = 3
-LIST_CHARS = 1800
+LIST_CHARS = 1500
+CARDS_CHARS = 1400
 
 
 def digest_blocks(
@@ -47,7 +50,7 @@ def digest_blocks(
     blocks: list[Block] = [
         header(t(lang, "digest.header", day=day(lang, digest.day))),
         context(t(lang, "digest.as_of", at=when(lang, digest.at, zone))),
-        section(_cards(digest, lang)),
+        *_cards(digest, lang),
         section(_queue(digest, lang)),
         divider(),
         *_ready(digest, lang),
@@ -61,7 +64,7 @@ def digest_blocks(
         context(t(lang, "digest.footer", board="`/gpu board`", queue="`/gpu queue mine`")),
     ]
     if len(blocks) > MESSAGE_BLOCKS or text_size(blocks) > MESSAGE_CHARS:
-        # Each part is bounded, so this cannot happen; fail loudly rather than post a cut board.
+        # Each part is bounded (above), so only a change to those bounds gets here.
         raise ValueError(f"digest of {len(blocks)} blocks, {text_size(blocks)} characters")
     return Message(notification(digest, lang), blocks)
 
@@ -102,35 +105,33 @@ def waited(lang: str, span: timedelta) -> str:
     return t(lang, "digest.minutes", n=minutes)
 
 
-def _cards(digest: Digest, lang: str) -> str:
+def _cards(digest: Digest, lang: str) -> list[Block]:
     if not digest.types:
-        return t(lang, "board.no_hosts")
+        return [section(t(lang, "board.no_hosts"))]
+    heading = t(
+        lang,
+        "digest.cards",
+        total=digest.total_gpus,
+        hosts=digest.hosts,
+        free=digest.free_gpus,
+        busy=sum(c.busy for c in digest.types),
+        idle=sum(c.idle_held for c in digest.types),
+        down=sum(c.down for c in digest.types),
+    )
     lines = [
         t(
             lang,
-            "digest.cards",
-            total=digest.total_gpus,
-            hosts=digest.hosts,
-            free=digest.free_gpus,
-            busy=sum(c.busy for c in digest.types),
-            idle=sum(c.idle_held for c in digest.types),
-            down=sum(c.down for c in digest.types),
+            "board.type_line",
+            gpu_type=mrkdwn_escape(count.gpu_type),
+            total=count.total,
+            free=count.free,
+            busy=count.busy,
+            idle=count.idle_held,
+            down=count.down,
         )
+        for count in digest.types
     ]
-    for count in digest.types:
-        lines.append(
-            t(
-                lang,
-                "board.type_line",
-                gpu_type=mrkdwn_escape(count.gpu_type),
-                total=count.total,
-                free=count.free,
-                busy=count.busy,
-                idle=count.idle_held,
-                down=count.down,
-            )
-        )
-    return "\n".join(lines)
+    return listing(lines, LIST_BLOCKS, _more(lang, len(lines)), chars=CARDS_CHARS, heading=heading)
 
 
 def _queue(digest: Digest, lang: str) -> str:
@@ -152,7 +153,7 @@ def _needs(lang: str, line: JobLine) -> str:
 
 
 def _part(
-    lang: str, heading: str, lines: Sequence[str], total: int, more: Callable[[int], str]
+    heading: str, lines: Sequence[str], total: int, more: Callable[[int], str]
 ) -> list[Block]:
     """One list of the digest under its bold heading, within its share of the message."""
     return listing(
@@ -179,7 +180,7 @@ def _ready(digest: Digest, lang: str) -> list[Block]:
         for line in digest.ready
     ]
     heading = t(lang, "digest.ready", n=digest.ready_total)
-    return _part(lang, heading, lines, digest.ready_total, _more(lang, digest.ready_total))
+    return _part(heading, lines, digest.ready_total, _more(lang, digest.ready_total))
 
 
 def _waiting_data(digest: Digest, lang: str, people: _Names) -> list[Block]:
@@ -205,7 +206,7 @@ def _waiting_data(digest: Digest, lang: str, people: _Names) -> list[Block]:
         )
     heading = t(lang, "digest.data", n=digest.waiting_for_data)
     total = digest.waiting_for_data
-    return _part(lang, heading, lines, total, _more(lang, total))
+    return _part(heading, lines, total, _more(lang, total))
 
 
 def _next_up(digest: Digest, lang: str, zone: ZoneInfo, people: _Names) -> list[Block]:
@@ -221,7 +222,7 @@ def _next_up(digest: Digest, lang: str, zone: ZoneInfo, people: _Names) -> list[
             f"{priority(lang, line.priority)} — {why}"
         )
     heading = f"*{t(lang, 'board.next_up')}*"
-    return _part(lang, heading, lines, len(lines), _more(lang, len(lines)))
+    return _part(heading, lines, len(lines), _more(lang, len(lines)))
 
 
 def _yesterday(digest: Digest, lang: str) -> list[Block]:
@@ -248,7 +249,7 @@ def _yesterday(digest: Digest, lang: str) -> list[Block]:
         )
         for row in usage.rows
     ]
-    return _part(lang, heading, lines, len(lines), _more(lang, len(lines)))
+    return _part(heading, lines, len(lines), _more(lang, len(lines)))
 
 
 def _idle(digest: Digest, lang: str, people: _Names) -> list[Block]:
@@ -269,7 +270,7 @@ def _idle(digest: Digest, lang: str, people: _Names) -> list[Block]:
         )
         for job in idle.jobs
     ]
-    return _part(lang, heading, lines, idle.job_count, _more(lang, idle.job_count))
+    return _part(heading, lines, idle.job_count, _more(lang, idle.job_count))
 
 
 def _quotas(digest: Digest, lang: str, people: _Names) -> list[Block]:
@@ -279,7 +280,7 @@ def _quotas(digest: Digest, lang: str, people: _Names) -> list[Block]:
     lines = [_quota_line(lang, warning, people) for warning in warnings]
     heading = f"*{t(lang, 'digest.quotas')}*"
     return _part(
-        lang, heading, lines, len(lines), lambda shown: t(lang, "quota.more", n=len(lines) - shown)
+        heading, lines, len(lines), lambda shown: t(lang, "quota.more", n=len(lines) - shown)
     )
 
 

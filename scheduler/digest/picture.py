@@ -193,6 +193,15 @@ def _drawable_chars(cjk_path: str | None) -> frozenset[int]:
     return frozenset(chars)
 
 
+@cache
+def _has_bold(family: str) -> bool:
+    manager = font_manager.fontManager
+    return any(
+        entry.name == family and manager.score_weight("bold", entry.weight) == 0
+        for entry in manager.ttflist
+    )
+
+
 class _Drawing:
     """One picture: the layout in pixels, and each part drawn by its own method."""
 
@@ -208,6 +217,8 @@ class _Drawing:
         self.font = FontProperties(family=[FONT, cjk[0]] if cjk else [FONT])
         self.colours = self._job_colours()
         self.chars = _drawable_chars(cjk[1] if cjk else None)
+        self.latin = _drawable_chars(None)
+        self.cjk_bold = cjk is not None and _has_bold(cjk[0])
 
     # -- layout --------------------------------------------------------------------------
 
@@ -233,20 +244,32 @@ class _Drawing:
         self._footnotes(figure, height)
         return figure
 
-    def _text(self, size: float, weight: str = "normal") -> FontProperties:
+    def _text(self, size: float) -> FontProperties:
         font = self.font.copy()
         font.set_size(size)
-        font.set_weight(weight)
+        return font
+
+    def _bold(self, size: float, text: str) -> FontProperties:
+        """Bold for `text`. Text DejaVu Sans can draw alone is set in its bold; other text is
+        bold only if the CJK font has a bold face (matplotlib would otherwise log that it
+        fell back to the regular one, every time)."""
+        if all(ord(char) in self.latin for char in text):
+            font = FontProperties(family=FONT, size=size, weight="bold")
+        else:
+            font = self._text(size)
+            font.set_weight("bold" if self.cjk_bold else "normal")
         return font
 
     def _header(self, figure: Figure, height: float) -> None:
         digest, words = self.digest, self.words
+        title = words["title"].format(day=digest.day.isoformat())
+        timeline = words["timeline"].format(ahead=self._ahead(), zone=digest.timezone)
         figure.text(
             20 / WIDTH_PX,
             1 - 14 / height,
-            words["title"].format(day=digest.day.isoformat()),
+            title,
             va="top",
-            fontproperties=self._text(TITLE_PT, "bold"),
+            fontproperties=self._bold(TITLE_PT, title),
         )
         figure.text(
             20 / WIDTH_PX,
@@ -265,9 +288,9 @@ class _Drawing:
         figure.text(
             20 / WIDTH_PX,
             1 - 100 / height,
-            words["timeline"].format(ahead=self._ahead(), zone=digest.timezone),
+            timeline,
             va="top",
-            fontproperties=self._text(TEXT_PT, "bold"),
+            fontproperties=self._bold(TEXT_PT, timeline),
         )
         handles = [
             Patch(facecolor=JOB_COLOURS[0], label=words["job"]),
@@ -332,7 +355,7 @@ class _Drawing:
             ha="center",
             va="bottom",
             transform=axes.get_xaxis_transform(),
-            fontproperties=self._text(SMALL_PT, "bold"),
+            fontproperties=self._bold(SMALL_PT, words["now"]),
         )
         if not rows:
             axes.set_yticks([])
@@ -465,7 +488,7 @@ class _Drawing:
             color="white" if dark else "#1a1a1a",
             clip_on=True,
             zorder=7,
-            fontproperties=self._text(14, "bold"),
+            fontproperties=self._bold(14, text),
         )
 
     def _ahead(self) -> str:
@@ -492,9 +515,8 @@ class _Drawing:
         axes.set_yticks([0, 25, 50, 75, 100])
         axes.set_yticklabels(["0", "25", "50", "75", "100"], fontproperties=self._text(SMALL_PT))
         axes.grid(axis="y", color="#e0e0e0", linewidth=0.8)
-        axes.set_title(
-            self.words["utilization"], loc="left", fontproperties=self._text(TEXT_PT, "bold")
-        )
+        title = self.words["utilization"]
+        axes.set_title(title, loc="left", fontproperties=self._bold(TEXT_PT, title))
         series = [u for u in self.digest.utilization if any(v is not None for v in u.hourly)]
         if not series:
             axes.text(

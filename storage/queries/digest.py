@@ -49,7 +49,10 @@ def _args(element: _Bucket, compiler: SQLCompiler, **kw: Any) -> tuple[str, str,
 @compiles(_Bucket, "sqlite")
 def _bucket_sqlite(element: _Bucket, compiler: SQLCompiler, **kw: Any) -> str:
     at, start, width = _args(element, compiler, **kw)
-    return f"CAST(((julianday({at}) - 2440587.5) * 86400.0 - {start}) / {width} AS INTEGER)"
+    # julianday's day fraction is off by microseconds; rounded to the millisecond, a sample
+    # taken on a bucket's edge lands in that bucket, not the one before.
+    seconds = f"ROUND((julianday({at}) - 2440587.5) * 86400.0, 3)"
+    return f"CAST(({seconds} - {start}) / {width} AS INTEGER)"
 
 
 @compiles(_Bucket, "postgresql")

@@ -12,10 +12,13 @@ import pytest
 from sqlalchemy import event
 from world import HostSpec, Run, Waiting, at, build, people, submit
 
+from scheduler.alerts.outbox import RecordingAnnouncer, deliver_pending
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
+from scheduler.config import Digest as DigestSettings
 from scheduler.digest import Digest, digest_now
 from scheduler.digest.model import IdleJob, Segment, SegmentKind, TypeCount
+from scheduler.digest.schedule import raise_digest
 from scheduler.digest.text import render_text
 
 # T0 is Monday 2026-11-02 09:00 UTC, 17:00 in Asia/Shanghai (the bundled policy's zone):
@@ -257,3 +260,16 @@ def test_only_the_first_rows_are_drawn_and_the_rest_are_counted(
     timeline = digest_now(paika).timeline
     assert len(timeline.rows) == 48 and timeline.more_gpus == 8
     assert timeline.rows[-1].host == "node-05" and timeline.rows[-1].index == 7
+
+
+def test_the_digest_comes_back_equal_from_the_alerts_table(
+    day: tuple[Paika, dict[str, int]],
+) -> None:
+    paika, _ = day
+    now = paika.clock.now()  # 17:00 in Shanghai: make that the digest's minute
+    policy = paika.policy.model_copy(update={"digest": DigestSettings(time="17:00")})
+    assert raise_digest(paika.engine, policy, now) is not None
+    announcer = RecordingAnnouncer()
+    assert deliver_pending(paika.engine, announcer, now, kind="digest") == 1
+    (sent,) = announcer.announcements
+    assert Digest.from_json(sent.detail) == digest_now(paika)

@@ -1,0 +1,65 @@
+"""`paika digest` run as a user runs it: a real process on a fresh SQLite file."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+PAIKA = Path(sys.executable).with_name("paika")
+
+
+def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(PAIKA), *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PAIKA_")}
+    return {**clean, "PAIKA_DATA_DIR": str(tmp_path / "data"), "PAIKA_ADMINS": "UADMIN"}
+
+
+def test_print_and_png_on_a_fresh_install(env: dict[str, str], tmp_path: Path) -> None:
+    submitted = run(
+        [
+            "cmd",
+            'submit name=bert gpus=2 hours=8 priority=normal data=pending cmd="python train.py" team=vision',
+            "--user",
+            "UADMIN",
+        ],
+        env,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    out = tmp_path / "board.png"
+    result = run(["digest", "--print", "--png", str(out)], env)
+    assert result.returncode == 0, result.stderr
+    assert "paika daily GPU board — " in result.stdout
+    assert "GPUs: none registered yet" in result.stdout
+    assert "Waiting for data (1), longest first:" in result.stdout
+    assert "#1 bert · vision · owner UADMIN · waiting 0 min" in result.stdout
+    assert f"picture written to {out}" in result.stderr
+    image = Image.open(io.BytesIO(out.read_bytes()))
+    assert image.format == "PNG" and image.size[0] == 1600
+
+
+def test_the_picture_alone_in_chinese(env: dict[str, str], tmp_path: Path) -> None:
+    out = tmp_path / "zh.png"
+    result = run(["digest", "--png", str(out), "--lang", "zh"], env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_without_print_or_png_it_says_what_to_pass(env: dict[str, str]) -> None:
+    result = run(["digest"], env)
+    assert result.returncode == 2
+    assert "--print" in result.stderr and "--png FILE" in result.stderr
+    wrong = run(["digest", "--print", "--lang", "fr"], env)
+    assert wrong.returncode == 2 and "use en or zh" in wrong.stderr

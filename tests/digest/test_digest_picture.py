@@ -1,0 +1,157 @@
+"""The digest's picture: a real PNG of a sensible size with the timeline's colours in it,
+in English and Chinese (or English when no CJK font is installed), with no warnings."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from paika_test_time import T0
+from PIL import Image
+from world import BIG_HOSTS, BIG_RUNS, BIG_WAITING, build, people, submit
+
+from scheduler.app import Paika
+from scheduler.clock import ManualClock
+from scheduler.digest import Digest, digest_now, picture
+from scheduler.digest.model import SegmentKind
+from scheduler.digest.picture import (
+    AXIS_PX,
+    BOTTOM_PX,
+    DOWN,
+    GAP_PX,
+    IDLE,
+    JOB_COLOURS,
+    ROW_PX,
+    TOP_PX,
+    UTIL_PX,
+    WIDTH_PX,
+    render_png,
+)
+from scheduler.settings import Settings
+
+
+@pytest.fixture(scope="module")
+def big_day(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Digest]:
+    """A realistic day on 24 GPUs (4 hosts, 12 runs, 6 waiting jobs), built once."""
+    path: Path = tmp_path_factory.mktemp("picture") / "paika.db"
+    clock = ManualClock(T0)
+    paika = Paika.start(
+        Settings(database_url=f"sqlite:///{path}", admins=("UADMIN",), config=None), clock=clock
+    )
+    people(paika)
+    build(paika, BIG_HOSTS, BIG_RUNS, samples_from_h=-25, quotas=[("vision", None, 200, 10)])
+    submit(paika, clock, BIG_WAITING)
+    yield digest_now(paika)
+    paika.engine.dispose()
+
+
+def decode(png: bytes) -> Image.Image:
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    image = Image.open(io.BytesIO(png))
+    image.load()
+    return image.convert("RGB")
+
+
+def colours(image: Image.Image) -> set[tuple[int, int, int]]:
+    found = image.getcolors(maxcolors=1 << 20)
+    assert found is not None
+    return {colour for _, colour in found}
+
+
+def rgb(hex_colour: str) -> tuple[int, int, int]:
+    value = hex_colour.lstrip("#")
+    return (int(value[0:2], 16), int(value[2:4], 16), int(value[4:6], 16))
+
+
+def expected_height(rows: int) -> int:
+    return TOP_PX + ROW_PX * rows + AXIS_PX + GAP_PX + UTIL_PX + BOTTOM_PX
+
+
+def test_the_picture_is_a_readable_png_with_every_job_in_its_colour(big_day: Digest) -> None:
+    image = decode(render_png(big_day, "en"))
+    assert image.size == (WIDTH_PX, expected_height(24))
+    seen = colours(image)
+    assert len(seen) > 200  # lines, text and many bars, not a blank canvas
+    jobs = {s.job_id for row in big_day.timeline.rows for s in row.segments if s.job_id}
+    assert len(jobs) == 12
+    # Every job of the day has its own colour (fewer jobs than colours here), drawn solid.
+    assert set(map(rgb, JOB_COLOURS[: len(jobs)])) <= seen
+    assert rgb(IDLE) in seen and rgb(DOWN) in seen
+
+
+def test_chinese_labels_when_a_cjk_font_exists(
+    big_day: Digest, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="matplotlib")
+    english, chinese = render_png(big_day, "en"), render_png(big_day, "zh")
+    decode(chinese)
+    # Nothing to fix in the log either (a missing bold face, a missing family).
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    if picture.cjk_font() is None:
+        assert chinese == english  # no font with the glyphs: English labels, not empty boxes
+    else:
+        assert chinese != english
+
+
+def test_without_a_cjk_font_chinese_falls_back_to_english_quietly(
+    big_day: Digest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(picture, "_cjk", lambda: None)
+    # Job names in Chinese cannot be drawn either: the bar shows the job's number only.
+    # (pytest turns a "Glyph missing" warning into an error.)
+    rows = tuple(
+        dataclasses.replace(
+            row,
+            segments=tuple(
+                dataclasses.replace(s, job_name="中文任务") if s.job_id else s for s in row.segments
+            ),
+        )
+        for row in big_day.timeline.rows
+    )
+    chinese_names = dataclasses.replace(
+        big_day, timeline=dataclasses.replace(big_day.timeline, rows=rows)
+    )
+    assert render_png(chinese_names, "zh") == render_png(chinese_names, "en")
+
+
+def test_rows_are_capped_and_an_empty_cluster_still_draws(big_day: Digest) -> None:
+    timeline = big_day.timeline
+    many = dataclasses.replace(
+        big_day,
+        timeline=dataclasses.replace(timeline, rows=timeline.rows * 3, more_gpus=10),
+    )
+    assert decode(render_png(many, "en")).size == (WIDTH_PX, expected_height(48))
+    empty = dataclasses.replace(
+        big_day,
+        types=(),
+        utilization=(),
+        timeline=dataclasses.replace(timeline, rows=(), planned=(), more_gpus=0),
+    )
+    image = decode(render_png(empty, "en"))
+    assert image.size == (WIDTH_PX, expected_height(1))
+    assert rgb(JOB_COLOURS[0]) in colours(image)  # the legend still explains the colours
+
+
+def test_drawing_from_two_threads_at_once(big_day: Digest) -> None:
+    results: list[bytes] = []
+
+    def draw() -> None:
+        results.append(render_png(big_day, "en"))
+
+    threads = [threading.Thread(target=draw) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(results) == 2 and results[0] == results[1]
+
+
+def test_the_day_has_what_the_picture_is_meant_to_show(big_day: Digest) -> None:
+    kinds = {s.kind for row in big_day.timeline.rows for s in row.segments}
+    assert kinds == {SegmentKind.JOB, SegmentKind.IDLE, SegmentKind.FREE, SegmentKind.DOWN}
+    assert big_day.timeline.planned and all(p.rows for p in big_day.timeline.planned)
