@@ -26,7 +26,7 @@ from scheduler.config import PolicyConfig
 from scheduler.dispatch import Dispatcher, DispatchError, StartOrder, agent_job_id
 from scheduler.hosts.inventory import apply_reports
 from scheduler.hosts.poll import Target
-from scheduler.hosts.reconcile import ACTOR, reconcile
+from scheduler.hosts.reconcile import ACTOR, REQUEUED_STOPS, reconcile
 from scheduler.hosts.report import HostReport
 from scheduler.notify import Event, EventKind, Notifier
 from scheduler.policy.plan import Plan, Preempt, Start
@@ -233,7 +233,8 @@ class Cycle:
             for job_id in job_ids:
                 job = job_queries.get_job(session=session, job_id=job_id)
                 for order in _orders(session, job, _gpus_of(session, job_id)) if job else []:
-                    wait = grace if job and job.stop_reason == "preempt" else 30.0
+                    # Stops that requeue the job leave it time to checkpoint.
+                    wait = grace if job and job.stop_reason in REQUEUED_STOPS else 30.0
                     targets.append(
                         (order.host, order.url, agent_job_id(job_id, order.attempt), wait)
                     )

@@ -60,7 +60,7 @@ STILL_USING_QUIET = 3
 COVERAGE_PERIODS = 2
 # How the host is asked to stop, by action: the reasons the cycle's reconcile already acts
 # on once the host confirms (preempt → preempted, then queued; cancel → cancelled).
-STOP_REASON = {"requeue": "preempt", "release": "cancel"}
+STOP_REASON = {"requeue": "reclaim", "release": "release"}
 
 Stopper = Callable[[Sequence[int]], object]
 

@@ -30,6 +30,16 @@ from storage.queries import jobs as job_queries
 
 ACTOR = "scheduler"
 
+# Why paika asked a run to stop → what happens when its host confirms the stop.
+# Requeued: the job goes back to the queue (an idle-class job stopped for core work, or a
+# job whose GPUs sat idle); ended: the job ends in that state.
+REQUEUED_STOPS = {"preempt": "for core work", "reclaim": "its GPUs sat idle"}
+ENDING_STOPS = {
+    "cancel": (JobState.CANCELLED, "cancelled"),
+    "release": (JobState.CANCELLED, "released: its GPUs sat idle"),
+    "done": (JobState.SUCCEEDED, "marked done"),
+}
+
 
 @dataclass
 class Reconciliation:
@@ -130,23 +140,22 @@ def _ended(
     found: Reconciliation,
 ) -> None:
     asked = job.stop_reason
-    if asked == "preempt":
-        _finish(session, policy, job, JobState.PREEMPTED, now, "stopped for core work")
+    if asked in REQUEUED_STOPS:
+        why = REQUEUED_STOPS[asked]
+        _finish(session, policy, job, JobState.PREEMPTED, now, f"stopped: {why}")
         back = JobState.QUEUED if job.data_ready else JobState.WAITING_DATA
-        lifecycle.move(session, job, back, at=now, actor=ACTOR, reason="requeued after preemption")
-        text = f"job #{job.id} {job.name} was stopped for core work and is queued again"
+        lifecycle.move(session, job, back, at=now, actor=ACTOR, reason=f"requeued: {why}")
+        text = f"job #{job.id} {job.name} was stopped ({why}) and is queued again"
         found.events.append(Event(EventKind.JOB_PREEMPTED, now, text, job.id, owner=job.owner))
         return
-    if asked in ("cancel", "done"):
-        state = JobState.CANCELLED if asked == "cancel" else JobState.SUCCEEDED
-        _finish(
-            session, policy, job, state, now, "cancelled" if asked == "cancel" else "marked done"
-        )
+    if asked in ENDING_STOPS:
+        state, why = ENDING_STOPS[asked]
+        _finish(session, policy, job, state, now, why)
         found.events.append(
             Event(
                 EventKind.JOB_FINISHED,
                 now,
-                f"job #{job.id} {job.name} stopped ({asked})",
+                f"job #{job.id} {job.name} stopped ({why})",
                 job.id,
                 owner=job.owner,
             )

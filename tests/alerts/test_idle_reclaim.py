@@ -238,7 +238,7 @@ def test_an_idle_normal_job_is_asked_once_then_stopped_and_queued_again(world: W
     [action] = world.tick()
     assert action.kind == ACTION_KIND and action.key == f"reclaim:{job.id}:1:1"
     assert action.to_users == ("UALICE",) and "queued again" in action.text
-    assert world.job("notebook").stop_reason == "preempt"
+    assert world.job("notebook").stop_reason == "reclaim"
     world.until(lambda: world.job("notebook").attempts == 2)
     assert world.agent.run_state(f"{job.id}.1") != "running"  # the host confirmed the stop
     assert world.history(world.job("notebook"))[-4:] == [
@@ -268,6 +268,7 @@ def test_an_idle_class_job_is_released_and_its_gpus_freed(world: World) -> None:
     [action] = world.actions()
     assert action.detail["action"] == "release" and "GPUs released" in action.text
     world.until(lambda: world.job("sweep").state == JobState.CANCELLED)
+    assert world.job("sweep").state_reason == "released: its GPUs sat idle"
     assert world.agent.run_state(f"{job.id}.1") != "running"
     with Session(world.paika.engine) as session:
         open_ = session.exec(select(Allocation).where(col(Allocation.ended_at).is_(None))).all()
