@@ -8,17 +8,23 @@ channel outage does not send the owner the same DM twice.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from zoneinfo import ZoneInfo
 
 from bot.blocks.alerts import idle_ask, plain_alert, quota_alert, reclaim_notice
 from bot.blocks.common import Message
+from bot.digest import post_digest
 from bot.messenger import Messenger
 from bot.services import BotServices
 from scheduler.alerts.idle import ACTION_KIND, ASK_KIND
 from scheduler.alerts.outbox import Announcement
 from scheduler.alerts.quota import EXPIRY_KIND, USED_KIND
+from scheduler.digest.model import Digest
+from scheduler.digest.schedule import KIND as DIGEST_KIND
+
+log = logging.getLogger(__name__)
 
 Renderer = Callable[[Announcement, str, ZoneInfo], Message]
 
@@ -43,9 +49,12 @@ class SlackAnnouncer:
         self.services = services
         self.renderers = dict(RENDERERS if renderers is None else renderers)
         self._delivered: set[tuple[str, str]] = set()  # (alert key, user or channel)
+        self._digest_steps: dict[str, dict[str, str]] = {}  # alert key → steps already done
         self._lock = threading.Lock()
 
     def announce(self, announcement: Announcement) -> bool:
+        if announcement.kind == DIGEST_KIND:
+            return self._post_digest(announcement)
         through = True
         for target, direct, message in self._messages(announcement):
             done = (announcement.key, target)
@@ -66,6 +75,29 @@ class SlackAnnouncer:
             with self._lock:
                 self._delivered = {d for d in self._delivered if d[0] != announcement.key}
         return through
+
+    def _post_digest(self, announcement: Announcement) -> bool:
+        """The board and its picture, in the channel; with no channel set there is no one to tell."""
+        slack = self.services.paika.policy.slack
+        if not slack.channel:
+            log.info(
+                "no slack.channel in the policy: the digest of %s is not posted", announcement.key
+            )
+            return True
+        with self._lock:
+            steps = self._digest_steps.setdefault(announcement.key, {})
+        done = post_digest(
+            self.messenger.client,
+            slack.channel,
+            Digest.from_json(announcement.detail),
+            slack.default_language,
+            self.services.zone,
+            progress=steps,
+        )
+        if done:
+            with self._lock:
+                self._digest_steps.pop(announcement.key, None)
+        return done
 
     def _messages(self, announcement: Announcement) -> list[tuple[str, bool, Message]]:
         """(user or channel, whether it is a DM, the message in its reader's language)."""

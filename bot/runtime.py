@@ -10,6 +10,7 @@ import uvicorn
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_sdk import WebClient
 
+from bot.announcer import SlackAnnouncer
 from bot.app import build_app
 from bot.http import EVENTS_PATH, http_app
 from bot.notifier import SlackNotifier
@@ -27,6 +28,7 @@ class SlackBot:
     mode: str  # "socket" or "http"
     where: str  # where it listens, for the operator
     notifier: SlackNotifier
+    announcer: SlackAnnouncer  # alerts and the digest, through the outbox
     _socket: SocketModeHandler | None = None
     _server: tuple[uvicorn.Server, threading.Thread] | None = field(default=None)
 
@@ -44,6 +46,7 @@ def start_bot(paika: Paika, *, port: int | None = None) -> SlackBot:
     services = BotServices(paika)
     app, messenger = build_app(settings, services)
     notifier = SlackNotifier(messenger)
+    announcer = SlackAnnouncer(messenger, services)
     if settings.slack_app_token is not None:
         # apps.connections.open is called with the app token, on the same API base URL.
         opener = WebClient(base_url=settings.slack_api_url or WebClient.BASE_URL)
@@ -51,11 +54,15 @@ def start_bot(paika: Paika, *, port: int | None = None) -> SlackBot:
             app, settings.slack_app_token.get_secret_value(), web_client=opener
         )
         handler.connect()  # type: ignore[no-untyped-call]
-        return SlackBot("socket", "Socket Mode", notifier, _socket=handler)
+        return SlackBot("socket", "Socket Mode", notifier, announcer, _socket=handler)
     host = settings.http_host
     server, thread, bound = serve_in_thread(
         http_app(app), host, settings.http_port if port is None else port
     )
     return SlackBot(
-        "http", f"http://{host}:{bound}{EVENTS_PATH}", notifier, _server=(server, thread)
+        "http",
+        f"http://{host}:{bound}{EVENTS_PATH}",
+        notifier,
+        announcer,
+        _server=(server, thread),
     )

@@ -77,7 +77,10 @@ def up() -> None:
     notifier: Notifier = (
         ConsoleNotifier() if bot is None else FanOut(ConsoleNotifier(), bot.notifier)
     )
-    periodic = Periodic(paika.engine, paika.policy, paika.clock, agent_cycle(paika, notifier))
+    announcer = None if bot is None else bot.announcer  # None: alerts print to the console
+    periodic = Periodic(
+        paika.engine, paika.policy, paika.clock, agent_cycle(paika, notifier), announcer
+    )
     periodic.start()
     slack = "Slack off (no SLACK_BOT_TOKEN)" if bot is None else f"Slack on {bot.where}"
     typer.echo(

@@ -5,6 +5,7 @@ Loaded once at start; a bad file fails there, naming the file, the key and what 
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -199,6 +200,12 @@ class PolicyConfig(_Strict):
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise ValueError(f"unknown time zone {value!r} (example: Asia/Shanghai, UTC)") from exc
         return value
+
+    def sample_period_seconds(self) -> float:
+        """Seconds between two kept samples of a GPU: the sampling pace, in whole cycles."""
+        knobs = self.scheduler
+        cycles = math.ceil(knobs.hosts.sample_seconds / knobs.cycle_seconds)
+        return max(1, cycles) * knobs.cycle_seconds
 
     @property
     def zone(self) -> ZoneInfo:

@@ -8,14 +8,19 @@ twice at once, and runs missed while paika was down or busy collapse into one (w
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import Engine
 
+from scheduler.alerts.idle import act_on_idle, check_idle
+from scheduler.alerts.outbox import Announcer, ConsoleAnnouncer, deliver_pending
+from scheduler.alerts.quota import raise_quota_alerts
 from scheduler.clock import Clock
 from scheduler.config import PolicyConfig
 from scheduler.cycle import Cycle
+from scheduler.digest.schedule import raise_digest
 from scheduler.hosts.inventory import prune_samples
 from storage.db import session_scope
 from storage.leader import LeaderLock
@@ -23,12 +28,22 @@ from storage.queries.slack import prune_deliveries
 
 log = logging.getLogger(__name__)
 
+ALERTS_EVERY_S = 60
+
 
 class Periodic:
     """Owns the APScheduler instance and the leader lock."""
 
-    def __init__(self, engine: Engine, policy: PolicyConfig, clock: Clock, cycle: Cycle) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        policy: PolicyConfig,
+        clock: Clock,
+        cycle: Cycle,
+        announcer: Announcer | None = None,
+    ) -> None:
         self.engine, self.policy, self.clock, self.cycle = engine, policy, clock, cycle
+        self.announcer: Announcer = announcer or ConsoleAnnouncer()
         # The lease outlives a few missed cycles, so a slow cycle does not hand over leadership.
         self.lock = LeaderLock(
             engine, ttl=timedelta(seconds=max(30.0, policy.scheduler.cycle_seconds * 4))
@@ -51,6 +66,17 @@ class Periodic:
         self.scheduler.add_job(
             self.prune, "interval", hours=1, id="prune-samples", misfire_grace_time=3600, **common
         )
+        # Alerts and the digest are checked every minute; what is due is claimed once in SQL,
+        # so a run missed while paika was down is caught up by the next one (the digest only
+        # within `digest.late_minutes`), and nothing is sent twice.
+        self.scheduler.add_job(
+            self.alerts,
+            "interval",
+            seconds=ALERTS_EVERY_S,
+            id="alerts",
+            misfire_grace_time=ALERTS_EVERY_S * 5,
+            **common,
+        )
         self.scheduler.start()
 
     def stop(self) -> None:
@@ -64,6 +90,27 @@ class Periodic:
         if not self._lead():
             return
         self.cycle.run_once()
+
+    def alerts(self) -> None:
+        """Raise what is due (idle GPUs, reclaim, quota thresholds, the digest), then deliver."""
+        if not self._lead():
+            return
+        now = self.clock.now()
+        steps: tuple[tuple[str, Callable[[], object]], ...] = (
+            ("idle GPUs", lambda: check_idle(self.engine, self.policy, now)),
+            ("reclaim", lambda: act_on_idle(self.engine, self.policy, now)),
+            ("quota alerts", lambda: raise_quota_alerts(self.engine, self.policy, now)),
+            (
+                "digest",
+                lambda: self.policy.digest.enabled and raise_digest(self.engine, self.policy, now),
+            ),
+            ("delivery", lambda: deliver_pending(self.engine, self.announcer, now)),
+        )
+        for name, step in steps:
+            try:
+                step()
+            except Exception:  # one failing check must not hold up the others
+                log.exception("periodic %s failed", name)
 
     def prune(self) -> None:
         """Forget GPU samples past the retention window, and old Slack delivery ids."""

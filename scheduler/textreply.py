@@ -106,8 +106,13 @@ def _status(result: StatusResult, zone: ZoneInfo) -> str:
         )
     if result.ledger:
         hours = sum(entry.gpu_hours for entry in result.ledger)
+        idle = sum(entry.idle_gpu_hours for entry in result.ledger)
         cost = sum(entry.cost for entry in result.ledger)
-        lines.append(f"used {hours:.2f} GPU-hours, cost {cost:.2f}")
+        lines.append(
+            f"used {hours:.2f} GPU-hours"
+            + (f" ({idle:.2f} of them idle)" if idle >= 0.005 else "")
+            + f", cost {cost:.2f}"
+        )
     if job.output or job.metrics:
         metrics = ", ".join(f"{k}={v:g}" for k, v in (job.metrics or {}).items())
         lines.append("produced: " + " · ".join(part for part in (job.output, metrics) if part))

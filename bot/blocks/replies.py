@@ -198,6 +198,9 @@ def _status(result: StatusResult, lang: str, zone: ZoneInfo, now: datetime) -> M
         hours = sum(entry.gpu_hours for entry in result.ledger)
         cost = sum(entry.cost for entry in result.ledger)
         facts.append(t(lang, "status.used", hours=hours, cost=cost))
+        idle = sum(entry.idle_gpu_hours for entry in result.ledger)
+        if idle >= 0.005:
+            facts.append(t(lang, "status.idle", hours=idle))
     produced = _produced(job.output, job.metrics or {})
     if produced:
         facts.append(t(lang, "status.produced", what=produced))

@@ -23,7 +23,6 @@ a whole window again) or ended (the run ended or was already stopping).
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -78,9 +77,7 @@ class IdleRun:
 
 def sample_period(policy: PolicyConfig) -> float:
     """Seconds between two samples of a GPU: the sampling pace, rounded up to whole cycles."""
-    knobs = policy.scheduler
-    cycles = math.ceil(knobs.hosts.sample_seconds / knobs.cycle_seconds)
-    return max(1, cycles) * knobs.cycle_seconds
+    return policy.sample_period_seconds()
 
 
 def idle_runs(session: Session, policy: PolicyConfig, now: datetime) -> dict[int, IdleRun]:

@@ -13,6 +13,7 @@ from scheduler.service.context import Context
 from storage.models import Gpu, Job, LedgerEntry, Quota
 from storage.queries import accounting
 from storage.queries import cluster as cluster_queries
+from storage.queries import reclaim as reclaim_queries
 
 
 def quota_states(session: Session, quotas: Sequence[Quota]) -> list[QuotaState]:
@@ -42,6 +43,15 @@ def close_allocations_at(
         gpu = session.get(Gpu, allocation.gpu_id)
         gpu_type = gpu.gpu_type if gpu else "unknown"
         hours = max(0.0, (now - allocation.started_at).total_seconds() / 3600)
+        idle = reclaim_queries.idle_samples(
+            session=session,
+            gpu_id=allocation.gpu_id,
+            start=allocation.started_at,
+            end=now,
+            below_pct=policy.reclaim.idle_utilization_pct,
+        )
+        # Each sample stands for one sampling period; a gap in the samples counts as busy.
+        idle_hours = min(hours, idle * policy.sample_period_seconds() / 3600)
         spec = policy.gpu_type(gpu_type)
         quota = charge_to(quotas, gpu_type, now.date())
         entry = LedgerEntry(
@@ -51,6 +61,7 @@ def close_allocations_at(
             quota_id=quota.id if quota else None,
             gpu_type=gpu_type,
             gpu_hours=hours,
+            idle_gpu_hours=idle_hours,
             cost=hours * (spec.price_per_gpu_hour if spec else 0.0),
             started_at=allocation.started_at,
             ended_at=now,

@@ -38,6 +38,8 @@ class LedgerEntry(SQLModel, table=True):
     quota_id: int | None = Field(default=None, foreign_key="quotas.id", index=True)
     gpu_type: str = Field(sa_type=String(64))
     gpu_hours: float
+    # Of gpu_hours, the time the GPU sat below the idle threshold (from the samples).
+    idle_gpu_hours: float = Field(default=0.0, sa_column_kwargs={"server_default": "0"})
     cost: float
     started_at: datetime = at_field()
     ended_at: datetime = at_field()

@@ -56,3 +56,16 @@ def idle_gpu_hours(
         (str(team), str(gpu_type)): int(count) * sample_seconds / 3600
         for team, gpu_type, count in session.exec(held_idle).all()
     }
+
+
+def idle_samples(
+    *, session: Session, gpu_id: int, start: datetime, end: datetime, below_pct: float
+) -> int:
+    """How many of one GPU's samples in [start, end) were below `below_pct` utilization."""
+    query = select(func.count()).where(
+        col(GpuSample.gpu_id) == gpu_id,
+        col(GpuSample.at) >= start,
+        col(GpuSample.at) < end,
+        col(GpuSample.utilization_pct) < below_pct,
+    )
+    return int(session.exec(query).one())

@@ -40,7 +40,7 @@ from scheduler.hosts.poll import poll_all_sync
 from scheduler.notify import RecordingNotifier
 from scheduler.serving import serve_in_thread, stop_server
 from storage.db import session_scope
-from storage.models import Alert, Allocation, AuditEvent, Job, JobEvent, JobState
+from storage.models import Alert, Allocation, AuditEvent, Job, JobEvent, JobState, LedgerEntry
 
 TOKEN = "test-token-idle-0123456789"
 IDLE_MINUTES = 10
@@ -274,6 +274,11 @@ def test_an_idle_class_job_is_released_and_its_gpus_freed(world: World) -> None:
         open_ = session.exec(select(Allocation).where(col(Allocation.ended_at).is_(None))).all()
     assert open_ == []
     assert [e.detail["action"] for e in world.audit("job.reclaim") if e.detail] == ["release"]
+    # The ledger counts the idle time: the whole run sat idle, sample by sample.
+    with Session(world.paika.engine) as session:
+        [entry] = session.exec(select(LedgerEntry).where(LedgerEntry.job_id == job.id)).all()
+    assert entry.gpu_hours > 0
+    assert entry.idle_gpu_hours == pytest.approx(entry.gpu_hours, rel=0.1)
     with session_scope(world.paika.engine) as session:
         ask = session.get(Alert, f"idle:{job.id}:1:1")
         assert ask is not None and ask.answer == "timeout" and ask.answered_by == "scheduler"

@@ -137,3 +137,29 @@ def test_host_down_and_up_go_to_the_channel_once_each(team_bot: Bot) -> None:
     assert all("gpu-a" in text_of(c.args) for c in posts)
     assert team_bot.slack.calls("conversations.open") == []
     team_bot.slack.assert_nothing_invalid()
+
+
+def test_the_digest_announcement_posts_the_board_and_its_picture_to_the_channel(
+    team_bot: Bot,
+) -> None:
+    from bot.announcer import SlackAnnouncer
+    from scheduler.alerts.outbox import Announcement
+    from scheduler.digest import digest_now
+
+    policy = team_bot.paika.policy
+    announcer = SlackAnnouncer(team_bot.messenger, team_bot.services)
+    digest = digest_now(team_bot.paika)
+    announcement = Announcement(
+        "digest:test", "digest", team_bot.paika.clock.now(), "digest", (), True, digest.to_json()
+    )
+    assert announcer.announce(announcement)  # no channel set: nothing to post, and done
+    assert team_bot.slack.calls("chat.postMessage") == []
+    team_bot.paika.policy = policy.model_copy(
+        update={"slack": policy.slack.model_copy(update={"channel": "C0GPUOPS"})}
+    )
+    team_bot.slack.fail_next("files.completeUploadExternal", error="internal_error")
+    assert not announcer.announce(announcement)  # retried later by the outbox ...
+    assert announcer.announce(announcement)  # ... without posting the board twice
+    assert [c.args["channel"] for c in team_bot.slack.calls("chat.postMessage")] == ["C0GPUOPS"]
+    assert [u.completed for u in team_bot.slack.uploads()][-1]
+    team_bot.slack.assert_nothing_invalid()

@@ -43,3 +43,39 @@ def test_only_one_instance_schedules_and_the_other_takes_over(
         first.lock.release()
         second.lock.release()
         other_engine.dispose()
+
+
+def test_the_alert_run_raises_what_is_due_once_and_only_on_the_leader(
+    paika: Paika, engine: Engine, clock: ManualClock
+) -> None:
+    from datetime import timedelta
+
+    from scheduler.alerts.outbox import RecordingAnnouncer
+
+    assert paika.run("admin member add <@UOWNER> team=vision role=approver", "UADMIN").ok
+    expires = (clock.now().astimezone(paika.policy.zone) + timedelta(days=10)).date()
+    assert paika.run(
+        f"admin quota add team=vision hours=100 expires={expires} owner=<@UOWNER>", "UADMIN"
+    ).ok
+    # The digest is due at this very minute in the policy's time zone.
+    local = clock.now().astimezone(paika.policy.zone)
+    policy = paika.policy.model_copy(
+        update={"digest": paika.policy.digest.model_copy(update={"time": f"{local:%H:%M}"})}
+    )
+    other_engine = make_engine(engine.url.render_as_string(hide_password=False))
+    leading, following = RecordingAnnouncer(), RecordingAnnouncer()
+    first = Periodic(paika.engine, policy, clock, CountingCycle(clock), leading)
+    second = Periodic(other_engine, policy, clock, CountingCycle(clock), following)
+    try:
+        for _ in range(3):
+            first.alerts()
+            second.alerts()
+            clock.advance(timedelta(minutes=1))
+        assert sorted(leading.kinds()) == ["digest", "quota_expiry"]
+        assert following.announcements == []
+        [quota] = [a for a in leading.announcements if a.kind == "quota_expiry"]
+        assert quota.to_users == ("UOWNER",) and "14" in quota.key
+    finally:
+        first.lock.release()
+        second.lock.release()
+        other_engine.dispose()

@@ -1,4 +1,5 @@
-"""alerts: occasions claimed once (quota expiry and use, idle GPUs, the daily digest)
+"""alerts: occasions claimed once (quota expiry and use, idle GPUs, the daily digest);
+idle GPU-hours in the ledger
 
 Revision ID: 0003
 Revises: 0002
@@ -36,9 +37,15 @@ def upgrade() -> None:
     with op.batch_alter_table("alerts", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_alerts_created_at"), ["created_at"], unique=False)
         batch_op.create_index(batch_op.f("ix_alerts_kind"), ["kind"], unique=False)
+    with op.batch_alter_table("ledger_entries", schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column("idle_gpu_hours", sa.Float(), server_default="0", nullable=False)
+        )
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("ledger_entries", schema=None) as batch_op:
+        batch_op.drop_column("idle_gpu_hours")
     with op.batch_alter_table("alerts", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_alerts_kind"))
         batch_op.drop_index(batch_op.f("ix_alerts_created_at"))
