@@ -274,7 +274,7 @@ def test_release_stops_the_job_and_the_owner_hears_what_was_done(
     assert settled(lambda: bool(alert_bot.slack.calls("chat.update")))
     assert "released them" in text_of(alert_bot.slack.last("chat.update").args)
     job = _job(alert_bot)
-    assert job.state == JobState.RUNNING and job.stop_reason == "cancel"  # the host stops it next
+    assert job.state == JobState.RUNNING and job.stop_reason == "release"  # the host stops it next
     assert _deliver(alert_bot, announcer) == 1  # the notice of the release
     notice = _posts(alert_bot, "D" + MEMBER)[-1]
     assert f"<@{APPROVER}> released them" in text_of(notice.args)
