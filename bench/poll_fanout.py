@@ -1,7 +1,9 @@
 """Polling fan-out and the full cycle at scale, over real HTTP on loopback.
 
 256 simulated GPU hosts (8 GPUs each), each answering after 50 ms, served by real paika
-agent apps (mounted under one uvicorn server, one path prefix per host). Measures:
+agent apps (under one uvicorn server in a process of its own, one path prefix per host).
+On a machine with few cores the agents' own CPU competes with the poller's, which real
+hosts would not; the figures are an upper bound. Measures:
 - one poll round of all hosts (goal: <= 150 ms, about 3x one host's latency);
 - a full cycle (poll + apply + reconcile + policy + dispatch) with 2,000 pending jobs in
   the database (goal: <= 500 ms).
@@ -24,8 +26,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from starlette.applications import Starlette
-from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from scheduler.agent.app import build_app
@@ -54,17 +54,39 @@ class Slow:
         await self.app(scope, receive, send)
 
 
+class Hosts:
+    """One server standing in for many hosts: `/<host>/…` goes to that host's agent app.
+
+    A dict lookup, where Starlette's Mount list would try every host's prefix in turn: on a
+    real host the agent is the only app, so routing among hosts must cost next to nothing
+    here, or the benchmark measures its own stand-in rather than the poller.
+    """
+
+    def __init__(self, apps: dict[str, ASGIApp]) -> None:
+        self.apps = apps
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        host = scope["path"][1:].partition("/")[0]
+        app = self.apps.get(host)
+        if app is None:
+            await send({"type": "http.response.start", "status": 404, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        # As Starlette's Mount does: the full path stays, the prefix becomes the root path.
+        await app({**scope, "root_path": scope.get("root_path", "") + f"/{host}"}, receive, send)
+
+
 def serve_hosts(count: int, delay: float, folder: Path) -> tuple[Any, Any, int, list[JobStore]]:
-    stores, mounts = [], []
+    stores, apps = [], {}
     for index in range(count):
         name = f"h{index:03d}"
         store = JobStore(folder / name)
         reader = SimulatedReader("8xA100-80GB", host=name, loads=store)
-        mounts.append(
-            Mount(f"/{name}", app=Slow(build_app(reader, store, TOKEN, host=name), delay))
-        )
+        apps[name] = Slow(build_app(reader, store, TOKEN, host=name), delay)
         stores.append(store)
-    server, thread, port = serve_in_thread(Starlette(routes=mounts))
+    server, thread, port = serve_in_thread(Hosts(apps))
     return server, thread, port, stores
 
 
@@ -75,6 +97,94 @@ def _serve_forever(count: int, delay: float, folder: str, ports: Any) -> None:
     thread.join()
 
 
+async def _recorded_status(app: ASGIApp) -> bytes:
+    """One agent's /v1/status answer body, asked of the app directly."""
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/v1/status",
+        "raw_path": b"/v1/status",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"authorization", f"Bearer {TOKEN}".encode()), (b"host", b"bench")],
+        "http_version": "1.1",
+        "scheme": "http",
+        "server": ("127.0.0.1", 80),
+        "client": ("127.0.0.1", 1),
+    }
+    body: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            body.append(message.get("body", b""))
+
+    await app(scope, receive, send)  # type: ignore[arg-type]
+    return b"".join(body)
+
+
+def _serve_recorded(count: int, delay: float, folder: str, ports: Any) -> None:
+    """Child process: each host's recorded status, answered after `delay` by a bare asyncio
+    server. Its own CPU is next to nothing, so the round measures the poller alone."""
+    answers: dict[bytes, bytes] = {}
+    for index in range(count):
+        name = f"h{index:03d}"
+        store = JobStore(Path(folder) / name)
+        reader = SimulatedReader("8xA100-80GB", host=name, loads=store)
+        body = asyncio.run(_recorded_status(build_app(reader, store, TOKEN, host=name)))
+        answers[f"/{name}/v1/status".encode()] = (
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            + f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                path = head.split(b" ", 2)[1]
+                await asyncio.sleep(delay)
+                writer.write(
+                    answers.get(path, b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+                )
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    async def serve() -> None:
+        server = await asyncio.start_server(answer, "127.0.0.1", 0, backlog=1024)
+        ports.put(server.sockets[0].getsockname()[1])
+        await server.serve_forever()
+
+    asyncio.run(serve())
+
+
+def poll_rounds(serve: Any, args: argparse.Namespace, folder: Path) -> tuple[list[float], int]:
+    """Poll rounds against hosts served by `serve` in a child process (ms each, and how
+    many hosts answered in the last)."""
+    ports: Any = multiprocessing.Queue()
+    child = multiprocessing.Process(
+        target=serve, args=(args.hosts, args.latency, str(folder), ports), daemon=True
+    )
+    child.start()
+    port = ports.get(timeout=120)
+    targets = [Target(f"h{i:03d}", f"http://127.0.0.1:{port}/h{i:03d}") for i in range(args.hosts)]
+    poller = Poller(TOKEN, timeout=5)
+    try:
+        poller(targets)  # the first round opens the connections
+        rounds = []
+        for _ in range(args.rounds):
+            began = time.perf_counter()
+            reports = poller(targets)
+            rounds.append((time.perf_counter() - began) * 1000)
+    finally:
+        poller.close()
+        child.terminate()
+        child.join(timeout=10)
+    return rounds, sum(1 for r in reports.values() if r.ok)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=256)
@@ -83,6 +193,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="paika-bench-"))
+    recorded, recorded_answered = poll_rounds(_serve_recorded, args, folder / "recorded")
     ports: Any = multiprocessing.Queue()
     child = multiprocessing.Process(
         target=_serve_forever,
@@ -101,7 +212,7 @@ def main() -> None:
             reports = poller(targets)
             rounds.append((time.perf_counter() - began) * 1000)
         answered = sum(1 for r in reports.values() if r.ok)
-        cycles, started = full_cycles(folder, targets, args.pending, args.rounds)
+        cycles, polls, started = full_cycles(folder, targets, args.pending, args.rounds)
     finally:
         poller.close()
         child.terminate()  # its jobs are `sleep`s in their own sessions; stop them too
@@ -112,13 +223,22 @@ def main() -> None:
         "gpus": args.hosts * 8,
         "host_latency_ms": args.latency * 1000,
         "hosts_answered": answered,
-        "poll_round_ms_median": round(statistics.median(rounds), 1),
-        "poll_round_ms_max": round(max(rounds), 1),
+        "recorded_hosts_answered": recorded_answered,
+        # The poller alone: hosts answering recorded agent status bodies.
+        "poll_round_ms_median": round(statistics.median(recorded), 1),
+        "poll_round_ms_max": round(max(recorded), 1),
+        # With the real agent apps of all hosts in one process on this machine's cores.
+        "poll_round_real_agents_ms_median": round(statistics.median(rounds), 1),
+        "poll_round_real_agents_ms_max": round(max(rounds), 1),
         "pending_jobs": args.pending,
         "running_jobs": started,
         "cycle_ms_median": round(statistics.median(cycles[1:]), 1),
         "cycle_ms_max": round(max(cycles[1:]), 1),
-        "goal_poll_le_150ms": statistics.median(rounds) <= 150,
+        "cycle_poll_part_ms_median": round(statistics.median(polls[1:]), 1),
+        "cycle_without_poll_ms_median": round(
+            statistics.median(c - p for c, p in zip(cycles[1:], polls[1:], strict=True)), 1
+        ),
+        "goal_poll_le_150ms": statistics.median(recorded) <= 150,
         "goal_cycle_le_500ms": statistics.median(cycles[1:]) <= 500,
     }
     width = max(len(key) for key in figures)
@@ -129,7 +249,7 @@ def main() -> None:
 
 def full_cycles(
     folder: Path, targets: list[Target], pending: int, rounds: int
-) -> tuple[list[float], int]:
+) -> tuple[list[float], list[float], int]:
     """Steady-state cycles against a SQLite database holding `pending` jobs, once the
     first cycles have started what fits (returns the cycle times and how many run)."""
     settings = Settings(
@@ -154,11 +274,23 @@ def full_cycles(
         update={"scheduler": paika.policy.scheduler.model_copy(update={"hosts": hosts})}
     )
     cycle = agent_cycle(paika, RecordingNotifier())
+    polls: list[float] = []
+    poll = cycle.poller
+
+    def timed_poll(targets: list[Target]) -> Any:
+        began = time.perf_counter()
+        try:
+            return poll(targets)
+        finally:
+            polls.append((time.perf_counter() - began) * 1000)
+
+    cycle.poller = timed_poll  # type: ignore[assignment]
     times, started = [], 0
     for _ in range(10):  # let the first wave of starts settle: measure the steady state
         began = time.perf_counter()
         result = cycle.run_once()
         times = [(time.perf_counter() - began) * 1000]
+        polls[:] = polls[-1:]
         started += len(result.started)
         if not result.started:
             break
@@ -166,8 +298,10 @@ def full_cycles(
         began = time.perf_counter()
         cycle.run_once()
         times.append((time.perf_counter() - began) * 1000)
+    cycle.poller = poll
+    cycle.close()
     paika.engine.dispose()
-    return times, started
+    return times, polls, started
 
 
 if __name__ == "__main__":

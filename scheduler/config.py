@@ -12,7 +12,15 @@ from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from scheduler.errors import ConfigError
 from scheduler.policy.matching import CardType
@@ -188,6 +196,7 @@ class PolicyConfig(_Strict):
     limits: Limits = Limits()
     scheduler: SchedulerKnobs = SchedulerKnobs()
     slack: Slack = Slack()
+    _card_types: dict[tuple[int, str, float], str | None] = PrivateAttr(default_factory=dict)
     digest: Digest = Digest()
     alerts: Alerts = Alerts()
     reclaim: Reclaim = Reclaim()
@@ -253,6 +262,14 @@ class PolicyConfig(_Strict):
 
     def type_for_card(self, nvml_name: str, memory_gib: float) -> str | None:
         """The catalog type of a card as NVML names it, or None if no entry matches."""
+        # Asked for every GPU on every poll; a cluster has only a few kinds of card.
+        # (The catalog's identity is part of the key: model_copy shares this cache.)
+        key = (id(self.gpu_types), nvml_name, memory_gib)
+        if key not in self._card_types:
+            self._card_types[key] = self._match_card(nvml_name, memory_gib)
+        return self._card_types[key]
+
+    def _match_card(self, nvml_name: str, memory_gib: float) -> str | None:
         name = nvml_name.upper()
         for type_name, spec in self.gpu_types.items():
             if any(alias.upper() == name for alias in spec.nvml_names):

@@ -150,9 +150,9 @@ def build_app(
         return JSONResponse({"jobs": [j.to_dict() for j in jobs]})
 
     async def get_status(request: Request) -> Response:
-        # Everything one poll needs in one round trip: health, GPUs and jobs.
-        gpus = await run_in_threadpool(read_gpus)
-        jobs = await run_in_threadpool(jobs_store.all_jobs)
+        # Everything one poll needs in one round trip: health, GPUs and jobs (read in one
+        # trip to a worker thread: NVML calls block, and each trip costs CPU of its own).
+        gpus, jobs = await run_in_threadpool(lambda: (read_gpus(), jobs_store.all_jobs()))
         return JSONResponse(
             {
                 "health": health.to_dict(),

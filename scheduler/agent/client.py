@@ -42,6 +42,24 @@ def shared_tls() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+class _Urls(dict[str, httpx.URL]):
+    """Absolute URLs by path, parsed once: httpx would parse and merge each path with the
+    base URL on every request, which was a third of a poll's CPU across 256 hosts."""
+
+    def __init__(self, base_url: str) -> None:
+        super().__init__()
+        self.base_url = base_url
+
+    # Paths with job ids are many; only the first few distinct paths (the fixed ones) stay.
+    KEEP = 32
+
+    def __missing__(self, path: str) -> httpx.URL:
+        url = httpx.URL(self.base_url + path)
+        if len(self) < self.KEEP:
+            self[path] = url
+        return url
+
+
 def _headers(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}", "Accept": "application/json"}
 
@@ -132,6 +150,7 @@ class AgentClient:
         self._http = httpx.Client(
             base_url=self.base_url, headers=_headers(token), transport=transport, timeout=timeout
         )
+        self._urls = _Urls(self.base_url)
 
     def close(self) -> None:
         self._http.close()
@@ -144,7 +163,7 @@ class AgentClient:
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            return self._http.request(method, path, **kwargs)
+            return self._http.request(method, self._urls[path], **kwargs)
         except httpx.TransportError as exc:
             raise HostUnreachable(self.base_url, f"{type(exc).__name__}: {exc}") from exc
 
@@ -196,6 +215,7 @@ class AsyncAgentClient:
         self._http = httpx.AsyncClient(
             base_url=self.base_url, headers=_headers(token), transport=transport, timeout=timeout
         )
+        self._urls = _Urls(self.base_url)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -208,7 +228,7 @@ class AsyncAgentClient:
 
     async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            return await self._http.request(method, path, **kwargs)
+            return await self._http.request(method, self._urls[path], **kwargs)
         except httpx.TransportError as exc:
             raise HostUnreachable(self.base_url, f"{type(exc).__name__}: {exc}") from exc
 

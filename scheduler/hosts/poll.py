@@ -13,8 +13,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.agent.client import AsyncAgentClient, Status
+from scheduler.agent.client import AsyncAgentClient, Status, shared_tls
 from scheduler.agent.protocol import GpuInfo, JobInfo
+from scheduler.agent.transport import LeanTransport
 from scheduler.errors import PaikaError
 from scheduler.hosts.report import AgentJobState, GpuReading, HostReport
 
@@ -61,7 +62,10 @@ class Poller:
         client = self._clients.get(target.url)
         if client is None:
             client = self._clients[target.url] = AsyncAgentClient(
-                target.url, self.token, timeout=self.timeout
+                target.url,
+                self.token,
+                timeout=self.timeout,
+                transport=LeanTransport(ssl_context=shared_tls()),
             )
         try:
             status = await asyncio.wait_for(client.status(), timeout=self.timeout)

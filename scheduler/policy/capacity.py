@@ -45,10 +45,14 @@ class Pool:
     core_in_use: int = 0  # core work on this type counts against the headroom
     reservation: Reservation | None = None
     _max_free: int | None = None
+    _free_count: int | None = None
 
     @property
     def free_count(self) -> int:
-        return sum(len(ids) for ids in self.free.values())
+        """Free GPUs of the type (cached until the pool changes: asked for every job)."""
+        if self._free_count is None:
+            self._free_count = sum(len(ids) for ids in self.free.values())
+        return self._free_count
 
     @property
     def spare_headroom(self) -> int:
@@ -68,11 +72,11 @@ class Pool:
         chosen = set(ids)
         for host in set(hosts):
             self.free[host] = [gpu for gpu in self.free[host] if gpu not in chosen]
-        self._max_free = None
+        self._max_free = self._free_count = None
 
     def give_back(self, host: str, ids: Iterable[int]) -> None:
         self.free.setdefault(host, []).extend(ids)
-        self._max_free = None
+        self._max_free = self._free_count = None
 
 
 class Capacity:
@@ -115,6 +119,7 @@ class Capacity:
         pool.free.setdefault(gpu.host, [])
         if gpu.job_id is None:
             pool.free[gpu.host].append(gpu.id)
+            pool._max_free = pool._free_count = None
             self.available_at[gpu.id] = self.now
         else:
             self.available_at[gpu.id] = ends.get(gpu.job_id, self.now)
