@@ -81,11 +81,13 @@ class Cycle:
                 session, self.policy, result.reports, result.at, sample=sample
             )
             found = reconcile(session, self.policy, result.reports, result.at)
+            session.commit()  # the writes end here; the policy runs outside a write transaction
+            # Same session: the GPUs, jobs and allocations just loaded are reused, not rebuilt.
+            snapshot = build_snapshot(session, self.policy, result.at)
         result.events += found.events
         self._resend_starts(found.resend)
         self._send_stops(found.stops, found.orphans)
-        with session_scope(self.engine) as session:
-            result.plan = schedule(build_snapshot(session, self.policy, result.at))
+        result.plan = schedule(snapshot)
         self._admit_all(result.plan.starts, result)
         self._record_preemptions(result.plan.preemptions, result)
         for event in result.events:

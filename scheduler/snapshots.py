@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from datetime import date, datetime, time, timedelta
+from typing import Any
 
 from sqlmodel import Session
 
@@ -17,8 +18,7 @@ from scheduler.policy.matching import CardNeeds
 from scheduler.policy.quota import QuotaState
 from scheduler.policy.snapshot import HOUR, Gpu, Host, Pending, Running, Snapshot
 from scheduler.service.ledger import quota_states
-from storage.models import Gpu as StoredGpu
-from storage.models import HostState, Job, JobState
+from storage.models import HostState, JobState
 from storage.queries import accounting
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
@@ -28,16 +28,19 @@ PENDING_STATES = (JobState.WAITING_DATA, JobState.QUEUED, JobState.PREEMPTED)
 # How many of an owner's finished jobs tell how their estimates turn out, and the bounds
 # on the correction, so one odd run cannot make paika trust an estimate 100× less.
 ESTIMATE_HISTORY = 20
+
+# A job as the policy reads it: a plain row of storage.queries.jobs.planning_rows (or a Job).
+PlannedJob = Any
 RATIO_BOUNDS = (0.25, 4.0)
 
 
 def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Snapshot:
     """Hosts, GPUs, running and pending jobs, quotas and usage at `now`."""
     teams = {team.id: team.name for team in org_queries.all_teams(session=session)}
-    holders = {a.gpu_id: a.job_id for a in cluster_queries.open_allocations(session=session)}
+    holders = cluster_queries.holder_ids(session=session)
     hosts = _hosts(session, holders)
     gpu_types = {gpu.id: gpu.gpu_type for host in hosts for gpu in host.gpus}
-    jobs = job_queries.jobs_in_states(session=session, states=(*PENDING_STATES, JobState.RUNNING))
+    jobs = job_queries.planning_rows(session=session, states=(*PENDING_STATES, JobState.RUNNING))
     ratios = _estimate_ratios(session, {job.owner for job in jobs})
     held: dict[int, list[int]] = defaultdict(list)
     for gpu_id, job_id in holders.items():
@@ -63,8 +66,8 @@ def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Sna
 
 
 def _hosts(session: Session, holders: dict[int, int]) -> list[Host]:
-    by_host: dict[int, list[StoredGpu]] = defaultdict(list)
-    for gpu in cluster_queries.all_gpus(session=session):
+    by_host: dict[int, list[Any]] = defaultdict(list)
+    for gpu in cluster_queries.planning_gpus(session=session):
         by_host[gpu.host_id].append(gpu)
     hosts = []
     for host in cluster_queries.all_hosts(session=session):
@@ -85,13 +88,13 @@ def _hosts(session: Session, holders: dict[int, int]) -> list[Host]:
     return hosts
 
 
-def _needs(job: Job) -> CardNeeds:
+def _needs(job: PlannedJob) -> CardNeeds:
     return CardNeeds(
         tuple(job.gpu_types) if job.gpu_types else None, job.min_memory_gib, job.min_speed
     )
 
 
-def _pending(job: Job, teams: dict[int | None, str], ratios: dict[str, float]) -> Pending:
+def _pending(job: PlannedJob, teams: dict[int | None, str], ratios: dict[str, float]) -> Pending:
     return Pending(
         job.id or 0,
         job.priority,
@@ -107,7 +110,7 @@ def _pending(job: Job, teams: dict[int | None, str], ratios: dict[str, float]) -
 
 
 def _running(
-    job: Job,
+    job: PlannedJob,
     holders: dict[int, list[int]],
     gpu_types: dict[int, str],
     teams: dict[int | None, str],

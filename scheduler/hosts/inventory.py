@@ -18,7 +18,7 @@ from scheduler.config import PolicyConfig
 from scheduler.dispatch import agent_job_id
 from scheduler.hosts.report import GpuReading, HostReport
 from scheduler.notify import Event, EventKind
-from storage.models import Gpu, GpuSample, Host, HostState, JobState
+from storage.models import Gpu, GpuSample, Host, HostState
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
 
@@ -49,12 +49,12 @@ def apply_reports(
     gpus: dict[int, dict[int, Gpu]] = defaultdict(dict)
     for gpu in cluster_queries.all_gpus(session=session):
         gpus[gpu.host_id][gpu.index] = gpu
-    running = job_queries.jobs_in_states(session=session, states=(JobState.RUNNING,))
+    running = job_queries.running_rows(session=session)
     ctx = _Round(
         policy,
         now,
-        {a.gpu_id: a.job_id for a in cluster_queries.open_allocations(session=session)},
-        {agent_job_id(job.id or 0, job.attempts) for job in running},
+        cluster_queries.holder_ids(session=session),
+        {agent_job_id(row.id, row.attempts) for row in running},
         gpus,
         [],
         sample,

@@ -63,26 +63,28 @@ def reconcile(
         gpu_id: hosts.get(host_id) for gpu_id, host_id in cluster_queries.gpu_hosts(session=session)
     }
     first_gpu: dict[int, int] = {}
-    for allocation in cluster_queries.open_allocations(session=session):
-        first_gpu.setdefault(allocation.job_id, allocation.gpu_id)
+    for held, job_id in sorted(cluster_queries.holder_ids(session=session).items()):
+        first_gpu.setdefault(job_id, held)
     running_here: dict[str, set[str]] = {}
-    for job in job_queries.jobs_in_states(session=session, states=(JobState.RUNNING,)):
-        gpu_id = first_gpu.get(job.id or 0)
+    # Plain rows for every running job; a Job object only for the few that change.
+    for row in job_queries.running_rows(session=session):
+        gpu_id = first_gpu.get(row.id)
         host = host_of_gpu.get(gpu_id) if gpu_id is not None else None
-        run = agent_job_id(job.id or 0, job.attempts)
+        run = agent_job_id(row.id, row.attempts)
         running_here.setdefault(host or "", set()).add(run)
         report = reports.get(host or "")
         known = report.jobs.get(run) if report is not None and report.ok else None
-        if known is None or known.state == "lost":
-            _missing(session, policy, job, report, known, now, found)
-        elif known.state == "running":
-            if job.missing_since is not None:
+        if known is not None and known.state == "running":
+            if row.missing_since is not None:
+                job = _job(session, row.id)
                 job.missing_since = None
                 session.add(job)
-            if job.stop_requested_at is not None:
-                found.stops.append(job.id or 0)
+            if row.stop_requested_at is not None:
+                found.stops.append(row.id)
+        elif known is None or known.state == "lost":
+            _missing(session, policy, _job(session, row.id), report, known, now, found)
         else:
-            _ended(session, policy, job, known, now, found)
+            _ended(session, policy, _job(session, row.id), known, now, found)
     for name, report in reports.items():
         if report.ok:
             mine = running_here.get(name, set())
@@ -92,6 +94,12 @@ def reconcile(
                 if j.state == "running" and job_id not in mine
             ]
     return found
+
+
+def _job(session: Session, job_id: int) -> Job:
+    job = session.get(Job, job_id)
+    assert job is not None  # it was just read, in this transaction
+    return job
 
 
 def _missing(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import delete, func
+from sqlalchemy import Row, delete, func
+from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from storage.models import Allocation, Gpu, GpuSample, Host, Job
@@ -32,6 +34,28 @@ def open_allocations(*, session: Session, job_id: int | None = None) -> Sequence
     if job_id is not None:
         query = query.where(Allocation.job_id == job_id)
     return session.exec(query.order_by(col(Allocation.id))).all()
+
+
+def holder_ids(*, session: Session) -> dict[int, int]:
+    """GPU id → the id of the job holding it, from the open allocations (one light query)."""
+    query = sa_select(col(Allocation.gpu_id), col(Allocation.job_id)).where(
+        col(Allocation.ended_at).is_(None)
+    )
+    return {gpu_id: job_id for gpu_id, job_id in session.execute(query)}
+
+
+def planning_gpus(*, session: Session) -> Sequence[Row[Any]]:
+    """What the policy reads of every GPU, as plain rows."""
+    query = sa_select(
+        col(Gpu.id),
+        col(Gpu.host_id),
+        col(Gpu.index),
+        col(Gpu.gpu_type),
+        col(Gpu.memory_gib),
+        col(Gpu.healthy),
+        col(Gpu.foreign_memory_gib),
+    )
+    return session.execute(query).all()
 
 
 def allocations_of_host(*, session: Session, host_id: int) -> Sequence[Allocation]:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import func, update
+from sqlalchemy import Row, func, update
+from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from storage.models import (
@@ -59,6 +61,40 @@ def jobs_in_states(
     if team_id is not None:
         query = query.where(Job.team_id == team_id)
     return session.exec(query).all()
+
+
+# What the scheduling policy reads of a job: enough to order, match and place it.
+_PLANNING_COLUMNS = (
+    col(Job.id),
+    col(Job.state),
+    col(Job.priority),
+    col(Job.team_id),
+    col(Job.owner),
+    col(Job.submitted_at),
+    col(Job.started_at),
+    col(Job.data_ready),
+    col(Job.gpus),
+    col(Job.gpu_types),
+    col(Job.min_memory_gib),
+    col(Job.min_speed),
+    col(Job.est_gpu_hours),
+)
+
+
+def planning_rows(*, session: Session, states: Collection[str]) -> Sequence[Row[Any]]:
+    """The policy's view of the jobs in `states`, as plain rows (no ORM objects: a cycle
+    reads thousands of them), oldest first."""
+    query = sa_select(*_PLANNING_COLUMNS).where(col(Job.state).in_(states)).order_by(col(Job.id))
+    return session.execute(query).all()
+
+
+def running_rows(*, session: Session) -> Sequence[Row[Any]]:
+    """What reconciling needs of each running job, as plain rows (id, attempts, missing_since,
+    stop_requested_at)."""
+    query = sa_select(
+        col(Job.id), col(Job.attempts), col(Job.missing_since), col(Job.stop_requested_at)
+    ).where(col(Job.state) == JobState.RUNNING)
+    return session.execute(query.order_by(col(Job.id))).all()
 
 
 def set_state(
