@@ -3,8 +3,7 @@
 Key, smallest first:
 1. priority class (core < normal < idle), unless classes are ignored (baselines);
 2. starving jobs first: a job waiting longer than `starve_after_hours` is ordered by submit
-   time ahead of the rest of its class, so no job waits forever behind a stream of short ones
-   (with `starve_slots`, only that many of the longest-waiting at a time);
+   time ahead of the rest of its class, so no job waits forever behind a stream of short ones;
 3. within the class, `shortest_first` orders by estimated GPU-seconds ÷ aging × fair share:
    aging = min(max_aging_factor, 2 ** (wait / aging_hours)) (bounded, doubles every
    `aging_hours`), fair share = 1 + fair_share_weight × the team's share of recent usage;
@@ -21,18 +20,11 @@ from scheduler.policy.snapshot import CLASS_RANK, HOUR, Knobs, Pending, WithinCl
 RankKey = tuple[int, int, float, float, int]
 
 
-def rank_key(
-    job: Pending,
-    now: float,
-    knobs: Knobs,
-    shares: Mapping[str, float],
-    starving: bool | None = None,
-) -> RankKey:
-    """The sort key of one pending job (`starving`: whether it goes first as starving)."""
+def rank_key(job: Pending, now: float, knobs: Knobs, shares: Mapping[str, float]) -> RankKey:
+    """The sort key of one pending job."""
     rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if knobs.respect_classes else 0
     wait = max(0.0, now - job.submitted_at)
-    if starving is None:
-        starving = _waited_too_long(job, now, knobs)
+    starving = knobs.starve_after_hours is not None and wait >= knobs.starve_after_hours * HOUR
     if starving or knobs.within_class is WithinClass.SUBMIT_ORDER:
         return (rank, 0 if starving else 1, job.submitted_at, job.submitted_at, job.id)
     aging = min(knobs.max_aging_factor, 2.0 ** (wait / (knobs.aging_hours * HOUR)))
@@ -54,24 +46,4 @@ def ordered(
 ) -> list[Pending]:
     """Pending jobs in the order the scheduler considers them."""
     shares = usage_shares(team_usage)
-    first = _starving_first(jobs, now, knobs)
-    return sorted(jobs, key=lambda job: rank_key(job, now, knobs, shares, job.id in first))
-
-
-def _waited_too_long(job: Pending, now: float, knobs: Knobs) -> bool:
-    limit = knobs.starve_after_hours
-    return limit is not None and now - job.submitted_at >= limit * HOUR
-
-
-def _starving_first(jobs: Sequence[Pending], now: float, knobs: Knobs) -> set[int]:
-    """The starving jobs that go first: all of them, or the `starve_slots` longest-waiting.
-
-    Under a lasting overload many jobs pass the limit; putting all of them first turns the
-    queue into submit order. A few at a time still reach the head in turn (so none waits
-    forever), while the rest of the queue keeps its shortest-first order.
-    """
-    starving = [job for job in jobs if _waited_too_long(job, now, knobs)]
-    if knobs.starve_slots is None:
-        return {job.id for job in starving}
-    starving.sort(key=lambda job: (job.submitted_at, job.id))
-    return {job.id for job in starving[: knobs.starve_slots]}
+    return sorted(jobs, key=lambda job: rank_key(job, now, knobs, shares))

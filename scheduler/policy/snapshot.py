@@ -50,8 +50,6 @@ class Knobs:
     max_aging_factor: float = 8.0
     # A job that has waited this long is ordered by submit time ahead of the rest of its class.
     starve_after_hours: float | None = 72.0
-    # At most this many starving jobs go first at a time (None: all of them).
-    starve_slots: int | None = None
     fair_share_weight: float = 0.5
     backfill: Backfill = Backfill.EASY
     type_choice: TypeChoice = TypeChoice.CHEAPEST
