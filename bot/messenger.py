@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from slack_sdk import WebClient
@@ -18,7 +18,7 @@ from bot.blocks.bump import bump_decided, bump_request
 from bot.blocks.home import home_view
 from bot.blocks.notices import bump_decision_dm
 from bot.blocks.replies import Message
-from bot.services import BotServices
+from bot.services import ApprovalRequest, BotServices
 from scheduler.app import Reply
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, StatusResult, SubmitResult
@@ -118,13 +118,27 @@ class Messenger:
         approval = self.services.approval(request_id)
         if approval is None:
             return
-        for target in approval.targets:
+        if self._ask(request_id, approval, approval.targets):
+            return
+        # The channel refused (the bot not invited, archived …): ask each approver directly,
+        # so the request never sits where nobody can see it.
+        log.warning("no channel took bump request #%s; asking its approvers by DM", request_id)
+        self._ask(
+            request_id, approval, [a for a in approval.approvers if a not in approval.targets]
+        )
+
+    def _ask(self, request_id: int, approval: ApprovalRequest, targets: Sequence[str]) -> bool:
+        """Post the request to each target; True if at least one took it."""
+        asked = False
+        for target in targets:
             lang = self.services.language(target) if _is_user(target) else self._channel_lang()
             message = bump_request(approval.request, approval.view, lang)
             channel = self._dm_channel(target) if _is_user(target) else target
             posted = self.post(channel, message) if channel else None
             if posted is not None:
                 self.services.remember_approval_message(request_id, *posted)
+                asked = True
+        return asked
 
     def announce_decision(self, result: DecisionResult) -> None:
         """Replace the buttons with the decision, and tell the person who asked."""

@@ -54,6 +54,7 @@ class ApprovalRequest:
     request: BumpRequest
     view: JobView
     targets: Sequence[str]  # channel ids/names, or user ids to DM
+    approvers: Sequence[str]  # who may decide: DMed when no channel takes the request
 
 
 class BotServices:
@@ -119,7 +120,10 @@ class BotServices:
             job = job_queries.get_job(session=ctx.session, job_id=request.job_id)
             if job is None:
                 return None
-            return ApprovalRequest(request, jobs.view_of(ctx, job), self._targets(ctx, job.team_id))
+            approvers = self._approvers(ctx, job.team_id)
+            return ApprovalRequest(
+                request, jobs.view_of(ctx, job), self._targets(ctx, job.team_id), approvers
+            )
 
         return self._in_context("", read)
 
@@ -130,6 +134,10 @@ class BotServices:
         team = org_queries.team_by_id(session=ctx.session, team_id=team_id)
         if team is not None and team.channel:
             return [team.channel]
+        return self._approvers(ctx, team_id)
+
+    def _approvers(self, ctx: Context, team_id: int) -> list[str]:
+        """The team's approvers and every admin."""
         approvers = [
             m.slack_user_id
             for m in org_queries.members(session=ctx.session)

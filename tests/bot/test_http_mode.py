@@ -194,3 +194,26 @@ def test_a_decision_by_text_command_updates_the_request_message(team_bot: Bot) -
     assert not any(block["type"] == "actions" for block in updated["blocks"])
     assert APPROVER in text_of(updated)
     assert _jobs(team_bot)[0].priority == "normal"
+
+
+def test_a_channel_that_refuses_the_request_means_the_approvers_are_asked_by_dm(
+    team_bot: Bot,
+) -> None:
+    team_bot.answer(SUBMIT)
+    team_bot.slack.fail_next("chat.postMessage", error="not_in_channel")
+    team_bot.answer('bump 1 to=core reason="paper deadline"', name="b")
+
+    def asked_by_dm() -> BumpRequest | None:
+        with session_scope(team_bot.paika.engine) as session:
+            found = session.exec(select(BumpRequest)).one()
+        channel = found.message_channel or ""
+        return found if channel.startswith("D") else None
+
+    assert settled(lambda: asked_by_dm() is not None)
+    opened = {c.args.get("users") for c in team_bot.slack.calls("conversations.open")}
+    assert {APPROVER, ADMIN} <= opened  # the team's approver and the admin
+    request = asked_by_dm()
+    assert request is not None
+    _click(team_bot, APPROVER, ids.BUMP_APPROVE, request, "dm")
+    assert settled(lambda: _jobs(team_bot)[0].priority == "core")
+    team_bot.slack.assert_nothing_invalid()
