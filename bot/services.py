@@ -90,12 +90,14 @@ class BotServices:
         """The user's jobs, the board and the user's team's quotas."""
 
         def read(ctx: Context) -> HomeData:
-            mine = jobs.queue(ctx, "mine")
+            with jobs.reusing_waits(ctx):  # the user's jobs and the board: one policy run
+                mine = jobs.queue(ctx, "mine")
+                drawn = board(ctx)
             try:
                 team_quotas: Sequence[QuotaView] = quotas.show(ctx, None)
             except UserError:  # not in a team yet: no quotas to show
                 team_quotas = ()
-            return HomeData([*mine.running, *mine.waiting], board(ctx), team_quotas)
+            return HomeData([*mine.running, *mine.waiting], drawn, team_quotas)
 
         return self._in_context(user_id, read)
 

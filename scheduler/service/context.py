@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -64,6 +64,8 @@ class Context:
     now: datetime
     policy: PolicyConfig
     actor: Actor
+    # Results a read-only stretch of work may share (see jobs.reusing_waits); empty otherwise.
+    reuse: dict[str, Any] = field(default_factory=dict)
 
     def audit(self, action: str, target_kind: str, target_id: object, **detail: Any) -> None:
         """Record that the actor changed something."""

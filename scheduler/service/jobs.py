@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -348,8 +349,31 @@ def view_of(ctx: Context, job: Job) -> JobView:
     return JobView(job, _team(ctx, job), wait, _likely(ctx, job, wait))
 
 
+@contextmanager
+def reusing_waits(ctx: Context) -> Iterator[None]:
+    """Within the block, the policy runs once for every reason and ETA asked for.
+
+    Only for reading (the Home tab draws the user's jobs and the board from one state);
+    a change inside the block would not be reflected.
+    """
+    ctx.reuse["waits"] = None
+    try:
+        yield
+    finally:
+        ctx.reuse.pop("waits", None)
+
+
 def current_waits(ctx: Context) -> dict[int, Wait]:
     """Why each pending job waits and its ETA, from the policy run on the current state."""
+    if ctx.reuse.get("waits") is not None:
+        return dict(ctx.reuse["waits"])
+    waits = _compute_waits(ctx)
+    if "waits" in ctx.reuse:
+        ctx.reuse["waits"] = waits
+    return waits
+
+
+def _compute_waits(ctx: Context) -> dict[int, Wait]:
     ctx.session.flush()
     snapshot = build_snapshot(ctx.session, ctx.policy, ctx.now)
     plan = schedule(snapshot, explain=True)
