@@ -9,6 +9,8 @@ checked and the job is queued, so it goes to a worker thread.
 
 from __future__ import annotations
 
+import sys
+
 from slack_bolt import App, BoltRequest
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -18,12 +20,17 @@ from starlette.routing import Route
 
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/health"
+SWITCH_INTERVAL_S = 0.001
 # Slack's payloads are small; anything far larger is not Slack.
 MAX_BODY_BYTES = 1_000_000
 
 
 def http_app(bolt: App) -> Starlette:
     """The ASGI app serving Slack's requests and a health check."""
+    # The answers are computed on a worker thread that holds the GIL for long stretches;
+    # the event loop, which acks, waits up to this interval for it at every step. Python's
+    # default (5 ms) let a burst of acks queue behind the answers (bench/slack_ack.py).
+    sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
 
     async def events(request: Request) -> Response:
         body = await request.body()
