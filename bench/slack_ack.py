@@ -125,8 +125,8 @@ def serve_bot(
             "slack_api_url": api_url,
         }
     )
-    app, _ = build_app(settings, BotServices(paika))
-    server, thread, port = serve_in_thread(http_app(app))
+    app, messenger = build_app(settings, BotServices(paika))
+    server, thread, port = serve_in_thread(http_app(app, messenger.pacing))
     ready.put((port, seeding_s))
     try:
         thread.join()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from slack_bolt import App, BoltResponse
@@ -20,6 +19,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 from bot.failures import error_handler
 from bot.listeners import register
 from bot.messenger import Messenger
+from bot.pacing import AcksFirst, PacedExecutor
 from bot.services import BotServices
 from scheduler.errors import ConfigError
 from scheduler.settings import Settings
@@ -62,6 +62,7 @@ def build_app(
         raise ConfigError(
             "environment", "SLACK_SIGNING_SECRET", "HTTP mode needs the app's signing secret"
         )
+    pacing = AcksFirst()
     identity = BotIdentity(client)
     identity.learn_in_background()
     app = App(
@@ -77,10 +78,10 @@ def build_app(
         process_before_response=True,
         # The work after an ack is mostly Python holding the GIL: more threads would not
         # make it faster, only slow down the acks of the requests arriving meanwhile.
-        listener_executor=ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="paika-slack"),
+        listener_executor=PacedExecutor(pacing, WORKERS, "paika-slack"),
         logger=log,
     )
-    messenger = Messenger(client, services)
+    messenger = Messenger(client, services, pacing)
     services.slack_language = locale_language(client)
     app.middleware(once_per_delivery(services))
     register(app, services, messenger)

@@ -18,6 +18,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from bot.pacing import AcksFirst
+
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/health"
 SWITCH_INTERVAL_S = 0.001
@@ -25,14 +27,17 @@ SWITCH_INTERVAL_S = 0.001
 MAX_BODY_BYTES = 1_000_000
 
 
-def http_app(bolt: App) -> Starlette:
-    """The ASGI app serving Slack's requests and a health check."""
+def http_app(bolt: App, pacing: AcksFirst | None = None) -> Starlette:
+    """The ASGI app serving Slack's requests and a health check; `pacing` hears of each
+    request so the work after acks waits out a burst (bot.pacing)."""
     # The answers are computed on a worker thread that holds the GIL for long stretches;
     # the event loop, which acks, waits up to this interval for it at every step. Python's
     # default (5 ms) let a burst of acks queue behind the answers (bench/slack_ack.py).
     sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
 
     async def events(request: Request) -> Response:
+        if pacing is not None:
+            pacing.arrived()
         body = await request.body()
         if len(body) > MAX_BODY_BYTES:
             return Response("request too large", status_code=413)

@@ -18,6 +18,7 @@ from bot.blocks.bump import bump_decided, bump_request
 from bot.blocks.home import home_view
 from bot.blocks.notices import bump_decision_dm
 from bot.blocks.replies import Message
+from bot.pacing import AcksFirst
 from bot.services import ApprovalRequest, BotServices
 from scheduler.app import Reply
 from scheduler.service.bumps import BumpResult, DecisionResult
@@ -29,9 +30,12 @@ log = logging.getLogger(__name__)
 class Messenger:
     """Posts for the bot through one WebClient."""
 
-    def __init__(self, client: WebClient, services: BotServices) -> None:
+    def __init__(
+        self, client: WebClient, services: BotServices, pacing: AcksFirst | None = None
+    ) -> None:
         self.client = client
         self.services = services
+        self.pacing = pacing or AcksFirst()  # the HTTP layer tells it when requests arrive
         self._dm_channels: dict[str, str] = {}
         self._lock = threading.Lock()
         self._background = ThreadPoolExecutor(max_workers=4, thread_name_prefix="paika-slack-post")

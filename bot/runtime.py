@@ -57,7 +57,7 @@ def start_bot(paika: Paika, *, port: int | None = None) -> SlackBot:
         return SlackBot("socket", "Socket Mode", notifier, announcer, _socket=handler)
     host = settings.http_host
     server, thread, bound = serve_in_thread(
-        http_app(app), host, settings.http_port if port is None else port
+        http_app(app, messenger.pacing), host, settings.http_port if port is None else port
     )
     return SlackBot(
         "http",

@@ -124,7 +124,7 @@ def bot(paika: Paika, slack: FakeSlack) -> Iterator[Bot]:
     )
     services = BotServices(paika)
     app, messenger = build_app(settings, services)
-    server, thread, port = serve_in_thread(http_app(app))
+    server, thread, port = serve_in_thread(http_app(app, messenger.pacing))
     yield Bot(app, services, messenger, f"http://127.0.0.1:{port}{EVENTS_PATH}", slack, paika)
     stop_server(server, thread)
 
