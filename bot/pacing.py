@@ -17,7 +17,7 @@ from typing import Any
 class AcksFirst:
     """Knows when the last request arrived; lets background work wait for a quiet moment."""
 
-    def __init__(self, quiet_s: float = 0.02, longest_s: float = 0.5) -> None:
+    def __init__(self, quiet_s: float = 0.05, longest_s: float = 0.5) -> None:
         self.quiet_s, self.longest_s = quiet_s, longest_s
         self._last = 0.0
 
