@@ -22,7 +22,7 @@ from bot.pacing import AcksFirst
 from bot.services import ApprovalRequest, BotServices
 from scheduler.app import Reply
 from scheduler.service.bumps import BumpResult, DecisionResult
-from scheduler.service.jobs import ChangeResult, JobView, StatusResult, SubmitResult
+from scheduler.service.jobs import ChangeResult, JobView, SubmitResult
 
 log = logging.getLogger(__name__)
 
@@ -175,8 +175,8 @@ class Messenger:
 
 
 def _job_view(result: object) -> JobView | None:
-    if isinstance(result, SubmitResult | ChangeResult | StatusResult | BumpResult | DecisionResult):
-        return None if isinstance(result, StatusResult) else result.view
+    if isinstance(result, SubmitResult | ChangeResult | BumpResult | DecisionResult):
+        return result.view
     return None
 
 

@@ -16,7 +16,7 @@ from scheduler.app import Paika, Reply
 from scheduler.errors import UserError
 from scheduler.service import jobs, quotas, templates
 from scheduler.service.board import BoardResult, board
-from scheduler.service.context import Context, resolve_actor
+from scheduler.service.context import Context
 from scheduler.service.jobs import JobView
 from scheduler.service.prefs import language_of
 from scheduler.service.quotas import QuotaView
@@ -170,9 +170,7 @@ class BotServices:
             )
 
     def _in_context(self, user_id: str, work: Callable[[Context], T]) -> T:
-        with session_scope(self.paika.engine) as session:
-            actor = resolve_actor(session, user_id, self.paika.admins)
-            ctx = Context(session, self.paika.clock.now(), self.paika.policy, actor)
+        with self.paika.context(user_id) as ctx:
             return work(ctx)
 
 

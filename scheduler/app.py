@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,10 +95,15 @@ class Paika:
 
     def execute(self, path: tuple[str, ...], args: dict[str, Any], user_id: str) -> object:
         """Run one parsed command in its own transaction; any error rolls it all back."""
+        with self.context(user_id) as ctx:
+            return HANDLERS[path](ctx, args)
+
+    @contextmanager
+    def context(self, user_id: str) -> Iterator[Context]:
+        """One unit of work as `user_id`, now: committed on success, rolled back on error."""
         with session_scope(self.engine) as session:
             actor = resolve_actor(session, user_id, self.admins)
-            ctx = Context(session, self.clock.now(), self.policy, actor)
-            return HANDLERS[path](ctx, args)
+            yield Context(session, self.clock.now(), self.policy, actor)
 
     def _reply(self, result: object) -> Reply:
         return Reply(True, render(result, self.policy.zone), result)

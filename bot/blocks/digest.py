@@ -26,6 +26,7 @@ from bot.blocks.common import (
     text_size,
 )
 from bot.blocks.job import gpu_hours, priority, ref, why_and_when
+from bot.blocks.quotas import expiry_words
 from bot.i18n import day, t, when
 from scheduler.digest.model import Digest, JobLine, QuotaWarning
 from storage.models import PriorityClass
@@ -300,12 +301,7 @@ def _quota_line(lang: str, warning: QuotaWarning, people: _Names) -> str:
 
 
 def _expiry(lang: str, warning: QuotaWarning) -> str:
-    on = day(lang, warning.expires_on)
-    if warning.days_left == 0:
-        return t(lang, "quota.expires_today", day=on)
-    if warning.days_left == 1:
-        return t(lang, "quota.expires_tomorrow", day=on)
-    return t(lang, "quota.expires", day=on, n=warning.days_left)
+    return expiry_words(lang, warning.expires_on, warning.days_left)
 
 
 def picture_words(digest: Digest, lang: str) -> tuple[str, str, str]:

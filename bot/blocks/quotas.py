@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 from bot.blocks.common import mention, mrkdwn_escape
 from bot.i18n import day, t
 from scheduler.service.quotas import QuotaView
@@ -30,8 +32,12 @@ def quota_line(lang: str, view: QuotaView) -> str:
 
 def expiry(lang: str, view: QuotaView) -> str:
     """When the quota expires, and in how many days (or how long ago)."""
-    left = view.days_left
-    on = day(lang, view.quota.expires_on)
+    return expiry_words(lang, view.quota.expires_on, view.days_left)
+
+
+def expiry_words(lang: str, expires_on: date, left: int) -> str:
+    """An expiry date with how many days are left (or how long ago it passed)."""
+    on = day(lang, expires_on)
     if left < -1:
         return t(lang, "quota.expired", day=on, n=-left)
     if left == -1:
