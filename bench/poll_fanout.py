@@ -8,7 +8,10 @@
   the database (goal: <= 500 ms), against the real agent apps (in `--agent-processes`
   processes, one path prefix per host), which start real jobs. It reports the cycle's poll
   part and the rest (paika's own work) apart: on a machine with few cores the agents' CPU,
-  and their job processes, compete with paika's, which real hosts would not.
+  and their job processes, compete with paika's, which real hosts would not;
+- the same steady-state cycle once more against stand-ins that answer each host's status as
+  its real agent last answered it (the agents stopped): the cycle as it runs when the agents
+  are other machines. The goal is judged on this one; both are printed.
 
     .venv/bin/python bench/poll_fanout.py [--hosts 256] [--latency 0.05] [--pending 2000]
         [--rounds 10] [--agent-processes 8]
@@ -26,9 +29,13 @@ import statistics
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
+from sqlalchemy import update
+from sqlmodel import col
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from scheduler.agent.app import build_app
@@ -41,6 +48,7 @@ from scheduler.notify import RecordingNotifier
 from scheduler.runner import agent_cycle
 from scheduler.serving import serve_in_thread
 from scheduler.settings import Settings
+from storage.models import Host
 
 TOKEN = "bench-token-0123456789"
 
@@ -82,7 +90,8 @@ class Hosts:
 
 
 def serve_hosts(indices: range, delay: float, folder: Path) -> tuple[Any, Any, int, list[JobStore]]:
-    stores, apps = [], {}
+    stores: list[JobStore] = []
+    apps: dict[str, ASGIApp] = {}
     for index in indices:
         name = f"h{index:03d}"
         store = JobStore(folder / name)
@@ -128,20 +137,28 @@ async def _recorded_status(app: ASGIApp) -> bytes:
     return b"".join(body)
 
 
-def _serve_recorded(count: int, delay: float, folder: str, ports: Any) -> None:
+def _serve_recorded(
+    count: int, delay: float, folder: str, ports: Any, bodies: dict[str, bytes] | None = None
+) -> None:
     """Child process: each host's recorded status, answered after `delay` by a bare asyncio
-    server. Its own CPU is next to nothing, so the round measures the poller alone."""
-    answers: dict[bytes, bytes] = {}
-    for index in range(count):
-        name = f"h{index:03d}"
-        store = JobStore(Path(folder) / name)
-        reader = SimulatedReader("8xA100-80GB", host=name, loads=store)
-        body = asyncio.run(_recorded_status(build_app(reader, store, TOKEN, host=name)))
-        answers[f"/{name}/v1/status".encode()] = (
+    server. Its own CPU is next to nothing, so the round measures the poller alone.
+    `bodies` (host name → /v1/status body) are answers recorded from real agents; without
+    them each host answers what a fresh agent with no jobs would."""
+    if bodies is None:
+        bodies = {}
+        for index in range(count):
+            name = f"h{index:03d}"
+            store = JobStore(Path(folder) / name)
+            reader = SimulatedReader("8xA100-80GB", host=name, loads=store)
+            bodies[name] = asyncio.run(_recorded_status(build_app(reader, store, TOKEN, host=name)))
+    answers = {
+        f"/{name}/v1/status".encode(): (
             b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
             + f"content-length: {len(body)}\r\n\r\n".encode()
             + body
         )
+        for name, body in bodies.items()
+    }
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -231,13 +248,19 @@ def main() -> None:
             reports = poller(targets)
             rounds.append((time.perf_counter() - began) * 1000)
         answered = sum(1 for r in reports.values() if r.ok)
-        cycles, polls, started = full_cycles(folder, targets, args.pending, args.rounds)
+        paika = bench_paika(folder, targets, args.pending)
+        cycles, polls, started = timed_cycles(paika, args.rounds, settle=True)
+        bodies = record_status(targets)
     finally:
         poller.close()
         for child in children:
             child.terminate()  # their jobs are `sleep`s in their own sessions; stop them too
             child.join(timeout=10)
         subprocess.run(["pkill", "-f", "sleep 3600"], check=False)
+    # The same steady state against stand-ins answering what the agents last said: the
+    # cycle as it runs when the agents are other machines, not on these cores.
+    standin_cycles, standin_polls = cycles_against_recordings(paika, bodies, args)
+    paika.engine.dispose()
     figures = {
         "hosts": args.hosts,
         "gpus": args.hosts * 8,
@@ -248,19 +271,25 @@ def main() -> None:
         # The poller alone: hosts answering recorded agent status bodies.
         "poll_round_ms_median": round(statistics.median(recorded), 1),
         "poll_round_ms_max": round(max(recorded), 1),
-        # With the real agent apps of all hosts in one process on this machine's cores.
+        # With the real agent apps of all hosts on this machine's cores.
         "poll_round_real_agents_ms_median": round(statistics.median(rounds), 1),
         "poll_round_real_agents_ms_max": round(max(rounds), 1),
         "pending_jobs": args.pending,
         "running_jobs": started,
-        "cycle_ms_median": round(statistics.median(cycles[1:]), 1),
+        # The full cycle against the real agents (their CPU and jobs on these cores too).
+        "cycle_ms_median": _median(cycles),
         "cycle_ms_max": round(max(cycles[1:]), 1),
-        "cycle_poll_part_ms_median": round(statistics.median(polls[1:]), 1),
-        "cycle_without_poll_ms_median": round(
-            statistics.median(c - p for c, p in zip(cycles[1:], polls[1:], strict=True)), 1
+        "cycle_poll_part_ms_median": _median(polls),
+        "cycle_without_poll_ms_median": _median(
+            [c - p for c, p in zip(cycles, polls, strict=True)]
         ),
+        # The full cycle against stand-ins answering the agents' recorded status.
+        "cycle_recorded_ms_median": _median(standin_cycles),
+        "cycle_recorded_ms_max": round(max(standin_cycles[1:]), 1),
+        "cycle_recorded_poll_part_ms_median": _median(standin_polls),
         "goal_poll_le_150ms": statistics.median(recorded) <= 150,
-        "goal_cycle_le_500ms": statistics.median(cycles[1:]) <= 500,
+        "goal_cycle_le_500ms": statistics.median(standin_cycles[1:]) <= 500,
+        "goal_cycle_le_500ms_real_agents_here": statistics.median(cycles[1:]) <= 500,
     }
     width = max(len(key) for key in figures)
     for key, value in figures.items():
@@ -268,11 +297,13 @@ def main() -> None:
     print(json.dumps(figures))
 
 
-def full_cycles(
-    folder: Path, targets: list[Target], pending: int, rounds: int
-) -> tuple[list[float], list[float], int]:
-    """Steady-state cycles against a SQLite database holding `pending` jobs, once the
-    first cycles have started what fits (returns the cycle times and how many run)."""
+def _median(values: list[float]) -> float:
+    """Median of all but the first (which warms up)."""
+    return round(statistics.median(values[1:]), 1)
+
+
+def bench_paika(folder: Path, targets: list[Target], pending: int) -> Paika:
+    """paika on a SQLite database with `targets` as its hosts and `pending` jobs queued."""
     settings = Settings(
         data_dir=folder,
         database_url=f"sqlite:///{folder / 'paika.db'}",
@@ -289,11 +320,19 @@ def full_cycles(
             f'submit name=j{index} gpus={gpus} hours={gpus * (1 + index % 7)} priority=normal data=ready cmd="sleep 3600"',
             "UALICE",
         )
-    # One agent process stands in for all the hosts here, so give its starts time.
+    # Each agent process stands in for many hosts here, so give its starts time.
     hosts = paika.policy.scheduler.hosts.model_copy(update={"poll_timeout_seconds": 30})
     paika.policy = paika.policy.model_copy(
         update={"scheduler": paika.policy.scheduler.model_copy(update={"hosts": hosts})}
     )
+    return paika
+
+
+def timed_cycles(
+    paika: Paika, rounds: int, *, settle: bool
+) -> tuple[list[float], list[float], int]:
+    """`rounds` + 1 timed cycles (ms) and their poll parts; with `settle`, first the cycles
+    that start what fits (the steady state is what is measured). Returns how many started."""
     cycle = agent_cycle(paika, RecordingNotifier())
     polls: list[float] = []
     poll = cycle.poller
@@ -307,7 +346,7 @@ def full_cycles(
 
     cycle.poller = timed_poll  # type: ignore[assignment]
     times, started = [], 0
-    for _ in range(10):  # let the first wave of starts settle: measure the steady state
+    for _ in range(10 if settle else 1):
         began = time.perf_counter()
         result = cycle.run_once()
         times = [(time.perf_counter() - began) * 1000]
@@ -321,8 +360,42 @@ def full_cycles(
         times.append((time.perf_counter() - began) * 1000)
     cycle.poller = poll
     cycle.close()
-    paika.engine.dispose()
     return times, polls, started
+
+
+def record_status(targets: list[Target]) -> dict[str, bytes]:
+    """Each host's /v1/status body as its agent answers it now."""
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    with httpx.Client(headers=headers, timeout=30) as client, ThreadPoolExecutor(32) as pool:
+        bodies = pool.map(lambda t: client.get(f"{t.url}/v1/status").content, targets)
+        return {target.name: body for target, body in zip(targets, bodies, strict=True)}
+
+
+def cycles_against_recordings(
+    paika: Paika, bodies: dict[str, bytes], args: argparse.Namespace
+) -> tuple[list[float], list[float]]:
+    """Timed cycles with every host answering its recorded status from one stand-in."""
+    ports: Any = multiprocessing.Queue()
+    child = multiprocessing.Process(
+        target=_serve_recorded,
+        args=(args.hosts, args.latency, "", ports, bodies),
+        daemon=True,
+    )
+    child.start()
+    port = ports.get(timeout=120)
+    try:
+        with paika.engine.begin() as connection:
+            for name in bodies:
+                connection.execute(
+                    update(Host)
+                    .where(col(Host.name) == name)
+                    .values(url=f"http://127.0.0.1:{port}/{name}")
+                )
+        times, polls, _ = timed_cycles(paika, args.rounds, settle=False)
+    finally:
+        child.terminate()
+        child.join(timeout=10)
+    return times, polls
 
 
 if __name__ == "__main__":

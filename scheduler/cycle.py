@@ -110,7 +110,7 @@ class Cycle:
     def _targets(self) -> list[Target]:
         with Session(self.engine) as session:
             return [
-                Target(host.name, host.url) for host in cluster_queries.all_hosts(session=session)
+                Target(host.name, host.url) for host in cluster_queries.host_rows(session=session)
             ]
 
     def _admit_all(self, starts: tuple[Start, ...], result: CycleResult) -> None:
@@ -230,7 +230,7 @@ class Cycle:
     def _send_stops(self, job_ids: list[int], orphans: list[tuple[str, str]]) -> None:
         grace = self.policy.scheduler.preemption.idle_grace_minutes * 60
         with Session(self.engine) as session:
-            urls = {host.name: host.url for host in cluster_queries.all_hosts(session=session)}
+            urls = {host.name: host.url for host in cluster_queries.host_rows(session=session)}
             targets: list[tuple[str, str, str, float]] = []
             for job_id in job_ids:
                 job = job_queries.get_job(session=session, job_id=job_id)

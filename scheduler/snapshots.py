@@ -70,7 +70,7 @@ def _hosts(session: Session, holders: dict[int, int]) -> list[Host]:
     for gpu in cluster_queries.planning_gpus(session=session):
         by_host[gpu.host_id].append(gpu)
     hosts = []
-    for host in cluster_queries.all_hosts(session=session):
+    for host in cluster_queries.host_rows(session=session):
         gpus = tuple(
             Gpu(
                 gpu.id or 0,
@@ -81,7 +81,7 @@ def _hosts(session: Session, holders: dict[int, int]) -> list[Host]:
                 gpu.foreign_memory_gib,
                 holders.get(gpu.id or 0),
             )
-            for gpu in sorted(by_host.get(host.id or 0, ()), key=lambda g: g.index)
+            for gpu in sorted(by_host.get(host.id, ()), key=lambda g: g.index)
         )
         schedulable = not host.draining and host.state != HostState.DOWN
         hosts.append(Host(host.name, gpus, schedulable))

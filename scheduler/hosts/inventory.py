@@ -8,32 +8,35 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import insert
+from sqlalchemy import Row, insert
 from sqlmodel import Session
 
 from scheduler.config import PolicyConfig
 from scheduler.dispatch import agent_job_id
 from scheduler.hosts.report import GpuReading, HostReport
 from scheduler.notify import Event, EventKind
-from storage.models import Gpu, GpuSample, Host, HostState
+from storage.models import Gpu, GpuSample, HostState
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
 
 
 @dataclass
 class _Round:
-    """What one round of reports is applied against."""
+    """What one round of reports is applied against, and the changes it gathers."""
 
     policy: PolicyConfig
     now: datetime
     holders: dict[int, int]  # GPU id → job id, open allocations
     ours: set[str]  # agent run ids the database has going
-    gpus: dict[int, dict[int, Gpu]]  # host id → GPU index → GPU
+    gpus: dict[int, dict[int, Row[Any]]]  # host id → GPU index → GPU (plain row)
     samples: list[dict[str, object]]
     sample: bool
+    gpu_changes: list[dict[str, Any]] = field(default_factory=list)
+    host_changes: list[dict[str, Any]] = field(default_factory=list)
 
 
 def apply_reports(
@@ -45,10 +48,14 @@ def apply_reports(
     sample: bool = True,
 ) -> list[Event]:
     """Update every registered host from its report; events for hosts that went down or came
-    back. With `sample`, each answering GPU's utilization is also kept as a sample."""
-    gpus: dict[int, dict[int, Gpu]] = defaultdict(dict)
-    for gpu in cluster_queries.all_gpus(session=session):
-        gpus[gpu.host_id][gpu.index] = gpu
+    back. With `sample`, each answering GPU's utilization is also kept as a sample.
+
+    Hosts and GPUs are read as plain rows and only what changed is written, in bulk: a
+    steady round over hundreds of hosts writes next to nothing (a host's `last_seen_at`, like
+    its GPUs', moves at the sampling pace; a change of state is written at once)."""
+    gpus: dict[int, dict[int, Row[Any]]] = defaultdict(dict)
+    for gpu in cluster_queries.reading_gpus(session=session):
+        gpus[gpu.host_id][gpu.position] = gpu
     running = job_queries.running_rows(session=session)
     ctx = _Round(
         policy,
@@ -60,39 +67,41 @@ def apply_reports(
         sample,
     )
     events: list[Event] = []
-    for host in cluster_queries.all_hosts(session=session):
+    for host in cluster_queries.host_rows(session=session):
         report = reports.get(host.name)
         if report is None:
             continue
-        events += (
-            _answered(session, host, report, ctx)
-            if report.ok
-            else _failed(session, host, report, ctx)
-        )
+        events += _answered(session, host, report, ctx) if report.ok else _failed(host, report, ctx)
+    cluster_queries.update_hosts(session=session, changes=ctx.host_changes)
+    cluster_queries.update_gpus(session=session, changes=ctx.gpu_changes)
     if ctx.samples:
         session.execute(insert(GpuSample), ctx.samples)
     return events
 
 
-def _answered(session: Session, host: Host, report: HostReport, ctx: _Round) -> list[Event]:
+def _answered(session: Session, host: Row[Any], report: HostReport, ctx: _Round) -> list[Event]:
     events = []
     if host.state == HostState.DOWN:
         events.append(
             Event(EventKind.HOST_UP, ctx.now, f"host {host.name} is back", host=host.name)
         )
+    change: dict[str, Any] = {}
     if host.state != HostState.UP:
-        host.state_since = ctx.now
-    host.state, host.failed_polls, host.last_seen_at = HostState.UP, 0, ctx.now
-    host.agent_version = report.agent_version
-    session.add(host)
+        change.update(state=HostState.UP, state_since=ctx.now)
+    if host.failed_polls:
+        change["failed_polls"] = 0
+    if host.agent_version != report.agent_version:
+        change["agent_version"] = report.agent_version
+    if change or ctx.sample:
+        ctx.host_changes.append({"id": host.id, "last_seen_at": ctx.now, **change})
     _update_gpus(session, host, report, ctx)
     return events
 
 
-def _failed(session: Session, host: Host, report: HostReport, ctx: _Round) -> list[Event]:
-    host.failed_polls += 1
+def _failed(host: Row[Any], report: HostReport, ctx: _Round) -> list[Event]:
+    failed_polls = host.failed_polls + 1
     limit = ctx.policy.scheduler.hosts.down_after_failed_polls
-    state = HostState.DOWN if host.failed_polls >= limit else HostState.DEGRADED
+    state = HostState.DOWN if failed_polls >= limit else HostState.DEGRADED
     events = []
     if state == HostState.DOWN and host.state != HostState.DOWN:
         events.append(
@@ -103,41 +112,49 @@ def _failed(session: Session, host: Host, report: HostReport, ctx: _Round) -> li
                 host=host.name,
             )
         )
+    change: dict[str, Any] = {"id": host.id, "failed_polls": failed_polls}
     if state != host.state:
-        host.state, host.state_since = state, ctx.now
-    session.add(host)
+        change.update(state=state, state_since=ctx.now)
+    ctx.host_changes.append(change)
     return events
 
 
-def _update_gpus(session: Session, host: Host, report: HostReport, ctx: _Round) -> None:
-    known = ctx.gpus.get(host.id or 0, {})
+def _update_gpus(session: Session, host: Row[Any], report: HostReport, ctx: _Round) -> None:
+    known = ctx.gpus.get(host.id, {})
     seen = set()
     for reading in report.gpus:
-        gpu = known.get(reading.index)
-        if gpu is None:  # a card seen for the first time
-            gpu = Gpu(host_id=host.id or 0, index=reading.index, gpu_type="", memory_gib=0)
-            _read_into(gpu, reading, ctx)
+        values = _reading_values(reading, ctx)
+        row = known.get(reading.index)
+        if row is None:  # a card seen for the first time
+            gpu = Gpu(host_id=host.id, index=reading.index, last_seen_at=ctx.now, **values)
             session.add(gpu)
             session.flush()
+            gpu_id = gpu.id or 0
         else:
-            _read_into(gpu, reading, ctx)
+            gpu_id = row.id
+            # Only what changed, so unchanged cards cost no UPDATE.
+            change = {name: value for name, value in values.items() if getattr(row, name) != value}
+            if ctx.sample:
+                change["last_seen_at"] = ctx.now
+            if change:
+                ctx.gpu_changes.append({"id": gpu_id, **change})
         seen.add(reading.index)
         if ctx.sample:
             ctx.samples.append(
                 {
-                    "gpu_id": gpu.id,
+                    "gpu_id": gpu_id,
                     "at": ctx.now,
                     "utilization_pct": reading.utilization_pct,
                     "memory_used_gib": reading.memory_used_gib,
-                    "job_id": ctx.holders.get(gpu.id or 0),
+                    "job_id": ctx.holders.get(gpu_id),
                 }
             )
-    for index, gpu in known.items():
-        if index not in seen and gpu.healthy:  # the agent no longer reports it (fell off the bus)
-            gpu.healthy = False
+    for index, row in known.items():
+        if index not in seen and row.healthy:  # the agent no longer reports it (fell off the bus)
+            ctx.gpu_changes.append({"id": row.id, "healthy": False})
 
 
-def _read_into(gpu: Gpu, reading: GpuReading, ctx: _Round) -> None:
+def _reading_values(reading: GpuReading, ctx: _Round) -> dict[str, Any]:
     # Memory on a card that no running paika job holds belongs to someone else: the card is
     # busy. (A run the database no longer has but the host still does counts as foreign too.)
     foreign = reading.holder is None or reading.holder not in ctx.ours
@@ -152,11 +169,7 @@ def _read_into(gpu: Gpu, reading: GpuReading, ctx: _Round) -> None:
         "memory_used_gib": reading.memory_used_gib,
         "foreign_memory_gib": round(sum(reading.processes.values()), 3) if foreign else 0.0,
     }
-    for field, value in values.items():  # only what changed, so unchanged cards cost no UPDATE
-        if getattr(gpu, field) != value:
-            setattr(gpu, field, value)
-    if ctx.sample:
-        gpu.last_seen_at = ctx.now
+    return values
 
 
 def prune_samples(session: Session, policy: PolicyConfig, now: datetime) -> int:

@@ -58,7 +58,7 @@ def reconcile(
 ) -> Reconciliation:
     """Bring every running job's state in line with its host's report."""
     found = Reconciliation()
-    hosts = {host.id: host.name for host in cluster_queries.all_hosts(session=session)}
+    hosts = {host.id: host.name for host in cluster_queries.host_rows(session=session)}
     host_of_gpu = {
         gpu_id: hosts.get(host_id) for gpu_id, host_id in cluster_queries.gpu_hosts(session=session)
     }

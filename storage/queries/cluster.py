@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, delete, func
+from sqlalchemy import Row, delete, func, update
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
@@ -21,6 +21,26 @@ def host_by_name(*, session: Session, name: str) -> Host | None:
 def all_hosts(*, session: Session) -> Sequence[Host]:
     """Every host, by name."""
     return session.exec(select(Host).order_by(col(Host.name))).all()
+
+
+def host_rows(*, session: Session) -> Sequence[Row[Any]]:
+    """What a cycle reads of every host, as plain rows, by name (no ORM objects to build)."""
+    query = sa_select(
+        col(Host.id),
+        col(Host.name),
+        col(Host.url),
+        col(Host.state),
+        col(Host.draining),
+        col(Host.failed_polls),
+        col(Host.agent_version),
+    ).order_by(col(Host.name))
+    return session.execute(query).all()
+
+
+def update_hosts(*, session: Session, changes: Sequence[dict[str, Any]]) -> None:
+    """Bulk UPDATE by primary key: each dict holds `id` and the columns that change."""
+    if changes:
+        session.execute(update(Host), list(changes))
 
 
 def gpus_of_host(*, session: Session, host_id: int) -> Sequence[Gpu]:
@@ -93,6 +113,33 @@ def samples_of_gpu(*, session: Session, gpu_id: int, since: datetime) -> Sequenc
         .order_by(col(GpuSample.at))
     )
     return session.exec(query).all()
+
+
+# The columns a poll report may change, read as plain rows to compare against the report.
+READING_COLUMNS = (
+    "uuid",
+    "name",
+    "gpu_type",
+    "memory_gib",
+    "healthy",
+    "utilization_pct",
+    "memory_used_gib",
+    "foreign_memory_gib",
+)
+
+
+def reading_gpus(*, session: Session) -> Sequence[Row[Any]]:
+    """Every GPU's id, host, index and the columns a poll report may change, as plain rows."""
+    # `index` is labelled: a row is a tuple, whose `index` method would shadow it for typing.
+    columns = [col(Gpu.id), col(Gpu.host_id), col(Gpu.index).label("position")]
+    columns += [getattr(Gpu, name) for name in READING_COLUMNS]
+    return session.execute(sa_select(*columns)).all()
+
+
+def update_gpus(*, session: Session, changes: Sequence[dict[str, Any]]) -> None:
+    """Bulk UPDATE by primary key: each dict holds `id` and the columns that change."""
+    if changes:
+        session.execute(update(Gpu), list(changes))
 
 
 def gpu_by_id(*, session: Session, gpu_id: int) -> Gpu | None:
