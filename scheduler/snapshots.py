@@ -127,20 +127,17 @@ def _running(
 
 def _estimate_ratios(session: Session, owners: set[str]) -> dict[str, float]:
     """Each owner's median actual ÷ estimated run time over their recent finished jobs."""
+    samples: dict[str, list[float]] = defaultdict(list)
+    for run in job_queries.recent_runs(session=session, owners=owners, limit=ESTIMATE_HISTORY):
+        if run.started_at is None or run.ended_at is None or run.est_gpu_hours <= 0:
+            continue
+        actual = (run.ended_at - run.started_at).total_seconds()
+        estimated = run.est_gpu_hours / max(1, run.gpus) * HOUR
+        samples[run.owner].append(actual / estimated)
     ratios = {}
-    for owner in owners:
-        samples = []
-        for job in job_queries.finished_jobs_of(
-            session=session, owner=owner, limit=ESTIMATE_HISTORY
-        ):
-            if job.started_at is None or job.ended_at is None or job.est_gpu_hours <= 0:
-                continue
-            actual = (job.ended_at - job.started_at).total_seconds()
-            estimated = job.est_gpu_hours / max(1, job.gpus) * HOUR
-            samples.append(actual / estimated)
-        if samples:
-            samples.sort()
-            ratios[owner] = min(max(samples[len(samples) // 2], RATIO_BOUNDS[0]), RATIO_BOUNDS[1])
+    for owner, found in samples.items():
+        found.sort()
+        ratios[owner] = min(max(found[len(found) // 2], RATIO_BOUNDS[0]), RATIO_BOUNDS[1])
     return ratios
 
 

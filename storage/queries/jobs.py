@@ -42,15 +42,36 @@ def latest_job_named(*, session: Session, name: str, owner: str) -> Job | None:
     return session.exec(query).first()
 
 
-def finished_jobs_of(*, session: Session, owner: str, limit: int) -> Sequence[Job]:
-    """An owner's most recent succeeded jobs, newest first."""
-    query = (
-        select(Job)
-        .where(Job.owner == owner, Job.state == JobState.SUCCEEDED)
-        .order_by(col(Job.ended_at).desc())
-        .limit(limit)
+def recent_runs(*, session: Session, owners: Collection[str], limit: int) -> Sequence[Row[Any]]:
+    """Each owner's `limit` most recently ended succeeded jobs (owner, gpus, est_gpu_hours,
+    started_at, ended_at), as plain rows, in one query (a window over all the owners)."""
+    if not owners:
+        return []
+    newest = (
+        func.row_number()
+        .over(partition_by=col(Job.owner), order_by=col(Job.ended_at).desc())
+        .label("newest")
     )
-    return session.exec(query).all()
+    ranked = (
+        sa_select(
+            col(Job.owner),
+            col(Job.gpus),
+            col(Job.est_gpu_hours),
+            col(Job.started_at),
+            col(Job.ended_at),
+            newest,
+        )
+        .where(col(Job.owner).in_(owners), col(Job.state) == JobState.SUCCEEDED)
+        .subquery()
+    )
+    query = sa_select(
+        ranked.c.owner,
+        ranked.c.gpus,
+        ranked.c.est_gpu_hours,
+        ranked.c.started_at,
+        ranked.c.ended_at,
+    ).where(ranked.c.newest <= limit)
+    return session.execute(query).all()
 
 
 def jobs_in_states(
