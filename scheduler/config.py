@@ -70,8 +70,9 @@ class Ordering(_Strict):
 
     within_class: Literal["shortest_first", "submit_order"] = "shortest_first"
     aging_hours: float = Field(default=24, gt=0, description="wait after which aging doubles")
-    max_aging_factor: float = Field(default=8, ge=1)
-    starve_after_hours: float | None = Field(default=72, gt=0)
+    # None (the default): aging never stops, so every wait is bounded (see policy/ranking.py).
+    max_aging_factor: float | None = Field(default=None, ge=1)
+    starve_after_hours: float | None = Field(default=432, gt=0)
     fair_share_weight: float = Field(default=0.5, ge=0, le=10)
     fair_share_half_life_hours: float = Field(default=72, gt=0)
 

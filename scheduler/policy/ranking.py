@@ -3,16 +3,25 @@
 Key, smallest first:
 1. priority class (core < normal < idle), unless classes are ignored (baselines);
 2. starving jobs first: a job waiting longer than `starve_after_hours` is ordered by submit
-   time ahead of the rest of its class, so no job waits forever behind a stream of short ones;
+   time ahead of the rest of its class (the backstop: no job waits forever);
 3. within the class, `shortest_first` orders by estimated GPU-seconds ÷ aging × fair share:
-   aging = min(max_aging_factor, 2 ** (wait / aging_hours)) (bounded, doubles every
-   `aging_hours`), fair share = 1 + fair_share_weight × the team's share of recent usage;
+   aging = 2 ** (wait / aging_hours), capped at `max_aging_factor` when one is set;
+   fair share = 1 + fair_share_weight × the team's share of recent usage;
    `submit_order` orders by submit time;
 4. submit time, then id, so ties never reorder.
+
+Uncapped aging bounds every wait: a job k times the size of another, submitted before it,
+goes first once it has waited aging_hours × log2(k) — with the default 24 h, a job 1,000×
+bigger waits at most ten days more behind a stream of small ones. (A cap stops aging, and
+a big enough job then waits for as long as smaller ones keep arriving.) The order among
+aged jobs still favours the shorter, where moving everything old to submit order would
+make every long job wait behind every other. The key is compared in log2 space, so a
+long wait never overflows.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from scheduler.policy.snapshot import CLASS_RANK, HOUR, Knobs, Pending, WithinClass
@@ -27,10 +36,12 @@ def rank_key(job: Pending, now: float, knobs: Knobs, shares: Mapping[str, float]
     starving = knobs.starve_after_hours is not None and wait >= knobs.starve_after_hours * HOUR
     if starving or knobs.within_class is WithinClass.SUBMIT_ORDER:
         return (rank, 0 if starving else 1, job.submitted_at, job.submitted_at, job.id)
-    aging = min(knobs.max_aging_factor, 2.0 ** (wait / (knobs.aging_hours * HOUR)))
+    aging = wait / (knobs.aging_hours * HOUR)  # log2 of the aging factor
+    if knobs.max_aging_factor is not None:
+        aging = min(aging, math.log2(knobs.max_aging_factor))
     fair = 1.0 + knobs.fair_share_weight * shares.get(job.team, 0.0)
-    size = job.gpus * job.run_seconds
-    return (rank, 1, size / aging * fair, job.submitted_at, job.id)
+    size = max(1.0, job.gpus * job.run_seconds)
+    return (rank, 1, math.log2(size * fair) - aging, job.submitted_at, job.id)
 
 
 def usage_shares(team_usage: Mapping[str, float]) -> dict[str, float]:

@@ -47,9 +47,9 @@ class Knobs:
     respect_classes: bool = True
     within_class: WithinClass = WithinClass.SHORTEST_FIRST
     aging_hours: float = 24.0
-    max_aging_factor: float = 8.0
+    max_aging_factor: float | None = None  # None: aging never stops (see ranking.py)
     # A job that has waited this long is ordered by submit time ahead of the rest of its class.
-    starve_after_hours: float | None = 72.0
+    starve_after_hours: float | None = 432.0
     fair_share_weight: float = 0.5
     backfill: Backfill = Backfill.EASY
     type_choice: TypeChoice = TypeChoice.CHEAPEST

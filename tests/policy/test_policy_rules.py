@@ -192,15 +192,24 @@ def test_every_pending_job_has_a_reason_and_the_pass_is_deterministic() -> None:
 
 def test_shortest_first_with_bounded_aging_and_no_starvation() -> None:
     hosts = [host("h1", "A100-80GB", 1)]
-    assert started(schedule(snapshot(hosts, [job(1, hours=50), job(2, hours=1)]))) == [2]
-    # aging: 50 GPU-hours after 3 days (×8) still loses to a 1 GPU-hour job...
-    assert started(schedule(snapshot(hosts, [job(1, hours=50, waited_h=60), job(2, hours=1)]))) == [
-        2
-    ]
-    # ...but past starve_after_hours it goes first, whatever its size.
-    assert started(
-        schedule(snapshot(hosts, [job(1, hours=500, waited_h=73), job(2, hours=1)]))
-    ) == [1]
+
+    def first(big_hours: float, waited_h: float, knobs: Knobs | None = None) -> list[int]:
+        pending = [job(1, hours=big_hours, waited_h=waited_h), job(2, hours=1)]
+        return started(schedule(snapshot(hosts, pending, knobs=knobs)))
+
+    assert first(50, 0) == [2]  # shortest first
+    # Aging doubles every 24 h: 50 GPU-hours (2 ** 5.6 times the other) still loses after
+    # five days, and goes first after six, while the small job stays fresh.
+    assert first(50, 5 * 24) == [2]
+    assert first(50, 6 * 24) == [1]
+    # A cap on aging ends that: the big job never catches up by aging alone...
+    capped = Knobs(max_aging_factor=8, starve_after_hours=None)
+    assert first(50, 30 * 24, capped) == [2]
+    # ...and the starvation guard is the backstop: past starve_after_hours (18 days by
+    # default) a job goes first whatever its size.
+    assert first(10**7, 431) == [2]
+    assert first(10**7, 433) == [1]
+    assert first(50, 30 * 24, replace(capped, starve_after_hours=72)) == [1]
 
 
 def _date():  # type: ignore[no-untyped-def]
