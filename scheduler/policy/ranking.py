@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 
 from scheduler.policy.snapshot import CLASS_RANK, HOUR, Knobs, Pending, WithinClass
 
@@ -56,5 +57,12 @@ def ordered(
     jobs: Sequence[Pending], now: float, knobs: Knobs, team_usage: Mapping[str, float]
 ) -> list[Pending]:
     """Pending jobs in the order the scheduler considers them."""
+    if knobs.within_class is WithinClass.SUBMIT_ORDER:
+        # Starving jobs are the earliest submitted, so this is plain submit order within
+        # each class; sorted with a C-level key, as FIFO queues get long.
+        by_submit = sorted(jobs, key=attrgetter("submitted_at", "id"))
+        if not knobs.respect_classes:
+            return by_submit
+        return sorted(by_submit, key=lambda job: CLASS_RANK.get(job.priority, len(CLASS_RANK)))
     shares = usage_shares(team_usage)
     return sorted(jobs, key=lambda job: rank_key(job, now, knobs, shares))

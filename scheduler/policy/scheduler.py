@@ -50,17 +50,19 @@ class _Admission:
 
     def run(self, queue: list[Pending]) -> list[Start]:
         starts: list[Start] = []
+        any_free = self.capacity.any_free  # changes only when a job starts
         for job in queue:
             if not job.data_ready:
                 self.notes[job.id] = Note(WaitCode.WAITING_FOR_DATA)
                 continue
             if not self._eligible(job):
                 continue
-            if not self.capacity.any_free and self.knobs.backfill is not Backfill.NONE:
+            if not any_free and self.knobs.backfill is not Backfill.NONE:
                 continue  # nothing can start; later steps still see this job as waiting
             start = self._try_start(job)
             if start is not None:
                 starts.append(start)
+                any_free = self.capacity.any_free
                 continue
             if self.knobs.backfill is Backfill.NONE:
                 break  # strict order: nobody passes a blocked job

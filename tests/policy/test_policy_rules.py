@@ -233,3 +233,21 @@ def test_admission_warns_or_defers_non_core_work_past_the_backlog_limit() -> Non
     assert "about 200 hours" in warned.words()
     assert admit("idle", deep, 8, max_backlog_hours=48, action="defer").verdict is Verdict.DEFER
     assert admit("core", deep, 8, max_backlog_hours=48, action="defer").verdict is Verdict.ADMIT
+
+
+def test_submit_order_is_the_rank_key_order_whatever_the_waits() -> None:
+    from scheduler.policy.ranking import ordered, rank_key
+
+    pending = [
+        job(
+            i,
+            hours=1 + (i * 7) % 11,
+            priority=("core", "normal", "idle")[i % 3],
+            waited_h=(i * 37) % 600,  # some past the starvation guard, some not
+        )
+        for i in range(1, 120)
+    ]
+    for respect in (True, False):
+        knobs = Knobs(within_class=WithinClass.SUBMIT_ORDER, respect_classes=respect)
+        expected = sorted(pending, key=lambda j: rank_key(j, NOW, knobs, {}))
+        assert ordered(pending, NOW, knobs, {}) == expected

@@ -18,6 +18,7 @@ ALLOWED_ROOTS = {
     "heapq",
     "itertools",
     "math",
+    "operator",
     "bisect",
     "typing",
     "types",
