@@ -192,17 +192,23 @@ def poll_rounds(serve: Any, args: argparse.Namespace, folder: Path) -> tuple[lis
     targets = [Target(f"h{i:03d}", f"http://127.0.0.1:{port}/h{i:03d}") for i in range(args.hosts)]
     poller = Poller(TOKEN, timeout=5)
     try:
-        poller(targets)  # the first round opens the connections
-        rounds = []
-        for _ in range(args.rounds):
-            began = time.perf_counter()
-            reports = poller(targets)
-            rounds.append((time.perf_counter() - began) * 1000)
+        return timed_rounds(poller, targets, args.rounds)
     finally:
         poller.close()
         child.terminate()
         child.join(timeout=10)
-    return rounds, sum(1 for r in reports.values() if r.ok)
+
+
+def timed_rounds(poller: Poller, targets: list[Target], rounds: int) -> tuple[list[float], int]:
+    """`rounds` timed poll rounds (ms each) after one that opens the connections, and how
+    many hosts answered in the last."""
+    poller(targets)
+    times = []
+    for _ in range(rounds):
+        began = time.perf_counter()
+        reports = poller(targets)
+        times.append((time.perf_counter() - began) * 1000)
+    return times, sum(1 for r in reports.values() if r.ok)
 
 
 def main() -> None:
@@ -241,13 +247,7 @@ def main() -> None:
     ]
     poller = Poller(TOKEN, timeout=5)
     try:
-        poller(targets)  # the first round opens the connections
-        rounds = []
-        for _ in range(args.rounds):
-            began = time.perf_counter()
-            reports = poller(targets)
-            rounds.append((time.perf_counter() - began) * 1000)
-        answered = sum(1 for r in reports.values() if r.ok)
+        rounds, answered = timed_rounds(poller, targets, args.rounds)
         paika = bench_paika(folder, targets, args.pending)
         cycles, polls, started = timed_cycles(paika, args.rounds, settle=True)
         bodies = record_status(targets)

@@ -19,7 +19,7 @@ from scheduler.config import PolicyConfig
 from scheduler.dispatch import agent_job_id
 from scheduler.hosts.report import GpuReading, HostReport
 from scheduler.notify import Event, EventKind
-from storage.models import Gpu, GpuSample, HostState
+from storage.models import Gpu, GpuSample, Host, HostState
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
 
@@ -72,8 +72,8 @@ def apply_reports(
         if report is None:
             continue
         events += _answered(session, host, report, ctx) if report.ok else _failed(host, report, ctx)
-    cluster_queries.update_hosts(session=session, changes=ctx.host_changes)
-    cluster_queries.update_gpus(session=session, changes=ctx.gpu_changes)
+    cluster_queries.update_by_id(session=session, model=Host, changes=ctx.host_changes)
+    cluster_queries.update_by_id(session=session, model=Gpu, changes=ctx.gpu_changes)
     if ctx.samples:
         session.execute(insert(GpuSample), ctx.samples)
     return events

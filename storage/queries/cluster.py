@@ -37,12 +37,6 @@ def host_rows(*, session: Session) -> Sequence[Row[Any]]:
     return session.execute(query).all()
 
 
-def update_hosts(*, session: Session, changes: Sequence[dict[str, Any]]) -> None:
-    """Bulk UPDATE by primary key: each dict holds `id` and the columns that change."""
-    if changes:
-        session.execute(update(Host), list(changes))
-
-
 def gpus_of_host(*, session: Session, host_id: int) -> Sequence[Gpu]:
     """A host's GPUs, by index."""
     return session.exec(select(Gpu).where(Gpu.host_id == host_id).order_by(col(Gpu.index))).all()
@@ -136,10 +130,12 @@ def reading_gpus(*, session: Session) -> Sequence[Row[Any]]:
     return session.execute(sa_select(*columns)).all()
 
 
-def update_gpus(*, session: Session, changes: Sequence[dict[str, Any]]) -> None:
+def update_by_id(
+    *, session: Session, model: type[Host] | type[Gpu], changes: Sequence[dict[str, Any]]
+) -> None:
     """Bulk UPDATE by primary key: each dict holds `id` and the columns that change."""
     if changes:
-        session.execute(update(Gpu), list(changes))
+        session.execute(update(model), list(changes))
 
 
 def gpu_by_id(*, session: Session, gpu_id: int) -> Gpu | None:
