@@ -84,7 +84,7 @@ class Bot:
         return self.slack.wait_for_response(name, count=before + 1)[before]
 
 
-def settled(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
+def settled(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
     """Wait for work the bot does after acknowledging (it runs on Bolt's threads)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

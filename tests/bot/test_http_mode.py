@@ -209,9 +209,12 @@ def test_a_channel_that_refuses_the_request_means_the_approvers_are_asked_by_dm(
         channel = found.message_channel or ""
         return found if channel.startswith("D") else None
 
+    def dm_opened_with() -> set[str]:
+        return {c.args.get("users") for c in team_bot.slack.calls("conversations.open")}
+
+    # The approvers are asked one after the other: wait for both, not for the first.
+    assert settled(lambda: {APPROVER, ADMIN} <= dm_opened_with())  # the approver and the admin
     assert settled(lambda: asked_by_dm() is not None)
-    opened = {c.args.get("users") for c in team_bot.slack.calls("conversations.open")}
-    assert {APPROVER, ADMIN} <= opened  # the team's approver and the admin
     request = asked_by_dm()
     assert request is not None
     _click(team_bot, APPROVER, ids.BUMP_APPROVE, request, "dm")

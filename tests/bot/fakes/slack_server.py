@@ -457,7 +457,7 @@ class FakeSlack:
             raise AssertionError(f"no {method} call was made (seen: {seen})")
         return found[-1]
 
-    def wait_for(self, method: str, count: int = 1, timeout: float = 5.0) -> list[Call]:
+    def wait_for(self, method: str, count: int = 1, timeout: float = 20.0) -> list[Call]:
         """Wait until ``count`` calls of ``method`` arrived (for work done in other threads)."""
         deadline = time.monotonic() + timeout
         while True:
@@ -478,7 +478,7 @@ class FakeSlack:
             return [r.body for r in self._responses if name is None or r.name == name]
 
     def wait_for_response(
-        self, name: str | None = None, count: int = 1, timeout: float = 5.0
+        self, name: str | None = None, count: int = 1, timeout: float = 20.0
     ) -> list[dict[str, Any]]:
         """Wait until ``count`` bodies were posted to the response URL(s)."""
         deadline = time.monotonic() + timeout
