@@ -1,7 +1,10 @@
 """Only one paika instance schedules at a time.
 
 PostgreSQL: a session advisory lock held on a dedicated connection (released by the server
-if the process dies). MySQL/MariaDB: GET_LOCK on a dedicated connection, same semantics.
+if the process dies); advisory locks belong to one database. MySQL/MariaDB: GET_LOCK on a
+dedicated connection, same semantics; its locks are global to the server, so the lock's name
+carries the database's (hashed: names are at most 64 characters), and two paikas on two
+databases of one server each schedule their own.
 SQLite: a lease row renewed every cycle; a holder that stops renewing loses it after `ttl`.
 """
 
@@ -20,6 +23,8 @@ from storage.models import Lease
 
 LOCK_NAME = "paika-scheduler"
 ADVISORY_KEY = 0x7061696B61  # "paika"
+# MySQL's lock names are server-wide: scope ours to the connection's database.
+_MYSQL_NAME = "CONCAT(:name, ':', MD5(DATABASE()))"
 
 
 class LeaderLock:
@@ -45,7 +50,9 @@ class LeaderLock:
             ).scalar()
         else:
             got = (
-                connection.execute(text("SELECT GET_LOCK(:name, 0)"), {"name": LOCK_NAME}).scalar()
+                connection.execute(
+                    text(f"SELECT GET_LOCK({_MYSQL_NAME}, 0)"), {"name": LOCK_NAME}
+                ).scalar()
                 == 1
             )
         connection.commit()
@@ -71,7 +78,7 @@ class LeaderLock:
             unlock = (
                 "SELECT pg_advisory_unlock(:key)"
                 if self.engine.dialect.name == "postgresql"
-                else "SELECT RELEASE_LOCK(:name)"
+                else f"SELECT RELEASE_LOCK({_MYSQL_NAME})"
             )
             try:
                 self._connection.execute(text(unlock), {"key": ADVISORY_KEY, "name": LOCK_NAME})

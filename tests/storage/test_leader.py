@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 from paika_test_time import T0
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from storage.db import make_engine
 from storage.leader import LeaderLock
@@ -43,3 +43,26 @@ def test_a_lease_that_is_not_renewed_expires(engine: Engine) -> None:
     assert first.acquire(T0)
     assert not second.acquire(T0 + timedelta(seconds=29))
     assert second.acquire(T0 + timedelta(seconds=31))
+
+
+def test_two_paikas_on_two_databases_of_one_server_each_lead(engine: Engine) -> None:
+    """Server-wide locks (MySQL's GET_LOCK) must not let one paika block another's database."""
+    if engine.dialect.name == "sqlite":
+        pytest.skip("a SQLite file is its own server")
+    from conftest import _create_database
+
+    url, admin = _create_database(engine.dialect.name.replace("mysql", "mariadb"))
+    other_engine = make_engine(url)
+    here, there = LeaderLock(engine), LeaderLock(other_engine)
+    try:
+        assert here.acquire(T0)
+        assert there.acquire(T0)  # another database: its own leader
+        assert not LeaderLock(engine).acquire(T0)  # the same database: still one
+    finally:
+        here.release()
+        there.release()
+        other_engine.dispose()
+        with admin.connect() as conn:
+            force = " WITH (FORCE)" if engine.dialect.name == "postgresql" else ""
+            conn.execute(text(f"DROP DATABASE {url.rsplit('/', 1)[1]}{force}"))
+        admin.dispose()
