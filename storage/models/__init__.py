@@ -6,6 +6,7 @@ from storage.models.audit import AuditEvent
 from storage.models.cluster import Allocation, Gpu, GpuSample, Host, HostState, Lease
 from storage.models.jobs import (
     ACTIVE_STATES,
+    ON_HOST_STATES,
     TERMINAL_STATES,
     BumpRequest,
     BumpState,
@@ -21,6 +22,7 @@ from storage.models.slack import SlackDelivery
 
 __all__ = [
     "ACTIVE_STATES",
+    "ON_HOST_STATES",
     "TERMINAL_STATES",
     "Alert",
     "Allocation",

@@ -7,7 +7,7 @@ from datetime import date, datetime
 from sqlalchemy import String
 from sqlmodel import Field, SQLModel
 
-from storage.models.base import SLACK_ID, at_field, text_field
+from storage.models.base import SLACK_ID, at_field, number_field, text_field
 
 
 class Quota(SQLModel, table=True):
@@ -18,7 +18,7 @@ class Quota(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     team_id: int = Field(foreign_key="teams.id", index=True)
     gpu_type: str | None = Field(default=None, sa_type=String(64))
-    gpu_hours: float
+    gpu_hours: float = number_field()
     expires_on: date
     owner: str = Field(sa_type=String(SLACK_ID))
     note: str | None = text_field()
@@ -37,10 +37,10 @@ class LedgerEntry(SQLModel, table=True):
     team_id: int = Field(foreign_key="teams.id", index=True)
     quota_id: int | None = Field(default=None, foreign_key="quotas.id", index=True)
     gpu_type: str = Field(sa_type=String(64))
-    gpu_hours: float
+    gpu_hours: float = number_field()
     # Of gpu_hours, the time the GPU sat below the idle threshold (from the samples).
-    idle_gpu_hours: float = Field(default=0.0, sa_column_kwargs={"server_default": "0"})
-    cost: float
+    idle_gpu_hours: float = number_field(default=0.0, server_default="0")
+    cost: float = number_field()
     started_at: datetime = at_field()
     ended_at: datetime = at_field()
     recorded_at: datetime = at_field(index=True)

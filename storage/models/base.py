@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, MetaData, Text
+from sqlalchemy import JSON, Double, MetaData, Text
 from sqlmodel import Field, SQLModel
 
 from storage.types import UTCDateTime
@@ -31,6 +31,14 @@ def at_field(*, nullable: bool = False, index: bool = False) -> Any:
 def text_field(*, nullable: bool = True) -> Any:
     """An unbounded text column (commands, reasons)."""
     return Field(default=None, sa_type=Text, nullable=nullable)
+
+
+def number_field(
+    *, default: float | None = None, nullable: bool = False, server_default: str | None = None
+) -> Any:
+    """A double-precision number (MySQL's FLOAT is single precision: 12.3456789 → 12.3457)."""
+    kwargs = {"server_default": server_default} if server_default is not None else {}
+    return Field(default=default, sa_type=Double, nullable=nullable, sa_column_kwargs=kwargs)
 
 
 def json_field() -> Any:

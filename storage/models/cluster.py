@@ -8,7 +8,7 @@ from enum import StrEnum
 from sqlalchemy import CheckConstraint, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from storage.models.base import at_field
+from storage.models.base import at_field, number_field
 
 
 class HostState(StrEnum):
@@ -49,12 +49,12 @@ class Gpu(SQLModel, table=True):
     uuid: str | None = Field(default=None, sa_type=String(64))
     name: str | None = Field(default=None, sa_type=String(100))  # as NVML reports it
     gpu_type: str = Field(sa_type=String(64))  # the catalog type it matches
-    memory_gib: float
+    memory_gib: float = number_field()
     healthy: bool = True
     # Memory used by processes paika did not start; such a GPU is not booked.
-    foreign_memory_gib: float = 0.0
-    utilization_pct: float | None = None
-    memory_used_gib: float = 0.0
+    foreign_memory_gib: float = number_field(default=0.0)
+    utilization_pct: float | None = number_field(nullable=True)
+    memory_used_gib: float = number_field(default=0.0)
     last_seen_at: datetime | None = at_field(nullable=True)
 
 
@@ -66,8 +66,8 @@ class GpuSample(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     gpu_id: int = Field(foreign_key="gpus.id", index=True)
     at: datetime = at_field(index=True)
-    utilization_pct: float | None = None
-    memory_used_gib: float = 0.0
+    utilization_pct: float | None = number_field(nullable=True)
+    memory_used_gib: float = number_field(default=0.0)
     job_id: int | None = Field(default=None, index=True)
 
 

@@ -6,10 +6,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, String, UniqueConstraint
+from sqlalchemy import JSON, Column, Integer, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from storage.models.base import SLACK_ID, at_field, json_field, text_field
+from storage.models.base import SLACK_ID, at_field, json_field, number_field, text_field
 
 
 class PriorityClass(StrEnum):
@@ -26,6 +26,9 @@ class JobState(StrEnum):
     WAITING_DATA = "waiting_data"
     QUEUED = "queued"
     RUNNING = "running"
+    # Running as far as paika knows, but its host has not answered for a while: it keeps its
+    # GPUs until the host answers again (paika then takes the agent's word) or paika gives up.
+    UNKNOWN = "unknown"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -33,8 +36,15 @@ class JobState(StrEnum):
 
 
 ACTIVE_STATES = frozenset(
-    {JobState.WAITING_DATA, JobState.QUEUED, JobState.RUNNING, JobState.PREEMPTED}
+    {JobState.WAITING_DATA, JobState.QUEUED, JobState.RUNNING, JobState.UNKNOWN, JobState.PREEMPTED}
 )
+# States in which a job holds GPUs on a host (its run may be alive there).
+ON_HOST_STATES = frozenset({JobState.RUNNING, JobState.UNKNOWN})
+
+# Every ORM update of a job is conditional on the version it read (optimistic locking): of
+# two writers racing on one job (a cancel and a start, a done and a reconcile), exactly one
+# wins and the other gets StaleDataError and starts over from the fresh row.
+_VERSION = Column("version", Integer, nullable=False, server_default="0")
 TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 
 
@@ -51,9 +61,9 @@ class Job(SQLModel, table=True):
     gpus: int = 1
     # Either allowed types (None = any) and/or a floor on memory and speed per GPU.
     gpu_types: list[str] | None = json_field()
-    min_memory_gib: float | None = None
-    min_speed: float | None = None
-    est_gpu_hours: float
+    min_memory_gib: float | None = number_field(nullable=True)
+    min_speed: float | None = number_field(nullable=True)
+    est_gpu_hours: float = number_field()
     data_ready: bool = True
     data_location: str | None = Field(default=None, sa_type=String(500))
     data_ready_at: datetime | None = at_field(nullable=True)
@@ -74,6 +84,13 @@ class Job(SQLModel, table=True):
     missing_since: datetime | None = at_field(nullable=True)
     exit_code: int | None = None
     attempts: int = 0  # how many times it was started
+    # When the host acknowledged the current run (its start answered, or a report showed it);
+    # None while a start's outcome is unknown (it timed out): then the start is sent again
+    # under the same run id, never elsewhere.
+    confirmed_at: datetime | None = at_field(nullable=True)
+    version: int = Field(default=0, sa_column=_VERSION)
+
+    __mapper_args__ = {"version_id_col": _VERSION}
 
 
 class JobEvent(SQLModel, table=True):

@@ -124,3 +124,17 @@ def test_concurrent_transactions_cannot_double_book_a_gpu(engine: Engine) -> Non
     for thread in threads:
         thread.join(timeout=30)
     assert sorted(outcomes) == ["refused", "won"]
+
+
+def test_numbers_keep_double_precision_on_every_backend(engine: Engine) -> None:
+    """MySQL's FLOAT is single precision: 12.3456789 GPU-hours came back as 12.3457."""
+    _, (job_id, _) = _gpu_and_jobs(engine)
+    with Session(engine) as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        job.est_gpu_hours = 12.3456789
+        session.add(job)
+        session.commit()
+    with Session(engine) as session:
+        again = session.get(Job, job_id)
+        assert again is not None and again.est_gpu_hours == 12.3456789
