@@ -10,20 +10,23 @@ from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm.exc import StaleDataError
 
 from scheduler.clock import Clock, SystemClock
 from scheduler.commands import HANDLERS, help_reply
 from scheduler.config import PolicyConfig, load_policy
-from scheduler.errors import UserError
+from scheduler.errors import Conflict, PermissionDenied, UserError
 from scheduler.grammar import parse
 from scheduler.service.context import Context, resolve_actor
 from scheduler.settings import Settings
 from scheduler.textreply import Notice, render
 from storage.db import make_engine, session_scope, upgrade
 from storage.models import Team
+from storage.queries import audit
 from storage.queries import org as org_queries
 
 log = logging.getLogger(__name__)
+RACE_RETRIES = 3  # a command that lost a race to a change of the same job is run again
 
 
 @dataclass(frozen=True)
@@ -79,9 +82,26 @@ class Paika:
         return self.perform(command.path, command.args, user_id)
 
     def perform(self, path: tuple[str, ...], args: dict[str, Any], user_id: str) -> Reply:
-        """Carry out an already parsed command (text or Slack modal); user errors become replies."""
+        """Carry out an already parsed command (text or Slack modal); user errors become replies.
+
+        A command that lost a race (the cycle or another user changed the same job between
+        its read and its write) was rolled back whole; it is run again on the fresh state,
+        so the user is told what really happened.
+        """
         try:
-            return self._reply(self.execute(path, args, user_id))
+            for _ in range(RACE_RETRIES):
+                try:
+                    return self._reply(self.execute(path, args, user_id))
+                except StaleDataError:
+                    log.info("%s by %s raced another change; running it again", path, user_id)
+            error = Conflict(
+                "The job kept changing while paika carried out your command, so nothing was changed.",
+                "Look at it with /gpu status and try again.",
+            )
+            return Reply(False, str(error), error=error)
+        except PermissionDenied as exc:
+            self._audit_refusal(path, args, user_id, exc)
+            return Reply(False, str(exc), error=exc)
         except UserError as exc:
             return Reply(False, str(exc), error=exc)
         except DBAPIError as exc:
@@ -92,6 +112,25 @@ class Paika:
                 "paika's database did not complete this command, so nothing was changed "
                 f"({type(exc.orig).__name__}). Try again in a minute; if it keeps failing, tell an admin.",
             )
+
+    def _audit_refusal(
+        self, path: tuple[str, ...], args: dict[str, Any], user_id: str, exc: PermissionDenied
+    ) -> None:
+        """A refused privileged command leaves a trace too (in its own transaction: the
+        command's own was rolled back)."""
+        try:
+            with session_scope(self.engine) as session:
+                audit.record(
+                    session=session,
+                    at=self.clock.now(),
+                    actor=user_id,
+                    action="refused." + ".".join(path),
+                    target_kind="command",
+                    target_id=" ".join(path),
+                    detail={"why": exc.message, "keys": sorted(args)},
+                )
+        except DBAPIError:
+            log.exception("could not audit a refused %s by %s", " ".join(path), user_id)
 
     def execute(self, path: tuple[str, ...], args: dict[str, Any], user_id: str) -> object:
         """Run one parsed command in its own transaction; any error rolls it all back."""

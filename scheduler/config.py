@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
@@ -108,13 +108,30 @@ def _default_classes() -> dict[PriorityName, PriorityClassPolicy]:
 
 
 class Hosts(_Strict):
-    """How GPU hosts are polled and when they count as down."""
+    """How GPU hosts are polled, when they count as down, and what an outage does to jobs.
+
+    A host that stops answering does not end its jobs: after `unknown_after_seconds` they
+    are shown as unknown (their GPUs stay held, the owner is told); when the agent answers
+    again paika takes its word. Only after `give_up_after_hours` is such a job requeued as a
+    new attempt (failed once it has been started `max_attempts` times).
+    """
 
     poll_timeout_seconds: float = Field(default=3, gt=0, le=60)
     down_after_failed_polls: int = Field(default=3, ge=1, le=100)
-    lost_after_seconds: float = Field(default=120, ge=0)
+    unknown_after_seconds: float = Field(default=120, ge=0, le=86_400)
+    give_up_after_hours: float = Field(default=24, gt=0, le=24 * 90)
+    max_attempts: int = Field(default=3, ge=1, le=100)
     sample_retention_hours: float = Field(default=48, gt=0)
     sample_seconds: float = Field(default=60, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: Any) -> Any:
+        # `lost_after_seconds` (before jobs had an unknown state) means the same wait.
+        if isinstance(data, dict) and "lost_after_seconds" in data:
+            data = dict(data)
+            data.setdefault("unknown_after_seconds", data.pop("lost_after_seconds"))
+        return data
 
 
 class SchedulerKnobs(_Strict):

@@ -1,23 +1,30 @@
 """The scheduling cycle, one step a line:
 
-1. poll every agent                         (hosts/poll.py)
-2. apply the reports; reconcile running jobs (hosts/inventory.py, hosts/reconcile.py)
-3. send again the starts an agent never got; send the stops paika asked for
-4. snapshot the database and run the policy  (snapshots.py, policy/)
-5. admit each start: persist first, then dispatch; on failure undo and requeue
+1. poll every agent                          (hosts/poll.py)
+2. apply the reports; reconcile on-host jobs  (hosts/inventory.py, hosts/reconcile.py)
+3. send again the starts whose answer was lost; send the stops paika asked for
+4. snapshot the database and run the policy   (snapshots.py, policy/)
+5. admit each start: persist first, then dispatch; a refused start is undone and requeued,
+   a start whose answer was lost stays put (it is asked about again, never started elsewhere)
 6. record preemptions (their stops go out in step 3 of this and later cycles)
+
+No step lets one job or one host stop the others: each job's change is its own conditional
+update, and an error in one is logged and left for the next cycle.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm.exc import StaleDataError
 from sqlmodel import Session
 
 from scheduler import lifecycle
@@ -26,14 +33,21 @@ from scheduler.config import PolicyConfig
 from scheduler.dispatch import Dispatcher, DispatchError, StartOrder, agent_job_id
 from scheduler.hosts.inventory import apply_reports
 from scheduler.hosts.poll import Target
-from scheduler.hosts.reconcile import ACTOR, REQUEUED_STOPS, reconcile
+from scheduler.hosts.reconcile import (
+    ACTOR,
+    REQUEUED_STOPS,
+    RETRIES,
+    Reconciliation,
+    reconcile,
+    requeue_or_finish,
+)
 from scheduler.hosts.report import HostReport
 from scheduler.notify import Event, EventKind, Notifier
 from scheduler.policy.plan import Plan, Preempt, Start
 from scheduler.policy.scheduler import schedule
 from scheduler.snapshots import build_snapshot
 from storage.db import session_scope
-from storage.models import Allocation, Gpu, Host, Job, JobState, Match
+from storage.models import ON_HOST_STATES, Allocation, Gpu, Host, Job, JobState, Match
 from storage.queries import audit
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
@@ -51,8 +65,11 @@ class CycleResult:
     started: list[int] = field(default_factory=list)
     requeued: list[int] = field(default_factory=list)
     preempted: list[int] = field(default_factory=list)
+    unconfirmed: list[int] = field(default_factory=list)  # starts whose answer was lost
     events: list[Event] = field(default_factory=list)
     plan: Plan | None = None
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per step
+    errors: list[str] = field(default_factory=list)  # steps that failed (logged)
 
 
 class Cycle:
@@ -74,25 +91,48 @@ class Cycle:
     def run_once(self) -> CycleResult:
         """One full cycle; returns what it did."""
         result = CycleResult(self.clock.now())
-        result.reports = self.poller(self._targets())
+        # 1. poll every agent
+        with self._step(result, "poll"):
+            result.reports = self.poller(self._targets())
+        # 2. apply the reports; reconcile the jobs on hosts
         sample = self._sample_due(result.at)
-        with session_scope(self.engine) as session:
+        with self._step(result, "apply"), session_scope(self.engine) as session:
             result.events += apply_reports(
                 session, self.policy, result.reports, result.at, sample=sample
             )
-            found = reconcile(session, self.policy, result.reports, result.at)
-            session.commit()  # the writes end here; the policy runs outside a write transaction
-            # Same session: the GPUs, jobs and allocations just loaded are reused, not rebuilt.
-            snapshot = build_snapshot(session, self.policy, result.at)
+        found = Reconciliation()
+        with self._step(result, "reconcile"):
+            found = reconcile(self.engine, self.policy, result.reports, result.at)
         result.events += found.events
-        self._resend_starts(found.resend)
-        self._send_stops(found.stops, found.orphans)
-        result.plan = schedule(snapshot)
-        self._admit_all(result.plan.starts, result)
-        self._record_preemptions(result.plan.preemptions, result)
+        # 3. starts whose answer was lost, and stops
+        with self._step(result, "resend"):
+            self._resend_starts(found.resend, result)
+        with self._step(result, "stops"):
+            self._send_stops(found.stops, found.orphans)
+        # 4. snapshot and policy
+        with self._step(result, "policy"), Session(self.engine) as session:
+            result.plan = schedule(build_snapshot(session, self.policy, result.at))
+        # 5. admit the starts; 6. record the preemptions
+        if result.plan is not None:
+            with self._step(result, "admit"):
+                self._admit_all(result.plan.starts, result)
+            with self._step(result, "preempt"):
+                self._record_preemptions(result.plan.preemptions, result)
         for event in result.events:
             self.notifier.notify(event)
         return result
+
+    @contextmanager
+    def _step(self, result: CycleResult, name: str) -> Iterator[None]:
+        """Time one step; an error in it is logged and the cycle goes on with the next."""
+        began = time.perf_counter()
+        try:
+            yield
+        except Exception as exc:
+            log.exception("cycle step %s failed; the cycle goes on", name)
+            result.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+        finally:
+            result.timings[name] = time.perf_counter() - began
 
     def close(self) -> None:
         """Let go of the poller's connections (when it has any)."""
@@ -115,7 +155,7 @@ class Cycle:
 
     def _admit_all(self, starts: tuple[Start, ...], result: CycleResult) -> None:
         """Persist each start (the database refuses a GPU already held), then dispatch them
-        all at once, a host's slowness costing only its own jobs; undo what failed."""
+        all at once, a host's slowness costing only its own jobs; settle each outcome."""
         persisted = [
             (start, orders) for start in starts if (orders := self._persist_start(start, result.at))
         ]
@@ -123,22 +163,13 @@ class Cycle:
             return
         with ThreadPoolExecutor(max_workers=min(32, len(persisted))) as pool:
             failures = list(pool.map(self._dispatch, [orders for _, orders in persisted]))
-        for (start, _), failure in zip(persisted, failures, strict=True):
-            if failure is not None:
-                log.warning("start failed, requeueing: %s", failure)
-                self._undo_start(
-                    start.job_id, result.at, f"start failed on {failure.host}: {failure.problem}"
-                )
-                result.requeued.append(start.job_id)
-                text = f"job #{start.job_id} could not start on {failure.host} and is queued again: {failure.problem}"
-                result.events.append(Event(EventKind.JOB_REQUEUED, result.at, text, start.job_id))
-                continue
-            result.started.append(start.job_id)
-            job = self._job(start.job_id)
-            text = f"job #{start.job_id} {job.name} started on {', '.join(start.hosts)} ({len(start.gpu_ids)}× {start.gpu_type})"
-            result.events.append(
-                Event(EventKind.JOB_STARTED, result.at, text, start.job_id, owner=job.owner)
-            )
+        for (start, orders), failure in zip(persisted, failures, strict=True):
+            try:
+                where = f"{', '.join(start.hosts)} ({len(start.gpu_ids)}× {start.gpu_type})"
+                self._settle_start(start.job_id, orders[0].attempt, failure, result, where)
+            except Exception:  # one job's trouble never stops the others' starts
+                log.exception("job #%s: its start could not be settled", start.job_id)
+                result.errors.append(f"admit: job #{start.job_id}")
 
     def _dispatch(self, orders: list[StartOrder]) -> DispatchError | None:
         try:
@@ -146,6 +177,69 @@ class Cycle:
                 self.dispatcher.start(order)
         except DispatchError as exc:
             return exc
+        except Exception as exc:  # a bug in one order must not be taken for a lost answer
+            log.exception("start of job #%s raised", orders[0].job_id)
+            return DispatchError(orders[0].host, orders[0].job_id, f"{type(exc).__name__}: {exc}")
+        return None
+
+    def _settle_start(
+        self,
+        job_id: int,
+        attempt: int,
+        failure: DispatchError | None,
+        result: CycleResult,
+        where: str,
+    ) -> None:
+        """Record what came of sending a start: started, refused, or not known yet."""
+        now = result.at
+        if failure is None:
+            job = self._update(job_id, attempt, lambda s, j: _confirm(j, now))
+            if job is not None:
+                result.started.append(job_id)
+                text = f"job #{job_id} {job.name} started on {where}"
+                result.events.append(
+                    Event(EventKind.JOB_STARTED, now, text, job_id, owner=job.owner)
+                )
+            return
+        if not failure.known:
+            # It may be running there: ask that host again (same run id), never another one.
+            log.warning("start of job #%s: no answer, asked again next cycle: %s", job_id, failure)
+            result.unconfirmed.append(job_id)
+            return
+        log.warning("start refused: %s", failure)
+        if failure.bad_order:
+            reason = f"its start was refused on {failure.host}: {failure.problem}"
+            job = self._update(job_id, attempt, lambda s, j: _fail_unstarted(s, j, now, reason))
+            kind, text = EventKind.JOB_FAILED, f"job #{job_id} cannot start: {failure.problem}"
+        else:
+            reason = f"start failed on {failure.host}: {failure.problem}"
+            job = self._update(
+                job_id, attempt, lambda s, j: requeue_or_finish(s, self.policy, j, now, reason)
+            )
+            kind = EventKind.JOB_REQUEUED
+            text = f"job #{job_id} could not start on {failure.host} and is queued again: {failure.problem}"
+        if job is not None:
+            if job.state in (JobState.QUEUED, JobState.WAITING_DATA):
+                result.requeued.append(job_id)
+            result.events.append(Event(kind, now, text, job_id, owner=job.owner))
+
+    def _update(
+        self, job_id: int, attempt: int, change: Callable[[Session, Job], object]
+    ) -> Job | None:
+        """Apply `change` to the job's current run as a conditional update, re-reading it if
+        a user's command got there first; None if that run is no longer on a host."""
+        for _ in range(RETRIES):
+            try:
+                with session_scope(self.engine) as session:
+                    job = job_queries.get_job(session=session, job_id=job_id)
+                    if job is None or job.state not in ON_HOST_STATES or job.attempts != attempt:
+                        return None
+                    change(session, job)
+                    session.add(job)
+                return job
+            except StaleDataError:
+                continue
+        log.warning("job #%s kept changing; its start is settled next cycle", job_id)
         return None
 
     def _persist_start(self, start: Start, now: datetime) -> list[StartOrder] | None:
@@ -175,6 +269,7 @@ class Cycle:
                 )
                 job.attempts += 1
                 job.missing_since = None
+                job.confirmed_at = None
                 session.add(job)
                 session.add(
                     Match(
@@ -196,36 +291,24 @@ class Cycle:
                 )
                 session.flush()
                 return _orders(session, job, gpus)
-        except IntegrityError:
-            log.warning(
-                "job #%s: a GPU it was given is already held; it waits for the next cycle",
-                start.job_id,
-            )
+        except (IntegrityError, StaleDataError):
+            # A GPU it was given is already held, or a user changed the job (a cancel won):
+            # nothing was written; the next cycle decides afresh.
+            log.warning("job #%s was not started: it or its GPUs changed meanwhile", start.job_id)
+            return None
+        except Exception:
+            log.exception("job #%s could not be started; the others go on", start.job_id)
             return None
 
-    def _undo_start(self, job_id: int, now: datetime, reason: str) -> None:
-        with session_scope(self.engine) as session:
-            job = job_queries.get_job(session=session, job_id=job_id)
-            if job is None:
-                return
-            for allocation in cluster_queries.open_allocations(session=session, job_id=job_id):
-                session.delete(allocation)  # it never ran: no GPU time to charge
-            lifecycle.move(session, job, JobState.QUEUED, at=now, actor=ACTOR, reason=reason)
-
-    def _resend_starts(self, job_ids: list[int]) -> None:
+    def _resend_starts(self, job_ids: list[int], result: CycleResult) -> None:
+        """Send again the starts whose answer was lost (the agent starts a run id once)."""
         for job_id in job_ids:
             with Session(self.engine) as session:
                 job = job_queries.get_job(session=session, job_id=job_id)
-                gpus = [
-                    session.get(Gpu, a.gpu_id)
-                    for a in cluster_queries.open_allocations(session=session, job_id=job_id)
-                ]
-                orders = _orders(session, job, [g for g in gpus if g is not None]) if job else []
-            for order in orders:
-                try:
-                    self.dispatcher.start(order)  # agents start a job id once; a resend is safe
-                except DispatchError as exc:
-                    log.warning("resending start failed: %s", exc)
+                orders = _orders(session, job, _gpus_of(session, job_id)) if job else []
+            if orders:
+                where = ", ".join(order.host for order in orders)
+                self._settle_start(job_id, orders[0].attempt, self._dispatch(orders), result, where)
 
     def _send_stops(self, job_ids: list[int], orphans: list[tuple[str, str]]) -> None:
         grace = self.policy.scheduler.preemption.idle_grace_minutes * 60
@@ -245,43 +328,57 @@ class Cycle:
             try:
                 self.dispatcher.stop(host, url, run, wait)
             except DispatchError as exc:
-                log.warning("stop failed: %s", exc)
+                log.warning("stop failed: %s", exc)  # sent again next cycle
+            except Exception:
+                log.exception("stop of %s on %s failed", run, host)
 
     def _record_preemptions(self, preemptions: tuple[Preempt, ...], result: CycleResult) -> None:
         for preempt in preemptions:
-            with session_scope(self.engine) as session:
-                job = job_queries.get_job(session=session, job_id=preempt.job_id)
-                if (
-                    job is None
-                    or job.state != JobState.RUNNING
-                    or job.stop_requested_at is not None
-                ):
-                    continue
-                job.stop_requested_at, job.stop_reason = result.at, "preempt"
-                session.add(job)
-                audit.record(
-                    session=session,
-                    at=result.at,
-                    actor=ACTOR,
-                    action="job.preempt",
-                    target_kind="job",
-                    target_id=job.id,
-                    detail={"for_job": preempt.for_job},
-                )
-                result.preempted.append(job.id or 0)
-                minutes = self.policy.scheduler.preemption.idle_grace_minutes
-                text = f"job #{job.id} {job.name} (idle class) is asked to checkpoint and stop within {minutes:g} min for core job #{preempt.for_job}; it is queued again after"
-                result.events.append(
-                    Event(EventKind.JOB_PREEMPTED, result.at, text, job.id, owner=job.owner)
-                )
+            try:
+                self._record_preemption(preempt, result)
+            except StaleDataError:
+                log.info("job #%s changed before its preemption; next cycle", preempt.job_id)
+            except Exception:
+                log.exception("job #%s: its preemption could not be recorded", preempt.job_id)
         if result.preempted:
             self._send_stops(result.preempted, [])
 
-    def _job(self, job_id: int) -> Job:
-        with Session(self.engine) as session:
-            job = job_queries.get_job(session=session, job_id=job_id)
-            assert job is not None
-            return job
+    def _record_preemption(self, preempt: Preempt, result: CycleResult) -> None:
+        with session_scope(self.engine) as session:
+            job = job_queries.get_job(session=session, job_id=preempt.job_id)
+            if job is None or job.state != JobState.RUNNING or job.stop_requested_at is not None:
+                return
+            job.stop_requested_at, job.stop_reason = result.at, "preempt"
+            session.add(job)
+            audit.record(
+                session=session,
+                at=result.at,
+                actor=ACTOR,
+                action="job.preempt",
+                target_kind="job",
+                target_id=job.id,
+                detail={"for_job": preempt.for_job},
+            )
+        result.preempted.append(job.id or 0)
+        minutes = self.policy.scheduler.preemption.idle_grace_minutes
+        text = f"job #{job.id} {job.name} (idle class) is asked to checkpoint and stop within {minutes:g} min for core job #{preempt.for_job}; it is queued again after"
+        result.events.append(
+            Event(EventKind.JOB_PREEMPTED, result.at, text, job.id, owner=job.owner)
+        )
+
+
+def _confirm(job: Job, now: datetime) -> None:
+    """The host took the start: the run exists there."""
+    job.confirmed_at = job.confirmed_at or now
+    job.missing_since = None
+
+
+def _fail_unstarted(session: Session, job: Job, now: datetime, reason: str) -> None:
+    """A start no host would take (the job's own data is invalid): it fails, never having run."""
+    for allocation in cluster_queries.open_allocations(session=session, job_id=job.id):
+        session.delete(allocation)
+    job.stop_requested_at, job.stop_reason = None, None
+    lifecycle.move(session, job, JobState.FAILED, at=now, actor=ACTOR, reason=reason)
 
 
 def _gpus_of(session: Session, job_id: int) -> list[Gpu]:

@@ -116,7 +116,7 @@ def run_demo(
     )
     clock = AcceleratedClock(datetime.now(UTC).replace(microsecond=0), speed)
     paika = Paika.start(settings, clock=clock)
-    hosts = paika.policy.scheduler.hosts.model_copy(update={"lost_after_seconds": 3600})
+    hosts = paika.policy.scheduler.hosts.model_copy(update={"unknown_after_seconds": 3600})
     paika.policy = paika.policy.model_copy(
         update={
             "scheduler": paika.policy.scheduler.model_copy(

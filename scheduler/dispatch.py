@@ -10,16 +10,25 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from scheduler.agent.client import AgentClient
-from scheduler.agent.errors import AgentError
+from scheduler.agent.errors import AgentError, AnswerLost, BadRequest
 from scheduler.agent.protocol import StartRequest
 from scheduler.errors import PaikaError
 
 
 class DispatchError(PaikaError):
-    """A host refused or could not be asked to start or stop a job."""
+    """A host refused or could not be asked to start or stop a job.
 
-    def __init__(self, host: str, job_id: int, problem: str) -> None:
+    `known` is False when the request may have reached the host but no answer came back
+    (a timeout, a dropped connection, a server error): the job may be running there, so it
+    must not be started anywhere else. `bad_order` is True when the job's own data was
+    refused (an invalid field): starting it again would fail the same way.
+    """
+
+    def __init__(
+        self, host: str, job_id: int, problem: str, *, known: bool = True, bad_order: bool = False
+    ) -> None:
         self.host, self.job_id, self.problem = host, job_id, problem
+        self.known, self.bad_order = known, bad_order
         super().__init__(f"{host}: job #{job_id}: {problem}")
 
 
@@ -59,22 +68,25 @@ class AgentDispatcher:
         self.timeout = timeout
 
     def start(self, order: StartOrder) -> None:
-        request = StartRequest(
-            job_id=agent_job_id(order.job_id, order.attempt),
-            gpus=order.gpu_indices,
-            shell=order.command,
-            env={
-                **order.env,
-                "PAIKA_JOB_ID": str(order.job_id),
-                "PAIKA_ATTEMPT": str(order.attempt),
-            },
-            image=order.image,
-        )
+        try:
+            request = StartRequest(
+                job_id=agent_job_id(order.job_id, order.attempt),
+                gpus=order.gpu_indices,
+                shell=order.command,
+                env={
+                    **order.env,
+                    "PAIKA_JOB_ID": str(order.job_id),
+                    "PAIKA_ATTEMPT": str(order.attempt),
+                },
+                image=order.image,
+            )
+        except BadRequest as exc:  # the job's own data: no host would take it
+            raise DispatchError(order.host, order.job_id, exc.message, bad_order=True) from exc
         try:
             with AgentClient(order.url, self.token, timeout=self.timeout) as client:
                 client.start_job(request)
         except AgentError as exc:
-            raise DispatchError(order.host, order.job_id, str(exc)) from exc
+            raise _start_error(order, exc) from exc
 
     def stop(self, host: str, url: str, agent_job: str, grace_s: float) -> None:
         try:
@@ -82,3 +94,11 @@ class AgentDispatcher:
                 client.stop_job(agent_job, grace_s)
         except AgentError as exc:
             raise DispatchError(host, int(agent_job.split(".")[0]), str(exc)) from exc
+
+
+def _start_error(order: StartOrder, exc: AgentError) -> DispatchError:
+    """Whether a failed start surely did not start the run, and whose fault it was."""
+    unknown = isinstance(exc, AnswerLost) or (exc.status is not None and exc.status >= 500)
+    return DispatchError(
+        order.host, order.job_id, str(exc), known=not unknown, bad_order=exc.status == 400
+    )

@@ -1,8 +1,12 @@
 """The job state machine: which moves are legal, and the one function that makes them.
 
-waiting_data ⇄ queued → running → succeeded | failed | cancelled | preempted
+waiting_data ⇄ queued → running ⇄ unknown → succeeded | failed | cancelled | preempted
      └──────────┴──────────────────────────→ cancelled
 preempted → queued | waiting_data | cancelled   (requeued after checkpointing)
+running | unknown → queued | waiting_data       (the start was refused, or the run was lost)
+
+Every move is written as a conditional update (the job's version), so of two racing
+writers exactly one wins; see `storage.models.jobs`.
 """
 
 from __future__ import annotations
@@ -16,11 +20,14 @@ from storage.models import Job, JobEvent, JobState
 from storage.queries import jobs as job_queries
 
 S = JobState
+_ENDS = {S.SUCCEEDED, S.FAILED, S.CANCELLED, S.PREEMPTED}
 TRANSITIONS: dict[str, frozenset[str]] = {
     S.WAITING_DATA: frozenset({S.QUEUED, S.CANCELLED}),
     S.QUEUED: frozenset({S.WAITING_DATA, S.RUNNING, S.CANCELLED}),
-    # running → queued: its start failed on the host (undone and requeued, with the reason).
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.PREEMPTED, S.QUEUED}),
+    # running → queued: its start was refused on the host, or its run was lost there.
+    S.RUNNING: frozenset({*_ENDS, S.UNKNOWN, S.QUEUED, S.WAITING_DATA}),
+    # unknown: the host is silent; when it answers, its word decides (or paika gives up).
+    S.UNKNOWN: frozenset({*_ENDS, S.RUNNING, S.QUEUED, S.WAITING_DATA}),
     S.PREEMPTED: frozenset({S.QUEUED, S.WAITING_DATA, S.CANCELLED}),
     S.SUCCEEDED: frozenset(),
     S.FAILED: frozenset(),

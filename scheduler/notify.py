@@ -20,6 +20,8 @@ class EventKind(StrEnum):
     JOB_FINISHED = "job_finished"
     JOB_FAILED = "job_failed"
     JOB_LOST = "job_lost"
+    JOB_UNKNOWN = "job_unknown"  # its host stopped answering; it keeps its GPUs
+    JOB_RESUMED = "job_resumed"  # its host answers again and still runs it
     JOB_PREEMPTED = "job_preempted"
     JOB_REQUEUED = "job_requeued"
     HOST_DOWN = "host_down"

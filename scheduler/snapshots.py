@@ -18,7 +18,7 @@ from scheduler.policy.matching import CardNeeds
 from scheduler.policy.quota import QuotaState
 from scheduler.policy.snapshot import HOUR, Gpu, Host, Pending, Running, Snapshot
 from scheduler.service.ledger import quota_states
-from storage.models import HostState, JobState
+from storage.models import ON_HOST_STATES, HostState, JobState
 from storage.queries import accounting
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
@@ -40,7 +40,7 @@ def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Sna
     holders = cluster_queries.holder_ids(session=session)
     hosts = _hosts(session, holders)
     gpu_types = {gpu.id: gpu.gpu_type for host in hosts for gpu in host.gpus}
-    jobs = job_queries.planning_rows(session=session, states=(*PENDING_STATES, JobState.RUNNING))
+    jobs = job_queries.planning_rows(session=session, states=(*PENDING_STATES, *ON_HOST_STATES))
     ratios = _estimate_ratios(session, {job.owner for job in jobs})
     held: dict[int, list[int]] = defaultdict(list)
     for gpu_id, job_id in holders.items():
@@ -48,7 +48,7 @@ def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Sna
     running = [
         _running(job, held, gpu_types, teams, ratios)
         for job in jobs
-        if job.state == JobState.RUNNING
+        if job.state in ON_HOST_STATES  # an unknown job still holds its GPUs
     ]
     pending = [_pending(job, teams, ratios) for job in jobs if job.state in PENDING_STATES]
     quotas, ends = _quotas(session, policy, teams)
@@ -155,8 +155,12 @@ def _quotas(
 
 
 def expiry_moment(day: date, policy: PolicyConfig) -> float:
-    """A quota lasts to the end of its expiry day in the install's time zone."""
-    return datetime.combine(day + timedelta(days=1), time.min, tzinfo=policy.zone).timestamp()
+    """A quota lasts to the end of its expiry day in the install's time zone (a day at the
+    calendar's end, stored before dates were bounded at the door, means never)."""
+    try:
+        return datetime.combine(day + timedelta(days=1), time.min, tzinfo=policy.zone).timestamp()
+    except (OverflowError, ValueError):
+        return math.inf
 
 
 def _team_usage(

@@ -7,50 +7,19 @@ PAIKA_TEST_REQUIRE_SERVERS=1 (set by .ci/run), where a missing server fails the 
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.exc import OperationalError
+from paika_test_servers import BACKENDS, create_database
+from paika_test_time import T0  # noqa: E402,F401
+from sqlalchemy import Engine, text
 
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.settings import Settings
 from storage.db import make_engine, upgrade
 from storage.models.base import metadata
-
-SERVER_URLS = {
-    "postgresql": os.environ.get(
-        "PAIKA_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-    ),
-    "mariadb": os.environ.get("PAIKA_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test"),
-}
-BACKENDS = ["sqlite", "postgresql", "mariadb"]
-from paika_test_time import T0  # noqa: E402,F401
-
-
-def _servers_required() -> bool:
-    return os.environ.get("PAIKA_TEST_REQUIRE_SERVERS") == "1"
-
-
-def _create_database(backend: str) -> tuple[str, Engine]:
-    """A fresh, uniquely named database on a server; returns its URL and an admin engine."""
-    admin = create_engine(SERVER_URLS[backend], isolation_level="AUTOCOMMIT")
-    name = f"paika_test_{uuid.uuid4().hex[:10]}"
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f"CREATE DATABASE {name}"))
-    except OperationalError as exc:
-        admin.dispose()
-        message = f"{backend} server not reachable at {SERVER_URLS[backend]} ({exc.orig})"
-        if _servers_required():
-            pytest.fail(message + "; PAIKA_TEST_REQUIRE_SERVERS=1 makes it required")
-        pytest.skip(message)
-    url = admin.url.set(database=name).render_as_string(hide_password=False)
-    return url, admin
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
@@ -64,7 +33,7 @@ def backend_url(
         upgrade(make_engine(url))
         yield url
         return
-    url, admin = _create_database(backend)
+    url, admin = create_database(backend)
     engine = make_engine(url)
     upgrade(engine)
     yield url

@@ -17,6 +17,8 @@ _EMOJI = {
     EventKind.JOB_FINISHED: ":white_check_mark:",
     EventKind.JOB_FAILED: ":x:",
     EventKind.JOB_LOST: ":warning:",
+    EventKind.JOB_UNKNOWN: ":grey_question:",
+    EventKind.JOB_RESUMED: ":arrow_forward:",
     EventKind.JOB_PREEMPTED: ":pause_button:",
     EventKind.JOB_REQUEUED: ":repeat:",
     EventKind.HOST_DOWN: ":red_circle:",
@@ -29,6 +31,8 @@ _NEXT = {
     EventKind.JOB_FINISHED: ("event.next.finished", '/gpu done #{id} output="…" metric=loss:0.31'),
     EventKind.JOB_FAILED: ("event.next.failed", "/gpu status #{id}"),
     EventKind.JOB_LOST: ("event.next.failed", "/gpu status #{id}"),
+    EventKind.JOB_UNKNOWN: ("event.next.unknown", "/gpu status #{id}"),
+    EventKind.JOB_RESUMED: ("event.next.started", "/gpu status #{id}"),
     EventKind.JOB_PREEMPTED: ("event.next.preempted", "/gpu status #{id}"),
     EventKind.JOB_REQUEUED: ("event.next.requeued", "/gpu status #{id}"),
 }

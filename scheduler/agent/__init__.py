@@ -6,6 +6,7 @@ scheduler. Modules, from the wire inwards:
     client.py     AgentClient / AsyncAgentClient: what the scheduler uses
     protocol.py   request and response dataclasses shared by client and server
     app.py        build_app(): the Starlette application under /v1/
+    body.py       request bodies within bounds: size (413) and JSON nesting (400)
     command.py    `paika agent` and serve_in_thread()
     jobs.py       JobStore: processes, logs, stop with grace, state that survives restarts
     wrapper.py    runs a job's command and records its exit code in a file

@@ -3,18 +3,17 @@
 `build_app(reader, jobs_store, token)` builds it; nothing happens at import time. Every route
 but GET /v1/health needs `Authorization: Bearer <token>`. The check runs before routing, so a
 refused request (401) never reaches a handler and changes nothing. Errors are JSON
-`{"error": message}` with the status of the AgentError behind them.
+`{"error": message}` with the status of the AgentError behind them. Request bodies are
+bounded in size (413) and JSON nesting (400) before they are parsed: see body.py.
 """
 
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import socket
 from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -26,7 +25,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from scheduler.agent.errors import AgentError, BadRequest, JobNotFound
+from scheduler.agent.body import json_body
+from scheduler.agent.errors import AgentError, BadRequest, BodyTooLarge
 from scheduler.agent.gpus import GpuReader
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.protocol import (
@@ -42,7 +42,6 @@ from scheduler.agent.protocol import (
 log = logging.getLogger(__name__)
 
 HEALTH_PATH = "/v1/health"
-MAX_BODY_BYTES = 1024 * 1024
 
 
 def agent_version() -> str:
@@ -83,20 +82,6 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
-async def _json_body(request: Request, *, empty_ok: bool) -> Any:
-    body = await request.body()
-    if len(body) > MAX_BODY_BYTES:
-        raise BadRequest(f"body: larger than {MAX_BODY_BYTES} bytes")
-    if not body.strip():
-        if empty_ok:
-            return {}
-        raise BadRequest("body: expected a JSON object, got nothing")
-    try:
-        return json.loads(body)
-    except ValueError as exc:
-        raise BadRequest(f"body: not valid JSON ({exc})") from None
-
-
 def build_app(
     reader: GpuReader,
     jobs_store: JobStore,
@@ -125,10 +110,11 @@ def build_app(
         return [replace(g, job_id=holders.get(g.index)) for g in gpus]
 
     def start(req: StartRequest) -> tuple[JobInfo, bool]:
-        try:
-            return jobs_store.get(req.job_id), False
-        except JobNotFound:
-            pass
+        # A repeat returns the known job before the GPU check, which may have changed since;
+        # a tombstoned id is JobConflict here (and again in start(), under the store's lock).
+        known = jobs_store.known(req.job_id)
+        if known is not None:
+            return known, False
         indices = {g.index for g in reader.read()}
         missing = [g for g in req.gpus if g not in indices]
         if missing:
@@ -167,13 +153,13 @@ def build_app(
         return JSONResponse(job.to_dict())
 
     async def post_job(request: Request) -> Response:
-        req = StartRequest.from_dict(await _json_body(request, empty_ok=False))
+        req = StartRequest.from_dict(await json_body(request, empty_ok=False))
         job, created = await run_in_threadpool(start, req)
         return JSONResponse(job.to_dict(), status_code=201 if created else 200)
 
     async def post_stop(request: Request) -> Response:
         job_id = request.path_params["job_id"]
-        stop = StopRequest.from_dict(await _json_body(request, empty_ok=True))
+        stop = StopRequest.from_dict(await json_body(request, empty_ok=True))
         job = await run_in_threadpool(jobs_store.stop, job_id, stop.grace_s)
         return JSONResponse(job.to_dict(), status_code=202)
 
@@ -192,7 +178,10 @@ def build_app(
         status = exc.status or 500
         if status >= 500:
             log.error("%s %s: %s", request.method, request.url.path, exc.message)
-        return JSONResponse({"error": exc.message}, status_code=status)
+        # After a body refused unread, close the connection: left open, the server would
+        # read (and drop) the rest of a body of any size to reach the next request.
+        headers = {"Connection": "close"} if isinstance(exc, BodyTooLarge) else None
+        return JSONResponse({"error": exc.message}, status_code=status, headers=headers)
 
     async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)

@@ -5,8 +5,10 @@
         agent.start_job(StartRequest(job_id="42", gpus=[0, 1], argv=["python", "train.py"]))
         agent.stop_job("42", grace_s=30); agent.log("42", lines=100)
 
-Errors are converted here: no answer (refused, timeout, reset …) → HostUnreachable(url);
-401 → AgentAuthError; 400 → BadRequest; 404 → JobNotFound; 409 → JobConflict;
+Errors are converted here (see errors.py): nothing sent (refused, connect timeout, bad
+address) → HostUnreachable(url); sent but no answer (read/write timeout, reset, cut short) →
+AnswerLost(url), a HostUnreachable whose request the agent may have acted on;
+401 → AgentAuthError; 413 → BodyTooLarge; 400 → BadRequest; 404 → JobNotFound; 409 → JobConflict;
 503 → GpuReadError; anything else ≥ 400, or a response that does not parse → AgentError.
 """
 
@@ -21,15 +23,21 @@ from typing import Any, TypeVar
 
 import httpx
 
-from scheduler.agent.errors import AgentError, BadRequest, HostUnreachable, error_for_status
+from scheduler.agent.errors import (
+    AgentError,
+    AnswerLost,
+    BadRequest,
+    HostUnreachable,
+    error_for_status,
+)
 from scheduler.agent.protocol import (
-    JOB_ID_RE,
     GpuInfo,
     Health,
     JobInfo,
     LogTail,
     StartRequest,
     StopRequest,
+    is_job_id,
 )
 
 T = TypeVar("T")
@@ -60,6 +68,18 @@ class _Urls(dict[str, httpx.URL]):
         return url
 
 
+# Transport failures before any byte of the request left this side: the agent cannot have
+# acted on it. Every other transport failure may come after the agent got the request.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+
+
+def transport_failure(base_url: str, exc: httpx.TransportError) -> HostUnreachable:
+    """The AgentError for a transport failure: HostUnreachable when nothing reached the agent,
+    AnswerLost when the request may have reached it but no answer came back."""
+    cls = HostUnreachable if isinstance(exc, _NOT_SENT) else AnswerLost
+    return cls(base_url, f"{type(exc).__name__}: {exc}")
+
+
 def _headers(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}", "Accept": "application/json"}
 
@@ -68,7 +88,8 @@ def _decode(response: httpx.Response) -> Any:
     """The JSON body of a response, or the AgentError it stands for."""
     try:
         data = response.json()
-    except (ValueError, json.JSONDecodeError):
+    except (ValueError, json.JSONDecodeError, RecursionError):
+        # (RecursionError: a broken agent's deeply nested answer must not escape as such)
         data = None
     if response.status_code >= 400:
         message = data.get("error") if isinstance(data, dict) else None
@@ -125,7 +146,7 @@ def _list_field(data: Any, key: str) -> list[Any]:
 
 
 def _job_path(job_id: str, suffix: str = "") -> str:
-    if not JOB_ID_RE.fullmatch(job_id) or job_id in (".", ".."):
+    if not is_job_id(job_id):
         raise BadRequest(f"job_id: {job_id!r} is not a job id")
     return f"/v1/jobs/{job_id}{suffix}"
 
@@ -165,7 +186,7 @@ class AgentClient:
         try:
             return self._http.request(method, self._urls[path], **kwargs)
         except httpx.TransportError as exc:
-            raise HostUnreachable(self.base_url, f"{type(exc).__name__}: {exc}") from exc
+            raise transport_failure(self.base_url, exc) from exc
 
     def health(self) -> Health:
         return _parse(self._request("GET", "/v1/health"), Health.from_dict)
@@ -184,11 +205,15 @@ class AgentClient:
         return _parse(self._request("GET", _job_path(job_id)), JobInfo.from_dict)
 
     def start_job(self, request: StartRequest) -> JobInfo:
-        """Start a job (201), or get the job already known by this id (200)."""
+        """Start a job (201), or get the job already known by this id (200: a repeat never
+        launches twice, so after AnswerLost send the same request again). JobConflict when
+        its GPUs are held, or when a stop for this id came first."""
         return _parse(self._request("POST", "/v1/jobs", json=request.to_dict()), JobInfo.from_dict)
 
     def stop_job(self, job_id: str, grace_s: float | None = None) -> JobInfo:
-        """SIGTERM now, SIGKILL after grace_s (None: the agent's default). Returns at once."""
+        """SIGTERM now, SIGKILL after grace_s (None: the agent's default). Returns at once.
+        For an id the agent does not know it records a tombstone, so a start still in
+        flight is refused (409) rather than launched."""
         body = StopRequest(grace_s).to_dict()
         return _parse(
             self._request("POST", _job_path(job_id, "/stop"), json=body), JobInfo.from_dict
@@ -230,7 +255,7 @@ class AsyncAgentClient:
         try:
             return await self._http.request(method, self._urls[path], **kwargs)
         except httpx.TransportError as exc:
-            raise HostUnreachable(self.base_url, f"{type(exc).__name__}: {exc}") from exc
+            raise transport_failure(self.base_url, exc) from exc
 
     async def health(self) -> Health:
         return _parse(await self._request("GET", "/v1/health"), Health.from_dict)

@@ -3,12 +3,20 @@
     PaikaError
      └── AgentError            `status` is the HTTP status that goes with it (None: no response)
           ├── AgentAuthError   401: the bearer token is missing or wrong
-          ├── HostUnreachable  no answer from the agent at `url` (refused, timed out, reset …)
+          ├── HostUnreachable  nothing reached the agent at `url` (refused, no route, bad address)
+          │    └── AnswerLost  the request may have reached it, but no answer came back
+          │                    (timed out or reset after sending): it may have acted on it
           ├── BadRequest       400: a field of a request is invalid; the message names it
           ├── JobNotFound      404: the agent has no job with that id
-          ├── JobConflict      409: the GPUs asked for are held by another live job
+          ├── JobConflict      409: the GPUs are held by another live job, or the run was
+          │                    stopped before it started
+          ├── BodyTooLarge     413: the request body is over the agent's limit
           ├── GpuReadError     503: NVML failed or is not available on this host
           └── SpecError        the --simulate spec does not parse
+
+Catch HostUnreachable for "no answer" of either kind. Catch AnswerLost first where it matters
+whether the agent acted: after a lost answer to a start, the run may be running; ask the agent
+(GET /v1/jobs/{id}) or send the same start again (starts are idempotent), never a new run id.
 
 The server turns these into `{"error": message}` with `status`; the client turns that back
 into the same classes, so a caller catches one family whichever side the problem was on.
@@ -40,15 +48,24 @@ class AgentAuthError(AgentError):
 
 
 class HostUnreachable(AgentError):
-    """Nothing answered at `url`: connection refused, timed out, reset, bad address."""
+    """Nothing reached the agent at `url`: connection refused or timed out, bad address.
+    (Its subclass AnswerLost: the request may have reached it.)"""
 
     default_status = None
+    summary = "is unreachable"
 
     def __init__(self, url: str, reason: str = "") -> None:
         self.url = url
         self.reason = reason
-        text = f"agent at {url} is unreachable" + (f": {reason}" if reason else "")
+        text = f"agent at {url} {self.summary}" + (f": {reason}" if reason else "")
         super().__init__(None, text)
+
+
+class AnswerLost(HostUnreachable):
+    """The request may have reached the agent at `url`, but no answer came back (read or
+    write timeout, connection reset or closed mid-answer): the agent may have acted on it."""
+
+    summary = "sent no answer (the request may have reached it)"
 
 
 class _WithStatus(AgentError):
@@ -71,9 +88,16 @@ class JobNotFound(_WithStatus):
 
 
 class JobConflict(_WithStatus):
-    """The GPUs asked for are held by another live job (HTTP 409)."""
+    """The GPUs asked for are held by another live job, or the run was stopped before it
+    started (HTTP 409)."""
 
     default_status = 409
+
+
+class BodyTooLarge(_WithStatus):
+    """The request body is larger than the agent takes (HTTP 413); the message names the limit."""
+
+    default_status = 413
 
 
 class GpuReadError(_WithStatus):
@@ -92,7 +116,7 @@ def error_for_status(status: int, message: str) -> AgentError:
     """The AgentError class that goes with an HTTP status from the agent."""
     if status == 401:
         return AgentAuthError(message)
-    for cls in (BadRequest, JobNotFound, JobConflict, GpuReadError):
+    for cls in (BadRequest, JobNotFound, JobConflict, BodyTooLarge, GpuReadError):
         if cls.default_status == status:
             return cls(message)
     return AgentError(status, message)

@@ -8,11 +8,20 @@ Output (stdout and stderr) goes to `<state_dir>/logs/<job_id>.log`; the wrapper 
 command's exit status to `<state_dir>/exits/<job_id>.json`, so an exit is recorded even while
 no agent runs.
 
-The job table lives in `<state_dir>/jobs.json` (written to a temp file, then os.replace).
+The job table lives in `<state_dir>/jobs.json` (written to a temp file, fsynced, then
+os.replace). A start writes it twice: a record without a pid before the launch, and the pid
+after, both before the start returns. So a repeated start, even after the agent was killed
+and restarted, finds the run and never launches it twice.
 A new JobStore on the same state dir reloads it: a job whose wrapper still runs (same pid
 and the same start time, field 22 of /proc/<pid>/stat) is re-attached; one that ended is
-recorded from its exit file, or as `lost` when there is none (killed from outside).
+recorded from its exit file, or as `lost` when there is none (killed from outside, or the
+agent died while launching it).
 `<state_dir>/agent.lock` (flock) keeps two agents off one state dir.
+
+A stop for a job id the store does not know leaves a tombstone: an ended record (killed,
+stop requested, no pid) that refuses a later start with that id (JobConflict). The scheduler
+stops a run whose start it gave up on; if that start was still on its way, it must not run.
+Ended jobs, tombstones among them, stay in the table; nothing prunes them.
 
 One background thread polls the running jobs (every `poll_interval_s`): it records exits
 and sends SIGKILL to the group of a job whose stop grace period has run out.
@@ -39,7 +48,7 @@ from typing import IO, Any
 
 from scheduler.agent.errors import AgentError, BadRequest, JobConflict, JobNotFound
 from scheduler.agent.gpus import GpuLoad
-from scheduler.agent.protocol import MAX_LOG_LINES, JobInfo, JobState, StartRequest
+from scheduler.agent.protocol import MAX_LOG_LINES, JobInfo, JobState, StartRequest, is_job_id
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +82,11 @@ def proc_start_ticks(pid: int) -> int | None:
         return None
 
 
-def process_alive(pid: int, start_ticks: int | None) -> bool:
-    """The process `pid` runs and is the one that started at `start_ticks` (not a reused pid)."""
+def process_alive(pid: int | None, start_ticks: int | None) -> bool:
+    """The process `pid` runs and is the one that started at `start_ticks` (not a reused pid).
+    False for None (a record written before its launch reported a pid)."""
+    if pid is None:
+        return False
     ticks = proc_start_ticks(pid)
     return ticks is not None and (start_ticks is None or ticks == start_ticks)
 
@@ -88,14 +100,15 @@ def _utc(epoch: float | None) -> datetime | None:
 
 @dataclass
 class _Job:
-    """A job's record, as jobs.json holds it."""
+    """A job's record, as jobs.json holds it. `pid` is None while it is being launched (and
+    for tombstones); `tombstone`: a stop came for this id before any start."""
 
     job_id: str
     gpus: tuple[int, ...]
     command: tuple[str, ...]
     image: str | None
     cwd: str | None
-    pid: int
+    pid: int | None
     start_ticks: int | None
     started_at: float
     log_path: str
@@ -109,6 +122,27 @@ class _Job:
     sigkill_sent: bool = False
     sim_utilization: float | None = None
     sim_memory_mib: int | None = None
+    tombstone: bool = False
+
+    @classmethod
+    def tombstone_for(cls, job_id: str, now: float) -> _Job:
+        """The record of a run stopped before it started: ended as it was stopped."""
+        return cls(
+            job_id=job_id,
+            gpus=(),
+            command=(),
+            image=None,
+            cwd=None,
+            pid=None,
+            start_ticks=None,
+            started_at=now,
+            log_path="",
+            exit_path="",
+            state=JobState.KILLED,
+            ended_at=now,
+            stop_requested=True,
+            tombstone=True,
+        )
 
     def info(self) -> JobInfo:
         return JobInfo(
@@ -148,6 +182,7 @@ class _Job:
             "sigkill_sent": self.sigkill_sent,
             "sim_utilization": self.sim_utilization,
             "sim_memory_mib": self.sim_memory_mib,
+            "tombstone": self.tombstone,
         }
 
     @classmethod
@@ -158,7 +193,7 @@ class _Job:
             command=tuple(str(a) for a in rec["command"]),
             image=rec.get("image"),
             cwd=rec.get("cwd"),
-            pid=int(rec["pid"]),
+            pid=None if rec.get("pid") is None else int(rec["pid"]),
             start_ticks=rec.get("start_ticks"),
             started_at=float(rec["started_at"]),
             log_path=str(rec["log_path"]),
@@ -172,6 +207,7 @@ class _Job:
             sigkill_sent=bool(rec.get("sigkill_sent", False)),
             sim_utilization=rec.get("sim_utilization"),
             sim_memory_mib=rec.get("sim_memory_mib"),
+            tombstone=bool(rec.get("tombstone", False)),
         )
 
 
@@ -357,6 +393,11 @@ class JobStore:
                 if process_alive(job.pid, job.start_ticks):
                     log.info("re-attached to job %s (pid %s)", job.job_id, job.pid)
                 else:
+                    if job.pid is None:
+                        log.warning(
+                            "job %s: the agent stopped while launching it; it may have run",
+                            job.job_id,
+                        )
                     self._finish(job, now)
         self._save()
 
@@ -428,7 +469,7 @@ class JobStore:
 
     def _sigkill(self, job: _Job) -> None:
         job.sigkill_sent = True
-        if process_alive(job.pid, job.start_ticks):
+        if job.pid is not None and process_alive(job.pid, job.start_ticks):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(job.pid, signal.SIGKILL)
             log.warning("job %s outlived its grace period: sent SIGKILL", job.job_id)
@@ -454,8 +495,18 @@ class JobStore:
         return job
 
     def get(self, job_id: str) -> JobInfo:
+        """The job with this id (tombstones too); JobNotFound when there is none."""
         with self._lock:
             return self._get(job_id).info()
+
+    def known(self, job_id: str) -> JobInfo | None:
+        """The job already started under this id, None when there is none; JobConflict when
+        a stop for this id came first (a start for it must not launch)."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is not None and job.tombstone:
+                raise JobConflict(_stopped_first(job))
+            return None if job is None else job.info()
 
     def all_jobs(self) -> list[JobInfo]:
         with self._lock:
@@ -483,7 +534,7 @@ class JobStore:
                     memory_mib=job.sim_memory_mib,
                 )
                 for job in self._jobs.values()
-                if job.state is JobState.RUNNING
+                if job.state is JobState.RUNNING and job.pid is not None
                 for gpu in job.gpus
             ]
 
@@ -515,13 +566,15 @@ class JobStore:
         return [*command, str(req.image), *inner]
 
     def start(self, req: StartRequest) -> tuple[JobInfo, bool]:
-        """Start a job; (job, True). A job id the agent already knows: (that job, False)."""
+        """Start a job; (job, True). A job id the agent already knows: (that job, False),
+        launching nothing; a tombstoned one: JobConflict. The job is in the state file
+        before this returns."""
         with self._lock:
             if self._closed:
                 raise AgentError(503, "the agent is shutting down")
-            existing = self._jobs.get(req.job_id)
+            existing = self.known(req.job_id)
             if existing is not None:
-                return existing.info(), False
+                return existing, False
             holders = self.gpu_holders()
             taken = sorted(g for g in req.gpus if g in holders)
             if taken:
@@ -540,23 +593,32 @@ class JobStore:
             exit_path = self.state_dir / "exits" / f"{req.job_id}.json"
             with contextlib.suppress(FileNotFoundError):
                 exit_path.unlink()
-            pid, start_ticks = self._launch(command, log_path, exit_path, cwd, env)
             job = _Job(
                 job_id=req.job_id,
                 gpus=tuple(req.gpus),
                 command=tuple(command),
                 image=req.image,
                 cwd=cwd,
-                pid=pid,
-                start_ticks=start_ticks,
+                pid=None,
+                start_ticks=None,
                 started_at=time.time(),
                 log_path=str(log_path),
                 exit_path=str(exit_path),
                 sim_utilization=sim_utilization,
                 sim_memory_mib=sim_memory,
             )
+            # On disk before the launch: an agent that dies mid-launch comes back knowing
+            # the run (as lost), so a repeated start does not launch it a second time.
             self._jobs[job.job_id] = job
-            self._save()
+            try:
+                self._save()
+                job.pid, job.start_ticks = self._launch(command, log_path, exit_path, cwd, env)
+            except BaseException:
+                del self._jobs[job.job_id]  # the launch failed: a retry may try again
+                with contextlib.suppress(OSError):
+                    self._save()
+                raise
+            self._save()  # before the answer: a restarted agent re-attaches to this pid
             log.info("started job %s on GPUs %s: pid %s", job.job_id, job.gpus, job.pid)
             return job.info(), True
 
@@ -612,7 +674,9 @@ class JobStore:
         no-op, and a second stop can only shorten the grace period."""
         grace = self.default_grace_s if grace_s is None else grace_s
         with self._lock:
-            job = self._get(job_id)
+            job = self._jobs.get(job_id)
+            if job is None:
+                return self._bury(job_id).info()
             if job.state is not JobState.RUNNING:
                 return job.info()
             kill_at = time.time() + max(0.0, grace)
@@ -621,19 +685,46 @@ class JobStore:
             else:
                 job.stop_requested = True
                 job.kill_at = kill_at
-                if process_alive(job.pid, job.start_ticks):
+                if job.pid is not None and process_alive(job.pid, job.start_ticks):
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.kill(job.pid, signal.SIGTERM)
                 log.info("stopping job %s (grace %.1f s)", job.job_id, grace)
             self._save()
             return job.info()
 
+    def _bury(self, job_id: str) -> _Job:
+        """Record a tombstone for a run stopped before this agent saw its start."""
+        if not is_job_id(job_id):
+            raise BadRequest(
+                f"job_id: {job_id!r} is not 1-64 characters of letters, digits, '.', '_', '-'"
+            )
+        if self._closed:
+            raise AgentError(503, "the agent is shutting down")
+        job = _Job.tombstone_for(job_id, time.time())
+        self._jobs[job_id] = job
+        try:
+            self._save()
+        except BaseException:
+            del self._jobs[job_id]  # unsaved, it would not survive a restart: say so
+            raise
+        log.info("job %s: stopped before it started; a start for it will be refused", job_id)
+        return job
+
     def log_tail(self, job_id: str, lines: int = 100) -> list[str]:
+        """The last `lines` lines of the job's output ([] for a tombstone: it has none)."""
         if not 1 <= lines <= MAX_LOG_LINES:
             raise BadRequest(f"lines: {lines} is not between 1 and {MAX_LOG_LINES}")
         with self._lock:
-            path = Path(self._get(job_id).log_path)
-        return tail_lines(path, lines)
+            log_path = self._get(job_id).log_path
+        return tail_lines(Path(log_path), lines) if log_path else []
+
+
+def _stopped_first(job: _Job) -> str:
+    stopped = datetime.fromtimestamp(job.started_at, UTC).isoformat()
+    return (
+        f"job_id: run {job.job_id!r} was stopped before it started (the stop arrived at "
+        f"{stopped}); it will not be launched"
+    )
 
 
 def container_name(job_id: str) -> str:

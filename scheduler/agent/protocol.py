@@ -10,10 +10,17 @@ Wire format (API version 1), all under /v1/:
     GET  /gpus                   {"host": str, "gpus": [GpuInfo]}   (GpuInfo.job_id: holder)
     GET  /jobs                   {"jobs": [JobInfo]}
     GET  /jobs/{id}              JobInfo
-    POST /jobs                   StartRequest -> JobInfo (201 started, 200 already known)
-    POST /jobs/{id}/stop         {"grace_s": float?} -> JobInfo (202)
+    POST /jobs                   StartRequest -> JobInfo (201 started, 200 already known:
+                                 a repeat never launches twice; 409 for an id stopped first)
+    POST /jobs/{id}/stop         {"grace_s": float?} -> JobInfo (202). For an id the agent
+                                 does not know: a tombstone (see JobInfo), so a start that
+                                 arrives after its stop is refused and never launched
     GET  /jobs/{id}/log?lines=N  LogTail
     errors                       {"error": str} with the status of the AgentError
+                                 (bodies: 413 over 1 MiB, 400 nested deeper than 32)
+
+A start is on the agent's disk before it is answered, so an agent restarted after answering
+still knows the run.
 """
 
 from __future__ import annotations
@@ -112,6 +119,11 @@ def _time(data: Mapping[str, Any], key: str) -> datetime | None:
 
 def _iso(when: datetime | None) -> str | None:
     return None if when is None else when.isoformat()
+
+
+def is_job_id(value: object) -> bool:
+    """1-64 letters, digits, '.', '_', '-', and not '.' or '..' (it names files and URLs)."""
+    return isinstance(value, str) and bool(JOB_ID_RE.fullmatch(value)) and value not in (".", "..")
 
 
 # ---------------------------------------------------------------- health
@@ -253,11 +265,7 @@ class StartRequest:
         self._validate()
 
     def _validate(self) -> None:
-        if (
-            not isinstance(self.job_id, str)
-            or not JOB_ID_RE.fullmatch(self.job_id)
-            or self.job_id in (".", "..")
-        ):
+        if not is_job_id(self.job_id):
             raise BadRequest(
                 f"job_id: {self.job_id!r} is not 1-64 characters of letters, digits, '.', '_', '-'"
             )
@@ -343,7 +351,11 @@ class JobState(StrEnum):
 class JobInfo:
     """A job the agent started. `command` is what the agent ran (after the container and
     shell wrapping); `log_path` is on the agent's host. `stop_requested` is true once a stop
-    was asked for, also while the job is still running out its grace period."""
+    was asked for, also while the job is still running out its grace period.
+
+    A stop for an id the agent did not know leaves a tombstone: state `killed`,
+    `stop_requested` true, no pid, no GPUs, empty command, `exit_code` null, and
+    `started_at` = `ended_at` = when the stop arrived. A later start with that id is 409."""
 
     job_id: str
     state: JobState

@@ -36,6 +36,7 @@ from sqlmodel import Session
 from scheduler.alerts.outbox import Announcement, claim, from_row
 from scheduler.config import PolicyConfig
 from scheduler.hosts.reconcile import ACTOR
+from scheduler.races import retrying
 from scheduler.service.context import resolve_actor
 from storage.db import session_scope
 from storage.models import Alert, Allocation, GpuSample, Job, JobState
@@ -277,6 +278,13 @@ def act_on_idle(
     """
     if not policy.reclaim.enabled:
         return []
+    notices = retrying(lambda: _act_on_asks(engine, policy, now), what="idle reclaim")
+    if stopper is not None and notices:
+        stopper([int(notice.detail["job_id"]) for notice in notices])
+    return notices
+
+
+def _act_on_asks(engine: Engine, policy: PolicyConfig, now: datetime) -> list[Announcement]:
     deadline = now - timedelta(minutes=policy.reclaim.grace_minutes)
     notices: list[Announcement] = []
     with session_scope(engine) as session:
@@ -288,8 +296,6 @@ def act_on_idle(
             notice = _act(session, policy, now, from_row(row), idle)
             if notice is not None:
                 notices.append(notice)
-    if stopper is not None and notices:
-        stopper([int(notice.detail["job_id"]) for notice in notices])
     return notices
 
 
@@ -429,6 +435,20 @@ def answer_idle(
     """Record the answer to an idle ask (first wins); "release" stops the job at once."""
     if answer not in ANSWERS:
         raise ValueError(f"unknown answer {answer!r}")
+    return retrying(
+        lambda: _answer(engine, policy, admins, key, answer, user_id, now), what="an idle answer"
+    )
+
+
+def _answer(
+    engine: Engine,
+    policy: PolicyConfig,
+    admins: Collection[str],
+    key: str,
+    answer: str,
+    user_id: str,
+    now: datetime,
+) -> IdleAnswer:
     with session_scope(engine) as session:
         row = alert_queries.lock_alert(session=session, key=key)
         if row is None or row.kind != ASK_KIND:

@@ -35,7 +35,7 @@ from scheduler.service.context import resolve_actor
 from scheduler.service.ledger import quota_states
 from scheduler.snapshots import build_snapshot, expiry_moment
 from storage.db import session_scope
-from storage.models import Job, JobState, Quota
+from storage.models import ACTIVE_STATES, Job, Quota
 from storage.queries import accounting, audit
 from storage.queries import alerts as alert_queries
 from storage.queries import jobs as job_queries
@@ -47,7 +47,7 @@ KINDS = (EXPIRY_KIND, USED_KIND)
 ACKNOWLEDGED = "acknowledged"
 # The jobs an alert names; more are counted, not listed (a message has room for so many).
 JOBS_LISTED = 20
-_ACTIVE = (JobState.WAITING_DATA, JobState.QUEUED, JobState.PREEMPTED, JobState.RUNNING)
+_ACTIVE = tuple(ACTIVE_STATES)
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ def apply_reports(
     gpus: dict[int, dict[int, Row[Any]]] = defaultdict(dict)
     for gpu in cluster_queries.reading_gpus(session=session):
         gpus[gpu.host_id][gpu.position] = gpu
-    running = job_queries.running_rows(session=session)
+    running = job_queries.on_host_rows(session=session)
     ctx = _Round(
         policy,
         now,

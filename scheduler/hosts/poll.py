@@ -121,4 +121,8 @@ def _reading(gpu: GpuInfo) -> GpuReading:
 
 
 def _job(job: JobInfo) -> AgentJobState:
-    return AgentJobState(job.job_id, str(job.state), job.exit_code, (job.pid,) if job.pid else ())
+    # How long it ran, by the agent's own clock: free of any skew between the two hosts.
+    ran = (job.ended_at - job.started_at).total_seconds() if job.ended_at else None
+    return AgentJobState(
+        job.job_id, str(job.state), job.exit_code, (job.pid,) if job.pid else (), ran
+    )

@@ -1,21 +1,32 @@
 """Reconciling what the database thinks runs with what the agents report.
 
-For each job the database has running:
-- its agent reports it running: all is well;
+For each job that holds GPUs on a host (running, or unknown because its host is silent):
+- its agent reports the run running: all is well (a job that was unknown runs again; a
+  start whose answer was lost is confirmed);
 - it ended there: exit 0 → succeeded, else failed; if paika had asked it to stop, the reason
-  decides (preempted and requeued, cancelled, done);
-- its host does not answer, or answers without it: it is missing; if its agent answers and
-  the job started recently, the start is sent again (agents start a job id only once);
-  after `lost_after_seconds` missing it is lost (failed, with the reason).
-Ending a job closes its allocations and writes their ledger entries in the same transaction.
+  decides (preempted and requeued, cancelled, done). The GPUs are charged for as long as the
+  host says the run lasted;
+- its agent answers without it: a start never confirmed is sent again under the same run id
+  (agents start a run id once); a confirmed run the agent has lost is requeued as a new
+  attempt — or failed once the job has used its attempts;
+- its host does not answer: the job keeps its GPUs; after `unknown_after_seconds` it is
+  shown as unknown and its owner told; only after `give_up_after_hours` is it requeued.
+Each job is settled in its own short transaction, as a conditional update: a user's cancel or
+done racing the cycle makes one of them start over from the fresh row, and one job that
+cannot be settled never stops the others.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import Enum
+from typing import Any
 
+from sqlalchemy import Engine, Row
+from sqlalchemy.orm.exc import StaleDataError
 from sqlmodel import Session
 
 from scheduler import lifecycle
@@ -24,11 +35,15 @@ from scheduler.dispatch import agent_job_id
 from scheduler.hosts.report import AgentJobState, HostReport
 from scheduler.notify import Event, EventKind
 from scheduler.service.ledger import close_allocations_at
-from storage.models import Job, JobState
+from storage.db import session_scope
+from storage.models import ON_HOST_STATES, Allocation, Job, JobState
+from storage.queries import audit
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
 
+log = logging.getLogger(__name__)
 ACTOR = "scheduler"
+RETRIES = 3  # a job changed under the cycle is re-read and settled again, this many times
 
 # Why paika asked a run to stop → what happens when its host confirms the stop.
 # Requeued: the job goes back to the queue (an idle-class job stopped for core work, or a
@@ -41,102 +56,232 @@ ENDING_STOPS = {
 }
 
 
+class Seen(Enum):
+    """What the hosts of one job say of its current run."""
+
+    RUNNING = "running"
+    ENDED = "ended"  # exited or killed, with a record of how
+    GONE = "gone"  # the agent answers without it, or lost it while it was away
+    SILENT = "silent"  # a host of the job does not answer
+
+
 @dataclass
 class Reconciliation:
     """What reconciling found: events to tell, starts to send again, stops to send."""
 
     events: list[Event] = field(default_factory=list)
     resend: list[int] = field(default_factory=list)  # job ids whose start the agent never got
-    stops: list[int] = field(default_factory=list)  # job ids paika asked to stop, still running
+    stops: list[int] = field(default_factory=list)  # job ids paika asked to stop, on their host
     orphans: list[tuple[str, str]] = field(
         default_factory=list
-    )  # (host, agent job id) paika no longer runs
+    )  # (host, agent run id) paika no longer holds
+    failed: list[int] = field(default_factory=list)  # job ids that could not be settled
 
 
 def reconcile(
-    session: Session, policy: PolicyConfig, reports: Mapping[str, HostReport], now: datetime
+    engine: Engine, policy: PolicyConfig, reports: Mapping[str, HostReport], now: datetime
 ) -> Reconciliation:
-    """Bring every running job's state in line with its host's report."""
+    """Bring every on-host job's state in line with its hosts' reports."""
     found = Reconciliation()
-    hosts = {host.id: host.name for host in cluster_queries.host_rows(session=session)}
-    host_of_gpu = {
-        gpu_id: hosts.get(host_id) for gpu_id, host_id in cluster_queries.gpu_hosts(session=session)
-    }
-    first_gpu: dict[int, int] = {}
-    for held, job_id in sorted(cluster_queries.holder_ids(session=session).items()):
-        first_gpu.setdefault(job_id, held)
-    running_here: dict[str, set[str]] = {}
-    # Plain rows for every running job; a Job object only for the few that change.
-    for row in job_queries.running_rows(session=session):
-        gpu_id = first_gpu.get(row.id)
-        host = host_of_gpu.get(gpu_id) if gpu_id is not None else None
+    with Session(engine) as session:
+        rows = job_queries.on_host_rows(session=session)
+        hosts_of = _hosts_of_jobs(session)
+        leaks = job_queries.allocation_leaks(session=session)
+    held_here: dict[str, set[str]] = {}
+    for row in rows:
+        hosts = hosts_of.get(row.id, [])
         run = agent_job_id(row.id, row.attempts)
-        running_here.setdefault(host or "", set()).add(run)
-        report = reports.get(host or "")
-        known = report.jobs.get(run) if report is not None and report.ok else None
-        if known is not None and known.state == "running":
-            if row.missing_since is not None:
-                job = _job(session, row.id)
-                job.missing_since = None
-                session.add(job)
+        for host in hosts:
+            held_here.setdefault(host, set()).add(run)
+        seen, known = _seen(run, hosts, reports)
+        if _steady(row, seen):
             if row.stop_requested_at is not None:
                 found.stops.append(row.id)
-        elif known is None or known.state == "lost":
-            _missing(session, policy, _job(session, row.id), report, known, now, found)
-        else:
-            _ended(session, policy, _job(session, row.id), known, now, found)
-    for name, report in reports.items():
-        if report.ok:
-            mine = running_here.get(name, set())
-            found.orphans += [
-                (name, job_id)
-                for job_id, j in report.jobs.items()
-                if j.state == "running" and job_id not in mine
-            ]
+            continue
+        _settle_safely(engine, policy, row, seen, known, now, found)
+    _close_leaks(engine, policy, leaks, now)
+    found.orphans = _orphans(reports, held_here)
     return found
 
 
-def _job(session: Session, job_id: int) -> Job:
-    job = session.get(Job, job_id)
-    assert job is not None  # it was just read, in this transaction
-    return job
+def _hosts_of_jobs(session: Session) -> dict[int, list[str]]:
+    """Job id → the names of the hosts its open allocations are on (usually one)."""
+    names = {host.id: host.name for host in cluster_queries.host_rows(session=session)}
+    host_of_gpu = {g: names.get(h) for g, h in cluster_queries.gpu_hosts(session=session)}
+    hosts: dict[int, list[str]] = {}
+    for gpu_id, job_id in sorted(cluster_queries.holder_ids(session=session).items()):
+        name = host_of_gpu.get(gpu_id)
+        if name is not None and name not in hosts.setdefault(job_id, []):
+            hosts[job_id].append(name)
+    return hosts
 
 
-def _missing(
-    session: Session,
+def _seen(
+    run: str, hosts: Sequence[str], reports: Mapping[str, HostReport]
+) -> tuple[Seen, AgentJobState | None]:
+    """Combine what each host of a job says of its run; the least settled answer wins."""
+    if not hosts:  # it holds no GPU any more: nothing can be running for it
+        return Seen.GONE, AgentJobState(run, "lost")
+    answers = []
+    for host in hosts:
+        report = reports.get(host)
+        if report is None or not report.ok:
+            return Seen.SILENT, None
+        answers.append(report.jobs.get(run))
+    ended = [a for a in answers if a is not None and a.state in ("exited", "killed")]
+    if ended:
+        failed = [a for a in ended if not (a.state == "exited" and a.exit_code == 0)]
+        return Seen.ENDED, (failed or ended)[0]
+    if all(a is not None and a.state == "running" for a in answers):
+        return Seen.RUNNING, answers[0]
+    return Seen.GONE, next((a for a in answers if a is not None), None)
+
+
+def _steady(row: Row[Any], seen: Seen) -> bool:
+    """A job whose hosts agree with the database: nothing to write (the common case)."""
+    return (
+        seen is Seen.RUNNING
+        and row.state == JobState.RUNNING
+        and row.missing_since is None
+        and row.confirmed_at is not None
+    )
+
+
+def _settle_safely(
+    engine: Engine,
     policy: PolicyConfig,
-    job: Job,
-    report: HostReport | None,
+    row: Row[Any],
+    seen: Seen,
     known: AgentJobState | None,
     now: datetime,
     found: Reconciliation,
 ) -> None:
-    grace = timedelta(seconds=policy.scheduler.hosts.lost_after_seconds)
+    """Settle one job in its own transaction; a race re-reads it, any other error is logged
+    and leaves it for the next cycle, never stopping the others."""
+    for _ in range(RETRIES):
+        mine = Reconciliation()
+        try:
+            with session_scope(engine) as session:
+                job = session.get(Job, row.id)
+                if job is None or job.state not in ON_HOST_STATES or job.attempts != row.attempts:
+                    return  # it moved on since it was read (cancelled, requeued …)
+                _settle(session, policy, job, seen, known, now, mine)
+        except StaleDataError:
+            continue  # a user's command changed it in between: read it again
+        except Exception:
+            log.exception("job #%s could not be reconciled; it is tried again next cycle", row.id)
+            found.failed.append(row.id)
+            return
+        found.events += mine.events
+        found.resend += mine.resend
+        found.stops += mine.stops
+        return
+    log.warning("job #%s kept changing while it was reconciled; next cycle", row.id)
+
+
+def _settle(
+    session: Session,
+    policy: PolicyConfig,
+    job: Job,
+    seen: Seen,
+    known: AgentJobState | None,
+    now: datetime,
+    found: Reconciliation,
+) -> None:
+    if seen is Seen.RUNNING:
+        _running(session, job, now, found)
+    elif seen is Seen.ENDED:
+        assert known is not None
+        _ended(session, policy, job, known, now, found)
+    elif seen is Seen.GONE:
+        _gone(session, policy, job, known, now, found)
+    else:
+        _silent(session, policy, job, now, found)
+
+
+def _running(session: Session, job: Job, now: datetime, found: Reconciliation) -> None:
+    if job.state == JobState.UNKNOWN:
+        lifecycle.move(
+            session, job, JobState.RUNNING, at=now, actor=ACTOR, reason="its host answers again"
+        )
+        text = f"job #{job.id} {job.name}: its host answers again and it is still running"
+        found.events.append(Event(EventKind.JOB_RESUMED, now, text, job.id, owner=job.owner))
+    elif job.confirmed_at is None:  # a start whose answer was lost: it did start
+        text = f"job #{job.id} {job.name} started"
+        found.events.append(Event(EventKind.JOB_STARTED, now, text, job.id, owner=job.owner))
+    job.missing_since = None
+    job.confirmed_at = job.confirmed_at or now
+    session.add(job)
+    if job.stop_requested_at is not None:
+        found.stops.append(job.id or 0)
+
+
+def _gone(
+    session: Session,
+    policy: PolicyConfig,
+    job: Job,
+    known: AgentJobState | None,
+    now: datetime,
+    found: Reconciliation,
+) -> None:
+    """Its agent answers but does not run it."""
+    confirmed = job.confirmed_at is not None or known is not None
+    if not confirmed:
+        # The start may still be on its way: a stop makes the agent refuse it for good (and
+        # report it stopped next cycle); otherwise the same start is sent again.
+        (found.stops if job.stop_requested_at is not None else found.resend).append(job.id or 0)
+        return
+    why = "its host lost it (the agent restarted without it)"
+    _lost(session, policy, job, now, job.missing_since or now, why, found)
+
+
+def _silent(
+    session: Session, policy: PolicyConfig, job: Job, now: datetime, found: Reconciliation
+) -> None:
+    """A host of the job does not answer: it keeps its GPUs, and paika waits for its word."""
+    knobs = policy.scheduler.hosts
     if job.missing_since is None:
         job.missing_since = now
         session.add(job)
-    answering = report is not None and report.ok and known is None
-    if now - job.missing_since < grace:
-        if answering and job.stop_requested_at is None:
-            found.resend.append(job.id or 0)
+    silent_for = now - job.missing_since
+    if job.state == JobState.RUNNING and silent_for >= timedelta(
+        seconds=knobs.unknown_after_seconds
+    ):
+        minutes = silent_for.total_seconds() / 60
+        reason = f"its host has not answered for {minutes:.0f} min"
+        lifecycle.move(session, job, JobState.UNKNOWN, at=now, actor=ACTOR, reason=reason)
+        text = f"job #{job.id} {job.name}: {reason}; it keeps its GPUs until the host answers again"
+        found.events.append(Event(EventKind.JOB_UNKNOWN, now, text, job.id, owner=job.owner))
+    elif job.state == JobState.UNKNOWN and silent_for >= timedelta(hours=knobs.give_up_after_hours):
+        why = f"its host did not answer for {knobs.give_up_after_hours:g} h"
+        _lost(session, policy, job, now, job.missing_since, why, found)
+
+
+def _lost(
+    session: Session,
+    policy: PolicyConfig,
+    job: Job,
+    now: datetime,
+    last_seen: datetime,
+    why: str,
+    found: Reconciliation,
+) -> None:
+    """The run is gone (or given up on): do what its stop asked, else requeue it as a new
+    attempt — failed only once it has been started `max_attempts` times."""
+    asked = job.stop_reason
+    if asked in ENDING_STOPS:
+        state, done = ENDING_STOPS[asked]
+        _finish(session, policy, job, state, now, f"{done} ({why})", until=last_seen)
         return
-    why = (
-        "its host stopped answering"
-        if not (report and report.ok)
-        else "its host no longer knows it"
-    )
-    _finish(
-        session, policy, job, JobState.FAILED, now, f"lost: {why} for {grace.total_seconds():g} s"
-    )
-    found.events.append(
-        Event(
-            EventKind.JOB_LOST,
-            now,
-            f"job #{job.id} {job.name} was lost: {why}",
-            job.id,
-            owner=job.owner,
-        )
-    )
+    if asked not in REQUEUED_STOPS and job.attempts >= policy.scheduler.hosts.max_attempts:
+        reason = f"lost: {why}, after {job.attempts} attempts"
+        _finish(session, policy, job, JobState.FAILED, now, reason, until=last_seen)
+        text = f"job #{job.id} {job.name} was lost: {why}; it has used its {job.attempts} attempts"
+        found.events.append(Event(EventKind.JOB_LOST, now, text, job.id, owner=job.owner))
+        return
+    _requeue(session, policy, job, now, f"requeued: {why}", until=last_seen)
+    text = f"job #{job.id} {job.name}: {why}; it is queued again as a new attempt"
+    found.events.append(Event(EventKind.JOB_REQUEUED, now, text, job.id, owner=job.owner))
 
 
 def _ended(
@@ -147,10 +292,15 @@ def _ended(
     now: datetime,
     found: Reconciliation,
 ) -> None:
+    until = (
+        job.started_at + timedelta(seconds=known.ran_seconds)
+        if job.started_at is not None and known.ran_seconds is not None
+        else None
+    )
     asked = job.stop_reason
     if asked in REQUEUED_STOPS:
         why = REQUEUED_STOPS[asked]
-        _finish(session, policy, job, JobState.PREEMPTED, now, f"stopped: {why}")
+        _finish(session, policy, job, JobState.PREEMPTED, now, f"stopped: {why}", until=until)
         back = JobState.QUEUED if job.data_ready else JobState.WAITING_DATA
         lifecycle.move(session, job, back, at=now, actor=ACTOR, reason=f"requeued: {why}")
         text = f"job #{job.id} {job.name} was stopped ({why}) and is queued again"
@@ -158,47 +308,126 @@ def _ended(
         return
     if asked in ENDING_STOPS:
         state, why = ENDING_STOPS[asked]
-        _finish(session, policy, job, state, now, why)
-        found.events.append(
-            Event(
-                EventKind.JOB_FINISHED,
-                now,
-                f"job #{job.id} {job.name} stopped ({why})",
-                job.id,
-                owner=job.owner,
-            )
-        )
+        _finish(session, policy, job, state, now, why, until=until)
+        text = f"job #{job.id} {job.name} stopped ({why})"
+        found.events.append(Event(EventKind.JOB_FINISHED, now, text, job.id, owner=job.owner))
         return
     job.exit_code = known.exit_code
     if known.state == "exited" and known.exit_code == 0:
-        _finish(session, policy, job, JobState.SUCCEEDED, now, "exited with 0")
-        found.events.append(
-            Event(
-                EventKind.JOB_FINISHED,
-                now,
-                f"job #{job.id} {job.name} finished",
-                job.id,
-                owner=job.owner,
-            )
-        )
+        _finish(session, policy, job, JobState.SUCCEEDED, now, "exited with 0", until=until)
+        text = f"job #{job.id} {job.name} finished"
+        found.events.append(Event(EventKind.JOB_FINISHED, now, text, job.id, owner=job.owner))
         return
     why = f"exited with {known.exit_code}" if known.state == "exited" else "was killed on its host"
-    _finish(session, policy, job, JobState.FAILED, now, why)
-    found.events.append(
-        Event(
-            EventKind.JOB_FAILED,
-            now,
-            f"job #{job.id} {job.name} failed: {why}",
-            job.id,
-            owner=job.owner,
-        )
-    )
+    _finish(session, policy, job, JobState.FAILED, now, why, until=until)
+    text = f"job #{job.id} {job.name} failed: {why}"
+    found.events.append(Event(EventKind.JOB_FAILED, now, text, job.id, owner=job.owner))
+
+
+def _requeue(
+    session: Session,
+    policy: PolicyConfig,
+    job: Job,
+    now: datetime,
+    reason: str,
+    *,
+    until: datetime | None = None,
+) -> None:
+    """Close the run's allocations (its GPU time is charged) and put the job back in line."""
+    close_allocations_at(session, policy, job, now, until=until)
+    job.missing_since = None
+    job.confirmed_at = None
+    job.stop_requested_at, job.stop_reason = None, None
+    back = JobState.QUEUED if job.data_ready else JobState.WAITING_DATA
+    lifecycle.move(session, job, back, at=now, actor=ACTOR, reason=reason)
 
 
 def _finish(
-    session: Session, policy: PolicyConfig, job: Job, state: JobState, now: datetime, reason: str
+    session: Session,
+    policy: PolicyConfig,
+    job: Job,
+    state: JobState,
+    now: datetime,
+    reason: str,
+    *,
+    until: datetime | None = None,
 ) -> None:
-    close_allocations_at(session, policy, job, now)
+    close_allocations_at(session, policy, job, now, until=until)
     job.missing_since = None
     job.stop_requested_at, job.stop_reason = None, None
     lifecycle.move(session, job, state, at=now, actor=ACTOR, reason=reason)
+
+
+def _orphans(
+    reports: Mapping[str, HostReport], held_here: Mapping[str, set[str]]
+) -> list[tuple[str, str]]:
+    """Runs an agent reports running that paika holds on no job of that host."""
+    orphans = []
+    for name, report in reports.items():
+        if report.ok:
+            mine = held_here.get(name, set())
+            orphans += [
+                (name, run)
+                for run, j in report.jobs.items()
+                if j.state == "running" and run not in mine
+            ]
+    return orphans
+
+
+def _close_leaks(
+    engine: Engine, policy: PolicyConfig, leaks: Sequence[Row[Any]], now: datetime
+) -> None:
+    """Close allocations whose job no longer holds GPUs, so no GPU stays booked forever."""
+    for leak in leaks:
+        job_id, allocation_id, state = leak.job_id, leak.id, leak.state
+        log.error(
+            "allocation #%s of job #%s (%s) was still open; closing it",
+            allocation_id,
+            job_id,
+            state,
+        )
+        try:
+            with session_scope(engine) as session:
+                allocation = session.get(Allocation, allocation_id)
+                job = session.get(Job, job_id)
+                if allocation is None or allocation.ended_at is not None or job is None:
+                    continue
+                if job.state in ON_HOST_STATES:
+                    continue  # it was started again since the leak was read
+                allocation.ended_at = max(allocation.started_at, job.ended_at or now)
+                allocation.active_gpu_id = None
+                session.add(allocation)
+                audit.record(
+                    session=session,
+                    at=now,
+                    actor=ACTOR,
+                    action="allocation.leak_closed",
+                    target_kind="job",
+                    target_id=job_id,
+                    detail={"allocation": allocation_id, "job_state": state},
+                )
+        except Exception:
+            log.exception(
+                "allocation #%s could not be closed; tried again next cycle", allocation_id
+            )
+
+
+def requeue_or_finish(
+    session: Session, policy: PolicyConfig, job: Job, now: datetime, reason: str
+) -> JobState:
+    """After a start the host refused: a job asked to end (cancelled, done) ends, never having
+    run; any other goes back in line. Its allocations are deleted: no GPU time to charge."""
+    for allocation in cluster_queries.open_allocations(session=session, job_id=job.id):
+        session.delete(allocation)
+    job.missing_since = None
+    job.confirmed_at = None
+    asked = job.stop_reason
+    job.stop_requested_at, job.stop_reason = None, None
+    if asked in ENDING_STOPS:
+        state = ENDING_STOPS[asked][0]
+        state = JobState.CANCELLED if state == JobState.SUCCEEDED else state  # it never ran
+        lifecycle.move(session, job, state, at=now, actor=ACTOR, reason=f"{reason}; it never ran")
+        return state
+    back = JobState.QUEUED if job.data_ready else JobState.WAITING_DATA
+    lifecycle.move(session, job, back, at=now, actor=ACTOR, reason=reason)
+    return back

@@ -28,6 +28,7 @@ class AgentJobState:
     state: str  # running | exited | killed | lost
     exit_code: int | None = None
     pids: tuple[int, ...] = ()
+    ran_seconds: float | None = None  # for an ended run: from its start to its end, on the host
 
 
 @dataclass(frozen=True, slots=True)

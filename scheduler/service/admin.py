@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from scheduler.errors import Conflict, NotFound
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
-from storage.models import Host, HostState, JobState, Member, Role, Team
+from storage.models import ACTIVE_STATES, Host, HostState, Member, Role, Team
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
 from storage.queries import org as org_queries
@@ -41,7 +41,7 @@ def remove_team(ctx: Context, name: str) -> Team:
         )
     active = job_queries.jobs_in_states(
         session=ctx.session,
-        states=(JobState.WAITING_DATA, JobState.QUEUED, JobState.RUNNING, JobState.PREEMPTED),
+        states=tuple(ACTIVE_STATES),
         team_id=team.id,
     )
     if active:

@@ -19,6 +19,7 @@ from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_by_name, team_name
 from scheduler.snapshots import build_snapshot
 from storage.models import (
+    ON_HOST_STATES,
     BumpRequest,
     BumpState,
     Job,
@@ -246,9 +247,10 @@ def cancel(ctx: Context, job_id: int | None, name: str | None, reason: str | Non
     job = job_by_ref(ctx, job_id, name)
     require_owner_or_approver(ctx, job, "cancel")
     lifecycle.check_move(job, JobState.CANCELLED)
-    if job.state == JobState.RUNNING:
+    if job.state in ON_HOST_STATES:
         # Its GPUs stay held until the host confirms the process is gone, so that no other
-        # job is put on a card the old process still uses.
+        # job is put on a card the old process still uses (an unknown job's host is asked
+        # as soon as it answers again).
         _request_stop(ctx, job, "cancel")
         ctx.audit("job.cancel", "job", job.id, reason=reason)
         return ChangeResult(
@@ -286,7 +288,7 @@ def done(
             f"To drop it, use /gpu cancel #{job.id}",
         )
     note = "Recorded what it produced."
-    if job.state == JobState.RUNNING:
+    if job.state in ON_HOST_STATES:
         _request_stop(ctx, job, "done")
         note += " Its host is asked to stop it; it is marked succeeded once it has stopped."
     if output is not None:
@@ -325,7 +327,7 @@ def queue(ctx: Context, scope: str) -> QueueResult:
     if scope == "team":
         team_id = ctx.require_team().id
     jobs = job_queries.jobs_in_states(
-        session=ctx.session, states=(*PENDING_STATES, JobState.RUNNING)
+        session=ctx.session, states=(*PENDING_STATES, *ON_HOST_STATES)
     )
     waits = current_waits(ctx)
     # One read of the teams for the whole listing, not one query per job.
@@ -339,7 +341,7 @@ def queue(ctx: Context, scope: str) -> QueueResult:
         wait = waits.get(job.id or 0)
         team = teams.get(job.team_id) or _team(ctx, job)
         view = JobView(job, team, wait, _likely(ctx, job, wait))
-        (result.running if job.state == JobState.RUNNING else result.waiting).append(view)
+        (result.running if job.state in ON_HOST_STATES else result.waiting).append(view)
     return result
 
 

@@ -31,23 +31,33 @@ def close_allocations(ctx: Context, job: Job) -> list[LedgerEntry]:
 
 
 def close_allocations_at(
-    session: Session, policy: PolicyConfig, job: Job, now: datetime
+    session: Session,
+    policy: PolicyConfig,
+    job: Job,
+    now: datetime,
+    *,
+    until: datetime | None = None,
 ) -> list[LedgerEntry]:
-    """End the job's open allocations at `now` and write their ledger entries."""
+    """End the job's open allocations and write their ledger entries, recorded at `now`.
+
+    The GPUs are charged until `until` when the run is known to have ended earlier (its host
+    was silent, or says how long it ran), never before an allocation began or after `now`.
+    """
     entries = []
     quotas = quota_states(session, accounting.quotas(session=session, team_id=job.team_id))
     for allocation in cluster_queries.open_allocations(session=session, job_id=job.id):
-        allocation.ended_at = now
+        end = now if until is None else max(allocation.started_at, min(until, now))
+        allocation.ended_at = end
         allocation.active_gpu_id = None
         session.add(allocation)
         gpu = session.get(Gpu, allocation.gpu_id)
         gpu_type = gpu.gpu_type if gpu else "unknown"
-        hours = max(0.0, (now - allocation.started_at).total_seconds() / 3600)
+        hours = max(0.0, (end - allocation.started_at).total_seconds() / 3600)
         idle = reclaim_queries.idle_samples(
             session=session,
             gpu_id=allocation.gpu_id,
             start=allocation.started_at,
-            end=now,
+            end=end,
             below_pct=policy.reclaim.idle_utilization_pct,
         )
         # Each sample stands for one sampling period; a gap in the samples counts as busy.
@@ -64,7 +74,7 @@ def close_allocations_at(
             idle_gpu_hours=idle_hours,
             cost=hours * (spec.price_per_gpu_hour if spec else 0.0),
             started_at=allocation.started_at,
-            ended_at=now,
+            ended_at=end,
             recorded_at=now,
         )
         session.add(entry)

@@ -18,6 +18,7 @@ from storage.models.jobs import (
     Template,
 )
 from storage.models.org import Member, Role, Team, UserPref
+from storage.models.requests import SeenRequest
 from storage.models.slack import SlackDelivery
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "PriorityClass",
     "Quota",
     "Role",
+    "SeenRequest",
     "SlackDelivery",
     "Team",
     "Template",

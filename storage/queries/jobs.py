@@ -12,6 +12,8 @@ from sqlmodel import Session, col, select
 
 from storage.models import (
     ACTIVE_STATES,
+    ON_HOST_STATES,
+    Allocation,
     BumpRequest,
     BumpState,
     Job,
@@ -109,25 +111,40 @@ def planning_rows(*, session: Session, states: Collection[str]) -> Sequence[Row[
     return session.execute(query).all()
 
 
-def running_rows(*, session: Session) -> Sequence[Row[Any]]:
-    """What reconciling needs of each running job, as plain rows (id, attempts, missing_since,
-    stop_requested_at)."""
+def on_host_rows(*, session: Session) -> Sequence[Row[Any]]:
+    """What reconciling needs of each job that holds GPUs on a host (running or unknown), as
+    plain rows: id, state, attempts, missing_since, stop_requested_at, confirmed_at."""
     query = sa_select(
-        col(Job.id), col(Job.attempts), col(Job.missing_since), col(Job.stop_requested_at)
-    ).where(col(Job.state) == JobState.RUNNING)
+        col(Job.id),
+        col(Job.state),
+        col(Job.attempts),
+        col(Job.missing_since),
+        col(Job.stop_requested_at),
+        col(Job.confirmed_at),
+    ).where(col(Job.state).in_(ON_HOST_STATES))
     return session.execute(query.order_by(col(Job.id))).all()
+
+
+def allocation_leaks(*, session: Session) -> Sequence[Row[Any]]:
+    """Open allocations whose job no longer holds GPUs (job id, allocation id, job state):
+    none should exist; a cycle closes any it finds."""
+    query = (
+        sa_select(col(Allocation.job_id), col(Allocation.id), col(Job.state))
+        .join(Job, col(Job.id) == col(Allocation.job_id))
+        .where(col(Allocation.ended_at).is_(None), col(Job.state).not_in(ON_HOST_STATES))
+    )
+    return session.execute(query.order_by(col(Allocation.id))).all()
 
 
 def set_state(
     *, session: Session, job: Job, to: str, at: datetime, actor: str, reason: str | None
 ) -> JobEvent:
     """Write a state change and its history row; the caller has checked it is legal."""
-    event = JobEvent(
-        job_id=_id(job), at=at, from_state=job.state, to_state=to, actor=actor, reason=reason
-    )
+    was = job.state
+    event = JobEvent(job_id=_id(job), at=at, from_state=was, to_state=to, actor=actor, reason=reason)
     job.state = to
     job.state_reason = reason
-    if to == JobState.RUNNING:
+    if to == JobState.RUNNING and was != JobState.UNKNOWN:  # a new run, not one found again
         job.started_at = at
     if to in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED):
         job.ended_at = at

@@ -4,23 +4,31 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-from agent_harness import PY, Agent
+from agent_harness import PY, Agent, wait_for
 
+from scheduler.agent.app import build_app
 from scheduler.agent.client import AgentClient, AsyncAgentClient
 from scheduler.agent.errors import (
     AgentAuthError,
     AgentError,
+    AnswerLost,
     BadRequest,
     GpuReadError,
     HostUnreachable,
     JobConflict,
     JobNotFound,
 )
-from scheduler.agent.protocol import JobState, StartRequest
+from scheduler.agent.jobs import JobStore
+from scheduler.agent.protocol import JobInfo, JobState, StartRequest
+from scheduler.agent.simulated import SimulatedReader
 from scheduler.errors import PaikaError
+from scheduler.serving import serve_in_thread, stop_server
 
 
 def _closed_port() -> int:
@@ -38,16 +46,96 @@ def test_a_closed_port_is_host_unreachable() -> None:
     assert url in str(caught.value)
 
 
-def test_a_timeout_is_host_unreachable() -> None:
-    def slow(request: httpx.Request) -> httpx.Response:
-        raise httpx.ReadTimeout("timed out", request=request)
+def test_a_closed_port_is_not_an_answer_lost() -> None:
+    url = f"http://127.0.0.1:{_closed_port()}"
+    with AgentClient(url, "t", timeout=1) as client, pytest.raises(HostUnreachable) as caught:
+        client.start_job(StartRequest(job_id="a", gpus=[0], argv=["true"]))
+    assert type(caught.value) is HostUnreachable
 
-    transport = httpx.MockTransport(slow)
+
+# Nothing was sent: the agent cannot have acted on the request.
+NOT_SENT = [httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol]
+# The request may have reached the agent; only the answer is missing.
+MAYBE_SENT = [
+    httpx.ReadTimeout,
+    httpx.WriteTimeout,
+    httpx.ReadError,
+    httpx.WriteError,
+    httpx.RemoteProtocolError,
+    httpx.CloseError,
+]
+
+
+def _raising(kind: type[httpx.TransportError]) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise kind("boom", request=request)
+
+    return httpx.MockTransport(handler)
+
+
+@pytest.mark.parametrize("kind", NOT_SENT + MAYBE_SENT)
+def test_transport_errors_split_into_unreachable_and_answer_lost(
+    kind: type[httpx.TransportError],
+) -> None:
+    expected = AnswerLost if kind in MAYBE_SENT else HostUnreachable
+    pattern = f"gpu-a:8470.*{kind.__name__}"
     with (
-        AgentClient("http://gpu-a:8470", "t", transport=transport) as client,
-        pytest.raises(HostUnreachable, match="gpu-a:8470.*ReadTimeout"),
+        AgentClient("http://gpu-a:8470", "t", transport=_raising(kind)) as client,
+        pytest.raises(HostUnreachable, match=pattern) as caught,
     ):
         client.jobs()
+    assert type(caught.value) is expected
+    assert caught.value.url == "http://gpu-a:8470" and caught.value.status is None
+
+    async def scenario() -> None:
+        async with AsyncAgentClient("http://gpu-a:8470", "t", transport=_raising(kind)) as aclient:
+            with pytest.raises(HostUnreachable, match=pattern) as caught:
+                await aclient.jobs()
+            assert type(caught.value) is expected
+
+    asyncio.run(scenario())
+
+
+def test_a_bad_address_is_host_unreachable() -> None:
+    for url in ("ftp://gpu-a:8470", "gpu-a:8470"):  # no scheme: the host reads as one
+        with AgentClient(url, "t") as client, pytest.raises(HostUnreachable) as caught:
+            client.health()
+        assert type(caught.value) is HostUnreachable and url in str(caught.value)
+
+
+class _SlowStarts(JobStore):
+    """A JobStore whose starts wait until the test lets them go."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def start(self, req: StartRequest) -> tuple[JobInfo, bool]:
+        self.entered.set()
+        self.release.wait(timeout=30)
+        return super().start(req)
+
+
+def test_a_start_slower_than_the_client_timeout_is_answer_lost(tmp_path: Path) -> None:
+    store = _SlowStarts(tmp_path, poll_interval_s=0.05)
+    reader = SimulatedReader("2xT4-16GB", loads=store)
+    server, thread, port = serve_in_thread(build_app(reader, store, "tok"))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with AgentClient(url, "tok", timeout=0.3) as client:
+            with pytest.raises(AnswerLost, match="ReadTimeout") as caught:
+                client.start_job(StartRequest(job_id="slow", gpus=[0], argv=["true"]))
+            assert caught.value.url == url
+            assert store.entered.is_set()  # the request did reach the agent
+            store.release.set()
+            # ... and the run starts after all: the caller must ask, not assume
+            wait_for(lambda: client.jobs() != [], what="the late start")
+            assert client.job("slow").job_id == "slow"
+    finally:
+        store.release.set()
+        stop_server(server, thread)
+        store.close()
 
 
 @pytest.mark.parametrize(

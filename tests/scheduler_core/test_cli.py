@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from storage.db import head_revision
+
 PAIKA = Path(sys.executable).with_name("paika")
 
 
@@ -27,7 +29,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 def test_a_fresh_install_bootstraps_from_paika_admins(env: dict[str, str], tmp_path: Path) -> None:
     upgraded = run(["db", "upgrade"], env)
     assert upgraded.returncode == 0, upgraded.stderr
-    assert "database at revision 0003 (was empty)" in upgraded.stdout
+    assert f"database at revision {head_revision()} (was empty)" in upgraded.stdout
     assert (tmp_path / "data" / "paika.db").exists()
 
     added = run(["cmd", "admin member add <@UALICE> team=vision", "--user", "UADMIN"], env)

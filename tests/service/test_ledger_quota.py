@@ -48,13 +48,11 @@ def _host_reports(paika: Paika, clock: ManualClock, job_name: str, *, state: str
     """The cycle's reconcile step, given what gpu-01's agent reports about the job."""
     from scheduler.hosts.reconcile import reconcile
     from scheduler.hosts.report import AgentJobState, HostReport
-    from storage.db import session_scope
 
     job = jobs(paika)[job_name]
     run = f"{job.id}.{job.attempts}"
     report = HostReport("gpu-01", True, jobs={run: AgentJobState(run, state, -15)})
-    with session_scope(paika.engine) as session:
-        reconcile(session, paika.policy, {"gpu-01": report}, clock.now())
+    reconcile(paika.engine, paika.policy, {"gpu-01": report}, clock.now())
 
 
 def test_admins_grant_quotas_and_members_see_their_own(vision: Paika) -> None:

@@ -22,6 +22,17 @@ LEGAL = {
     (S.RUNNING, S.FAILED),
     (S.RUNNING, S.CANCELLED),
     (S.RUNNING, S.PREEMPTED),
+    # The start was refused, or the run was lost, and the job's data is no longer ready.
+    (S.RUNNING, S.WAITING_DATA),
+    # Its host went silent: unknown until the host answers again or paika gives up.
+    (S.RUNNING, S.UNKNOWN),
+    (S.UNKNOWN, S.RUNNING),
+    (S.UNKNOWN, S.SUCCEEDED),
+    (S.UNKNOWN, S.FAILED),
+    (S.UNKNOWN, S.CANCELLED),
+    (S.UNKNOWN, S.PREEMPTED),
+    (S.UNKNOWN, S.QUEUED),
+    (S.UNKNOWN, S.WAITING_DATA),
     (S.PREEMPTED, S.QUEUED),
     (S.PREEMPTED, S.WAITING_DATA),
     (S.PREEMPTED, S.CANCELLED),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from paika_test_servers import create_database
 from paika_test_time import T0
 from sqlalchemy import Engine, text
 
@@ -49,9 +50,7 @@ def test_two_paikas_on_two_databases_of_one_server_each_lead(engine: Engine) -> 
     """Server-wide locks (MySQL's GET_LOCK) must not let one paika block another's database."""
     if engine.dialect.name == "sqlite":
         pytest.skip("a SQLite file is its own server")
-    from conftest import _create_database
-
-    url, admin = _create_database(engine.dialect.name.replace("mysql", "mariadb"))
+    url, admin = create_database(engine.dialect.name.replace("mysql", "mariadb"))
     other_engine = make_engine(url)
     here, there = LeaderLock(engine), LeaderLock(other_engine)
     try:

@@ -52,6 +52,9 @@ def upgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
         batch.add_column(sa.Column("version", sa.Integer(), server_default="0", nullable=False))
         batch.add_column(sa.Column("confirmed_at", storage.types.UTCDateTime(), nullable=True))
+    # Runs started before this revision were taken by their hosts (a start that failed was
+    # undone), so they count as confirmed.
+    op.execute("UPDATE jobs SET confirmed_at = started_at WHERE state = 'running'")
     _retype(sa.Double(), sa.Float())
 
 

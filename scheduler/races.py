@@ -1,0 +1,29 @@
+"""Running a unit of work again when it lost a race.
+
+Every update of a job is conditional on the version it read (see `storage.models.jobs`):
+when a user's command and the cycle change the same job at once, one of them fails with
+StaleDataError after its transaction was rolled back whole. Running it again on the fresh
+state gives the truth (a cancel that lost to a start now stops the run).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TypeVar
+
+from sqlalchemy.orm.exc import StaleDataError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+ATTEMPTS = 3
+
+
+def retrying(work: Callable[[], T], *, what: str, attempts: int = ATTEMPTS) -> T:
+    """`work()` (one whole transaction), again while it loses races; the last loss is raised."""
+    for _ in range(attempts - 1):
+        try:
+            return work()
+        except StaleDataError:
+            log.info("%s raced another change of the same job; running it again", what)
+    return work()
