@@ -7,12 +7,18 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from scheduler.grammar.values import ValueKind
+from storage import limits
 
 PRIORITIES = ("core", "normal", "idle")
 ROLES = ("member", "approver", "admin")
 LANGUAGES = ("en", "zh")
+# Free text stored in unbounded TEXT columns; a value that lands in a String column takes its
+# length from storage.limits instead (tests/storage/test_limits.py checks every key).
 TEXT_LIMIT = 500
 CMD_LIMIT = 2000
+# Every number has both bounds, so nothing huge reaches sums of hours or cost.
+JOB_HOURS_MAX = 100_000
+QUOTA_HOURS_MAX = 10_000_000  # about 1,100 GPU-years: more than any one grant
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,8 @@ class Key:
     minimum: float | None = None
     maximum: float | None = None
     above_minimum: bool = False  # minimum itself is not allowed (hours must be > 0)
+    # The most characters a value may have; for a list of GPU types, each name. Keys whose
+    # value is stored in a String column use that column's length from storage.limits.
     max_length: int = TEXT_LIMIT
     repeatable: bool = False
     positional: bool = False  # filled by bare words, in the order keys are listed
@@ -105,6 +113,7 @@ def _job() -> Key:
         "42",
         required=True,
         positional=True,
+        max_length=limits.JOB_NAME,
     )
 
 
@@ -125,16 +134,46 @@ def _reason(required: bool, help_: str) -> Key:
 
 def _team(help_: str, *, required: bool = False, default_help: str | None = None) -> Key:
     return Key(
-        "team", ValueKind.NAME, help_, "vision", required=required, default_help=default_help
+        "team",
+        ValueKind.NAME,
+        help_,
+        "vision",
+        required=required,
+        default_help=default_help,
+        max_length=limits.TEAM_NAME,
     )
 
 
 def _user(name: str, help_: str, *, positional: bool) -> Key:
-    return Key(name, ValueKind.USER, help_, "@alice", required=True, positional=positional)
+    return Key(
+        name,
+        ValueKind.USER,
+        help_,
+        "@alice",
+        required=True,
+        positional=positional,
+        max_length=limits.SLACK_ID,
+    )
 
 
-def _named(help_: str, example: str) -> Key:
-    return Key("name", ValueKind.NAME, help_, example, required=True, positional=True)
+def _named(help_: str, example: str, max_length: int) -> Key:
+    return Key(
+        "name",
+        ValueKind.NAME,
+        help_,
+        example,
+        required=True,
+        positional=True,
+        max_length=max_length,
+    )
+
+
+def _template_name() -> Key:
+    return _named("Template name.", "bert-base", limits.TEMPLATE_NAME)
+
+
+def _team_name() -> Key:
+    return _named("Team name.", "vision", limits.TEAM_NAME)
 
 
 def _priority(name: str, help_: str) -> Key:
@@ -159,7 +198,7 @@ def _quota_id() -> Key:
 
 
 def _host() -> Key:
-    return _named("Host name, as registered.", "gpu-01")
+    return _named("Host name, as registered.", "gpu-01", limits.HOST_NAME)
 
 
 SUBMIT_KEYS: tuple[Key, ...] = (
@@ -169,6 +208,7 @@ SUBMIT_KEYS: tuple[Key, ...] = (
         "Job name, shown in the queue and in reports.",
         "bert-ft",
         required=True,
+        max_length=limits.JOB_NAME,
     ),
     Key(
         "gpus",
@@ -179,7 +219,13 @@ SUBMIT_KEYS: tuple[Key, ...] = (
         minimum=1,
         maximum=64,
     ),
-    Key("type", ValueKind.GPU_TYPES, "GPU types the job may run on.", "A100-80GB,H100"),
+    Key(
+        "type",
+        ValueKind.GPU_TYPES,
+        "GPU types the job may run on.",
+        "A100-80GB,H100",
+        max_length=limits.GPU_TYPE,
+    ),
     Key(
         "mem",
         ValueKind.FLOAT,
@@ -197,7 +243,7 @@ SUBMIT_KEYS: tuple[Key, ...] = (
         required=True,
         minimum=0,
         above_minimum=True,
-        maximum=100000,
+        maximum=JOB_HOURS_MAX,
     ),
     _priority("priority", "Priority class: core, normal or idle."),
     Key(
@@ -206,6 +252,7 @@ SUBMIT_KEYS: tuple[Key, ...] = (
         "Is the data on the GPU hosts? ready, pending, or where it is being copied to.",
         "ready",
         required=True,
+        max_length=limits.DATA_LOCATION,
     ),
     _team("Team whose quota pays for the job.", default_help="your team"),
     Key(
@@ -218,15 +265,17 @@ SUBMIT_KEYS: tuple[Key, ...] = (
     ),
     Key(
         "image",
-        ValueKind.TEXT,
+        ValueKind.IMAGE,
         "Container image to run the command in.",
         "nvcr.io/nvidia/pytorch:24.05-py3",
+        max_length=limits.IMAGE,
     ),
     Key(
         "template",
         ValueKind.NAME,
         "Saved template to fill the other keys from; keys you give win.",
         "bert-base",
+        max_length=limits.TEMPLATE_NAME,
     ),
 )
 
@@ -259,6 +308,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
                 ValueKind.TEXT,
                 "Where the data is now, if it moved.",
                 "/mnt/nas/imagenet",
+                max_length=limits.DATA_LOCATION,
             ),
         ),
         "/gpu ready 42",
@@ -372,7 +422,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         ("template", "save"),
         "Save submit keys under a name for reuse.",
-        (_named("Template name.", "bert-base"), *_TEMPLATE_KEYS),
+        (_template_name(), *_TEMPLATE_KEYS),
         "/gpu template save bert-base gpus=2 type=A100-80GB priority=normal data=ready "
         'cmd="python train.py"',
         _TEMPLATES,
@@ -381,14 +431,14 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         ("template", "show"),
         "Show a saved template.",
-        (_named("Template name.", "bert-base"),),
+        (_template_name(),),
         "/gpu template show bert-base",
         _TEMPLATES,
     ),
     Subcommand(
         ("template", "delete"),
         "Delete a saved template.",
-        (_named("Template name.", "bert-base"),),
+        (_template_name(),),
         "/gpu template delete bert-base",
         _TEMPLATES,
     ),
@@ -429,8 +479,14 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         ("admin", "team", "add"),
         "Create a team.",
         (
-            _named("Team name.", "vision"),
-            Key("channel", ValueKind.TEXT, "Slack channel for the team's notices.", "#vision-gpu"),
+            _team_name(),
+            Key(
+                "channel",
+                ValueKind.TEXT,
+                "Slack channel for the team's notices.",
+                "#vision-gpu",
+                max_length=limits.CHANNEL,
+            ),
         ),
         "/gpu admin team add vision channel=#vision-gpu",
         _ADMIN,
@@ -442,7 +498,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         ("admin", "team", "remove"),
         "Remove a team.",
-        (_named("Team name.", "vision"),),
+        (_team_name(),),
         "/gpu admin team remove vision",
         _ADMIN,
         admin=True,
@@ -511,6 +567,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
                 "GPU type the hours are for.",
                 "A100-80GB",
                 default="any",
+                max_length=limits.GPU_TYPE,
             ),
             Key(
                 "hours",
@@ -520,6 +577,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
                 required=True,
                 minimum=0,
                 above_minimum=True,
+                maximum=QUOTA_HOURS_MAX,
             ),
             _expires(),
             _user(
@@ -545,6 +603,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
                 "8000",
                 minimum=0,
                 above_minimum=True,
+                maximum=QUOTA_HOURS_MAX,
             ),
         ),
         "/gpu admin quota renew 3 expires=2026-06-30 hours=8000",
@@ -556,7 +615,15 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "Set a grant's total GPU-hours.",
         (
             _quota_id(),
-            Key("hours", ValueKind.FLOAT, "New total GPU-hours.", "4000", required=True, minimum=0),
+            Key(
+                "hours",
+                ValueKind.FLOAT,
+                "New total GPU-hours.",
+                "4000",
+                required=True,
+                minimum=0,
+                maximum=QUOTA_HOURS_MAX,
+            ),
             _reason(True, "Why, for the log."),
         ),
         '/gpu admin quota adjust 3 hours=4000 reason="returned unused hours"',
@@ -582,6 +649,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
                 "The host agent's base URL.",
                 "http://gpu-01.lab:8700",
                 required=True,
+                max_length=limits.HOST_URL,
             ),
         ),
         "/gpu admin host add gpu-01 url=http://gpu-01.lab:8700",

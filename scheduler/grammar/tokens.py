@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from scheduler.grammar.errors import ParseError
+from scheduler.grammar.storable import check_storable
 
 # Closing quotes accepted for each opening quote. Slack clients "smarten" straight quotes and
 # some keyboards produce mirrored or low-9 forms, so a curly opener takes either curly closer.
@@ -29,6 +30,12 @@ _USER = re.compile(r"@[UW][A-Z0-9]+(?:\|[^>]*)?")
 _CHANNEL = re.compile(r"#(C[A-Z0-9]+)(?:\|([^>]*))?")
 _SPECIAL = re.compile(r"!([^|>]+)(?:\|([^>]*))?")
 _LINK = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*:[^\s|>]+)(?:\|([^>]*))?")
+# Where a <...> candidate ends: its ">", or the next "<", which means it is not markup. Stopping
+# at the next "<" keeps tokenizing linear: looking for ">" alone rereads the rest of the text
+# for every "<" (a megabyte of "<" took tens of seconds).
+_MARKUP_EDGE = re.compile(r"[<>]")
+# A run of characters that need no attention outside quotes, read in one step.
+_PLAIN = re.compile(r"[^\s<&]+")
 
 _SNIPPET = 24
 
@@ -45,7 +52,11 @@ class Token:
 
 
 def tokenize(text: str) -> list[Token]:
-    """Split command text on whitespace, honouring quotes and Slack's markup."""
+    """Split command text on whitespace, honouring quotes and Slack's markup.
+
+    Text holding a character no database can store is refused first, whatever it is for.
+    """
+    check_storable(text)
     tokens: list[Token] = []
     index = 0
     while index < len(text):
@@ -81,6 +92,10 @@ def _read_token(text: str, start: int) -> tuple[Token, int]:
         piece, index = _read_quoted(text, index)
         parts.append(piece)
     while index < len(text) and not text[index].isspace():
+        if plain := _PLAIN.match(text, index):
+            parts.append(plain[0])
+            index = plain.end()
+            continue
         piece, index = _read_piece(text, index)
         parts.append(piece)
     token = Token("".join(parts), key, start + 1, text[start:index], quoted)
@@ -122,13 +137,12 @@ def _read_piece(text: str, index: int) -> tuple[str, int]:
 
 def _slack_markup(text: str, index: int) -> tuple[str, int] | None:
     """Unwrap <...> markup at `index` into what the person typed, or None if it is not markup."""
-    end = text.find(">", index + 1)
-    if end == -1:
+    edge = _MARKUP_EDGE.search(text, index + 1)
+    if edge is None or edge[0] == "<":
         return None
+    end = edge.start()
     inner = text[index + 1 : end]
     after = end + 1
-    if "<" in inner:
-        return None
     if _USER.fullmatch(inner):
         return text[index:after], after  # the user kind reads the id out of the mention
     if match := _CHANNEL.fullmatch(inner):

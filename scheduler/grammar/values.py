@@ -10,8 +10,11 @@ from datetime import date
 from enum import StrEnum
 from typing import Protocol
 
+from scheduler.agent.protocol import IMAGE_RE
 from scheduler.grammar.errors import ParseError
+from scheduler.grammar.storable import check_storable
 from scheduler.grammar.tokens import quote_value
+from storage.limits import EARLIEST_DATE, LATEST_DATE, ROW_ID_MAX
 
 
 class ValueKind(StrEnum):
@@ -22,6 +25,7 @@ class ValueKind(StrEnum):
     FLOAT = "float"
     CHOICE = "choice"
     TEXT = "text"
+    IMAGE = "image"  # a container image reference, checked as the host agent checks it
     URL = "url"
     NAME = "name"
     JOB_REF = "job_ref"
@@ -87,8 +91,8 @@ class _Invalid(Exception):
         self.got = got
 
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_GPU_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# Names and GPU types; how long one may be is the key's max_length (its column's length).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _METRIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/@-]{0,63}")
 _WHOLE = re.compile(r"[0-9]{1,15}")  # bounded: int() refuses very long digit strings
 _ID = re.compile(r"#?([0-9]{1,15})")
@@ -110,6 +114,8 @@ def example_arg(key: KeyRules) -> str:
 def convert(key: KeyRules, raw: str, example: str | None = None) -> object:
     """Turn the text typed for `key` into its typed value, or raise ParseError."""
     shown = example if example is not None else example_arg(key)
+    # Values from the submit modal reach here without tokenize, which checks whole commands.
+    check_storable(raw, key.name, shown)
     if not raw.strip():
         raise ParseError(f"{key.name} needs a value.", key=key.name, example=shown)
     try:
@@ -131,6 +137,19 @@ def describe(key: KeyRules) -> str:
         return "one of " + ", ".join(key.choices)
     if kind is ValueKind.TEXT:
         return f"text of at most {key.max_length} characters"
+    if kind is ValueKind.IMAGE:
+        # Short enough for the submit modal's 150-character error box, example included.
+        chars = "letters, digits and ._/:@+-"
+        return f"a container image reference of {chars} (at most {key.max_length})"
+    if kind is ValueKind.NAME:
+        return (
+            f"a name of letters, digits, '.', '_' or '-' (at most {key.max_length}, starting "
+            "with a letter or digit)"
+        )
+    if kind is ValueKind.DATE:
+        return f"a date written YYYY-MM-DD from {EARLIEST_DATE} to {LATEST_DATE}"
+    if kind in (ValueKind.URL, ValueKind.DATA):
+        return f"{_FIXED_DESCRIPTIONS[kind]} (at most {key.max_length} characters)"
     return _FIXED_DESCRIPTIONS[kind]
 
 
@@ -143,13 +162,10 @@ def quote_got(raw: str) -> str:
 _FIXED_DESCRIPTIONS: dict[ValueKind, str] = {
     ValueKind.ID: "a number like 7 or #7",
     ValueKind.URL: "a URL starting with http:// or https://",
-    ValueKind.NAME: "a name of letters, digits, '.', '_' or '-' (at most 64, starting with "
-    "a letter or digit)",
     ValueKind.JOB_REF: "a job id like 42 or #42, or a job name",
     ValueKind.USER: "a Slack user mention (type @ and pick the person)",
     ValueKind.GPU_TYPES: "GPU type names separated by commas (leave it out to allow any type)",
     ValueKind.GPU_TYPE_OR_ANY: "one GPU type name, or any",
-    ValueKind.DATE: "a date written YYYY-MM-DD",
     ValueKind.DATA: "ready, pending, or the path or URL the data is being copied to",
     ValueKind.METRIC: "name:number, like loss:0.31",
     ValueKind.WORDS: "command words",
@@ -159,14 +175,19 @@ _FIXED_DESCRIPTIONS: dict[ValueKind, str] = {
 def _range(key: KeyRules) -> str:
     low, high, above = key.minimum, key.maximum, key.above_minimum
     if low is not None and high is not None and above:
-        return f" greater than {low:g} and at most {high:g}"
+        return f" greater than {_number(low)} and at most {_number(high)}"
     if low is not None and high is not None:
-        return f" from {low:g} to {high:g}"
+        return f" from {_number(low)} to {_number(high)}"
     if low is not None:
-        return f" greater than {low:g}" if above else f" of at least {low:g}"
+        return f" greater than {_number(low)}" if above else f" of at least {_number(low)}"
     if high is not None:
-        return f" of at most {high:g}"
+        return f" of at most {_number(high)}"
     return ""
+
+
+def _number(value: float) -> str:
+    """A bound as the user would type it: 10000000, not 1e+07."""
+    return str(int(value)) if value == int(value) else f"{value:g}"
 
 
 def _check_range(key: KeyRules, value: float) -> None:
@@ -198,7 +219,14 @@ def _to_id(key: KeyRules, raw: str) -> int:
     match = _ID.fullmatch(raw)
     if not match or int(match[1]) < 1:
         raise _Invalid
-    return int(match[1])
+    return _row_id(raw, int(match[1]))
+
+
+def _row_id(raw: str, number: int) -> int:
+    # A number the id column cannot hold is an "integer out of range" error on PostgreSQL.
+    if number > ROW_ID_MAX:
+        raise _Invalid(f"{quote_got(raw)}, more than the largest record number ({ROW_ID_MAX})")
+    return number
 
 
 def _to_float(key: KeyRules, raw: str) -> float:
@@ -214,20 +242,38 @@ def _to_choice(key: KeyRules, raw: str) -> str:
     return lowered
 
 
-def _to_text(key: KeyRules, raw: str) -> str:
+def _check_length(key: KeyRules, raw: str) -> None:
+    # Saying how long it was tells the user what to fix; quoting a long paste would not.
     if len(raw) > key.max_length:
         raise _Invalid(f"{len(raw)} characters")
+
+
+def _to_text(key: KeyRules, raw: str) -> str:
+    _check_length(key, raw)
     return raw
 
 
 def _to_url(key: KeyRules, raw: str) -> str:
-    if len(raw) > key.max_length or not _URL.fullmatch(raw):
+    _check_length(key, raw)
+    if not _URL.fullmatch(raw):
         raise _Invalid
     return raw
 
 
+def _to_image(key: KeyRules, raw: str) -> str:
+    _check_length(key, raw)
+    # The agent's own rule: an image it would refuse must not wait in the queue until then.
+    if not IMAGE_RE.fullmatch(raw):
+        raise _Invalid
+    return raw
+
+
+def _is_name(key: KeyRules, raw: str) -> bool:
+    return len(raw) <= key.max_length and _NAME.fullmatch(raw) is not None
+
+
 def _to_name(key: KeyRules, raw: str) -> str:
-    if not _NAME.fullmatch(raw):
+    if not _is_name(key, raw):
         raise _Invalid
     return raw
 
@@ -236,15 +282,15 @@ def _to_job_ref(key: KeyRules, raw: str) -> JobRef:
     if match := _ID.fullmatch(raw):
         if int(match[1]) < 1:
             raise _Invalid
-        return JobRef(id=int(match[1]))
-    if _NAME.fullmatch(raw):
+        return JobRef(id=_row_id(raw, int(match[1])))
+    if _is_name(key, raw):
         return JobRef(name=raw)
     raise _Invalid
 
 
 def _to_user(key: KeyRules, raw: str) -> str:
     for form in _USER_FORMS:
-        if match := form.fullmatch(raw):
+        if (match := form.fullmatch(raw)) and len(match[1]) <= key.max_length:
             return match[1]
     raise _Invalid
 
@@ -254,7 +300,7 @@ def _to_gpu_types(key: KeyRules, raw: str) -> tuple[str, ...]:
     if raw.lower() == "any":
         raise _Invalid
     names = raw.split(",")
-    if not all(_GPU_TYPE.fullmatch(name) for name in names):
+    if not all(_is_name(key, name) for name in names):  # max_length bounds each name
         raise _Invalid
     return tuple(dict.fromkeys(names))
 
@@ -262,7 +308,7 @@ def _to_gpu_types(key: KeyRules, raw: str) -> tuple[str, ...]:
 def _to_gpu_type_or_any(key: KeyRules, raw: str) -> str | None:
     if raw.lower() == "any":
         return None
-    if not _GPU_TYPE.fullmatch(raw):
+    if not _is_name(key, raw):
         raise _Invalid
     return raw
 
@@ -271,9 +317,13 @@ def _to_date(key: KeyRules, raw: str) -> date:
     if not _DATE.fullmatch(raw):
         raise _Invalid
     try:
-        return date.fromisoformat(raw)
+        day = date.fromisoformat(raw)
     except ValueError:  # a well-formed but impossible date such as 2025-02-30
         raise _Invalid from None
+    # Beyond the window, date arithmetic (reminders, time zones) overflows later.
+    if not EARLIEST_DATE <= day <= LATEST_DATE:
+        raise _Invalid
+    return day
 
 
 def _to_data(key: KeyRules, raw: str) -> DataSpec:
@@ -284,7 +334,8 @@ def _to_data(key: KeyRules, raw: str) -> DataSpec:
         return DataSpec(ready=False)
     # A location must look like a path or URL, so a typo such as "reddy" is an error
     # instead of a job that waits forever for data that is already there.
-    if len(raw) > key.max_length or not ("/" in raw or ":" in raw):
+    _check_length(key, raw)
+    if not ("/" in raw or ":" in raw):
         raise _Invalid
     return DataSpec(ready=False, location=raw)
 
@@ -306,6 +357,7 @@ _CONVERTERS: dict[ValueKind, Callable[[KeyRules, str], object]] = {
     ValueKind.FLOAT: _to_float,
     ValueKind.CHOICE: _to_choice,
     ValueKind.TEXT: _to_text,
+    ValueKind.IMAGE: _to_image,
     ValueKind.URL: _to_url,
     ValueKind.NAME: _to_name,
     ValueKind.JOB_REF: _to_job_ref,

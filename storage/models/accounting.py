@@ -7,6 +7,7 @@ from datetime import date, datetime
 from sqlalchemy import String
 from sqlmodel import Field, SQLModel
 
+from storage.limits import GPU_TYPE
 from storage.models.base import SLACK_ID, at_field, number_field, text_field
 
 
@@ -17,7 +18,7 @@ class Quota(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     team_id: int = Field(foreign_key="teams.id", index=True)
-    gpu_type: str | None = Field(default=None, sa_type=String(64))
+    gpu_type: str | None = Field(default=None, sa_type=String(GPU_TYPE))
     gpu_hours: float = number_field()
     expires_on: date
     owner: str = Field(sa_type=String(SLACK_ID))
@@ -36,7 +37,7 @@ class LedgerEntry(SQLModel, table=True):
     allocation_id: int | None = Field(default=None, foreign_key="allocations.id")
     team_id: int = Field(foreign_key="teams.id", index=True)
     quota_id: int | None = Field(default=None, foreign_key="quotas.id", index=True)
-    gpu_type: str = Field(sa_type=String(64))
+    gpu_type: str = Field(sa_type=String(GPU_TYPE))
     gpu_hours: float = number_field()
     # Of gpu_hours, the time the GPU sat below the idle threshold (from the samples).
     idle_gpu_hours: float = number_field(default=0.0, server_default="0")

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import JSON, Double, MetaData, Text
 from sqlmodel import Field, SQLModel
 
+from storage.limits import SLACK_ID as SLACK_ID  # re-exported: models import it from here
 from storage.types import UTCDateTime
 
 # Named constraints make migrations reproducible on every backend (MySQL needs names).
@@ -19,8 +20,6 @@ SQLModel.metadata.naming_convention = {
     "pk": "pk_%(table_name)s",
 }
 metadata: MetaData = SQLModel.metadata
-
-SLACK_ID = 32  # Slack user ids are short; leave room for enterprise ids
 
 
 def at_field(*, nullable: bool = False, index: bool = False) -> Any:

@@ -8,6 +8,7 @@ from enum import StrEnum
 from sqlalchemy import CheckConstraint, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from storage.limits import GPU_TYPE, HOST_NAME, HOST_URL
 from storage.models.base import at_field, number_field
 
 
@@ -26,8 +27,8 @@ class Host(SQLModel, table=True):
     __tablename__ = "hosts"
 
     id: int | None = Field(default=None, primary_key=True)
-    name: str = Field(sa_type=String(64), unique=True)
-    url: str = Field(sa_type=String(300))
+    name: str = Field(sa_type=String(HOST_NAME), unique=True)
+    url: str = Field(sa_type=String(HOST_URL))
     state: str = Field(sa_type=String(16), default=HostState.UNKNOWN)
     draining: bool = False
     added_at: datetime = at_field()
@@ -48,7 +49,7 @@ class Gpu(SQLModel, table=True):
     index: int
     uuid: str | None = Field(default=None, sa_type=String(64))
     name: str | None = Field(default=None, sa_type=String(100))  # as NVML reports it
-    gpu_type: str = Field(sa_type=String(64))  # the catalog type it matches
+    gpu_type: str = Field(sa_type=String(GPU_TYPE))  # the catalog type it matches
     memory_gib: float = number_field()
     healthy: bool = True
     # Memory used by processes paika did not start; such a GPU is not booked.

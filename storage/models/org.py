@@ -8,6 +8,7 @@ from enum import StrEnum
 from sqlalchemy import String
 from sqlmodel import Field, SQLModel
 
+from storage.limits import CHANNEL, LANGUAGE, ROLE, TEAM_NAME
 from storage.models.base import SLACK_ID, at_field
 
 
@@ -25,8 +26,8 @@ class Team(SQLModel, table=True):
     __tablename__ = "teams"
 
     id: int | None = Field(default=None, primary_key=True)
-    name: str = Field(sa_type=String(64), unique=True)
-    channel: str | None = Field(default=None, sa_type=String(100))
+    name: str = Field(sa_type=String(TEAM_NAME), unique=True)
+    channel: str | None = Field(default=None, sa_type=String(CHANNEL))
     created_at: datetime = at_field()
 
 
@@ -38,7 +39,7 @@ class Member(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     slack_user_id: str = Field(sa_type=String(SLACK_ID), unique=True)
     team_id: int | None = Field(default=None, foreign_key="teams.id", index=True)
-    role: str = Field(sa_type=String(16), default=Role.MEMBER)
+    role: str = Field(sa_type=String(ROLE), default=Role.MEMBER)
     created_at: datetime = at_field()
 
 
@@ -48,5 +49,5 @@ class UserPref(SQLModel, table=True):
     __tablename__ = "user_prefs"
 
     slack_user_id: str = Field(sa_type=String(SLACK_ID), primary_key=True)
-    language: str = Field(sa_type=String(8))  # "en" or "zh", for the bot's replies
+    language: str = Field(sa_type=String(LANGUAGE))  # "en" or "zh", for the bot's replies
     updated_at: datetime = at_field()

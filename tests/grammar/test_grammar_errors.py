@@ -108,8 +108,8 @@ INVALID = [
     ),
     pytest.param(
         "submit data=reddy",
-        "data must be ready, pending, or the path or URL the data is being copied to, "
-        'got "reddy".\nExample: data=ready',
+        "data must be ready, pending, or the path or URL the data is being copied to (at most "
+        '500 characters), got "reddy".\nExample: data=ready',
         id="data-typo-is-not-a-location",
     ),
     pytest.param(
@@ -180,13 +180,81 @@ INVALID = [
     ),
     pytest.param(
         "admin quota renew 3 expires=2025-02-30",
-        'expires must be a date written YYYY-MM-DD, got "2025-02-30".\nExample: expires=2025-12-31',
+        "expires must be a date written YYYY-MM-DD from 2000-01-01 to 2199-12-31, got "
+        '"2025-02-30".\nExample: expires=2025-12-31',
         id="impossible-date",
     ),
     pytest.param(
         "admin quota renew 3 expires=30/06/2025",
-        'expires must be a date written YYYY-MM-DD, got "30/06/2025".\nExample: expires=2025-12-31',
+        "expires must be a date written YYYY-MM-DD from 2000-01-01 to 2199-12-31, got "
+        '"30/06/2025".\nExample: expires=2025-12-31',
         id="bad-date-format",
+    ),
+    pytest.param(
+        "admin quota renew 3 expires=9999-12-31",
+        "expires must be a date written YYYY-MM-DD from 2000-01-01 to 2199-12-31, got "
+        '"9999-12-31".\nExample: expires=2025-12-31',
+        id="date-after-the-window",
+    ),
+    pytest.param(
+        "report since=0001-01-01",
+        "since must be a date written YYYY-MM-DD from 2000-01-01 to 2199-12-31, got "
+        '"0001-01-01".\nExample: since=2026-11-01',
+        id="date-before-the-window",
+    ),
+    pytest.param(
+        f'{SUBMIT_OK} image="ubuntu latest"',
+        "image must be a container image reference of letters, digits and ._/:@+- (at most "
+        '300), got "ubuntu latest".\nExample: image=nvcr.io/nvidia/pytorch:24.05-py3',
+        id="image-with-a-space",
+    ),
+    pytest.param(
+        "admin team add vision channel=#" + "c" * 100,
+        "channel must be text of at most 100 characters, got 101 characters."
+        "\nExample: channel=#vision-gpu",
+        id="channel-longer-than-its-column",
+    ),
+    pytest.param(
+        "admin host add gpu-01 url=http://gpu-01/" + "p" * 300,
+        "url must be a URL starting with http:// or https:// (at most 300 characters), got 314 "
+        "characters.\nExample: url=http://gpu-01.lab:8700",
+        id="url-longer-than-its-column",
+    ),
+    pytest.param(
+        "admin member add <@U" + "A" * 32 + "> team=vision",
+        "user must be a Slack user mention (type @ and pick the person), got "
+        f'"<@U{"A" * 32}>".'
+        "\nExample: /gpu admin member add @alice team=vision role=approver",
+        id="slack-id-longer-than-its-column",
+    ),
+    pytest.param(
+        "status 2147483648",
+        'job must be a job id like 42 or #42, or a job name, got "2147483648", more than the '
+        "largest record number (2147483647).\nExample: /gpu status 42",
+        id="record-number-too-large",
+    ),
+    pytest.param(
+        "admin quota add team=vision hours=1e300",
+        'hours must be a number greater than 0 and at most 10000000, got "1e300".'
+        "\nExample: hours=5000",
+        id="quota-hours-too-large",
+    ),
+    pytest.param(
+        "done 42 metric=loss:nan",
+        'metric must be name:number, like loss:0.31, got "loss:nan".\nExample: metric=loss:0.31',
+        id="metric-not-a-number",
+    ),
+    pytest.param(
+        "status 4\x002",
+        "The text contains a character that cannot be stored: an invisible NUL character "
+        "(U+0000) at character 9. Retype the command without it.",
+        id="nul-character",
+    ),
+    pytest.param(
+        'cancel 42 reason="broken \ud83d"',
+        "The text contains a character that cannot be stored: half of a broken emoji or symbol "
+        "(U+D83D) at character 26. Retype the command without it.",
+        id="lone-surrogate",
     ),
     pytest.param(
         "admin member add @alice team=vision",
@@ -217,7 +285,8 @@ INVALID = [
     ),
     pytest.param(
         "admin host add gpu-01 url=gpu-01:8700",
-        'url must be a URL starting with http:// or https://, got "gpu-01:8700".'
+        "url must be a URL starting with http:// or https:// (at most 300 characters), got "
+        '"gpu-01:8700".'
         "\nExample: url=http://gpu-01.lab:8700",
         id="bad-url",
     ),

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.grammar import Token, tokenize
+import scheduler.grammar.tokens as tokens_module
+from scheduler.grammar import ParseError, Token, tokenize
 from scheduler.grammar.tokens import quote_value
 
 
@@ -47,8 +51,81 @@ def test_quoted_value_may_hold_key_like_text() -> None:
     assert (token.key, token.value) == (None, "name=x")
 
 
+# NUL and lone surrogates (Cs) are left out: tokenize refuses them, no database stores them.
+CHARACTERS = st.characters(exclude_categories=["Cs"], exclude_characters="<&\x00")
+
+
 @settings(max_examples=300, deadline=None, database=None)
-@given(st.text(alphabet=st.characters(blacklist_characters="<&"), max_size=40))
+@given(st.text(alphabet=CHARACTERS, max_size=40))
 def test_quote_value_round_trips(value: str) -> None:
     [token] = tokenize("cmd=" + quote_value(value))
     assert (token.key, token.value) == ("cmd", value)
+
+
+# ---------------------------------------------------------------- no input makes it quadratic
+
+MEGABYTE = 1_000_000
+# Each would rescan the rest of the text per character if markup lookahead were unbounded.
+PATHOLOGICAL = [
+    pytest.param("<", id="angles"),
+    pytest.param('"', id="quotes"),
+    pytest.param("=", id="equals"),
+    pytest.param("<@U", id="mention-openers"),
+    pytest.param("<#C1|", id="channel-openers"),
+    pytest.param("&lt", id="entity-prefixes"),
+    pytest.param("a=“", id="smart-quotes-after-keys"),
+]
+
+
+@pytest.mark.parametrize("unit", PATHOLOGICAL)
+def test_a_megabyte_of_one_pattern_tokenizes(unit: str) -> None:
+    # No time is asserted: quadratic work on a megabyte would take minutes, not a second.
+    text = unit * (MEGABYTE // len(unit))
+    try:
+        tokens = tokenize(text)
+    except ParseError as error:  # an unterminated quote is a fine answer too
+        assert str(error).startswith("Unterminated quote")
+    else:
+        assert "".join(token.raw for token in tokens) == text
+
+
+def test_a_megabyte_of_angles_is_one_literal_value() -> None:
+    [token] = tokenize("<" * MEGABYTE)
+    assert token.value == "<" * MEGABYTE
+
+
+class _CountingSearch:
+    """Stands in for the markup-edge pattern and counts the characters its searches cover."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self._pattern = pattern
+        self.scanned = 0
+
+    def search(self, text: str, pos: int) -> re.Match[str] | None:
+        match = self._pattern.search(text, pos)
+        self.scanned += (match.end() if match else len(text)) - pos
+        return match
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<" * 100_000,
+        "<" * 100_000 + ">",
+        "<a" * 50_000,
+        "<@U1|x" * 20_000 + ">",
+        "<" + "x" * 100_000,
+        "a<b " * 25_000 + ">",
+        '"<' * 50_000 + '"',
+    ],
+)
+def test_markup_lookahead_reads_each_character_at_most_twice(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Counting work instead of timing it: every character may be read by the lookahead of
+    # the "<" before it, never by those of all the "<" before it.
+    counter = _CountingSearch(tokens_module._MARKUP_EDGE)
+    monkeypatch.setattr(tokens_module, "_MARKUP_EDGE", counter)
+    with contextlib.suppress(ParseError):  # some of them leave a quote open
+        tokenize(text)
+    assert 0 < counter.scanned <= 2 * len(text)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 from test_jobs_flow import gpu, jobs, refused
 
 from scheduler.app import Paika
@@ -66,6 +66,19 @@ def test_admin_commands_need_an_admin(vision: Paika) -> None:
         "admin quota list",
     ]:
         assert "Only admins can" in refused(vision, "UALICE", text), text
+    # Each refusal is on the record: who tried what, and why it was refused.
+    with Session(vision.engine) as session:
+        refusals = session.exec(
+            select(AuditEvent).where(col(AuditEvent.action).startswith("refused."))
+        ).all()
+    assert [(e.actor, e.action) for e in refusals] == [
+        ("UALICE", "refused.admin.team.add"),
+        ("UALICE", "refused.admin.member.add"),
+        ("UALICE", "refused.admin.member.role"),
+        ("UALICE", "refused.admin.host.add"),
+        ("UALICE", "refused.admin.quota.list"),
+    ]
+    assert all("Only admins can" in (e.detail or {}).get("why", "") for e in refusals)
 
 
 def test_admins_manage_teams_members_and_hosts(vision: Paika) -> None:
