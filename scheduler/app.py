@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Engine
@@ -17,7 +17,9 @@ from scheduler.commands import HANDLERS, help_reply
 from scheduler.config import PolicyConfig, load_policy
 from scheduler.errors import Conflict, PermissionDenied, UserError
 from scheduler.grammar import parse
-from scheduler.service.context import Context, resolve_actor
+from scheduler.service import jobs
+from scheduler.service.context import Context, resolve_actor, track_writes
+from scheduler.service.waits import WaitsBoard
 from scheduler.settings import Settings
 from scheduler.textreply import Notice, render
 from storage.db import make_engine, session_scope, upgrade
@@ -47,6 +49,8 @@ class Paika:
     policy: PolicyConfig
     engine: Engine
     clock: Clock
+    # Every waiting job's reason and ETA, shared by this process's commands.
+    waits_board: WaitsBoard = field(default_factory=WaitsBoard)
 
     @classmethod
     def start(cls, settings: Settings, clock: Clock | None = None) -> Paika:
@@ -133,16 +137,33 @@ class Paika:
             log.exception("could not audit a refused %s by %s", " ".join(path), user_id)
 
     def execute(self, path: tuple[str, ...], args: dict[str, Any], user_id: str) -> object:
-        """Run one parsed command in its own transaction; any error rolls it all back."""
+        """Run one parsed command in its own transaction; any error rolls it all back.
+
+        A command that changed a job answers with its reason and ETA as of after its commit,
+        from the shared board: in a burst, many answers share one run of the policy.
+        """
+        with self.context(user_id, defer_waits=True) as ctx:
+            result = HANDLERS[path](ctx, args)
+            deferred = bool(ctx.reuse.get("deferred"))
+        if not deferred:
+            return result
         with self.context(user_id) as ctx:
-            return HANDLERS[path](ctx, args)
+            return jobs.with_current_waits(ctx, result)
 
     @contextmanager
-    def context(self, user_id: str) -> Iterator[Context]:
+    def context(self, user_id: str, *, defer_waits: bool = False) -> Iterator[Context]:
         """One unit of work as `user_id`, now: committed on success, rolled back on error."""
         with session_scope(self.engine) as session:
+            track_writes(session)
             actor = resolve_actor(session, user_id, self.admins)
-            yield Context(session, self.clock.now(), self.policy, actor)
+            yield Context(
+                session,
+                self.clock.now(),
+                self.policy,
+                actor,
+                waits_board=self.waits_board,
+                defer_waits=defer_waits,
+            )
 
     def _reply(self, result: object) -> Reply:
         return Reply(True, render(result, self.policy.zone), result)

@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import event
 from sqlmodel import Session
 
 from scheduler.config import PolicyConfig
 from scheduler.errors import PermissionDenied
+from scheduler.service.waits import WaitsBoard
 from storage.models import Member, Role, Team
 from storage.queries import audit
 from storage.queries import org as org_queries
@@ -56,6 +58,15 @@ def _team_of(session: Session, member: Member | None) -> Team | None:
     return org_queries.team_by_id(session=session, team_id=member.team_id)
 
 
+def track_writes(session: Session) -> None:
+    """Mark the session once a flush writes something (`Context.wrote` reads the mark)."""
+
+    def flushed(session: Session, _flush: object) -> None:
+        session.info["wrote"] = True
+
+    event.listen(session, "after_flush", flushed)
+
+
 @dataclass
 class Context:
     """One command's world: the unit of work, the time, the policy and the actor."""
@@ -66,6 +77,16 @@ class Context:
     actor: Actor
     # Results a read-only stretch of work may share (see jobs.reusing_waits); empty otherwise.
     reuse: dict[str, Any] = field(default_factory=dict)
+    # The process's shared reasons and ETAs (None: computed for this command alone), and
+    # whether a command that changed something leaves them to be filled in after its commit.
+    waits_board: WaitsBoard | None = None
+    defer_waits: bool = False
+
+    @property
+    def wrote(self) -> bool:
+        """Whether this unit of work has changed anything yet (flushed or not)."""
+        session = self.session
+        return bool(session.new or session.dirty or session.deleted or session.info.get("wrote"))
 
     def audit(self, action: str, target_kind: str, target_id: object, **detail: Any) -> None:
         """Record that the actor changed something."""

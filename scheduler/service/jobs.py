@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, is_dataclass, replace
+from datetime import timedelta
 from typing import Any
 
 from scheduler import lifecycle
@@ -366,13 +367,38 @@ def reusing_waits(ctx: Context) -> Iterator[None]:
 
 
 def current_waits(ctx: Context) -> dict[int, Wait]:
-    """Why each pending job waits and its ETA, from the policy run on the current state."""
+    """Why each pending job waits and its ETA, from the policy run on the current state.
+
+    A command that has changed something sees its own change: it computes them in its own
+    transaction, or, with `defer_waits`, leaves them to `with_current_waits` after its
+    commit, where they come from the shared board like every read's.
+    """
     if ctx.reuse.get("waits") is not None:
         return dict(ctx.reuse["waits"])
-    waits = _compute_waits(ctx)
+    if ctx.wrote and ctx.defer_waits:
+        ctx.reuse["deferred"] = True
+        return {}
+    if ctx.waits_board is not None and not ctx.wrote:
+        max_age = timedelta(seconds=ctx.policy.scheduler.cycle_seconds)
+        waits = ctx.waits_board.waits(
+            ctx.session, ctx.now, ctx.policy, max_age, lambda: _compute_waits(ctx)
+        )
+    else:
+        waits = _compute_waits(ctx)
     if "waits" in ctx.reuse:
         ctx.reuse["waits"] = waits
     return waits
+
+
+def with_current_waits(ctx: Context, result: object) -> object:
+    """The result of a command that deferred its job's reason and ETA, with them filled in
+    from the state after its commit (ctx: a fresh unit of work)."""
+    view = getattr(result, "view", None)
+    if not isinstance(view, JobView) or not is_dataclass(result) or isinstance(result, type):
+        return result
+    job = view.job
+    wait = current_waits(ctx).get(job.id or 0) if job.state in PENDING_STATES else None
+    return replace(result, view=JobView(job, view.team, wait, _likely(ctx, job, wait)))
 
 
 def _compute_waits(ctx: Context) -> dict[int, Wait]:
