@@ -228,8 +228,16 @@ def _gone(
     confirmed = job.confirmed_at is not None or known is not None
     if not confirmed:
         # The start may still be on its way: a stop makes the agent refuse it for good (and
-        # report it stopped next cycle); otherwise the same start is sent again.
-        (found.stops if job.stop_requested_at is not None else found.resend).append(job.id or 0)
+        # report it stopped next cycle); otherwise the same start is sent again — for a
+        # while: an agent that answers but never takes it is not waited for forever.
+        patience = timedelta(seconds=policy.scheduler.hosts.unknown_after_seconds)
+        if job.stop_requested_at is not None:
+            found.stops.append(job.id or 0)
+        elif job.started_at is not None and now - job.started_at >= patience:
+            why = "its host never took the start"
+            _lost(session, policy, job, now, job.started_at, why, found)  # nothing ran: no charge
+        else:
+            found.resend.append(job.id or 0)
         return
     why = "its host lost it (the agent restarted without it)"
     _lost(session, policy, job, now, job.missing_since or now, why, found)

@@ -179,15 +179,17 @@ def test_an_agent_that_lost_its_state_gets_the_job_requeued_not_failed(
 
 
 class LostAnswers(AgentDispatcher):
-    """Starts whose answer never comes back: `deliver` says whether the agent got them."""
+    """Starts whose answer never comes back: `deliver` says whether the agent got them;
+    `times` how many starts are lost so."""
 
-    def __init__(self, *, deliver: bool) -> None:
+    def __init__(self, *, deliver: bool, times: int = 1) -> None:
         super().__init__(TOKEN, timeout=2.0)
         self.deliver = deliver
+        self.times = times
         self.lost = 0
 
     def start(self, order: StartOrder) -> None:
-        if self.lost == 0:
+        if self.lost < self.times:
             self.lost += 1
             if self.deliver:
                 super().start(order)
@@ -257,3 +259,23 @@ def test_a_cancel_while_a_start_is_in_flight_wins_and_the_late_start_is_refused(
     assert "running" not in runs_on(agents["gpu-a"]).values()
     with Session(world.engine) as session:
         assert all(e.gpu_hours == 0 for e in session.exec(select(LedgerEntry)))
+
+
+def test_a_start_the_host_never_takes_is_given_up_after_a_while_and_charged_nothing(
+    world: Paika, clock: ManualClock, agents: dict[str, Agent]
+) -> None:
+    notifier = RecordingNotifier()
+    cycle = _cycle_with(world, LostAnswers(deliver=False, times=1000), notifier)
+    submit(world, "never", "sleep 30", gpus=2, extra=A100)
+    cycle.run_once()
+    silent_cycles(cycle, clock, 60, step=30)
+    assert job(world, "never").state == JobState.RUNNING  # still asking the host
+    silent_cycles(cycle, clock, 90, step=30)
+    never = job(world, "never")
+    assert never.state in (JobState.QUEUED, JobState.RUNNING) and never.attempts >= 1
+    assert "never took the start" in "".join(
+        e.text for e in notifier.events if e.kind is EventKind.JOB_REQUEUED
+    )
+    with Session(world.engine) as session:
+        assert all(e.gpu_hours == 0 for e in session.exec(select(LedgerEntry)))
+    assert runs_on(agents["gpu-a"]) == {}
