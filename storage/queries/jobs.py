@@ -141,7 +141,9 @@ def set_state(
 ) -> JobEvent:
     """Write a state change and its history row; the caller has checked it is legal."""
     was = job.state
-    event = JobEvent(job_id=_id(job), at=at, from_state=was, to_state=to, actor=actor, reason=reason)
+    event = JobEvent(
+        job_id=_id(job), at=at, from_state=was, to_state=to, actor=actor, reason=reason
+    )
     job.state = to
     job.state_reason = reason
     if to == JobState.RUNNING and was != JobState.UNKNOWN:  # a new run, not one found again
