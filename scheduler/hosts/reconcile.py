@@ -300,9 +300,13 @@ def _ended(
     now: datetime,
     found: Reconciliation,
 ) -> None:
+    # A run seen running until the last poll is charged until now, by paika's clock; one that
+    # ended while its host was silent, for as long as the host says it ran.
     until = (
         job.started_at + timedelta(seconds=known.ran_seconds)
-        if job.started_at is not None and known.ran_seconds is not None
+        if job.missing_since is not None
+        and job.started_at is not None
+        and known.ran_seconds is not None
         else None
     )
     asked = job.stop_reason
