@@ -300,13 +300,14 @@ def _ended(
     now: datetime,
     found: Reconciliation,
 ) -> None:
-    # A run seen running until the last poll is charged until now, by paika's clock; one that
-    # ended while its host was silent, for as long as the host says it ran.
+    # A run paika watched throughout is charged until now, by paika's clock; one it could
+    # not watch (its host was silent, or its start was never confirmed) for as long as the
+    # host says it ran.
     until = (
         job.started_at + timedelta(seconds=known.ran_seconds)
-        if job.missing_since is not None
-        and job.started_at is not None
+        if job.started_at is not None
         and known.ran_seconds is not None
+        and not _watched_throughout(session, job)
         else None
     )
     asked = job.stop_reason
@@ -334,6 +335,15 @@ def _ended(
     _finish(session, policy, job, JobState.FAILED, now, why, until=until)
     text = f"job #{job.id} {job.name} failed: {why}"
     found.events.append(Event(EventKind.JOB_FAILED, now, text, job.id, owner=job.owner))
+
+
+def _watched_throughout(session: Session, job: Job) -> bool:
+    """Whether paika saw this run on its host from its start to now, without a silence."""
+    if job.missing_since is not None or job.confirmed_at is None or job.started_at is None:
+        return False
+    return not job_queries.went_unknown_since(
+        session=session, job_id=job.id or 0, since=job.started_at
+    )
 
 
 def _requeue(

@@ -155,6 +155,16 @@ def set_state(
     return event
 
 
+def went_unknown_since(*, session: Session, job_id: int, since: datetime) -> bool:
+    """Whether the job was marked unknown (its host silent) at or after `since`."""
+    query = sa_select(col(JobEvent.id)).where(
+        col(JobEvent.job_id) == job_id,
+        col(JobEvent.to_state) == JobState.UNKNOWN,
+        col(JobEvent.at) >= since,
+    )
+    return session.execute(query.limit(1)).first() is not None
+
+
 def history(*, session: Session, job_id: int) -> Sequence[JobEvent]:
     """A job's state changes, oldest first."""
     query = select(JobEvent).where(JobEvent.job_id == job_id).order_by(col(JobEvent.id))
