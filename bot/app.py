@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from slack_bolt import App, BoltResponse
@@ -18,8 +19,10 @@ from slack_sdk.http_retry.builtin_handlers import (
 
 from bot.failures import error_handler
 from bot.listeners import register
+from bot.locales import SlackLocales
 from bot.messenger import Messenger
 from bot.pacing import AcksFirst, PacedExecutor
+from bot.replays import note_requests
 from bot.services import BotServices
 from scheduler.errors import ConfigError
 from scheduler.settings import Settings
@@ -29,6 +32,9 @@ log = logging.getLogger(__name__)
 # Threads answering commands after their ack: one, since that work holds the GIL anyway
 # and each extra thread would delay acks (measured with bench/slack_ack.py).
 WORKERS = 1
+# Threads opening modals: a modal's trigger_id expires 3 s after the command or click, so
+# opening one never waits behind queued answers, nor for a burst of requests to end.
+MODAL_WORKERS = 2
 
 
 def web_client(settings: Settings) -> WebClient:
@@ -82,9 +88,12 @@ def build_app(
         logger=log,
     )
     messenger = Messenger(client, services, pacing)
-    services.slack_language = locale_language(client)
+    services.locales = SlackLocales(client)
+    # Bolt runs these after its own, so only requests with a valid signature get here.
+    app.middleware(note_requests(services))
     app.middleware(once_per_delivery(services))
-    register(app, services, messenger)
+    modals = ThreadPoolExecutor(max_workers=MODAL_WORKERS, thread_name_prefix="paika-slack-modal")
+    register(app, services, messenger, modals)
     app.error(error_handler(services))
     return app, messenger
 
@@ -124,29 +133,6 @@ class BotIdentity:
             )
 
         return authorize
-
-
-def locale_language(client: WebClient) -> Callable[[str], str | None]:
-    """A user's language from their Slack locale (zh-CN → zh), asked once per user and process."""
-    known: dict[str, str | None] = {}
-    lock = threading.Lock()
-
-    def lookup(user_id: str) -> str | None:
-        with lock:
-            if user_id in known:
-                return known[user_id]
-        try:
-            answer = client.users_info(user=user_id, include_locale=True)
-            locale = str((answer.get("user") or {}).get("locale") or "")
-        except SlackClientError as exc:
-            log.info("no locale for %s: %s", user_id, exc)
-            return None  # not remembered: asked again next time
-        language = "zh" if locale.lower().startswith("zh") else "en" if locale else None
-        with lock:
-            known[user_id] = language
-        return language
-
-    return lookup
 
 
 def once_per_delivery(services: BotServices) -> Callable[..., Any]:

@@ -5,6 +5,9 @@ Bolt's threads), and acking a command, a button or an event is quick, so those a
 dispatched right on the event loop: handing each to a thread would cost more than the
 ack itself when a burst arrives. A modal submission is acked only after its fields are
 checked and the job is queued, so it goes to a worker thread.
+
+A body larger than Slack ever sends is refused (413) before it is read: by its declared
+Content-Length, or, when it comes chunked, as soon as it grows past the limit.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ from bot.pacing import AcksFirst
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/health"
 SWITCH_INTERVAL_S = 0.001
-# Slack's payloads are small; anything far larger is not Slack.
-MAX_BODY_BYTES = 1_000_000
+# Slack's payloads are well under this (a full modal's state is a few KiB); anything
+# larger is not Slack, and is not read.
+MAX_BODY_BYTES = 1024 * 1024  # 1 MiB
 
 
 def http_app(bolt: App, pacing: AcksFirst | None = None) -> Starlette:
@@ -38,9 +42,9 @@ def http_app(bolt: App, pacing: AcksFirst | None = None) -> Starlette:
     async def events(request: Request) -> Response:
         if pacing is not None:
             pacing.arrived()
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            return Response("request too large", status_code=413)
+        body = await body_within(request, MAX_BODY_BYTES)
+        if body is None:
+            return too_large()
         bolt_request = BoltRequest(
             body=body.decode("utf-8", errors="replace"),
             query=str(request.url.query),
@@ -65,3 +69,22 @@ def http_app(bolt: App, pacing: AcksFirst | None = None) -> Starlette:
             Route(HEALTH_PATH, health, methods=["GET"]),
         ]
     )
+
+
+async def body_within(request: Request, limit: int) -> bytes | None:
+    """The request's body, or None as soon as it is known to exceed `limit` bytes: from
+    its Content-Length before a byte is read, else while it streams in."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
+def too_large() -> Response:
+    """413, closing the connection: the rest of the body is never read, so it cannot be reused."""
+    return Response("request too large", status_code=413, headers={"Connection": "close"})

@@ -7,8 +7,12 @@ import threading
 from dataclasses import dataclass, field
 
 import uvicorn
+from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_sdk import WebClient
+from slack_sdk.socket_mode.builtin import SocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
 
 from bot.announcer import SlackAnnouncer
 from bot.app import build_app
@@ -50,8 +54,8 @@ def start_bot(paika: Paika, *, port: int | None = None) -> SlackBot:
     if settings.slack_app_token is not None:
         # apps.connections.open is called with the app token, on the same API base URL.
         opener = WebClient(base_url=settings.slack_api_url or WebClient.BASE_URL)
-        handler = SocketModeHandler(
-            app, settings.slack_app_token.get_secret_value(), web_client=opener
+        handler = OncePerEnvelope(
+            app, services, settings.slack_app_token.get_secret_value(), web_client=opener
         )
         handler.connect()  # type: ignore[no-untyped-call]
         return SlackBot("socket", "Socket Mode", notifier, announcer, _socket=handler)
@@ -66,3 +70,25 @@ def start_bot(paika: Paika, *, port: int | None = None) -> SlackBot:
         announcer,
         _server=(server, thread),
     )
+
+
+class OncePerEnvelope(SocketModeHandler):
+    """Socket Mode where an envelope delivered again (the same envelope_id, e.g. when its ack
+    was lost with a connection) is acknowledged and does nothing, on any paika instance.
+
+    Events that Slack retries come in new envelopes with the same event_id; the app's
+    once-per-delivery middleware takes care of those.
+    """
+
+    def __init__(
+        self, app: App, services: BotServices, app_token: str, web_client: WebClient
+    ) -> None:
+        super().__init__(app, app_token, web_client=web_client)
+        self.services = services
+
+    def handle(self, client: SocketModeClient, req: SocketModeRequest) -> None:  # type: ignore[override]
+        envelope = req.envelope_id
+        if envelope and not self.services.first_sighting(f"envelope:{envelope}"):
+            client.send_socket_mode_response(SocketModeResponse(envelope_id=envelope))
+            return
+        super().handle(client, req)

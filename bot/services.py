@@ -6,12 +6,18 @@ state goes through the same service layer as the `/gpu` text commands and the CL
 
 from __future__ import annotations
 
+import hashlib
+import itertools
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
+from sqlalchemy.exc import OperationalError
+
+from bot.locales import SlackLocales
 from scheduler.app import Paika, Reply
 from scheduler.errors import UserError
 from scheduler.service import jobs, quotas, templates
@@ -24,9 +30,15 @@ from storage.db import session_scope
 from storage.models import BumpRequest, Role
 from storage.queries import jobs as job_queries
 from storage.queries import org as org_queries
+from storage.queries import requests as request_queries
 from storage.queries import slack as slack_queries
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+# Sightings of Slack requests between two purges of the old ones, in each process: often
+# enough to keep the table small, rare enough to cost nothing per request.
+PURGE_EVERY = 200
 
 
 @dataclass(frozen=True)
@@ -63,7 +75,8 @@ class BotServices:
     def __init__(self, paika: Paika) -> None:
         self.paika = paika
         # The language of a user's Slack locale, for users who never chose one (set by the app).
-        self.slack_language: Callable[[str], str | None] = lambda user_id: None
+        self.locales = SlackLocales()
+        self._sightings = itertools.count()
 
     @property
     def zone(self) -> ZoneInfo:
@@ -80,11 +93,17 @@ class BotServices:
         """An already parsed command (the submit modal, the buttons)."""
         return self.paika.perform(path, args, user_id)
 
-    def language(self, user_id: str) -> str:
-        """The user's choice (`/gpu lang`), else their Slack locale's, else the policy's default."""
+    def language(self, user_id: str, *, ask_slack: bool = True) -> str:
+        """The user's choice (`/gpu lang`), else their Slack locale's, else the policy's default.
+
+        With `ask_slack=False` only a locale already learned counts: no Web API call, so
+        the answer is safe to compute before an ack.
+        """
         with session_scope(self.paika.engine) as session:
             chosen = language_of(session, user_id, "")
-        return chosen or self.slack_language(user_id) or self.paika.policy.slack.default_language
+        locales = self.locales
+        slack = locales.lookup(user_id) if ask_slack else locales.known(user_id)
+        return chosen or slack or self.paika.policy.slack.default_language
 
     def home(self, user_id: str) -> HomeData:
         """The user's jobs, the board and the user's team's quotas."""
@@ -168,6 +187,25 @@ class BotServices:
             return slack_queries.claim_delivery(
                 session=session, event_id=event_id, now=self.paika.clock.now()
             )
+
+    def first_sighting(self, request: str) -> bool:
+        """True the first time a Slack request (its signature, or an envelope id) is seen,
+        by any paika instance; every PURGE_EVERY sightings, old ones are forgotten."""
+        key = hashlib.sha256(request.encode()).hexdigest()
+        now = self.now()
+        with session_scope(self.paika.engine) as session:
+            first = request_queries.first_sighting(session=session, key=key, at=now)
+        if next(self._sightings) % PURGE_EVERY == 0:
+            self._purge_sightings()
+        return first
+
+    def _purge_sightings(self) -> None:
+        try:
+            with session_scope(self.paika.engine) as session:
+                request_queries.purge_sightings(session=session, at=self.now())
+        except OperationalError as exc:  # a lock lost to another instance's purge
+            # The request itself is already recorded; the next purge takes these rows.
+            log.warning("could not purge old Slack request ids: %s", exc)
 
     def _in_context(self, user_id: str, work: Callable[[Context], T]) -> T:
         with self.paika.context(user_id) as ctx:

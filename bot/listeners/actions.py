@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import re
+from concurrent.futures import Executor
 from typing import Any
 
 from slack_bolt import App, Respond
-from slack_sdk import WebClient
 
 from bot.blocks import ids
 from bot.blocks.replies import error
 from bot.failures import reported
 from bot.i18n import t
-from bot.listeners.commands import acknowledge, open_submit_modal
+from bot.listeners.commands import acknowledge, modal_opener
 from bot.messenger import Messenger
+from bot.replays import once
 from bot.replying import message_for
 from bot.services import BotServices
 from scheduler.service.bumps import DecisionResult
 
 
-def register(app: App, services: BotServices, messenger: Messenger) -> None:
+def register(app: App, services: BotServices, messenger: Messenger, modals: Executor) -> None:
     def decide(approve: bool, body: dict[str, Any], respond: Respond) -> None:
         user = body["user"]["id"]
         lang = services.language(user)
@@ -56,18 +57,14 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
         with reported(services, body, respond):
             decide(False, body, respond)
 
-    def submit_from_home(body: dict[str, Any], respond: Respond, client: WebClient) -> None:
-        with reported(services, body, respond):
-            open_submit_modal(client, services, body["user"]["id"], body["trigger_id"])
-
     def refresh(body: dict[str, Any], respond: Respond) -> None:
         with reported(services, body, respond):
             messenger.publish_home(body["user"]["id"])
 
-    app.action(ids.BUMP_APPROVE)(ack=acknowledge, lazy=[approve])
-    app.action(ids.BUMP_DENY)(ack=acknowledge, lazy=[deny])
-    app.action(ids.HOME_SUBMIT)(ack=acknowledge, lazy=[submit_from_home])
-    app.action(ids.HOME_REFRESH)(ack=acknowledge, lazy=[refresh])
+    app.action(ids.BUMP_APPROVE)(ack=acknowledge, lazy=[once(services, approve)])
+    app.action(ids.BUMP_DENY)(ack=acknowledge, lazy=[once(services, deny)])
+    app.action(ids.HOME_SUBMIT)(modal_opener(services, modals))
+    app.action(ids.HOME_REFRESH)(ack=acknowledge, lazy=[once(services, refresh)])
 
 
 def _request_id(value: object) -> int | None:

@@ -22,6 +22,7 @@ from bot.failures import reported
 from bot.i18n import t, when
 from bot.listeners.commands import acknowledge
 from bot.messenger import Messenger
+from bot.replays import once
 from bot.services import BotServices
 from scheduler.alerts import idle, quota
 
@@ -109,9 +110,9 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
         with reported(services, body, respond):
             answer_idle(idle.RELEASE, body, respond)
 
-    app.action(ids.QUOTA_ACKNOWLEDGE)(ack=acknowledge, lazy=[acknowledge_quota])
-    app.action(ids.IDLE_STILL_USING)(ack=acknowledge, lazy=[still_using])
-    app.action(ids.IDLE_RELEASE)(ack=acknowledge, lazy=[release])
+    app.action(ids.QUOTA_ACKNOWLEDGE)(ack=acknowledge, lazy=[once(services, acknowledge_quota)])
+    app.action(ids.IDLE_STILL_USING)(ack=acknowledge, lazy=[once(services, still_using)])
+    app.action(ids.IDLE_RELEASE)(ack=acknowledge, lazy=[once(services, release)])
 
 
 def _clicked(body: dict[str, Any]) -> tuple[str, str | None]:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import Any
 
-from slack_bolt import Ack, App, Respond
+from slack_bolt import Ack, App, BoltContext, Respond
 from slack_sdk import WebClient
 
 from bot.blocks.submit_modal import submit_modal
 from bot.failures import reported
 from bot.messenger import Messenger
+from bot.replays import first_time, once
 from bot.replying import message_for, split_share
 from bot.services import BotServices
 
@@ -21,15 +24,11 @@ def acknowledge(ack: Ack) -> None:
     ack()
 
 
-def register(app: App, services: BotServices, messenger: Messenger) -> None:
-    def answer(body: dict[str, Any], respond: Respond, client: WebClient) -> None:
+def register(app: App, services: BotServices, messenger: Messenger, modals: Executor) -> None:
+    def answer(body: dict[str, Any], respond: Respond) -> None:
         with reported(services, body, respond):
             user = body["user_id"]
-            text = (body.get("text") or "").strip()
-            if text.lower() == "submit":
-                open_submit_modal(client, services, user, body["trigger_id"])
-                return
-            text, share = split_share(text)
+            text, share = split_share((body.get("text") or "").strip())
             outcome = services.run(text or "help", user)
             # Read after the command, so `/gpu lang zh` already answers in Chinese.
             lang = services.language(user)
@@ -38,7 +37,41 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
             respond(text=message.text, blocks=message.blocks, response_type=visible)
             messenger.follow_up(outcome, user)
 
-    app.command(COMMAND)(ack=acknowledge, lazy=[answer])
+    # Bolt takes the first listener that matches: `/gpu submit` alone opens the form.
+    app.command(COMMAND, matchers=[opens_modal])(modal_opener(services, modals))
+    app.command(COMMAND)(ack=acknowledge, lazy=[once(services, answer)])
+
+
+def opens_modal(body: dict[str, Any]) -> bool:
+    """`/gpu submit` with nothing after it asks for the submit form."""
+    return str(body.get("text") or "").strip().lower() == "submit"
+
+
+def modal_opener(services: BotServices, modals: Executor) -> Callable[..., None]:
+    """A listener that acks, then opens the submit modal on `modals` (a command or a button)."""
+
+    def open_modal(
+        ack: Ack, body: dict[str, Any], respond: Respond, client: WebClient, context: BoltContext
+    ) -> None:
+        ack()
+        # The trigger_id expires 3 s after the command: the modal goes out on its own
+        # threads, not behind the answers queued for the bot's worker (bot.pacing).
+        modals.submit(_open_once, services, client, body, respond, context)
+
+    return open_modal
+
+
+def _open_once(
+    services: BotServices,
+    client: WebClient,
+    body: dict[str, Any],
+    respond: Respond,
+    context: BoltContext,
+) -> None:
+    with reported(services, body, respond):
+        if first_time(services, context):  # a replay opens nothing (bot.replays)
+            user = body.get("user_id") or body["user"]["id"]
+            open_submit_modal(client, services, str(user), body["trigger_id"])
 
 
 def open_submit_modal(client: WebClient, services: BotServices, user: str, trigger_id: str) -> None:

@@ -11,6 +11,7 @@ from bot.blocks.submit_modal import block_for_key, read_submission
 from bot.messenger import Messenger
 from bot.replying import message_for
 from bot.services import BotServices
+from scheduler.app import Reply
 from scheduler.grammar.errors import ParseError
 
 # Slack shows at most this many characters of an inline error.
@@ -18,10 +19,18 @@ ERROR_LIMIT = 150
 
 
 def register(app: App, services: BotServices, messenger: Messenger) -> None:
+    def tell_owner(outcome: Reply, user: str) -> None:
+        """The DM that confirms a submission (after the ack: it may ask Slack the locale)."""
+        message = message_for(outcome, services.language(user), services.zone, services.now())
+        messenger.dm(user, message)
+
     @app.view(ids.SUBMIT_CALLBACK)
     def submitted(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
         user = body["user"]["id"]
-        lang = services.language(user)
+        # Slack waits for this listener's answer, so nothing before the ack may call the
+        # Web API: the errors are in the language known already (chosen, or the locale
+        # learned when the modal was opened), never one asked of users.info now.
+        lang = services.language(user, ask_slack=False)
         args, errors = read_submission(view["state"]["values"], lang)
         if errors:
             ack(response_action="errors", errors=errors)
@@ -37,8 +46,7 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
             return
         ack()
         # The modal closes when this returns; the DM and the fresh Home follow in the background.
-        message = message_for(outcome, lang, services.zone, services.now())
-        messenger.later(messenger.dm, user, message)
+        messenger.later(tell_owner, outcome, user)
         messenger.later(messenger.follow_up, outcome, user)
 
 

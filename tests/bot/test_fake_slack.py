@@ -27,7 +27,7 @@ from fakes import (
     USER_ID,
     signing,
 )
-from fakes.slack_server import FakeSlack, validate_blocks, validate_view
+from fakes.slack_server import RESPONSE_URLS, FakeSlack, validate_blocks, validate_view
 from fakes.socket_mode import SocketModeServer
 from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
@@ -286,6 +286,32 @@ def test_wait_for_sees_calls_from_other_threads_and_times_out_clearly(
         fake.wait_for("views.open", timeout=0.1)
     fake.clear()
     assert fake.calls() == []
+
+
+def test_a_hold_keeps_calls_waiting_until_released_and_records_when_they_came(
+    fake: FakeSlack, client: WebClient
+) -> None:
+    answered: list[bool] = []
+    with fake.hold("users.info") as held, fake.hold(RESPONSE_URLS) as responses:
+        asking = threading.Thread(
+            target=lambda: answered.append(client.users_info(user=USER_ID)["ok"])
+        )
+        hook = WebhookClient(fake.response_url("held"))
+        posting = threading.Thread(target=lambda: hook.send(text="later"))
+        asking.start()
+        posting.start()
+        held.wait_arrived()
+        responses.wait_arrived()
+        # Other methods go on while those wait.
+        assert client.chat_postMessage(channel=CHANNEL_ID, text="x")["ok"]
+        assert answered == [] and fake.calls("users.info") == [] and fake.responses() == []
+    asking.join(timeout=10)
+    posting.join(timeout=10)
+    assert answered == [True] and fake.responses("held") == [{"text": "later"}]
+    posted, asked = fake.last("chat.postMessage"), fake.last("users.info")
+    assert asked.received < posted.received  # arrival times, not answer times
+    with pytest.raises(AssertionError, match=r"expected 2 users.info request"):
+        held.wait_arrived(2, timeout=0.1)
 
 
 # -- signed requests -----------------------------------------------------------------------

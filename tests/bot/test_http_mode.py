@@ -6,6 +6,7 @@ import time
 
 from conftest import ADMIN, APPROVER, MEMBER, OTHER, Bot, settled, text_of
 from fakes import SIGNING_SECRET, signing
+from fakes.slack_server import RESPONSE_URLS
 from sqlmodel import select
 
 from bot.blocks import ids
@@ -72,11 +73,72 @@ def test_forged_missing_and_stale_signatures_are_refused_and_change_nothing(team
     assert team_bot.slack.responses() == []
 
 
+def test_a_replayed_command_is_acknowledged_and_creates_nothing_twice(team_bot: Bot) -> None:
+    """The same signed request (body, timestamp and signature), sent again within Slack's
+    5-minute window, as someone who captured it would."""
+    signed = signing.slash_command(
+        SIGNING_SECRET, SUBMIT, user_id=MEMBER, response_url=team_bot.slack.response_url("r")
+    )
+    for _ in range(3):
+        response = team_bot.send(signed)
+        assert (response.status_code, response.text) == (200, "")
+    assert "#1" in text_of(team_bot.slack.wait_for_response("r")[0])
+    # Answered after whatever the replays could have set off (one worker, in order).
+    team_bot.answer("queue", name="after")
+    assert [job.name for job in _jobs(team_bot)] == ["bert-ft"]
+    assert len(team_bot.slack.responses("r")) == 1
+    # The same words in a new request (Slack signs each afresh) are a new command.
+    assert "#2" in text_of(team_bot.answer(SUBMIT, name="again"))
+    assert len(_jobs(team_bot)) == 2
+
+
+def test_a_replayed_click_and_a_replayed_modal_command_do_nothing(team_bot: Bot) -> None:
+    refresh = signing.block_action(
+        SIGNING_SECRET, MEMBER, ids.HOME_REFRESH, None, view={"type": "home"}
+    )
+    modal = signing.slash_command(SIGNING_SECRET, "submit", user_id=MEMBER, trigger_id="t.once")
+    for signed in (refresh, modal, refresh, modal):
+        response = team_bot.send(signed)
+        assert (response.status_code, response.text) == (200, "")
+    team_bot.slack.wait_for("views.publish")
+    team_bot.slack.wait_for("views.open")
+    # Done after whatever the replays could have set off (each kind's work, in order).
+    team_bot.answer("queue", name="after")
+    team_bot.send(signing.slash_command(SIGNING_SECRET, "submit", trigger_id="t.after"))
+    assert team_bot.slack.wait_for("views.open", count=2)[-1].args["trigger_id"] == "t.after"
+    assert len(team_bot.slack.calls("views.publish")) == 1
+    assert len(team_bot.slack.calls("views.open")) == 2
+
+
 def test_submit_without_text_opens_the_modal(team_bot: Bot) -> None:
     assert team_bot.command("submit").status_code == 200
     opened = team_bot.slack.wait_for("views.open")[0]
     assert opened.args["trigger_id"] == "trig.r"
     assert opened.args["view"]["callback_id"] == ids.SUBMIT_CALLBACK
+    team_bot.slack.assert_nothing_invalid()
+
+
+def test_the_submit_modal_opens_ahead_of_the_answers_queued_before_it(team_bot: Bot) -> None:
+    """A trigger_id lasts 3 s: the modal must not wait for answers that are slow to go out."""
+    with team_bot.slack.hold(RESPONSE_URLS) as answers:
+        for i in range(3):
+            assert team_bot.command("queue", name=f"q{i}").status_code == 200
+        answers.wait_arrived()  # the bot's worker is stuck posting the first answer
+        assert team_bot.command("submit", name="modal").status_code == 200
+        click = signing.block_action(
+            SIGNING_SECRET,
+            MEMBER,
+            ids.HOME_SUBMIT,
+            None,
+            view={"type": "home"},
+            trigger_id="t.home",
+        )
+        assert team_bot.send(click).status_code == 200
+        opened = team_bot.slack.wait_for("views.open", count=2)
+        assert {call.args["trigger_id"] for call in opened} == {"trig.modal", "t.home"}
+        assert team_bot.slack.responses() == []  # no answer has gone out yet
+    for i in range(3):
+        assert "Nothing is waiting" in text_of(team_bot.slack.wait_for_response(f"q{i}")[0])
     team_bot.slack.assert_nothing_invalid()
 
 

@@ -73,6 +73,36 @@ def test_a_valid_submission_closes_the_modal_queues_the_job_and_dms_the_owner(
     team_bot.slack.assert_nothing_invalid()
 
 
+def test_a_replayed_submission_is_acknowledged_and_queues_nothing(team_bot: Bot) -> None:
+    signed = signing.view_submission(
+        SIGNING_SECRET,
+        MEMBER,
+        ids.SUBMIT_CALLBACK,
+        _submission(),  # type: ignore[arg-type]
+    )
+    first, again = team_bot.send(signed), team_bot.send(signed)
+    assert (first.status_code, first.text) == (200, "")
+    assert (again.status_code, again.text) == (200, "")
+    assert [job.name for job in _jobs(team_bot)] == ["resnet"]
+
+
+def test_a_submission_is_answered_before_the_bot_asks_slack_anything(team_bot: Bot) -> None:
+    """users.info (the owner's Slack locale) is held: the modal's answer must not wait for it."""
+    # A client that gives up on the held call (after 10 s) would hide a wait before the ack.
+    team_bot.app.client.timeout = 60
+    with team_bot.slack.hold("users.info") as users_info:
+        answer = _submit(team_bot, **{ids.SUBMIT_GPUS: "lots"})
+        assert answer["response_action"] == "errors"
+        assert _submit(team_bot) == {}
+        assert len(_jobs(team_bot)) == 1
+        # The confirming DM is written in the owner's language: asked after the ack.
+        users_info.wait_arrived()
+        assert team_bot.slack.calls("chat.postMessage") == []
+    assert settled(lambda: bool(team_bot.slack.calls("chat.postMessage")))
+    assert "#1" in text_of(team_bot.slack.last("chat.postMessage").args)
+    team_bot.slack.assert_nothing_invalid()
+
+
 def test_scheduler_events_reach_the_owner_by_dm_and_refresh_their_home(team_bot: Bot) -> None:
     assert team_bot.paika.run(
         'submit name=bert gpus=1 hours=1 priority=normal data=ready cmd="python t.py"', MEMBER

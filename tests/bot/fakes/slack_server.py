@@ -10,6 +10,8 @@ not fail on the first real workspace. Everything it receives is recorded for ass
 It also takes what Bolt's ``respond()`` posts to a ``response_url``
 (:meth:`FakeSlack.response_url`), the file bytes of ``files_upload_v2``, and, with
 ``socket_mode=True``, hands out a local Socket Mode WebSocket from ``apps.connections.open``.
+A test can hold a method's calls, or the posts to response URLs (:meth:`FakeSlack.hold`),
+to see what the bot does while Slack is slow.
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ MESSAGE_TEXT_MAX = 40_000
 JSON_ARGS = ("blocks", "attachments", "view", "files", "metadata", "unfurls")
 APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
 FIRST_TS = 1_700_000_000
+# What :meth:`FakeSlack.hold` calls the posts to every response URL.
+RESPONSE_URLS = "response_url"
+# A hold nobody released lets its calls through after this long, so no thread waits forever.
+HOLD_LONGEST_S = 60.0
 
 
 # -- validation ----------------------------------------------------------------------------
@@ -166,6 +172,7 @@ class Call:
     headers: dict[str, str]
     status: int = 200
     response: dict[str, Any] = field(default_factory=dict)
+    received: float = 0.0  # time.perf_counter() when the request arrived (before any hold)
 
     @property
     def ok(self) -> bool:
@@ -202,6 +209,50 @@ class Upload:
     content: bytes | None = None
     title: str | None = None
     completed: bool = False
+
+
+class Hold:
+    """Requests of one kind kept waiting until released: to see what a bot does while Slack
+    (or a response URL) is slow. Use it as a context manager; leaving releases them."""
+
+    def __init__(self, what: str, longest_s: float = HOLD_LONGEST_S) -> None:
+        self.what = what
+        self.longest_s = longest_s
+        self._released = threading.Event()
+        self._cond = threading.Condition()
+        self._arrived = 0
+
+    @property
+    def arrived(self) -> int:
+        """How many requests reached the hold (released or not)."""
+        with self._cond:
+            return self._arrived
+
+    def wait_arrived(self, count: int = 1, timeout: float = 20.0) -> None:
+        """Wait until ``count`` requests are held (for work done in other threads)."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._arrived >= count, timeout):
+                raise AssertionError(
+                    f"expected {count} {self.what} request(s) held within {timeout}s, "
+                    f"got {self._arrived}"
+                )
+
+    def release(self) -> None:
+        """Let every held request (and every later one) through."""
+        self._released.set()
+
+    def keep(self) -> None:
+        """Called by the fake for each request it holds: wait for the release."""
+        with self._cond:
+            self._arrived += 1
+            self._cond.notify_all()
+        self._released.wait(self.longest_s)
+
+    def __enter__(self) -> Hold:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 @dataclass
@@ -329,6 +380,7 @@ class FakeSlack:
         self._calls: list[Call] = []
         self._responses: list[Response] = []
         self._faults: dict[str, list[_Fault]] = {}
+        self._holds: dict[str, Hold] = {}
         self._messages: dict[tuple[str, str], dict[str, Any]] = {}
         self._views: dict[str, dict[str, Any]] = {}
         self._users: dict[str, dict[str, Any]] = {}
@@ -373,6 +425,7 @@ class FakeSlack:
 
     def stop(self) -> None:
         """Stop serving and release the port (and the Socket Mode server)."""
+        self.release_all()
         if self.socket_mode is not None:
             self.socket_mode.stop()
         if self._server is not None:
@@ -431,6 +484,24 @@ class FakeSlack:
             self._faults.setdefault(method, []).append(
                 _Fault("ratelimited", times, status=429, retry_after=retry_after)
             )
+
+    def hold(self, what: str, longest_s: float = HOLD_LONGEST_S) -> Hold:
+        """Keep calls of Web API method ``what`` (or, with ``RESPONSE_URLS``, every post to a
+        response URL) waiting until the returned hold is released (at most ``longest_s``)."""
+        hold = Hold(what, longest_s)
+        with self._lock:
+            previous = self._holds.get(what)
+            self._holds[what] = hold
+        if previous is not None:
+            previous.release()
+        return hold
+
+    def release_all(self) -> None:
+        """Let every held request through (a fake that stops must not leave threads waiting)."""
+        with self._lock:
+            holds, self._holds = list(self._holds.values()), {}
+        for hold in holds:
+            hold.release()
 
     def set_user(self, user_id: str, **fields: Any) -> dict[str, Any]:
         """Set what ``users.info`` says about a user (``tz="Europe/Berlin"``, ``profile=...``)."""
@@ -525,15 +596,19 @@ class FakeSlack:
     # -- dispatch -------------------------------------------------------------------------
 
     def _handle(self, req: _Handler) -> None:
+        received = time.perf_counter()
         parts = urlsplit(req.path)
         raw = req.read_body()
         headers = {k.lower(): v for k, v in req.headers.items()}
         path = parts.path
         if path.startswith("/api/"):
-            status, body, extra = self._api(path[len("/api/") :], headers, raw, parts.query)
+            method = path[len("/api/") :]
+            self._wait_if_held(method)
+            status, body, extra = self._api(method, headers, raw, parts.query, received)
             data = json.dumps(body).encode()
             req.reply(status, data, "application/json; charset=utf-8", extra)
         elif path.startswith("/response_url/") and req.command == "POST":
+            self._wait_if_held(RESPONSE_URLS)
             status, text = self._response_url(path[len("/response_url/") :], headers, raw)
             req.reply(status, text.encode(), "text/plain; charset=utf-8")
         elif path.startswith("/upload/") and req.command == "POST":
@@ -542,8 +617,14 @@ class FakeSlack:
         else:
             req.reply(404, b"not found", "text/plain")
 
+    def _wait_if_held(self, what: str) -> None:
+        with self._lock:
+            hold = self._holds.get(what)
+        if hold is not None:
+            hold.keep()
+
     def _api(
-        self, method: str, headers: dict[str, str], raw: bytes, query: str
+        self, method: str, headers: dict[str, str], raw: bytes, query: str, received: float
     ) -> tuple[int, dict[str, Any], dict[str, str]]:
         status, extra = 200, {}
         try:
@@ -576,7 +657,7 @@ class FakeSlack:
                 with self._lock:
                     self.errors.append(f"{method}: {exc!r}")
         with self._lock:
-            self._calls.append(Call(method, args, headers, status, body))
+            self._calls.append(Call(method, args, headers, status, body, received))
         return status, body, extra
 
     def _check_token(
