@@ -209,13 +209,13 @@ class Cycle:
         log.warning("start refused: %s", failure)
         if failure.bad_order:
             reason = f"its start was refused on {failure.host}: {failure.problem}"
-            job = self._update(job_id, attempt, lambda s, j: _fail_unstarted(s, j, now, reason))
+            job = self._update(
+                job_id, attempt, lambda s, j: requeue_or_finish(s, j, now, reason, fail=True)
+            )
             kind, text = EventKind.JOB_FAILED, f"job #{job_id} cannot start: {failure.problem}"
         else:
             reason = f"start failed on {failure.host}: {failure.problem}"
-            job = self._update(
-                job_id, attempt, lambda s, j: requeue_or_finish(s, self.policy, j, now, reason)
-            )
+            job = self._update(job_id, attempt, lambda s, j: requeue_or_finish(s, j, now, reason))
             kind = EventKind.JOB_REQUEUED
             text = f"job #{job_id} could not start on {failure.host} and is queued again: {failure.problem}"
         if job is not None:
@@ -371,14 +371,6 @@ def _confirm(job: Job, now: datetime) -> None:
     """The host took the start: the run exists there."""
     job.confirmed_at = job.confirmed_at or now
     job.missing_since = None
-
-
-def _fail_unstarted(session: Session, job: Job, now: datetime, reason: str) -> None:
-    """A start no host would take (the job's own data is invalid): it fails, never having run."""
-    for allocation in cluster_queries.open_allocations(session=session, job_id=job.id):
-        session.delete(allocation)
-    job.stop_requested_at, job.stop_reason = None, None
-    lifecycle.move(session, job, JobState.FAILED, at=now, actor=ACTOR, reason=reason)
 
 
 def _gpus_of(session: Session, job_id: int) -> list[Gpu]:

@@ -8,14 +8,16 @@ state gives the truth (a cancel that lost to a start now stops the run).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
-from typing import TypeVar
+from typing import ParamSpec, TypeVar
 
 from sqlalchemy.orm.exc import StaleDataError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+P = ParamSpec("P")
 ATTEMPTS = 3
 
 
@@ -27,3 +29,16 @@ def retrying(work: Callable[[], T], *, what: str, attempts: int = ATTEMPTS) -> T
         except StaleDataError:
             log.info("%s raced another change of the same job; running it again", what)
     return work()
+
+
+def on_race(what: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """Decorate a function that is one whole transaction: it runs again when it loses a race."""
+
+    def wrap(work: Callable[P, T]) -> Callable[P, T]:
+        @functools.wraps(work)
+        def run(*args: P.args, **kwargs: P.kwargs) -> T:
+            return retrying(lambda: work(*args, **kwargs), what=what)
+
+        return run
+
+    return wrap

@@ -36,7 +36,7 @@ from sqlmodel import Session
 from scheduler.alerts.outbox import Announcement, claim, from_row
 from scheduler.config import PolicyConfig
 from scheduler.hosts.reconcile import ACTOR
-from scheduler.races import retrying
+from scheduler.races import on_race, retrying
 from scheduler.service.context import resolve_actor
 from storage.db import session_scope
 from storage.models import Alert, Allocation, GpuSample, Job, JobState
@@ -423,6 +423,7 @@ class IdleAnswer:
     action: Announcement | None = None  # the release this answer set off, if any
 
 
+@on_race("an idle answer")
 def answer_idle(
     engine: Engine,
     policy: PolicyConfig,
@@ -435,20 +436,6 @@ def answer_idle(
     """Record the answer to an idle ask (first wins); "release" stops the job at once."""
     if answer not in ANSWERS:
         raise ValueError(f"unknown answer {answer!r}")
-    return retrying(
-        lambda: _answer(engine, policy, admins, key, answer, user_id, now), what="an idle answer"
-    )
-
-
-def _answer(
-    engine: Engine,
-    policy: PolicyConfig,
-    admins: Collection[str],
-    key: str,
-    answer: str,
-    user_id: str,
-    now: datetime,
-) -> IdleAnswer:
     with session_scope(engine) as session:
         row = alert_queries.lock_alert(session=session, key=key)
         if row is None or row.kind != ASK_KIND:

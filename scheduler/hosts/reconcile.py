@@ -314,8 +314,9 @@ def _ended(
     if asked in REQUEUED_STOPS:
         why = REQUEUED_STOPS[asked]
         _finish(session, policy, job, JobState.PREEMPTED, now, f"stopped: {why}", until=until)
-        back = JobState.QUEUED if job.data_ready else JobState.WAITING_DATA
-        lifecycle.move(session, job, back, at=now, actor=ACTOR, reason=f"requeued: {why}")
+        lifecycle.move(
+            session, job, back_in_line(job), at=now, actor=ACTOR, reason=f"requeued: {why}"
+        )
         text = f"job #{job.id} {job.name} was stopped ({why}) and is queued again"
         found.events.append(Event(EventKind.JOB_PREEMPTED, now, text, job.id, owner=job.owner))
         return
@@ -356,12 +357,8 @@ def _requeue(
     until: datetime | None = None,
 ) -> None:
     """Close the run's allocations (its GPU time is charged) and put the job back in line."""
-    close_allocations_at(session, policy, job, now, until=until)
-    job.missing_since = None
+    _finish(session, policy, job, back_in_line(job), now, reason, until=until)
     job.confirmed_at = None
-    job.stop_requested_at, job.stop_reason = None, None
-    back = JobState.QUEUED if job.data_ready else JobState.WAITING_DATA
-    lifecycle.move(session, job, back, at=now, actor=ACTOR, reason=reason)
 
 
 def _finish(
@@ -374,10 +371,16 @@ def _finish(
     *,
     until: datetime | None = None,
 ) -> None:
+    """End the run: charge its GPU time, forget its stop, move the job to `state`."""
     close_allocations_at(session, policy, job, now, until=until)
     job.missing_since = None
     job.stop_requested_at, job.stop_reason = None, None
     lifecycle.move(session, job, state, at=now, actor=ACTOR, reason=reason)
+
+
+def back_in_line(job: Job) -> JobState:
+    """Where a job that did not end goes: the queue, or back to waiting for its data."""
+    return JobState.QUEUED if job.data_ready else JobState.WAITING_DATA
 
 
 def _orphans(
@@ -435,21 +438,25 @@ def _close_leaks(
 
 
 def requeue_or_finish(
-    session: Session, policy: PolicyConfig, job: Job, now: datetime, reason: str
+    session: Session, job: Job, now: datetime, reason: str, *, fail: bool = False
 ) -> JobState:
-    """After a start the host refused: a job asked to end (cancelled, done) ends, never having
-    run; any other goes back in line. Its allocations are deleted: no GPU time to charge."""
+    """After a start the host refused: a job whose own data no host takes (`fail`) fails, a
+    job asked to end (cancelled, done) ends, never having run; any other goes back in line.
+    Its allocations are deleted: no GPU time to charge."""
     for allocation in cluster_queries.open_allocations(session=session, job_id=job.id):
         session.delete(allocation)
     job.missing_since = None
     job.confirmed_at = None
     asked = job.stop_reason
     job.stop_requested_at, job.stop_reason = None, None
+    if fail:
+        lifecycle.move(session, job, JobState.FAILED, at=now, actor=ACTOR, reason=reason)
+        return JobState.FAILED
     if asked in ENDING_STOPS:
         state = ENDING_STOPS[asked][0]
         state = JobState.CANCELLED if state == JobState.SUCCEEDED else state  # it never ran
         lifecycle.move(session, job, state, at=now, actor=ACTOR, reason=f"{reason}; it never ran")
         return state
-    back = JobState.QUEUED if job.data_ready else JobState.WAITING_DATA
+    back = back_in_line(job)
     lifecycle.move(session, job, back, at=now, actor=ACTOR, reason=reason)
     return back
