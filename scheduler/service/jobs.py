@@ -149,11 +149,11 @@ def submit(ctx: Context, fields: Mapping[str, Any]) -> SubmitResult:
 
 
 def _admission(ctx: Context, priority: str, hours: float) -> Admission:
-    waiting = job_queries.jobs_in_states(session=ctx.session, states=PENDING_STATES)
+    waiting = job_queries.gpu_hours_in_states(session=ctx.session, states=PENDING_STATES)
     knobs = ctx.policy.scheduler.admission
     return admit(
         priority,
-        [job.est_gpu_hours for job in waiting] + [hours],
+        [waiting, hours],
         cluster_queries.schedulable_gpu_count(session=ctx.session),
         max_backlog_hours=knobs.max_backlog_hours,
         action=knobs.action,

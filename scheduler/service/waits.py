@@ -53,11 +53,12 @@ class WaitsBoard:
             found = self._reusable(stamp, now, policy, max_age)  # computed while we waited
             if found is not None:
                 return found
+            # Read again: the run below sees at least this state, so it also serves everyone
+            # whose change was committed while this request waited for its turn.
+            stamp = planning_stamp(session=session)
             waits = compute()
             self.runs += 1
-            latest = self._latest
-            if latest is None or not latest.stamp.covers(stamp) or latest.at < now:
-                self._latest = _Computed(stamp, now, id(policy), waits)
+            self._latest = _Computed(stamp, now, id(policy), waits)
             return dict(waits)
 
     def forget(self) -> None:

@@ -86,6 +86,14 @@ def jobs_in_states(
     return session.exec(query).all()
 
 
+def gpu_hours_in_states(*, session: Session, states: Collection[str]) -> float:
+    """The estimated GPU-hours of every job in `states`, summed by the database."""
+    query = sa_select(func.coalesce(func.sum(col(Job.est_gpu_hours)), 0.0)).where(
+        col(Job.state).in_(states)
+    )
+    return float(session.execute(query).scalar_one())
+
+
 # What the scheduling policy reads of a job: enough to order, match and place it.
 _PLANNING_COLUMNS = (
     col(Job.id),
