@@ -11,9 +11,9 @@ from enum import StrEnum
 from scheduler.service import jobs
 from scheduler.service.context import Context
 from scheduler.service.jobs import JobView
-from storage.models import Gpu, Host, HostState, Job, JobState, PriorityClass
+from storage.models import ON_HOST_STATES, Gpu, Host, HostState, Job, JobState, PriorityClass
 from storage.queries import cluster as cluster_queries
-from storage.queries import org as org_queries
+from storage.queries import jobs as job_queries
 
 
 class CardState(StrEnum):
@@ -116,22 +116,20 @@ def board(ctx: Context) -> BoardResult:
         )
         for host in cluster_queries.all_hosts(session=session)
     )
-    # Held here so the session's identity map keeps them: the queue names each job's team
-    # by id, and without a live reference every lookup would be another query.
-    teams = org_queries.all_teams(session=session)
-    queue = jobs.queue(ctx, "all")
-    del teams
+    # The queue in brief: counted by the database, and only the first few jobs loaded.
+    counts = job_queries.count_by_state_and_priority(session=session)
     waiting_by_class = {priority.value: 0 for priority in PriorityClass}
-    for view in queue.waiting:
-        waiting_by_class[view.job.priority] = waiting_by_class.get(view.job.priority, 0) + 1
+    for (state, priority), n in counts.items():
+        if state in jobs.PENDING_STATES:
+            waiting_by_class[priority] = waiting_by_class.get(priority, 0) + n
     return BoardResult(
         at=ctx.now,
         hosts=hosts,
         types=_summaries(ctx, hosts),
-        running=len(queue.running),
+        running=sum(n for (state, _), n in counts.items() if state in ON_HOST_STATES),
         waiting_by_class=waiting_by_class,
-        waiting_for_data=sum(1 for v in queue.waiting if v.job.state == JobState.WAITING_DATA),
-        next_up=tuple(queue.waiting[:NEXT_UP]),
+        waiting_for_data=sum(n for (s, _), n in counts.items() if s == JobState.WAITING_DATA),
+        next_up=jobs.next_waiting(ctx, NEXT_UP),
     )
 
 

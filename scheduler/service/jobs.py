@@ -328,22 +328,39 @@ def queue(ctx: Context, scope: str) -> QueueResult:
     if scope == "team":
         team_id = ctx.require_team().id
     jobs = job_queries.jobs_in_states(
-        session=ctx.session, states=(*PENDING_STATES, *ON_HOST_STATES)
+        session=ctx.session,
+        states=(*PENDING_STATES, *ON_HOST_STATES),
+        team_id=team_id,
+        owner=ctx.actor.user_id if scope == "mine" else None,
     )
     waits = current_waits(ctx)
     # One read of the teams for the whole listing, not one query per job.
     teams = {t.id: t.name for t in org_queries.all_teams(session=ctx.session)}
     result = QueueResult(scope)
     for job in sorted(jobs, key=lambda j: waits[j.id or 0].position if j.id in waits else 0):
-        if scope == "mine" and job.owner != ctx.actor.user_id:
-            continue
-        if team_id is not None and job.team_id != team_id:
-            continue
         wait = waits.get(job.id or 0)
         team = teams.get(job.team_id) or _team(ctx, job)
         view = JobView(job, team, wait, _likely(ctx, job, wait))
         (result.running if job.state in ON_HOST_STATES else result.waiting).append(view)
     return result
+
+
+def next_waiting(ctx: Context, count: int) -> tuple[JobView, ...]:
+    """The first `count` waiting jobs in queue order, loading only those."""
+    waits = current_waits(ctx)
+    # A few spare candidates: the reasons may be from a state where some have since started.
+    first = sorted(waits.values(), key=lambda w: w.position)[: count * 4]
+    found = {
+        job.id: job
+        for job in job_queries.jobs_with_ids(session=ctx.session, ids=[w.job_id for w in first])
+        if job.state in PENDING_STATES
+    }
+    views = [
+        JobView(job, _team(ctx, job), wait, _likely(ctx, job, wait))
+        for wait in first
+        if (job := found.get(wait.job_id)) is not None
+    ]
+    return tuple(views[:count])
 
 
 def view_of(ctx: Context, job: Job) -> JobView:

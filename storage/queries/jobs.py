@@ -77,13 +77,34 @@ def recent_runs(*, session: Session, owners: Collection[str], limit: int) -> Seq
 
 
 def jobs_in_states(
-    *, session: Session, states: Collection[str], team_id: int | None = None
+    *,
+    session: Session,
+    states: Collection[str],
+    team_id: int | None = None,
+    owner: str | None = None,
 ) -> Sequence[Job]:
-    """Jobs in any of `states` (optionally of one team), oldest first."""
+    """Jobs in any of `states` (optionally of one team, or one owner), oldest first."""
     query = select(Job).where(col(Job.state).in_(states)).order_by(col(Job.id))
     if team_id is not None:
         query = query.where(Job.team_id == team_id)
+    if owner is not None:
+        query = query.where(Job.owner == owner)
     return session.exec(query).all()
+
+
+def jobs_with_ids(*, session: Session, ids: Collection[int]) -> Sequence[Job]:
+    """The jobs with these ids (those that exist), in one query."""
+    if not ids:
+        return []
+    return session.exec(select(Job).where(col(Job.id).in_(ids))).all()
+
+
+def count_by_state_and_priority(*, session: Session) -> dict[tuple[str, str], int]:
+    """How many jobs there are in each (state, priority class), counted by the database."""
+    query = sa_select(col(Job.state), col(Job.priority), func.count()).group_by(
+        col(Job.state), col(Job.priority)
+    )
+    return {(state, priority): int(n) for state, priority, n in session.execute(query)}
 
 
 def gpu_hours_in_states(*, session: Session, states: Collection[str]) -> float:
