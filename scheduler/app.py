@@ -10,7 +10,6 @@ from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm.exc import StaleDataError
 
 from scheduler.clock import Clock, SystemClock
 from scheduler.commands import HANDLERS, help_reply
@@ -22,7 +21,7 @@ from scheduler.service.context import Context, resolve_actor, track_writes
 from scheduler.service.waits import WaitsBoard
 from scheduler.settings import Settings
 from scheduler.textreply import Notice, render
-from storage.db import make_engine, session_scope, upgrade
+from storage.db import lost_race, make_engine, session_scope, upgrade
 from storage.models import Team
 from storage.queries import audit
 from storage.queries import org as org_queries
@@ -96,7 +95,9 @@ class Paika:
             for _ in range(RACE_RETRIES):
                 try:
                     return self._reply(self.execute(path, args, user_id))
-                except StaleDataError:
+                except Exception as exc:
+                    if not lost_race(exc):
+                        raise
                     log.info("%s by %s raced another change; running it again", path, user_id)
             error = Conflict(
                 "The job kept changing while paika carried out your command, so nothing was changed.",

@@ -24,7 +24,6 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm.exc import StaleDataError
 from sqlmodel import Session
 
 from scheduler import lifecycle
@@ -46,7 +45,7 @@ from scheduler.notify import Event, EventKind, Notifier
 from scheduler.policy.plan import Plan, Preempt, Start
 from scheduler.policy.scheduler import schedule
 from scheduler.snapshots import build_snapshot
-from storage.db import session_scope
+from storage.db import lost_race, session_scope
 from storage.models import ON_HOST_STATES, Allocation, Gpu, Host, Job, JobState, Match
 from storage.queries import audit
 from storage.queries import cluster as cluster_queries
@@ -215,7 +214,10 @@ class Cycle:
             kind, text = EventKind.JOB_FAILED, f"job #{job_id} cannot start: {failure.problem}"
         else:
             reason = f"start failed on {failure.host}: {failure.problem}"
-            job = self._update(job_id, attempt, lambda s, j: requeue_or_finish(s, j, now, reason))
+            unsent = not failure.reached  # the host never saw it: the attempt is given back
+            job = self._update(
+                job_id, attempt, lambda s, j: requeue_or_finish(s, j, now, reason, unsent=unsent)
+            )
             kind = EventKind.JOB_REQUEUED
             text = f"job #{job_id} could not start on {failure.host} and is queued again: {failure.problem}"
         if job is not None:
@@ -237,8 +239,9 @@ class Cycle:
                     change(session, job)
                     session.add(job)
                 return job
-            except StaleDataError:
-                continue
+            except Exception as exc:
+                if not lost_race(exc):
+                    raise
         log.warning("job #%s kept changing; its start is settled next cycle", job_id)
         return None
 
@@ -291,13 +294,13 @@ class Cycle:
                 )
                 session.flush()
                 return _orders(session, job, gpus)
-        except (IntegrityError, StaleDataError):
-            # A GPU it was given is already held, or a user changed the job (a cancel won):
-            # nothing was written; the next cycle decides afresh.
-            log.warning("job #%s was not started: it or its GPUs changed meanwhile", start.job_id)
-            return None
-        except Exception:
-            log.exception("job #%s could not be started; the others go on", start.job_id)
+        except Exception as exc:
+            if isinstance(exc, IntegrityError) or lost_race(exc):
+                # A GPU it was given is already held, or a user changed the job (a cancel
+                # won): nothing was written; the next cycle decides afresh.
+                log.warning("job #%s was not started: it or its GPUs changed", start.job_id)
+            else:
+                log.exception("job #%s could not be started; the others go on", start.job_id)
             return None
 
     def _resend_starts(self, job_ids: list[int], result: CycleResult) -> None:
@@ -336,10 +339,9 @@ class Cycle:
         for preempt in preemptions:
             try:
                 self._record_preemption(preempt, result)
-            except StaleDataError:
-                log.info("job #%s changed before its preemption; next cycle", preempt.job_id)
-            except Exception:
-                log.exception("job #%s: its preemption could not be recorded", preempt.job_id)
+            except Exception as exc:
+                if not lost_race(exc):
+                    log.exception("job #%s: its preemption was not recorded", preempt.job_id)
         if result.preempted:
             self._send_stops(result.preempted, [])
 

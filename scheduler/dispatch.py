@@ -21,14 +21,23 @@ class DispatchError(PaikaError):
     `known` is False when the request may have reached the host but no answer came back
     (a timeout, a dropped connection, a server error): the job may be running there, so it
     must not be started anywhere else. `bad_order` is True when the job's own data was
-    refused (an invalid field): starting it again would fail the same way.
+    refused (an invalid field): starting it again would fail the same way. `reached` is
+    False when the request surely never got to the host (nothing answered the connection):
+    the host has no record of the run.
     """
 
     def __init__(
-        self, host: str, job_id: int, problem: str, *, known: bool = True, bad_order: bool = False
+        self,
+        host: str,
+        job_id: int,
+        problem: str,
+        *,
+        known: bool = True,
+        bad_order: bool = False,
+        reached: bool = True,
     ) -> None:
         self.host, self.job_id, self.problem = host, job_id, problem
-        self.known, self.bad_order = known, bad_order
+        self.known, self.bad_order, self.reached = known, bad_order, reached
         super().__init__(f"{host}: job #{job_id}: {problem}")
 
 
@@ -81,7 +90,9 @@ class AgentDispatcher:
                 image=order.image,
             )
         except BadRequest as exc:  # the job's own data: no host would take it
-            raise DispatchError(order.host, order.job_id, exc.message, bad_order=True) from exc
+            raise DispatchError(
+                order.host, order.job_id, exc.message, bad_order=True, reached=False
+            ) from exc
         try:
             with AgentClient(order.url, self.token, timeout=self.timeout) as client:
                 client.start_job(request)
@@ -100,5 +111,10 @@ def _start_error(order: StartOrder, exc: AgentError) -> DispatchError:
     """Whether a failed start surely did not start the run, and whose fault it was."""
     unknown = isinstance(exc, AnswerLost) or (exc.status is not None and exc.status >= 500)
     return DispatchError(
-        order.host, order.job_id, str(exc), known=not unknown, bad_order=exc.status == 400
+        order.host,
+        order.job_id,
+        str(exc),
+        known=not unknown,
+        bad_order=exc.status == 400,
+        reached=unknown or exc.status is not None,
     )

@@ -2,7 +2,8 @@
 
 Every update of a job is conditional on the version it read (see `storage.models.jobs`):
 when a user's command and the cycle change the same job at once, one of them fails with
-StaleDataError after its transaction was rolled back whole. Running it again on the fresh
+StaleDataError (or, on a server, as a deadlock's victim) after its transaction was rolled
+back whole (`storage.db.lost_race` tells them). Running it again on the fresh
 state gives the truth (a cancel that lost to a start now stops the run).
 """
 
@@ -13,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from sqlalchemy.orm.exc import StaleDataError
+from storage.db import lost_race
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -26,7 +27,9 @@ def retrying(work: Callable[[], T], *, what: str, attempts: int = ATTEMPTS) -> T
     for _ in range(attempts - 1):
         try:
             return work()
-        except StaleDataError:
+        except Exception as exc:
+            if not lost_race(exc):
+                raise
             log.info("%s raced another change of the same job; running it again", what)
     return work()
 

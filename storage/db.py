@@ -13,6 +13,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm.exc import StaleDataError
 from sqlmodel import Session, create_engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -56,6 +58,26 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.close()
+
+
+# Errors that mean "another transaction got there first; run yours again": MySQL/MariaDB
+# deadlock and lock wait timeout; PostgreSQL deadlock and serialization failure.
+_MYSQL_RACES = {1213, 1205}
+_POSTGRES_RACES = {"40P01", "40001"}
+
+
+def lost_race(exc: BaseException) -> bool:
+    """Whether `exc` says the unit of work lost a race and may simply be run again: a
+    conditional update that matched no row (the row's version moved on), or the database
+    choosing it as a deadlock's victim."""
+    if isinstance(exc, StaleDataError):
+        return True
+    if not isinstance(exc, DBAPIError):
+        return False
+    orig = exc.orig
+    code = getattr(orig, "args", (None,))[0] if orig is not None else None
+    sqlstate = getattr(orig, "sqlstate", None)
+    return code in _MYSQL_RACES or sqlstate in _POSTGRES_RACES
 
 
 @contextmanager

@@ -123,6 +123,8 @@ def _reading(gpu: GpuInfo) -> GpuReading:
 def _job(job: JobInfo) -> AgentJobState:
     # How long it ran, by the agent's own clock: free of any skew between the two hosts.
     ran = (job.ended_at - job.started_at).total_seconds() if job.ended_at else None
+    # A run the agent never launched (its stop came first) has no process and no command.
+    launched = job.pid is not None or bool(job.command)
     return AgentJobState(
-        job.job_id, str(job.state), job.exit_code, (job.pid,) if job.pid else (), ran
+        job.job_id, str(job.state), job.exit_code, (job.pid,) if job.pid else (), ran, launched
     )

@@ -26,7 +26,6 @@ from enum import Enum
 from typing import Any
 
 from sqlalchemy import Engine, Row
-from sqlalchemy.orm.exc import StaleDataError
 from sqlmodel import Session
 
 from scheduler import lifecycle
@@ -35,7 +34,7 @@ from scheduler.dispatch import agent_job_id
 from scheduler.hosts.report import AgentJobState, HostReport
 from scheduler.notify import Event, EventKind
 from scheduler.service.ledger import close_allocations_at
-from storage.db import session_scope
+from storage.db import lost_race, session_scope
 from storage.models import ON_HOST_STATES, Allocation, Job, JobState
 from storage.queries import audit
 from storage.queries import cluster as cluster_queries
@@ -44,6 +43,7 @@ from storage.queries import jobs as job_queries
 log = logging.getLogger(__name__)
 ACTOR = "scheduler"
 RETRIES = 3  # a job changed under the cycle is re-read and settled again, this many times
+PENDING = (JobState.QUEUED, JobState.WAITING_DATA)
 
 # Why paika asked a run to stop → what happens when its host confirms the stop.
 # Requeued: the job goes back to the queue (an idle-class job stopped for core work, or a
@@ -166,9 +166,9 @@ def _settle_safely(
                 if job is None or job.state not in ON_HOST_STATES or job.attempts != row.attempts:
                     return  # it moved on since it was read (cancelled, requeued …)
                 _settle(session, policy, job, seen, known, now, mine)
-        except StaleDataError:
-            continue  # a user's command changed it in between: read it again
-        except Exception:
+        except Exception as exc:
+            if lost_race(exc):
+                continue  # a user's command changed it in between: read it again
             log.exception("job #%s could not be reconciled; it is tried again next cycle", row.id)
             found.failed.append(row.id)
             return
@@ -311,6 +311,12 @@ def _ended(
         else None
     )
     asked = job.stop_reason
+    if not known.launched:  # its stop reached the host before its start: it never ran
+        state = requeue_or_finish(session, job, now, f"stopped ({asked}) before it started")
+        kind = EventKind.JOB_REQUEUED if state in PENDING else EventKind.JOB_FINISHED
+        text = f"job #{job.id} {job.name} was stopped before it started ({state})"
+        found.events.append(Event(kind, now, text, job.id, owner=job.owner))
+        return
     if asked in REQUEUED_STOPS:
         why = REQUEUED_STOPS[asked]
         _finish(session, policy, job, JobState.PREEMPTED, now, f"stopped: {why}", until=until)
@@ -371,11 +377,15 @@ def _finish(
     *,
     until: datetime | None = None,
 ) -> None:
-    """End the run: charge its GPU time, forget its stop, move the job to `state`."""
-    close_allocations_at(session, policy, job, now, until=until)
+    """End the run: move the job to `state`, forget its stop, charge its GPU time."""
     job.missing_since = None
     job.stop_requested_at, job.stop_reason = None, None
     lifecycle.move(session, job, state, at=now, actor=ACTOR, reason=reason)
+    # The job's row is written (and locked) before the ledger rows that refer to it: on
+    # MariaDB, their key checks would otherwise share-lock it first, and a user's cancel of
+    # the same job in between would be a deadlock instead of a plain lost race.
+    session.flush()
+    close_allocations_at(session, policy, job, now, until=until)
 
 
 def back_in_line(job: Job) -> JobState:
@@ -438,13 +448,22 @@ def _close_leaks(
 
 
 def requeue_or_finish(
-    session: Session, job: Job, now: datetime, reason: str, *, fail: bool = False
+    session: Session,
+    job: Job,
+    now: datetime,
+    reason: str,
+    *,
+    fail: bool = False,
+    unsent: bool = False,
 ) -> JobState:
-    """After a start the host refused: a job whose own data no host takes (`fail`) fails, a
+    """After a start that never ran: a job whose own data no host takes (`fail`) fails, a
     job asked to end (cancelled, done) ends, never having run; any other goes back in line.
-    Its allocations are deleted: no GPU time to charge."""
+    Its allocations are deleted: no GPU time to charge. A start that never reached its host
+    (`unsent`) gives its attempt back: the host has no record of that run id to clash with."""
     for allocation in cluster_queries.open_allocations(session=session, job_id=job.id):
         session.delete(allocation)
+    if unsent:
+        job.attempts = max(0, job.attempts - 1)
     job.missing_since = None
     job.confirmed_at = None
     asked = job.stop_reason

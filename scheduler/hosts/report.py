@@ -29,6 +29,7 @@ class AgentJobState:
     exit_code: int | None = None
     pids: tuple[int, ...] = ()
     ran_seconds: float | None = None  # for an ended run: from its start to its end, on the host
+    launched: bool = True  # False: stopped before its start arrived (the agent's tombstone)
 
 
 @dataclass(frozen=True, slots=True)

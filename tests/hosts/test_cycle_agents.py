@@ -101,6 +101,7 @@ def test_a_start_the_host_cannot_take_is_undone_and_requeued(
     assert requeued.state == JobState.QUEUED and "start failed on gpu-b" in (
         requeued.state_reason or ""
     )
+    assert requeued.attempts == 0  # the host never saw it: no attempt is used up
     with Session(world.engine) as session:
         assert session.exec(select(Allocation)).all() == []  # no GPU left allocated to it
     assert EventKind.JOB_REQUEUED in notifier.kinds()

@@ -279,3 +279,16 @@ def test_a_start_the_host_never_takes_is_given_up_after_a_while_and_charged_noth
     with Session(world.engine) as session:
         assert all(e.gpu_hours == 0 for e in session.exec(select(LedgerEntry)))
     assert runs_on(agents["gpu-a"]) == {}
+
+
+def test_a_job_marked_done_whose_start_never_arrived_ends_cancelled_as_never_run(
+    world: Paika, clock: ManualClock, agents: dict[str, Agent]
+) -> None:
+    cycle = _cycle_with(world, LostAnswers(deliver=False), RecordingNotifier())
+    submit(world, "phantom", "sleep 30", gpus=2, extra=A100)
+    cycle.run_once()
+    ok(world, "UALICE", "done phantom output=s3://nowhere")
+    until(cycle, clock, lambda: job(world, "phantom").state == JobState.CANCELLED)
+    phantom = job(world, "phantom")
+    assert "never ran" in (phantom.state_reason or "")
+    assert open_allocations(world) == [] and "running" not in runs_on(agents["gpu-a"]).values()
