@@ -116,6 +116,11 @@ class LeanTransport(httpx.AsyncBaseTransport):
             except (_BadResponse, ValueError) as exc:
                 connection.close()
                 raise httpx.RemoteProtocolError(str(exc), request=request) from exc
+            except BaseException:
+                # Cancelled by the caller's own deadline (a hung agent): the socket is closed
+                # here, or every poll of that host would leave one open.
+                connection.close()
+                raise
             self._release(key, connection, answer.keep_alive)
             return httpx.Response(
                 answer.status, headers=answer.headers, content=answer.body, request=request

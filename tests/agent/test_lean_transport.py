@@ -146,3 +146,24 @@ def test_the_agent_client_works_over_it_end_to_end(agent: Agent) -> None:
             await client.stop_job("7.1", grace_s=1)
 
     asyncio.run(scenario())
+
+
+def test_a_request_cancelled_by_its_callers_deadline_closes_its_connection() -> None:
+    """A hung agent (SIGSTOPped: the kernel still accepts the connection) and a poller whose
+    own deadline cancels the request: the socket must not stay open, poll after poll."""
+    closed = asyncio.Event()
+
+    async def hung(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")  # the request arrived; no answer ever comes
+        await reader.read()  # returns when the client closes its side
+        closed.set()
+
+    async def scenario() -> None:
+        server, url, _ = await _serve(hung)
+        async with server:
+            async with httpx.AsyncClient(transport=LeanTransport(), timeout=30) as client:
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(client.get(url + "/v1/status"), 0.2)
+                await asyncio.wait_for(closed.wait(), 10)
+
+    asyncio.run(scenario())
