@@ -160,10 +160,9 @@ def test_a_request_cancelled_by_its_callers_deadline_closes_its_connection() -> 
 
     async def scenario() -> None:
         server, url, _ = await _serve(hung)
-        async with server:
-            async with httpx.AsyncClient(transport=LeanTransport(), timeout=30) as client:
-                with pytest.raises(TimeoutError):
-                    await asyncio.wait_for(client.get(url + "/v1/status"), 0.2)
-                await asyncio.wait_for(closed.wait(), 10)
+        async with server, httpx.AsyncClient(transport=LeanTransport(), timeout=30) as client:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(client.get(url + "/v1/status"), 0.2)
+            await asyncio.wait_for(closed.wait(), 10)
 
     asyncio.run(scenario())
