@@ -327,22 +327,41 @@ def queue(ctx: Context, scope: str) -> QueueResult:
     team_id = None
     if scope == "team":
         team_id = ctx.require_team().id
+    result = QueueResult(scope)
+    for view in _listing(ctx):
+        job = view.job
+        if scope == "mine" and job.owner != ctx.actor.user_id:
+            continue
+        if team_id is not None and job.team_id != team_id:
+            continue
+        (result.running if job.state in ON_HOST_STATES else result.waiting).append(view)
+    return result
+
+
+def _listing(ctx: Context) -> tuple[JobView, ...]:
+    """Every running and waiting job in queue order, shared by the commands of this process
+    while the state stays the same (see scheduler.service.waits)."""
+    if ctx.waits_board is None or ctx.wrote or ctx.reuse.get("waits") is not None:
+        return _list_all(ctx)
+    max_age = timedelta(seconds=ctx.policy.scheduler.cycle_seconds)
+    return ctx.waits_board.shared(
+        "queue", ctx.session, ctx.now, ctx.policy, max_age, lambda: _list_all(ctx)
+    )
+
+
+def _list_all(ctx: Context) -> tuple[JobView, ...]:
     jobs = job_queries.jobs_in_states(
-        session=ctx.session,
-        states=(*PENDING_STATES, *ON_HOST_STATES),
-        team_id=team_id,
-        owner=ctx.actor.user_id if scope == "mine" else None,
+        session=ctx.session, states=(*PENDING_STATES, *ON_HOST_STATES)
     )
     waits = current_waits(ctx)
     # One read of the teams for the whole listing, not one query per job.
     teams = {t.id: t.name for t in org_queries.all_teams(session=ctx.session)}
-    result = QueueResult(scope)
-    for job in sorted(jobs, key=lambda j: waits[j.id or 0].position if j.id in waits else 0):
-        wait = waits.get(job.id or 0)
-        team = teams.get(job.team_id) or _team(ctx, job)
-        view = JobView(job, team, wait, _likely(ctx, job, wait))
-        (result.running if job.state in ON_HOST_STATES else result.waiting).append(view)
-    return result
+    ordered_jobs = sorted(jobs, key=lambda j: waits[j.id or 0].position if j.id in waits else 0)
+    return tuple(
+        JobView(job, teams.get(job.team_id) or _team(ctx, job), wait, _likely(ctx, job, wait))
+        for job in ordered_jobs
+        for wait in [waits.get(job.id or 0)]
+    )
 
 
 def next_waiting(ctx: Context, count: int) -> tuple[JobView, ...]:

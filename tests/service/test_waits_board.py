@@ -36,11 +36,16 @@ def team(paika: Paika) -> Paika:
 
 def test_reads_of_an_unchanged_state_share_one_policy_run(team: Paika) -> None:
     _submit(team, "UALICE", "a")
-    before = team.waits_board.runs
+    _submit(team, "UBOB", "b")
+    before, listed = team.waits_board.runs, team.waits_board.listings
     for text in ("queue", "queue mine", "status a", "board", "queue team"):
         _ok(team, "UALICE", text)
         _ok(team, "UBOB", text)
     assert team.waits_board.runs - before <= 1
+    assert team.waits_board.listings - listed <= 1  # the queue is read from the database once
+    # Shared, but each scope still shows its own jobs.
+    mine = _ok(team, "UBOB", "queue mine")
+    assert [view.job.name for view in mine.waiting] == ["b"]  # type: ignore[attr-defined]
 
 
 def test_a_change_is_seen_by_the_next_read_and_by_its_own_answer(team: Paika) -> None:
