@@ -119,7 +119,9 @@ def test_a_job_given_up_on_is_requeued_and_its_old_run_stopped_when_the_host_ret
     given_up = job(world, "stuck")
     assert given_up.state == JobState.QUEUED and given_up.attempts == 1
     assert "did not answer for 24 h" in (given_up.state_reason or "")
-    assert EventKind.JOB_REQUEUED in notifier.kinds() and EventKind.JOB_FAILED not in notifier.kinds()
+    assert (
+        EventKind.JOB_REQUEUED in notifier.kinds() and EventKind.JOB_FAILED not in notifier.kinds()
+    )
     assert open_allocations(world) == []
     with Session(world.engine) as session:
         charged = session.exec(select(LedgerEntry)).all()
@@ -175,7 +177,9 @@ def test_an_agent_that_lost_its_state_gets_the_job_requeued_not_failed(
     again = job(world, "wiped")
     assert again.state == JobState.RUNNING
     assert runs_on(old) == {f"{wiped_id}.2": "running"}
-    assert EventKind.JOB_REQUEUED in notifier.kinds() and EventKind.JOB_FAILED not in notifier.kinds()
+    assert (
+        EventKind.JOB_REQUEUED in notifier.kinds() and EventKind.JOB_FAILED not in notifier.kinds()
+    )
 
 
 class LostAnswers(AgentDispatcher):
