@@ -35,6 +35,7 @@ from storage.queries import jobs as job_queries
 from storage.queries import org as org_queries
 
 PENDING_STATES = (JobState.WAITING_DATA, JobState.QUEUED, JobState.PREEMPTED)
+LISTING = "queue"  # the shared listing's key on the board
 
 
 @dataclass(frozen=True)
@@ -328,7 +329,7 @@ def queue(ctx: Context, scope: str) -> QueueResult:
     if scope == "team":
         team_id = ctx.require_team().id
     result = QueueResult(scope)
-    for view in _listing(ctx):
+    for view in _listing(ctx, None if scope == "all" else (team_id, scope)):
         job = view.job
         if scope == "mine" and job.owner != ctx.actor.user_id:
             continue
@@ -338,20 +339,28 @@ def queue(ctx: Context, scope: str) -> QueueResult:
     return result
 
 
-def _listing(ctx: Context) -> tuple[JobView, ...]:
-    """Every running and waiting job in queue order, shared by the commands of this process
-    while the state stays the same (see scheduler.service.waits)."""
-    if ctx.waits_board is None or ctx.wrote or ctx.reuse.get("waits") is not None:
-        return _list_all(ctx)
+def _listing(ctx: Context, part: tuple[int | None, str] | None) -> tuple[JobView, ...]:
+    """Running and waiting jobs in queue order: every one, shared by the commands of this
+    process while the state stays the same (see scheduler.service.waits); for a `part` (a
+    team, or the actor's own), the shared listing when it is current, else just that part
+    from the database (listing everything for one user's few jobs would cost more)."""
+    board = ctx.waits_board
+    if board is None or ctx.wrote or ctx.reuse.get("waits") is not None:
+        return _list_all(ctx, part)
     max_age = timedelta(seconds=ctx.policy.scheduler.cycle_seconds)
-    return ctx.waits_board.shared(
-        "queue", ctx.session, ctx.now, ctx.policy, max_age, lambda: _list_all(ctx)
-    )
+    if part is not None:
+        kept = board.peek(LISTING, ctx.session, ctx.now, ctx.policy, max_age)
+        return kept if kept is not None else _list_all(ctx, part)
+    return board.shared(LISTING, ctx.session, ctx.now, ctx.policy, max_age, lambda: _list_all(ctx))
 
 
-def _list_all(ctx: Context) -> tuple[JobView, ...]:
+def _list_all(ctx: Context, part: tuple[int | None, str] | None = None) -> tuple[JobView, ...]:
+    team_id, scope = part or (None, "all")
     jobs = job_queries.jobs_in_states(
-        session=ctx.session, states=(*PENDING_STATES, *ON_HOST_STATES)
+        session=ctx.session,
+        states=(*PENDING_STATES, *ON_HOST_STATES),
+        team_id=team_id,
+        owner=ctx.actor.user_id if scope == "mine" else None,
     )
     waits = current_waits(ctx)
     # One read of the teams for the whole listing, not one query per job.

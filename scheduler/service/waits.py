@@ -85,6 +85,14 @@ class WaitsBoard:
             self._latest[key] = _Computed(stamp, now, id(policy), value)
             return value
 
+    def peek(
+        self, key: str, session: Session, now: datetime, policy: object, max_age: timedelta
+    ) -> Any:
+        """The kept result `key` if it covers the state `session` sees, else None (nothing
+        is computed)."""
+        found = self._reusable(key, planning_stamp(session=session), now, policy, max_age)
+        return None if found is None else found.value
+
     def forget(self) -> None:
         """Drop the kept results (the policy file changed, or a test wants a fresh run)."""
         self._latest.clear()
