@@ -93,15 +93,17 @@ class Cycle:
         # 1. poll every agent
         with self._step(result, "poll"):
             result.reports = self.poller(self._targets())
-        # 2. apply the reports; reconcile the jobs on hosts
-        sample = self._sample_due(result.at)
-        with self._step(result, "apply"), session_scope(self.engine) as session:
-            result.events += apply_reports(
-                session, self.policy, result.reports, result.at, sample=sample
-            )
+        # 2. apply the reports; reconcile the jobs on hosts. Not when the poll itself failed:
+        # no report is not the same as every host being silent.
         found = Reconciliation()
-        with self._step(result, "reconcile"):
-            found = reconcile(self.engine, self.policy, result.reports, result.at)
+        if not result.errors:
+            sample = self._sample_due(result.at)
+            with self._step(result, "apply"), session_scope(self.engine) as session:
+                result.events += apply_reports(
+                    session, self.policy, result.reports, result.at, sample=sample
+                )
+            with self._step(result, "reconcile"):
+                found = reconcile(self.engine, self.policy, result.reports, result.at)
         result.events += found.events
         # 3. starts whose answer was lost, and stops
         with self._step(result, "resend"):

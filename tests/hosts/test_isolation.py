@@ -3,7 +3,7 @@ database before the door checked them (or by hand) fail their own item, with a r
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 
 import pytest
 from agent_world import Agent, job, make_cycle, ok, submit, until
@@ -89,3 +89,22 @@ def test_an_allocation_its_ended_job_left_open_is_closed_and_reported_by_the_nex
         ).all()
     assert held and all(a.ended_at is not None for a in held)
     assert {a.target_id for a in audited} == {str(leaky)}
+
+
+def test_a_poller_that_fails_does_not_make_every_host_look_silent(
+    world: Paika, clock: ManualClock, agents: dict[str, Agent]
+) -> None:
+    cycle = make_cycle(world, RecordingNotifier())
+    submit(world, "steady", "sleep 30", gpus=2, extra="type=A100-80GB")
+    cycle.run_once()
+
+    def broken(targets: object) -> dict[str, object]:
+        raise RuntimeError("a bug in the poller")
+
+    cycle.poller = broken  # type: ignore[assignment]
+    for _ in range(4):
+        clock.advance(timedelta(seconds=60))
+        result = cycle.run_once()
+        assert result.errors and result.errors[0].startswith("poll:")
+    steady = job(world, "steady")
+    assert steady.state == JobState.RUNNING and steady.missing_since is None
