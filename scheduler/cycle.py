@@ -105,6 +105,7 @@ class Cycle:
             with self._step(result, "reconcile"):
                 found = reconcile(self.engine, self.policy, result.reports, result.at)
         result.events += found.events
+        result.errors += [f"reconcile: job #{job_id}" for job_id in found.failed]
         # 3. starts whose answer was lost, and stops
         with self._step(result, "resend"):
             self._resend_starts(found.resend, result)
