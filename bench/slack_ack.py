@@ -9,9 +9,10 @@ Each round sends `concurrency` signed slash commands at once over real HTTP — 
 process (as in production, where Slack is another machine), with the Web API on the
 tests' fake Slack server in this process. It reports the acknowledgement latency (request
 sent → HTTP 200), the modal latency (request sent → views.open reaching the fake Slack)
-and, for reference, how long the full answers took to arrive by response_url. Slack's
-limit for both the acknowledgement and views.open (the trigger_id expires) is 3,000 ms;
-the goal is p99 ≤ 200 ms for acks. The last line is one JSON object of the figures.
+and how long all answers of a burst took to arrive by response_url. Slack's limit for both
+the acknowledgement and views.open (the trigger_id expires) is 3,000 ms; the goals are
+p99 ≤ 200 ms for acks and every answer of a burst of 50 within 2,000 ms at 2,000 jobs.
+The last line is one JSON object of the figures.
 """
 
 from __future__ import annotations
@@ -216,6 +217,7 @@ def main() -> None:
         "views_open_p99_ms": round(percentile(modals, 0.99), 1) if modals else None,
         "views_open_max_ms": round(max(modals), 1) if modals else None,
         "all_answers_of_a_burst_ms_median": round(statistics.median(answers), 1),
+        "all_answers_of_a_burst_ms_max": round(max(answers), 1),
         "seeding_s": round(seeding_s, 1),
     }
     width = max(map(len, figures))

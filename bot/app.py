@@ -69,6 +69,7 @@ def build_app(
             "environment", "SLACK_SIGNING_SECRET", "HTTP mode needs the app's signing secret"
         )
     pacing = AcksFirst()
+    answers = PacedExecutor(pacing, WORKERS, "paika-slack")
     identity = BotIdentity(client)
     identity.learn_in_background()
     app = App(
@@ -84,7 +85,7 @@ def build_app(
         process_before_response=True,
         # The work after an ack is mostly Python holding the GIL: more threads would not
         # make it faster, only slow down the acks of the requests arriving meanwhile.
-        listener_executor=PacedExecutor(pacing, WORKERS, "paika-slack"),
+        listener_executor=answers,
         logger=log,
     )
     messenger = Messenger(client, services, pacing)
@@ -93,7 +94,7 @@ def build_app(
     app.middleware(note_requests(services))
     app.middleware(once_per_delivery(services))
     modals = ThreadPoolExecutor(max_workers=MODAL_WORKERS, thread_name_prefix="paika-slack-modal")
-    register(app, services, messenger, modals)
+    register(app, services, messenger, modals, answers)
     app.error(error_handler(services))
     return app, messenger
 

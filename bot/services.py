@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy.exc import OperationalError
 
 from bot.locales import SlackLocales
-from scheduler.app import Paika, Reply
+from scheduler.app import Answer, Paika, Reply
 from scheduler.errors import UserError
 from scheduler.service import jobs, quotas, templates
 from scheduler.service.board import BoardResult, board
@@ -89,9 +89,18 @@ class BotServices:
         """A `/gpu` command typed by `user_id`."""
         return self.paika.run(text, user_id)
 
+    def begin_run(self, text: str, user_id: str) -> Answer:
+        """A `/gpu` command's change, made now; the call returned reads its answer."""
+        return self.paika.begin_run(text, user_id)
+
     def perform(self, path: tuple[str, ...], args: dict[str, Any], user_id: str) -> Reply:
-        """An already parsed command (the submit modal, the buttons)."""
+        """An already parsed command (the buttons)."""
         return self.paika.perform(path, args, user_id)
+
+    def begin(self, path: tuple[str, ...], args: dict[str, Any], user_id: str) -> Answer:
+        """An already parsed command's change (the submit modal), made now; the call
+        returned reads its answer."""
+        return self.paika.begin(path, args, user_id)
 
     def language(self, user_id: str, *, ask_slack: bool = True) -> str:
         """The user's choice (`/gpu lang`), else their Slack locale's, else the policy's default.

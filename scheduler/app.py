@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
@@ -28,6 +29,9 @@ from storage.queries import org as org_queries
 
 log = logging.getLogger(__name__)
 RACE_RETRIES = 3  # a command that lost a race to a change of the same job is run again
+# Commands that read what the policy worked out (reasons, ETAs, the queue) and change nothing.
+READS_THE_PLAN = frozenset({("queue",), ("board",), ("status",)})
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,26 @@ class Reply:
     text: str
     result: object | None = None
     error: UserError | None = None  # what went wrong, when not ok (a client may render it itself)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A command's answer once its change is made (Paika.begin_run, Paika.begin): known
+    already (an error, or a result with nothing left to work out), or read when called."""
+
+    known: Reply | None = None
+    read: Callable[[], Reply] | None = None
+
+    def __call__(self) -> Reply:
+        if self.known is not None:
+            return self.known
+        assert self.read is not None
+        return self.read()
+
+    @property
+    def refused(self) -> Reply | None:
+        """The error, when the command was refused or failed (nothing was changed)."""
+        return self.known if self.known is not None and not self.known.ok else None
 
 
 @dataclass
@@ -76,38 +100,85 @@ class Paika:
 
     def run(self, text: str, user_id: str) -> Reply:
         """Parse and carry out one `/gpu` command as `user_id`; user errors become replies."""
+        return self.begin_run(text, user_id)()
+
+    def perform(self, path: tuple[str, ...], args: dict[str, Any], user_id: str) -> Reply:
+        """Carry out an already parsed command (text or Slack modal); user errors become replies."""
+        return self.begin(path, args, user_id)()
+
+    def begin_run(self, text: str, user_id: str) -> Answer:
+        """`run` in two steps, for a bot answering a burst of commands: the command's change
+        is made now, and the returned call reads its answer.
+
+        Answers read after every change of a burst see one state, so their reasons and ETAs
+        come from one run of the policy (scheduler.service.waits) instead of one per
+        command. Commands that only read what the policy worked out (queue, board, status)
+        do all their work when the answer is read.
+        """
         try:
             command = parse(text)
         except UserError as exc:  # ParseError is one
-            return Reply(False, str(exc), error=exc)
+            return _answered(Reply(False, str(exc), error=exc))
         if command.path == ("help",):
-            return self._reply(help_reply(tuple(command.args.get("topic", ()))))  # type: ignore[arg-type]
-        return self.perform(command.path, command.args, user_id)
+            return _answered(self._reply(help_reply(tuple(command.args.get("topic", ())))))  # type: ignore[arg-type]
+        if command.path in READS_THE_PLAN:
+            return Answer(read=partial(self.perform, command.path, command.args, user_id))
+        return self.begin(command.path, command.args, user_id)
 
-    def perform(self, path: tuple[str, ...], args: dict[str, Any], user_id: str) -> Reply:
-        """Carry out an already parsed command (text or Slack modal); user errors become replies.
+    def begin(self, path: tuple[str, ...], args: dict[str, Any], user_id: str) -> Answer:
+        """Make the command's change now (committed, or rolled back whole); the returned call
+        reads its answer, with the job's reason and ETA as of when it is called.
 
         A command that lost a race (the cycle or another user changed the same job between
         its read and its write) was rolled back whole; it is run again on the fresh state,
         so the user is told what really happened.
         """
+        outcome = self._guarded(path, args, user_id, lambda: self._change(path, args, user_id))
+        if isinstance(outcome, Reply):
+            return _answered(outcome)
+        result, deferred = outcome
+        if not deferred:
+            return _answered(self._reply(result))
+
+        def read() -> Reply:
+            with self.context(user_id) as ctx:
+                return self._reply(jobs.with_current_waits(ctx, result))
+
+        return Answer(read=partial(self._guarded, path, args, user_id, read))
+
+    def _change(
+        self, path: tuple[str, ...], args: dict[str, Any], user_id: str
+    ) -> tuple[object, bool]:
+        """The command's own transaction, run again if it lost a race: its result, and
+        whether its job's reason and ETA are left to be read after the commit."""
+        for _ in range(RACE_RETRIES):
+            try:
+                with self.context(user_id, defer_waits=True) as ctx:
+                    result = HANDLERS[path](ctx, args)
+                    return result, bool(ctx.reuse.get("deferred"))
+            except Exception as exc:
+                if not lost_race(exc):
+                    raise
+                log.info("%s by %s raced another change; running it again", path, user_id)
+        raise Conflict(
+            "The job kept changing while paika carried out your command, so nothing was changed.",
+            "Look at it with /gpu status and try again.",
+        )
+
+    def _guarded(
+        self,
+        path: tuple[str, ...],
+        args: dict[str, Any],
+        user_id: str,
+        work: Callable[[], T],
+    ) -> T | Reply:
+        """`work`, with user errors and database failures turned into replies."""
         try:
-            for _ in range(RACE_RETRIES):
-                try:
-                    return self._reply(self.execute(path, args, user_id))
-                except Exception as exc:
-                    if not lost_race(exc):
-                        raise
-                    log.info("%s by %s raced another change; running it again", path, user_id)
-            error = Conflict(
-                "The job kept changing while paika carried out your command, so nothing was changed.",
-                "Look at it with /gpu status and try again.",
-            )
-            return Reply(False, str(error), error=error)
+            return work()
         except PermissionDenied as exc:
             self._audit_refusal(path, args, user_id, exc)
             return Reply(False, str(exc), error=exc)
-        except UserError as exc:
+        except UserError as exc:  # Conflict is one
             return Reply(False, str(exc), error=exc)
         except DBAPIError as exc:
             # The transaction was rolled back, so nothing half-done remains; say so plainly.
@@ -137,20 +208,6 @@ class Paika:
         except DBAPIError:
             log.exception("could not audit a refused %s by %s", " ".join(path), user_id)
 
-    def execute(self, path: tuple[str, ...], args: dict[str, Any], user_id: str) -> object:
-        """Run one parsed command in its own transaction; any error rolls it all back.
-
-        A command that changed a job answers with its reason and ETA as of after its commit,
-        from the shared board: in a burst, many answers share one run of the policy.
-        """
-        with self.context(user_id, defer_waits=True) as ctx:
-            result = HANDLERS[path](ctx, args)
-            deferred = bool(ctx.reuse.get("deferred"))
-        if not deferred:
-            return result
-        with self.context(user_id) as ctx:
-            return jobs.with_current_waits(ctx, result)
-
     @contextmanager
     def context(self, user_id: str, *, defer_waits: bool = False) -> Iterator[Context]:
         """One unit of work as `user_id`, now: committed on success, rolled back on error."""
@@ -170,4 +227,9 @@ class Paika:
         return Reply(True, render(result, self.policy.zone), result)
 
 
-__all__ = ["Notice", "Paika", "Reply"]
+def _answered(reply: Reply) -> Answer:
+    """An answer already known (an error, or a result with nothing left to read)."""
+    return Answer(known=reply)
+
+
+__all__ = ["Answer", "Notice", "Paika", "Reply"]

@@ -11,9 +11,12 @@ from bot.messenger import Messenger
 from bot.services import BotServices
 
 
-def register(app: App, services: BotServices, messenger: Messenger, modals: Executor) -> None:
-    """Attach every listener paika has to `app`; `modals` opens modals, ahead of answers."""
-    commands.register(app, services, messenger, modals)
+def register(
+    app: App, services: BotServices, messenger: Messenger, modals: Executor, answers: Executor
+) -> None:
+    """Attach every listener paika has to `app`; `modals` opens modals, ahead of answers;
+    `answers` is the worker that runs the listeners' work after the ack."""
+    commands.register(app, services, messenger, modals, answers)
     actions.register(app, services, messenger, modals)
     views.register(app, services, messenger)
     events.register(app, services, messenger)

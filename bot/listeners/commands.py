@@ -15,6 +15,7 @@ from bot.messenger import Messenger
 from bot.replays import first_time, once
 from bot.replying import message_for, split_share
 from bot.services import BotServices
+from scheduler.app import Answer
 
 COMMAND = "/gpu"
 
@@ -24,12 +25,24 @@ def acknowledge(ack: Ack) -> None:
     ack()
 
 
-def register(app: App, services: BotServices, messenger: Messenger, modals: Executor) -> None:
+def register(
+    app: App, services: BotServices, messenger: Messenger, modals: Executor, answers: Executor
+) -> None:
     def answer(body: dict[str, Any], respond: Respond) -> None:
         with reported(services, body, respond):
             user = body["user_id"]
             text, share = split_share((body.get("text") or "").strip())
-            outcome = services.run(text or "help", user)
+            read = services.begin_run(text or "help", user)
+            # The answer is read once the commands already queued behind this one have made
+            # their changes too: in a burst, the answers then share one run of the policy
+            # for their reasons and ETAs, instead of one run each (Paika.begin_run).
+            answers.submit(finish, body, respond, user, read, share)
+
+    def finish(
+        body: dict[str, Any], respond: Respond, user: str, read: Answer, share: bool
+    ) -> None:
+        with reported(services, body, respond):
+            outcome = read()
             # Read after the command, so `/gpu lang zh` already answers in Chinese.
             lang = services.language(user)
             message = message_for(outcome, lang, services.zone, services.now())

@@ -11,7 +11,7 @@ from bot.blocks.submit_modal import block_for_key, read_submission
 from bot.messenger import Messenger
 from bot.replying import message_for
 from bot.services import BotServices
-from scheduler.app import Reply
+from scheduler.app import Answer
 from scheduler.grammar.errors import ParseError
 
 # Slack shows at most this many characters of an inline error.
@@ -19,10 +19,13 @@ ERROR_LIMIT = 150
 
 
 def register(app: App, services: BotServices, messenger: Messenger) -> None:
-    def tell_owner(outcome: Reply, user: str) -> None:
-        """The DM that confirms a submission (after the ack: it may ask Slack the locale)."""
+    def tell_owner(read: Answer, user: str) -> None:
+        """The DM that confirms a submission, with the job's reason and ETA, and the fresh
+        Home (after the ack: it may ask Slack the locale, and the ETA needs the policy)."""
+        outcome = read()
         message = message_for(outcome, services.language(user), services.zone, services.now())
         messenger.dm(user, message)
+        messenger.follow_up(outcome, user)
 
     @app.view(ids.SUBMIT_CALLBACK)
     def submitted(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
@@ -36,18 +39,19 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
             ack(response_action="errors", errors=errors)
             return
         # Submitting is quick (one transaction), so the modal waits for it and can show
-        # the service's objection under the field at fault.
-        outcome = services.perform(("submit",), args, user)
-        if not outcome.ok:
-            problem = outcome.error
+        # the service's objection under the field at fault; the job's reason and ETA are
+        # read after the ack.
+        read = services.begin(("submit",), args, user)
+        refused = read.refused
+        if refused is not None:
+            problem = refused.error
             key = problem.key if isinstance(problem, ParseError) else None
-            text = problem.message if problem is not None else outcome.text
+            text = problem.message if problem is not None else refused.text
             ack(response_action="errors", errors={block_for_key(key): _fit(text)})
             return
         ack()
         # The modal closes when this returns; the DM and the fresh Home follow in the background.
-        messenger.later(tell_owner, outcome, user)
-        messenger.later(messenger.follow_up, outcome, user)
+        messenger.later(tell_owner, read, user)
 
 
 def _fit(text: str) -> str:

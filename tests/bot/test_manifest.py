@@ -45,7 +45,7 @@ def _manifest() -> dict[str, Any]:
 
 def _registered() -> RecordingApp:
     app = RecordingApp()
-    register(app, services=None, messenger=None, modals=None)  # type: ignore[arg-type]  # listeners only close over them
+    register(app, services=None, messenger=None, modals=None, answers=None)  # type: ignore[arg-type]  # listeners only close over them
     return app
 
 

@@ -94,3 +94,40 @@ def test_a_burst_of_submits_shares_policy_runs_and_each_answer_has_its_own_job(
     assert [r.view.job.name for r in results] == names
     assert all(r.view.wait is not None for r in results)
     assert team.waits_board.runs - before < len(names)
+
+
+def test_answers_read_after_a_bursts_changes_share_one_policy_run(team: Paika) -> None:
+    """The bot makes every queued command's change first, then reads the answers: twenty
+    submits, a cancel and twenty queue listings cost one run of the policy, and each answer
+    still shows its own job, as of after the whole burst."""
+    _submit(team, "UALICE", "early")
+    before, listed = team.waits_board.runs, team.waits_board.listings
+    answers = []
+    for i in range(20):
+        user = ("UALICE", "UBOB")[i % 2]
+        answers.append(
+            team.begin_run(
+                f'submit name=s{i} gpus=1 hours=2 priority=normal data=ready cmd="x"', user
+            )
+        )
+        answers.append(team.begin_run("queue", user))
+    answers.append(team.begin_run("cancel early", "UALICE"))
+    assert team.waits_board.runs == before  # nothing read yet
+    replies = [answer() for answer in answers]
+    assert all(reply.ok for reply in replies), [r.text for r in replies if not r.ok]
+    assert team.waits_board.runs - before == 1
+    assert team.waits_board.listings - listed == 1
+    submitted = [reply.result for reply in replies[0:40:2]]
+    assert [r.view.job.name for r in submitted] == [f"s{i}" for i in range(20)]  # type: ignore[attr-defined]
+    assert all(r.view.wait is not None for r in submitted)  # type: ignore[attr-defined]
+    listing = replies[1].result  # the first queue command's answer already sees all twenty
+    assert [v.job.name for v in listing.waiting] == [f"s{i}" for i in range(20)]  # type: ignore[attr-defined]
+
+
+def test_an_answer_read_later_reports_a_refused_change_and_changes_nothing(team: Paika) -> None:
+    answer = team.begin_run("cancel nosuchjob", "UALICE")
+    refused = team.begin_run("admin host add gpu-09 url=http://127.0.0.1:9", "UALICE")
+    late = team.begin_run("submit name=x gpus=1", "UALICE")  # no hours: a parse error
+    for reply in (answer(), refused(), late()):
+        assert not reply.ok and reply.error is not None
+    assert "admin" in refused().text.lower()
