@@ -44,7 +44,7 @@ from scheduler.agent.simulated import SimulatedReader
 from scheduler.app import Paika
 from scheduler.clock import SystemClock
 from scheduler.hosts.poll import Poller, Target
-from scheduler.notify import RecordingNotifier
+from scheduler.notices.events import RecordingObserver
 from scheduler.runner import agent_cycle
 from scheduler.serving import serve_in_thread
 from scheduler.settings import Settings
@@ -333,7 +333,7 @@ def timed_cycles(
 ) -> tuple[list[float], list[float], int]:
     """`rounds` + 1 timed cycles (ms) and their poll parts; with `settle`, first the cycles
     that start what fits (the steady state is what is measured). Returns how many started."""
-    cycle = agent_cycle(paika, RecordingNotifier())
+    cycle = agent_cycle(paika, RecordingObserver())
     polls: list[float] = []
     poll = cycle.poller
 

@@ -1,5 +1,6 @@
-"""The outbox's announcer for Slack: each alert rendered by its kind, DMed to its people and,
-when it is for the channel and the policy names one, posted there.
+"""The outbox's announcer for Slack: each notice rendered by its kind, DMed to its people
+and, when it is for the channel and the policy names one, posted there. A job's owner who
+is told of a change to their job also gets a fresh App Home.
 
 `announce` is True only when every post got through; otherwise the outbox tries the alert
 again later. Within one process, a retry skips the recipients that already have it, so a
@@ -15,29 +16,38 @@ from zoneinfo import ZoneInfo
 
 from bot.blocks.alerts import idle_ask, plain_alert, quota_alert, reclaim_notice
 from bot.blocks.common import Message
+from bot.blocks.notices import job_event
 from bot.digest import post_digest
 from bot.messenger import Messenger
 from bot.services import BotServices
 from scheduler.alerts.idle import ACTION_KIND, ASK_KIND
-from scheduler.alerts.outbox import Announcement
 from scheduler.alerts.quota import EXPIRY_KIND, USED_KIND
 from scheduler.digest.model import Digest
 from scheduler.digest.schedule import KIND as DIGEST_KIND
+from scheduler.notices.events import EVENT_KINDS, event_of, is_event
+from scheduler.notices.outbox import Announcement
 
 log = logging.getLogger(__name__)
 
 Renderer = Callable[[Announcement, str, ZoneInfo], Message]
+
+
+def event_notice(announcement: Announcement, lang: str, zone: ZoneInfo) -> Message:
+    """A job or host event (started, finished, unknown, host down …)."""
+    return job_event(event_of(announcement), lang, zone)
+
 
 RENDERERS: Mapping[str, Renderer] = {
     EXPIRY_KIND: quota_alert,
     USED_KIND: quota_alert,
     ASK_KIND: idle_ask,
     ACTION_KIND: reclaim_notice,
+    **{kind: event_notice for kind in EVENT_KINDS},
 }
 
 
 class SlackAnnouncer:
-    """Implements scheduler.alerts.outbox.Announcer for Slack."""
+    """Implements scheduler.notices.outbox.Announcer for Slack."""
 
     def __init__(
         self,
@@ -74,6 +84,9 @@ class SlackAnnouncer:
         if through:
             with self._lock:
                 self._delivered = {d for d in self._delivered if d[0] != announcement.key}
+            if is_event(announcement.kind):
+                for user in announcement.to_users:  # best effort: the DM is what counts
+                    self.messenger.publish_home(user)
         return through
 
     def _post_digest(self, announcement: Announcement) -> bool:

@@ -17,7 +17,6 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from bot.announcer import SlackAnnouncer
 from bot.app import build_app
 from bot.http import EVENTS_PATH, http_app
-from bot.notifier import SlackNotifier
 from bot.services import BotServices
 from scheduler.app import Paika
 from scheduler.serving import serve_in_thread, stop_server
@@ -27,12 +26,11 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class SlackBot:
-    """A running bot: how it listens, and its notifier for the scheduler's events."""
+    """A running bot: how it listens, and its announcer for the outbox's notices."""
 
     mode: str  # "socket" or "http"
     where: str  # where it listens, for the operator
-    notifier: SlackNotifier
-    announcer: SlackAnnouncer  # alerts and the digest, through the outbox
+    announcer: SlackAnnouncer  # every notice: job and host events, alerts, the digest
     _socket: SocketModeHandler | None = None
     _server: tuple[uvicorn.Server, threading.Thread] | None = field(default=None)
 
@@ -41,7 +39,6 @@ class SlackBot:
             self._socket.close()  # type: ignore[no-untyped-call]
         if self._server is not None:
             stop_server(*self._server)
-        self.notifier.close()
 
 
 def start_bot(paika: Paika, *, port: int | None = None) -> SlackBot:
@@ -49,7 +46,6 @@ def start_bot(paika: Paika, *, port: int | None = None) -> SlackBot:
     settings = paika.settings
     services = BotServices(paika)
     app, messenger = build_app(settings, services)
-    notifier = SlackNotifier(messenger)
     announcer = SlackAnnouncer(messenger, services)
     if settings.slack_app_token is not None:
         # apps.connections.open is called with the app token, on the same API base URL.
@@ -58,7 +54,7 @@ def start_bot(paika: Paika, *, port: int | None = None) -> SlackBot:
             app, services, settings.slack_app_token.get_secret_value(), web_client=opener
         )
         handler.connect()  # type: ignore[no-untyped-call]
-        return SlackBot("socket", "Socket Mode", notifier, announcer, _socket=handler)
+        return SlackBot("socket", "Socket Mode", announcer, _socket=handler)
     host = settings.http_host
     server, thread, bound = serve_in_thread(
         http_app(app, messenger.pacing), host, settings.http_port if port is None else port
@@ -66,7 +62,6 @@ def start_bot(paika: Paika, *, port: int | None = None) -> SlackBot:
     return SlackBot(
         "http",
         f"http://{host}:{bound}{EVENTS_PATH}",
-        notifier,
         announcer,
         _server=(server, thread),
     )

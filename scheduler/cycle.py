@@ -41,7 +41,7 @@ from scheduler.hosts.reconcile import (
     requeue_or_finish,
 )
 from scheduler.hosts.report import HostReport
-from scheduler.notify import Event, EventKind, Notifier
+from scheduler.notices.events import Event, EventKind, Observer, record
 from scheduler.policy.plan import Plan, Preempt, Start
 from scheduler.policy.scheduler import schedule
 from scheduler.snapshots import build_snapshot
@@ -72,7 +72,8 @@ class CycleResult:
 
 
 class Cycle:
-    """Runs the cycle against one database with one dispatcher and one notifier."""
+    """Runs the cycle against one database with one dispatcher; `observer` sees its events
+    afterwards (people are told through the outbox, in the transactions that made them)."""
 
     def __init__(
         self,
@@ -80,11 +81,11 @@ class Cycle:
         policy: PolicyConfig,
         clock: Clock,
         dispatcher: Dispatcher,
-        notifier: Notifier,
+        observer: Observer,
         poller: Poller,
     ) -> None:
         self.engine, self.policy, self.clock = engine, policy, clock
-        self.dispatcher, self.notifier, self.poller = dispatcher, notifier, poller
+        self.dispatcher, self.observer, self.poller = dispatcher, observer, poller
         self._last_sample: datetime | None = None
 
     def run_once(self) -> CycleResult:
@@ -99,9 +100,10 @@ class Cycle:
         if not result.errors:
             sample = self._sample_due(result.at)
             with self._step(result, "apply"), session_scope(self.engine) as session:
-                result.events += apply_reports(
+                changes = apply_reports(
                     session, self.policy, result.reports, result.at, sample=sample
                 )
+                result.events += [record(session, event) for event in changes]
             with self._step(result, "reconcile"):
                 found = reconcile(self.engine, self.policy, result.reports, result.at)
         result.events += found.events
@@ -121,7 +123,7 @@ class Cycle:
             with self._step(result, "preempt"):
                 self._record_preemptions(result.plan.preemptions, result)
         for event in result.events:
-            self.notifier.notify(event)
+            self.observer.notify(event)
         return result
 
     @contextmanager
@@ -195,13 +197,13 @@ class Cycle:
         """Record what came of sending a start: started, refused, or not known yet."""
         now = result.at
         if failure is None:
-            job = self._update(job_id, attempt, lambda s, j: _confirm(j, now))
-            if job is not None:
-                result.started.append(job_id)
+
+            def started(job: Job) -> Event:
                 text = f"job #{job_id} {job.name} started on {where}"
-                result.events.append(
-                    Event(EventKind.JOB_STARTED, now, text, job_id, owner=job.owner)
-                )
+                return Event(EventKind.JOB_STARTED, now, text, job_id, owner=job.owner)
+
+            if self._update(job_id, attempt, lambda s, j: _confirm(j, now), started, result):
+                result.started.append(job_id)
             return
         if not failure.known:
             # It may be running there: ask that host again (same run id), never another one.
@@ -211,28 +213,40 @@ class Cycle:
         log.warning("start refused: %s", failure)
         if failure.bad_order:
             reason = f"its start was refused on {failure.host}: {failure.problem}"
-            job = self._update(
-                job_id, attempt, lambda s, j: requeue_or_finish(s, j, now, reason, fail=True)
-            )
             kind, text = EventKind.JOB_FAILED, f"job #{job_id} cannot start: {failure.problem}"
+
+            def change(session: Session, job: Job) -> None:
+                requeue_or_finish(session, job, now, reason, fail=True)
         else:
             reason = f"start failed on {failure.host}: {failure.problem}"
             unsent = not failure.reached  # the host never saw it: the attempt is given back
-            job = self._update(
-                job_id, attempt, lambda s, j: requeue_or_finish(s, j, now, reason, unsent=unsent)
-            )
             kind = EventKind.JOB_REQUEUED
             text = f"job #{job_id} could not start on {failure.host} and is queued again: {failure.problem}"
-        if job is not None:
-            if job.state in (JobState.QUEUED, JobState.WAITING_DATA):
-                result.requeued.append(job_id)
-            result.events.append(Event(kind, now, text, job_id, owner=job.owner))
+
+            def change(session: Session, job: Job) -> None:
+                requeue_or_finish(session, job, now, reason, unsent=unsent)
+
+        job = self._update(
+            job_id,
+            attempt,
+            change,
+            lambda job: Event(kind, now, text, job_id, owner=job.owner),
+            result,
+        )
+        if job is not None and job.state in (JobState.QUEUED, JobState.WAITING_DATA):
+            result.requeued.append(job_id)
 
     def _update(
-        self, job_id: int, attempt: int, change: Callable[[Session, Job], object]
+        self,
+        job_id: int,
+        attempt: int,
+        change: Callable[[Session, Job], object],
+        tell: Callable[[Job], Event],
+        result: CycleResult,
     ) -> Job | None:
         """Apply `change` to the job's current run as a conditional update, re-reading it if
-        a user's command got there first; None if that run is no longer on a host."""
+        a user's command got there first, and put the event `tell` makes of it in the
+        outbox in the same transaction; None if that run is no longer on a host."""
         for _ in range(RETRIES):
             try:
                 with session_scope(self.engine) as session:
@@ -241,6 +255,8 @@ class Cycle:
                         return None
                     change(session, job)
                     session.add(job)
+                    event = record(session, tell(job))
+                result.events.append(event)
                 return job
             except Exception as exc:
                 if not lost_race(exc):
@@ -364,12 +380,12 @@ class Cycle:
                 target_id=job.id,
                 detail={"for_job": preempt.for_job},
             )
+            minutes = self.policy.scheduler.preemption.idle_grace_minutes
+            text = f"job #{job.id} {job.name} (idle class) is asked to checkpoint and stop within {minutes:g} min for core job #{preempt.for_job}; it is queued again after"
+            event = Event(EventKind.JOB_PREEMPTED, result.at, text, job.id, owner=job.owner)
+            record(session, event)
         result.preempted.append(job.id or 0)
-        minutes = self.policy.scheduler.preemption.idle_grace_minutes
-        text = f"job #{job.id} {job.name} (idle class) is asked to checkpoint and stop within {minutes:g} min for core job #{preempt.for_job}; it is queued again after"
-        result.events.append(
-            Event(EventKind.JOB_PREEMPTED, result.at, text, job.id, owner=job.owner)
-        )
+        result.events.append(event)
 
 
 def _confirm(job: Job, now: datetime) -> None:

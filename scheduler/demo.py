@@ -29,7 +29,8 @@ from scheduler.agent.app import build_app
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.simulated import SimulatedReader
 from scheduler.app import Paika
-from scheduler.notify import ConsoleNotifier, Event, FanOut, RecordingNotifier
+from scheduler.notices.events import RecordingObserver
+from scheduler.notices.outbox import ConsoleAnnouncer, RecordingAnnouncer
 from scheduler.periodic import Periodic
 from scheduler.runner import agent_cycle
 from scheduler.serving import serve_in_thread, stop_server
@@ -125,9 +126,10 @@ def run_demo(
         }
     )
     agents = [_agent(folder, name, spec, token) for name, spec in HOSTS]
-    recorder = RecordingNotifier()
-    notifier = FanOut(recorder) if quiet else FanOut(recorder, _Printer(out, clock))
-    periodic = Periodic(paika.engine, paika.policy, clock, agent_cycle(paika, notifier))
+    recorder = RecordingObserver()
+    # The demo's notices go through the outbox like any paika's: printed, or kept quiet.
+    announcer = RecordingAnnouncer() if quiet else ConsoleAnnouncer(out)
+    periodic = Periodic(paika.engine, paika.policy, clock, agent_cycle(paika, recorder), announcer)
     try:
         _setup(paika, agents, out)
         periodic.start()
@@ -298,13 +300,3 @@ def _print_summary(summary: dict[str, object], out: TextIO) -> None:
     )
     for gpu_type, (hours, cost) in summary["gpu_hours_and_cost_by_type"].items():  # type: ignore[attr-defined]
         print(f"  {gpu_type:<10} {hours:7.2f} GPU-hours  cost {cost:8.2f}", file=out)
-
-
-class _Printer:
-    """Events as lines, stamped with paika's (accelerated) time."""
-
-    def __init__(self, out: TextIO, clock: AcceleratedClock) -> None:
-        self.console = ConsoleNotifier(out)
-
-    def notify(self, event: Event) -> None:
-        self.console.notify(event)

@@ -15,24 +15,31 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import Engine
 
 from scheduler.alerts.idle import act_on_idle, check_idle
-from scheduler.alerts.outbox import Announcer, ConsoleAnnouncer, deliver_pending
 from scheduler.alerts.quota import raise_quota_alerts
 from scheduler.clock import Clock
 from scheduler.config import PolicyConfig
 from scheduler.cycle import Cycle
 from scheduler.digest.schedule import raise_digest
 from scheduler.hosts.inventory import prune_samples
+from scheduler.notices.events import EVENT_KINDS
+from scheduler.notices.outbox import Announcer, ConsoleAnnouncer, Courier
 from storage.db import session_scope
 from storage.leader import LeaderLock
+from storage.queries.notices import prune_sent
 from storage.queries.slack import prune_deliveries
 
 log = logging.getLogger(__name__)
 
 ALERTS_EVERY_S = 60
+KEEP_SENT_EVENTS = timedelta(days=30)  # job and host events already delivered
 
 
 class Periodic:
-    """Owns the APScheduler instance and the leader lock."""
+    """Owns the APScheduler instance, the leader lock and the outbox's courier.
+
+    Only the leader runs the cycle and raises alerts; every instance's courier delivers
+    the outbox (each notice is taken for a lease, so one instance sends it).
+    """
 
     def __init__(
         self,
@@ -44,6 +51,7 @@ class Periodic:
     ) -> None:
         self.engine, self.policy, self.clock, self.cycle = engine, policy, clock, cycle
         self.announcer: Announcer = announcer or ConsoleAnnouncer()
+        self.courier = Courier(engine, self.announcer, clock)
         # The lease outlives a few missed cycles, so a slow cycle does not hand over leadership.
         self.lock = LeaderLock(
             engine, ttl=timedelta(seconds=max(30.0, policy.scheduler.cycle_seconds * 4))
@@ -78,18 +86,22 @@ class Periodic:
             **common,
         )
         self.scheduler.start()
+        self.courier.start()
 
     def stop(self) -> None:
-        """Stop scheduling and let the lock go."""
+        """Stop scheduling and delivering, and let the lock go."""
         self.scheduler.shutdown(wait=True)
+        self.courier.stop()
         self.lock.release()
         self.cycle.close()
 
     def tick(self) -> None:
-        """One cycle, if this instance leads."""
+        """One cycle, if this instance leads; then its notices go out at once."""
         if not self._lead():
             return
-        self.cycle.run_once()
+        result = self.cycle.run_once()
+        if result.events:
+            self.courier.wake()
 
     def alerts(self) -> None:
         """Raise what is due (idle GPUs, reclaim, quota thresholds, the digest), then deliver."""
@@ -104,7 +116,7 @@ class Periodic:
                 "digest",
                 lambda: self.policy.digest.enabled and raise_digest(self.engine, self.policy, now),
             ),
-            ("delivery", lambda: deliver_pending(self.engine, self.announcer, now)),
+            ("delivery", self.courier.deliver_now),
         )
         for name, step in steps:
             try:
@@ -113,7 +125,8 @@ class Periodic:
                 log.exception("periodic %s failed", name)
 
     def prune(self) -> None:
-        """Forget GPU samples past the retention window, and old Slack delivery ids."""
+        """Forget GPU samples past the retention window, old Slack delivery ids and job and
+        host events delivered long ago (the jobs' own history keeps what happened)."""
         if not self._lead():
             return
         now = self.clock.now()
@@ -121,7 +134,15 @@ class Periodic:
             gone = prune_samples(session, self.policy, now)
             # Slack retries a delivery for minutes; a day of event ids is plenty to skip them.
             deliveries = prune_deliveries(session=session, before=now - timedelta(days=1))
-        log.info("pruned %d GPU samples and %d Slack delivery ids", gone, deliveries)
+            events = prune_sent(
+                session=session, kinds=sorted(EVENT_KINDS), before=now - KEEP_SENT_EVENTS
+            )
+        log.info(
+            "pruned %d GPU samples, %d Slack delivery ids and %d delivered events",
+            gone,
+            deliveries,
+            events,
+        )
 
     def _lead(self) -> bool:
         leading = self.lock.acquire(self.clock.now())

@@ -1,4 +1,4 @@
-"""Wiring the running service: the cycle with real agents, dispatch and a notifier."""
+"""Wiring the running service: the cycle with real agents and dispatch."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from scheduler.cycle import Cycle
 from scheduler.dispatch import AgentDispatcher
 from scheduler.errors import PaikaError
 from scheduler.hosts.poll import Poller
-from scheduler.notify import Notifier
+from scheduler.notices.events import Observer
 
 
 class MissingAgentToken(PaikaError):
@@ -17,7 +17,7 @@ class MissingAgentToken(PaikaError):
         super().__init__("set PAIKA_AGENT_TOKEN to the token the GPU host agents were started with")
 
 
-def agent_cycle(paika: Paika, notifier: Notifier) -> Cycle:
+def agent_cycle(paika: Paika, observer: Observer) -> Cycle:
     """The cycle polling and dispatching through the hosts' agents."""
     token = paika.settings.agent_token
     if not token:
@@ -29,6 +29,6 @@ def agent_cycle(paika: Paika, notifier: Notifier) -> Cycle:
         paika.policy,
         paika.clock,
         AgentDispatcher(token, timeout=timeout),
-        notifier,
+        observer,
         poller,
     )

@@ -33,8 +33,8 @@ from bot.blocks.ids import ALERT_ACTIONS, IDLE_RELEASE, IDLE_STILL_USING, QUOTA_
 from bot.blocks.job import gpu_hours, ref, state
 from bot.i18n import day, t, when
 from scheduler.alerts.idle import STILL_USING_QUIET
-from scheduler.alerts.outbox import Announcement
 from scheduler.alerts.quota import EXPIRY_KIND
+from scheduler.notices.outbox import Announcement
 
 # Room in a message for the blocks around the list of jobs a quota would cut off.
 _AROUND_JOBS = 6

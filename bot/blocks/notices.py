@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 from bot.blocks.common import Message, code, context, fit, mention, mrkdwn_escape, section
 from bot.blocks.job import priority, ref
 from bot.i18n import t, term, when
-from scheduler.notify import Event, EventKind
+from scheduler.notices.events import Event, EventKind
 from scheduler.service.bumps import DecisionResult
 from storage.models import BumpState
 

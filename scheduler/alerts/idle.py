@@ -33,17 +33,17 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from scheduler.alerts.outbox import Announcement, claim, from_row
 from scheduler.config import PolicyConfig
 from scheduler.hosts.reconcile import ACTOR
+from scheduler.notices.outbox import Announcement, claim, from_row
 from scheduler.races import on_race, retrying
 from scheduler.service.context import resolve_actor
 from storage.db import session_scope
-from storage.models import Alert, Allocation, GpuSample, Job, JobState
-from storage.queries import alerts as alert_queries
+from storage.models import Allocation, GpuSample, Job, JobState, Notice
 from storage.queries import audit, reclaim
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
+from storage.queries import notices as notice_queries
 from storage.queries import org as org_queries
 
 ASK_KIND = "gpus_idle"
@@ -193,11 +193,11 @@ def check_idle(engine: Engine, policy: PolicyConfig, now: datetime) -> list[Anno
     return asked
 
 
-def _latest_asks(session: Session, runs: Sequence[IdleRun]) -> dict[int, Alert]:
+def _latest_asks(session: Session, runs: Sequence[IdleRun]) -> dict[int, Notice]:
     """The last ask about each run's current attempt, by job id."""
     attempts = {run.job.id or 0: run.job.attempts for run in runs}
-    latest: dict[int, Alert] = {}
-    for row in alert_queries.alerts_about(
+    latest: dict[int, Notice] = {}
+    for row in notice_queries.notices_about(
         session=session, kind=ASK_KIND, subjects=[str(job_id) for job_id in attempts]
     ):
         info = from_row(row).detail
@@ -211,7 +211,7 @@ def _latest_asks(session: Session, runs: Sequence[IdleRun]) -> dict[int, Alert]:
     return latest
 
 
-def _next_ask(previous: Alert | None, policy: PolicyConfig, now: datetime) -> int | None:
+def _next_ask(previous: Notice | None, policy: PolicyConfig, now: datetime) -> int | None:
     """The number of the next ask about this run, or None while it must not be asked again."""
     if previous is None:
         return 1
@@ -288,7 +288,7 @@ def _act_on_asks(engine: Engine, policy: PolicyConfig, now: datetime) -> list[An
     deadline = now - timedelta(minutes=policy.reclaim.grace_minutes)
     notices: list[Announcement] = []
     with session_scope(engine) as session:
-        asks = alert_queries.unanswered_alerts(session=session, kind=ASK_KIND, sent_before=deadline)
+        asks = notice_queries.unanswered_notices(session=session, kind=ASK_KIND, sent_before=deadline)
         if not asks:
             return []
         idle = idle_runs(session, policy, now)
@@ -318,7 +318,7 @@ def _act(
     action = policy.reclaim.action.get(job.priority, "keep")  # type: ignore[call-overload]
     if action not in STOP_REASON:
         return None  # keep: asking was all; the owner may still release it
-    if not alert_queries.answer_alert(
+    if not notice_queries.answer_notice(
         session=session, key=ask.key, answer=TIMEOUT, by=ACTOR, at=now
     ):
         return None  # answered meanwhile: the answer decides
@@ -336,7 +336,7 @@ def _releasable(job: Job, ask: Announcement) -> bool:
 
 
 def _close(session: Session, key: str, answer: str, now: datetime) -> None:
-    alert_queries.answer_alert(session=session, key=key, answer=answer, by=ACTOR, at=now)
+    notice_queries.answer_notice(session=session, key=key, answer=answer, by=ACTOR, at=now)
 
 
 def _reclaim(
@@ -437,7 +437,7 @@ def answer_idle(
     if answer not in ANSWERS:
         raise ValueError(f"unknown answer {answer!r}")
     with session_scope(engine) as session:
-        row = alert_queries.lock_alert(session=session, key=key)
+        row = notice_queries.lock_notice(session=session, key=key)
         if row is None or row.kind != ASK_KIND:
             return IdleAnswer(known=False)
         ask = from_row(row)
@@ -450,7 +450,7 @@ def answer_idle(
             return IdleAnswer(True, alert=ask)
         if row.answered_at is not None:
             return IdleAnswer(True, True, False, row.answer, row.answered_by, row.answered_at, ask)
-        alert_queries.answer_alert(session=session, key=key, answer=answer, by=user_id, at=now)
+        notice_queries.answer_notice(session=session, key=key, answer=answer, by=user_id, at=now)
         audit.record(
             session=session,
             at=now,

@@ -23,8 +23,8 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from scheduler.alerts.outbox import Announcement, claim, from_row
 from scheduler.config import PolicyConfig
+from scheduler.notices.outbox import Announcement, claim, from_row
 from scheduler.policy.capacity import OVERRUN_SHARE
 from scheduler.policy.matching import fitting_types
 from scheduler.policy.plan import Wait
@@ -37,8 +37,8 @@ from scheduler.snapshots import build_snapshot, expiry_moment
 from storage.db import session_scope
 from storage.models import ACTIVE_STATES, Job, Quota
 from storage.queries import accounting, audit
-from storage.queries import alerts as alert_queries
 from storage.queries import jobs as job_queries
+from storage.queries import notices as notice_queries
 from storage.queries import org as org_queries
 
 EXPIRY_KIND = "quota_expiry"
@@ -81,7 +81,7 @@ def raise_quota_alerts(engine: Engine, policy: PolicyConfig, now: datetime) -> l
             for group in _crossed(row, state, policy, today)
         ]
         keys = [occasion.key for _, _, group in groups for occasion in group]
-        claimed = alert_queries.claimed_keys(session=session, keys=keys)
+        claimed = notice_queries.claimed_keys(session=session, keys=keys)
         crossed = [g for g in groups if any(o.key not in claimed for o in g[2])]
         if not crossed:
             return []  # the usual case: no snapshot, no policy pass
@@ -136,7 +136,7 @@ def _claim_group(
         elif claim(session, _covered(occasion, urgent, row, now)):
             covered.append(occasion.key)
     for key in covered:  # said by the most urgent one, now or earlier
-        alert_queries.mark_alert_sent(session=session, key=key, at=now)
+        notice_queries.mark_sent(session=session, key=key, at=now)
     return [main] if claimed_main else []
 
 
@@ -292,7 +292,7 @@ def acknowledge(
 ) -> QuotaAck:
     """The quota's owner or an admin acknowledges a quota alert; a second click changes nothing."""
     with session_scope(engine) as session:
-        row = alert_queries.lock_alert(session=session, key=key)
+        row = notice_queries.lock_notice(session=session, key=key)
         if row is None or row.kind not in KINDS:
             return QuotaAck(known=False)
         alert = from_row(row)
@@ -301,7 +301,7 @@ def acknowledge(
             return QuotaAck(True, alert=alert)
         if row.answered_at is not None:
             return QuotaAck(True, True, False, row.answered_by, row.answered_at, alert)
-        changed = alert_queries.answer_alert(
+        changed = notice_queries.answer_notice(
             session=session, key=key, answer=ACKNOWLEDGED, by=user_id, at=now
         )
         if changed:

@@ -18,12 +18,12 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from sqlalchemy import Engine
 
-from scheduler.alerts.outbox import Announcement, claim
 from scheduler.config import PolicyConfig
 from scheduler.digest.data import build_digest, system_context
 from scheduler.digest.model import Digest
+from scheduler.notices.outbox import Announcement, claim
 from storage.db import session_scope
-from storage.queries import alerts as alert_queries
+from storage.queries import notices as notice_queries
 
 KIND = "digest"
 
@@ -71,7 +71,7 @@ def raise_digest(engine: Engine, policy: PolicyConfig, now: datetime) -> Announc
         return None
     key = digest_key(due)
     with session_scope(engine) as session:
-        if alert_queries.get_alert(session=session, key=key) is not None:
+        if notice_queries.get_notice(session=session, key=key) is not None:
             return None
         digest = build_digest(system_context(session, policy, now), due)
         announcement = Announcement(

@@ -18,7 +18,7 @@ from sqlmodel import Session
 from scheduler.config import PolicyConfig
 from scheduler.dispatch import agent_job_id
 from scheduler.hosts.report import GpuReading, HostReport
-from scheduler.notify import Event, EventKind
+from scheduler.notices.events import Event, EventKind
 from storage.models import Gpu, GpuSample, Host, HostState
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries

@@ -32,7 +32,7 @@ from scheduler import lifecycle
 from scheduler.config import PolicyConfig
 from scheduler.dispatch import agent_job_id
 from scheduler.hosts.report import AgentJobState, HostReport
-from scheduler.notify import Event, EventKind
+from scheduler.notices.events import Event, EventKind, record
 from scheduler.service.ledger import close_allocations_at
 from storage.db import lost_race, session_scope
 from storage.models import ON_HOST_STATES, Allocation, Job, JobState
@@ -166,6 +166,8 @@ def _settle_safely(
                 if job is None or job.state not in ON_HOST_STATES or job.attempts != row.attempts:
                     return  # it moved on since it was read (cancelled, requeued …)
                 _settle(session, policy, job, seen, known, now, mine)
+                for event in mine.events:  # told with the change, or not at all
+                    record(session, event)
         except Exception as exc:
             if lost_race(exc):
                 continue  # a user's command changed it in between: read it again

@@ -1,7 +1,6 @@
 """The SQL tables. Importing this package registers every table on `SQLModel.metadata`."""
 
 from storage.models.accounting import LedgerEntry, Quota
-from storage.models.alerts import Alert
 from storage.models.audit import AuditEvent
 from storage.models.cluster import Allocation, Gpu, GpuSample, Host, HostState, Lease
 from storage.models.jobs import (
@@ -17,6 +16,7 @@ from storage.models.jobs import (
     PriorityClass,
     Template,
 )
+from storage.models.notices import Notice
 from storage.models.org import Member, Role, Team, UserPref
 from storage.models.requests import SeenRequest
 from storage.models.slack import SlackDelivery
@@ -25,7 +25,7 @@ __all__ = [
     "ACTIVE_STATES",
     "ON_HOST_STATES",
     "TERMINAL_STATES",
-    "Alert",
+    "Notice",
     "Allocation",
     "AuditEvent",
     "BumpRequest",

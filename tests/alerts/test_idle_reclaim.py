@@ -31,16 +31,16 @@ from scheduler.alerts.idle import (
     check_idle,
     idle_hours,
 )
-from scheduler.alerts.outbox import Announcement, RecordingAnnouncer, deliver_pending
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.cycle import Cycle
 from scheduler.dispatch import AgentDispatcher, StartOrder
 from scheduler.hosts.poll import poll_all_sync
-from scheduler.notify import RecordingNotifier
+from scheduler.notices.events import RecordingObserver
+from scheduler.notices.outbox import Announcement, RecordingAnnouncer, deliver_pending
 from scheduler.serving import serve_in_thread, stop_server
 from storage.db import session_scope
-from storage.models import Alert, Allocation, AuditEvent, Job, JobEvent, JobState, LedgerEntry
+from storage.models import Allocation, AuditEvent, Job, JobEvent, JobState, LedgerEntry, Notice
 
 TOKEN = "test-token-idle-0123456789"
 IDLE_MINUTES = 10
@@ -216,7 +216,7 @@ def world(paika: Paika, clock: ManualClock, agent: Agent) -> World:
     def poll(targets: object) -> object:
         return poll_all_sync(targets, TOKEN, timeout=2.0)  # type: ignore[arg-type]
 
-    cycle = Cycle(paika.engine, paika.policy, clock, load, RecordingNotifier(), poll)  # type: ignore[arg-type]
+    cycle = Cycle(paika.engine, paika.policy, clock, load, RecordingObserver(), poll)  # type: ignore[arg-type]
     return World(paika, clock, cycle, load, agent, RecordingAnnouncer())
 
 
@@ -280,7 +280,7 @@ def test_an_idle_class_job_is_released_and_its_gpus_freed(world: World) -> None:
     assert entry.gpu_hours > 0
     assert entry.idle_gpu_hours == pytest.approx(entry.gpu_hours, rel=0.1)
     with session_scope(world.paika.engine) as session:
-        ask = session.get(Alert, f"idle:{job.id}:1:1")
+        ask = session.get(Notice, f"idle:{job.id}:1:1")
         assert ask is not None and ask.answer == "timeout" and ask.answered_by == "scheduler"
         start = world.clock.now() - timedelta(hours=1)
         hours = idle_hours(session, world.paika.policy, start, world.clock.now())
@@ -343,7 +343,7 @@ def test_a_job_busy_again_by_the_deadline_is_left_alone_and_asked_anew(world: Wo
     world.agent.overrides[f"{job.id}.1"] = 80.0  # it computes again
     assert world.ticks(GRACE_MINUTES) == []
     with session_scope(world.paika.engine) as session:
-        row = session.get(Alert, ask.key)
+        row = session.get(Notice, ask.key)
         assert row is not None and row.answer == NOT_IDLE
     del world.agent.overrides[f"{job.id}.1"]  # idle again: a whole window later, a new ask
     assert world.ticks(IDLE_MINUTES) == []  # the window still reaches the last busy sample

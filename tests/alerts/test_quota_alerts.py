@@ -13,12 +13,12 @@ from sqlalchemy import Engine
 from sqlmodel import Session, select
 
 from scheduler import lifecycle
-from scheduler.alerts.outbox import Announcement, RecordingAnnouncer, deliver_pending
 from scheduler.alerts.quota import EXPIRY_KIND, USED_KIND, acknowledge, raise_quota_alerts
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
+from scheduler.notices.outbox import Announcement, RecordingAnnouncer, deliver_pending
 from storage.db import make_engine
-from storage.models import Alert, Allocation, AuditEvent, Gpu, Host, Job, JobState, LedgerEntry
+from storage.models import Allocation, AuditEvent, Gpu, Host, Job, JobState, LedgerEntry, Notice
 
 OWNER = "UQOWNER1"
 
@@ -52,9 +52,9 @@ def raise_and_deliver(paika: Paika, announcer: RecordingAnnouncer) -> list[Annou
     return raised
 
 
-def alerts(engine: Engine) -> list[Alert]:
+def alerts(engine: Engine) -> list[Notice]:
     with Session(engine) as session:
-        return list(session.exec(select(Alert).order_by(Alert.key)).all())
+        return list(session.exec(select(Notice).order_by(Notice.key)).all())
 
 
 def local(year: int, month: int, day: int, hour: int = 12, minute: int = 0) -> datetime:

@@ -18,11 +18,11 @@ from bot.blocks import ids
 from bot.blocks.alerts import idle_answered, plain_alert, quota_acknowledged
 from scheduler import lifecycle
 from scheduler.alerts.idle import ACTION_KIND, act_on_idle, check_idle
-from scheduler.alerts.outbox import Announcement, deliver_pending
 from scheduler.alerts.quota import raise_quota_alerts
 from scheduler.clock import ManualClock
+from scheduler.notices.outbox import Announcement, deliver_pending
 from storage.db import session_scope
-from storage.models import Alert, Allocation, AuditEvent, Gpu, GpuSample, Host, Job, JobState
+from storage.models import Allocation, AuditEvent, Gpu, GpuSample, Host, Job, JobState, Notice
 
 CHANNEL = "#gpu-alerts"
 
@@ -101,8 +101,13 @@ def test_a_failed_post_is_retried_and_nobody_gets_it_twice(
     alert_bot.slack.fail_next("chat.postMessage", error="channel_not_found")  # the DM fails
     assert _deliver(alert_bot, announcer) == 0
     with session_scope(alert_bot.paika.engine) as session:
-        row = session.get(Alert, alert.key)
+        row = session.get(Notice, alert.key)
         assert row is not None and row.sent_at is None and row.attempts == 1
+        assert row.next_attempt_at is not None  # it rests before the next try
+    assert _deliver(alert_bot, announcer) == 0  # too soon: nobody is asked again yet
+    clock = alert_bot.paika.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(timedelta(seconds=5))
     assert _deliver(alert_bot, announcer) == 1
     assert len(_posts(alert_bot, "D" + MEMBER)) == 1 and len(_posts(alert_bot, CHANNEL)) == 1
     assert _deliver(alert_bot, announcer) == 0
@@ -161,7 +166,7 @@ def test_only_the_owner_or_an_admin_acknowledges_and_a_second_click_changes_noth
     assert alert_bot.slack.last("chat.update").args["channel"] == CHANNEL
     assert [a.actor for a in _audited(alert_bot, "quota.alert_acknowledged")] == [MEMBER]
     with session_scope(alert_bot.paika.engine) as session:
-        row = session.get(Alert, alert.key)
+        row = session.get(Notice, alert.key)
         assert row is not None and row.answer == "acknowledged" and row.answered_by == MEMBER
     alert_bot.slack.assert_nothing_invalid()
 

@@ -38,7 +38,7 @@ from bot.blocks.common import (
 from bot.blocks.home import home_view
 from bot.blocks.notices import bump_decision_dm, job_event
 from bot.blocks.replies import error, reply
-from scheduler.notify import Event, EventKind
+from scheduler.notices.events import Event, EventKind
 from scheduler.policy.admission import Admission, Verdict
 from scheduler.policy.plan import Wait, WaitCode
 from scheduler.policy.quota import QuotaState

@@ -28,7 +28,7 @@ from bot.i18n import (
 )
 from scheduler.grammar import subcommand
 from scheduler.grammar.spec import PRIORITIES
-from scheduler.notify import EventKind
+from scheduler.notices.events import EventKind
 from scheduler.policy.plan import Wait, WaitCode
 from scheduler.service.board import CardState
 from storage.models import BumpState, HostState, JobState

@@ -8,11 +8,12 @@ from conftest import MEMBER, Bot, settled, text_of
 from fakes import SIGNING_SECRET, signing
 from sqlmodel import select
 
+from bot.announcer import SlackAnnouncer
 from bot.blocks import ids
-from bot.notifier import SlackNotifier
-from scheduler.notify import Event, EventKind
+from scheduler.notices.events import Event, EventKind, record
+from scheduler.notices.outbox import deliver_pending
 from storage.db import session_scope
-from storage.models import Job
+from storage.models import Job, Notice
 
 
 def _submission(**fields: object) -> dict[str, dict[str, object]]:
@@ -103,50 +104,72 @@ def test_a_submission_is_answered_before_the_bot_asks_slack_anything(team_bot: B
     team_bot.slack.assert_nothing_invalid()
 
 
+def _tell(bot: Bot, *events: Event) -> None:
+    """Record events in the outbox, as the cycle does in the transaction of each change."""
+    with session_scope(bot.paika.engine) as session:
+        for event in events:
+            record(session, event)
+
+
+def _deliver(bot: Bot, announcer: SlackAnnouncer, after: timedelta = timedelta(0)) -> int:
+    return deliver_pending(bot.paika.engine, announcer, bot.paika.clock.now() + after)
+
+
 def test_scheduler_events_reach_the_owner_by_dm_and_refresh_their_home(team_bot: Bot) -> None:
     assert team_bot.paika.run(
         'submit name=bert gpus=1 hours=1 priority=normal data=ready cmd="python t.py"', MEMBER
     ).ok
-    notifier = SlackNotifier(team_bot.messenger)
-    try:
-        now = team_bot.paika.clock.now()
-        notifier.notify(
-            Event(
-                EventKind.JOB_STARTED, now, "job #1 bert started on gpu-a", job_id=1, owner=MEMBER
-            )
-        )
-        notifier.notify(
-            Event(
-                EventKind.JOB_FAILED,
-                now + timedelta(hours=1),
-                "job #1 bert failed (exit 3)",
-                job_id=1,
-                owner=MEMBER,
-                detail={"exit_code": 3},
-            )
-        )
-        notifier.notify(Event(EventKind.HOST_DOWN, now, "host gpu-a is down", host="gpu-a"))
-        notifier.flush()
-    finally:
-        notifier.close()
+    now = team_bot.paika.clock.now()
+    _tell(
+        team_bot,
+        Event(EventKind.JOB_STARTED, now, "job #1 bert started on gpu-a", job_id=1, owner=MEMBER),
+        Event(
+            EventKind.JOB_FAILED,
+            now + timedelta(seconds=1),
+            "job #1 bert failed (exit 3)",
+            job_id=1,
+            owner=MEMBER,
+            detail={"exit_code": 3},
+        ),
+        # No channel in the policy: a host event has nobody to tell, and is done with.
+        Event(EventKind.HOST_DOWN, now, "host gpu-a is down", host="gpu-a"),
+    )
+    announcer = SlackAnnouncer(team_bot.messenger, team_bot.services)
+    assert _deliver(team_bot, announcer, timedelta(seconds=1)) == 3
     dms = team_bot.slack.calls("chat.postMessage")
     assert len(dms) == 2 and all(c.args["channel"].startswith("D") for c in dms)
-    assert "#1" in text_of(dms[0].args) and "#1" in text_of(dms[1].args)
+    assert "started" in text_of(dms[0].args) and "exit 3" in text_of(dms[1].args)
     assert len(team_bot.slack.calls("views.publish")) == 2
+    assert _deliver(team_bot, announcer, timedelta(minutes=1)) == 0  # each once
     team_bot.slack.assert_nothing_invalid()
 
 
-def test_a_slack_outage_does_not_stop_later_dms(team_bot: Bot) -> None:
-    team_bot.slack.fail_next("conversations.open", error="fatal_error")
-    notifier = SlackNotifier(team_bot.messenger)
-    try:
-        now = team_bot.paika.clock.now()
-        for kind in (EventKind.JOB_STARTED, EventKind.JOB_FINISHED):
-            notifier.notify(Event(kind, now, "job #7 x", job_id=7, owner=MEMBER))
-        notifier.flush()
-    finally:
-        notifier.close()
-    assert len(team_bot.slack.calls("chat.postMessage")) == 1
+def test_a_slack_outage_delays_dms_and_loses_none(team_bot: Bot) -> None:
+    """Slack refuses everything for several minutes; the DMs wait in the outbox, are tried
+    again further apart each time, and each arrives once when Slack is back."""
+    now = team_bot.paika.clock.now()
+    _tell(
+        team_bot,
+        *(
+            Event(kind, now, f"job #7 x: {kind.value}", job_id=7, owner=MEMBER)
+            for kind in (EventKind.JOB_STARTED, EventKind.JOB_FINISHED)
+        ),
+    )
+    announcer = SlackAnnouncer(team_bot.messenger, team_bot.services)
+    # Every attempt in the outage fails: two DMs, four rounds that try them.
+    team_bot.slack.fail_next("conversations.open", error="service_unavailable", times=8)
+    tries = [_deliver(team_bot, announcer, timedelta(seconds=s)) for s in (0, 1, 6, 20, 300)]
+    assert tries == [0, 0, 0, 0, 0] and team_bot.slack.calls("chat.postMessage") == []
+    assert len(team_bot.slack.calls("conversations.open")) == 8
+    with session_scope(team_bot.paika.engine) as session:
+        waiting = session.exec(select(Notice)).all()
+        assert [n.sent_at for n in waiting] == [None, None]
+        # 0 s, 5 s, 20 s, 300 s: four failures each; the 1 s round found them resting.
+        assert [n.attempts for n in waiting] == [4, 4]
+    assert _deliver(team_bot, announcer, timedelta(minutes=10)) == 2
+    texts = sorted(text_of(c.args) for c in team_bot.slack.calls("chat.postMessage"))
+    assert len(texts) == 2 and "job_finished" in texts[0] and "job_started" in texts[1]
+    assert _deliver(team_bot, announcer, timedelta(minutes=30)) == 0
 
 
 def test_host_down_and_up_go_to_the_channel_once_each(team_bot: Bot) -> None:
@@ -154,14 +177,15 @@ def test_host_down_and_up_go_to_the_channel_once_each(team_bot: Bot) -> None:
     team_bot.paika.policy = policy.model_copy(
         update={"slack": policy.slack.model_copy(update={"channel": "C0GPUOPS"})}
     )
-    notifier = SlackNotifier(team_bot.messenger)
-    try:
-        now = team_bot.paika.clock.now()
-        notifier.notify(Event(EventKind.HOST_DOWN, now, "host gpu-a is down", host="gpu-a"))
-        notifier.notify(Event(EventKind.HOST_UP, now, "host gpu-a is back", host="gpu-a"))
-        notifier.flush()
-    finally:
-        notifier.close()
+    now = team_bot.paika.clock.now()
+    _tell(
+        team_bot,
+        Event(EventKind.HOST_DOWN, now, "host gpu-a is down", host="gpu-a"),
+        Event(EventKind.HOST_UP, now + timedelta(seconds=1), "host gpu-a is back", host="gpu-a"),
+    )
+    announcer = SlackAnnouncer(team_bot.messenger, team_bot.services)
+    assert _deliver(team_bot, announcer, timedelta(seconds=1)) == 2
+    assert _deliver(team_bot, announcer, timedelta(minutes=1)) == 0
     posts = team_bot.slack.calls("chat.postMessage")
     assert [c.args["channel"] for c in posts] == ["C0GPUOPS", "C0GPUOPS"]
     assert all("gpu-a" in text_of(c.args) for c in posts)
@@ -173,8 +197,8 @@ def test_the_digest_announcement_posts_the_board_and_its_picture_to_the_channel(
     team_bot: Bot,
 ) -> None:
     from bot.announcer import SlackAnnouncer
-    from scheduler.alerts.outbox import Announcement
     from scheduler.digest import digest_now
+    from scheduler.notices.outbox import Announcement
 
     policy = team_bot.paika.policy
     announcer = SlackAnnouncer(team_bot.messenger, team_bot.services)

@@ -8,15 +8,15 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from sqlmodel import Session, select
 
-from scheduler.alerts.outbox import RecordingAnnouncer, deliver_pending
 from scheduler.app import Paika
 from scheduler.config import Digest as DigestSettings
 from scheduler.config import PolicyConfig
 from scheduler.digest import Digest
 from scheduler.digest import schedule as digest_schedule
 from scheduler.digest.schedule import digest_due, digest_key, raise_digest
+from scheduler.notices.outbox import RecordingAnnouncer, deliver_pending
 from storage.db import make_engine
-from storage.models import Alert
+from storage.models import Notice
 
 # Asia/Shanghai is UTC+8 all year: 09:30 there is 01:30 UTC.
 MONDAY = date(2026, 11, 2)
@@ -91,9 +91,9 @@ def test_a_disabled_digest_is_never_due() -> None:
 MORNING = utc(MONDAY, 1, 30)
 
 
-def alerts(paika: Paika) -> list[Alert]:
+def alerts(paika: Paika) -> list[Notice]:
     with Session(paika.engine) as session:
-        return list(session.exec(select(Alert).where(Alert.kind == "digest")).all())
+        return list(session.exec(select(Notice).where(Notice.kind == "digest")).all())
 
 
 def test_raised_once_with_the_digest_as_its_detail(paika: Paika) -> None:
@@ -127,7 +127,7 @@ def test_the_claim_holds_even_when_both_instances_saw_it_unclaimed(
 ) -> None:
     assert raise_digest(paika.engine, paika.policy, MORNING) is not None
     # The other instance looked before the first one committed: only the claim is left.
-    monkeypatch.setattr(digest_schedule.alert_queries, "get_alert", lambda **_: None)
+    monkeypatch.setattr(digest_schedule.notice_queries, "get_notice", lambda **_: None)
     assert raise_digest(paika.engine, paika.policy, MORNING) is None
     assert len(alerts(paika)) == 1
 

@@ -21,7 +21,7 @@ from scheduler.cycle import Cycle, CycleResult
 from scheduler.dispatch import AgentDispatcher
 from scheduler.hosts.poll import Target, poll_all_sync
 from scheduler.hosts.report import HostReport
-from scheduler.notify import RecordingNotifier
+from scheduler.notices.events import RecordingObserver
 from scheduler.serving import serve_in_thread, stop_server
 from storage.models import Job
 
@@ -75,7 +75,7 @@ def ok(paika: Paika, user: str, text: str) -> str:
     return reply.text
 
 
-def make_cycle(paika: Paika, notifier: RecordingNotifier, poller: object = None) -> Cycle:
+def make_cycle(paika: Paika, notifier: RecordingObserver, poller: object = None) -> Cycle:
     def poll(targets: Sequence[Target]) -> Mapping[str, HostReport]:
         return poll_all_sync(targets, TOKEN, timeout=2.0)
 

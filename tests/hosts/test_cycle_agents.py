@@ -14,14 +14,14 @@ from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.hosts.poll import Target, poll_all_sync
 from scheduler.hosts.report import HostReport
-from scheduler.notify import EventKind, RecordingNotifier
+from scheduler.notices.events import EventKind, RecordingObserver
 from storage.models import Allocation, Host, JobState, LedgerEntry, Match
 
 
 def test_a_job_starts_on_its_cheapest_card_runs_and_is_charged(
     world: Paika, clock: ManualClock, agents: dict[str, Agent]
 ) -> None:
-    notifier = RecordingNotifier()
+    notifier = RecordingObserver()
     cycle = make_cycle(world, notifier)
     submit(world, "quick", "sleep 0.3; echo done", gpus=2)
     result = cycle.run_once()
@@ -41,7 +41,7 @@ def test_a_job_starts_on_its_cheapest_card_runs_and_is_charged(
 
 
 def test_a_failing_job_is_recorded_with_its_exit_code(world: Paika, clock: ManualClock) -> None:
-    notifier = RecordingNotifier()
+    notifier = RecordingObserver()
     cycle = make_cycle(world, notifier)
     submit(world, "broken", "exit 3")
     cycle.run_once()
@@ -54,7 +54,7 @@ def test_a_failing_job_is_recorded_with_its_exit_code(world: Paika, clock: Manua
 def test_a_dead_agent_takes_its_host_down_and_its_job_keeps_its_gpus(
     world: Paika, clock: ManualClock, agents: dict[str, Agent]
 ) -> None:
-    notifier = RecordingNotifier()
+    notifier = RecordingObserver()
     cycle = make_cycle(world, notifier)
     submit(world, "long", "sleep 8", gpus=2, extra="type=A100-80GB")
     cycle.run_once()
@@ -87,7 +87,7 @@ def test_a_dead_agent_takes_its_host_down_and_its_job_keeps_its_gpus(
 def test_a_start_the_host_cannot_take_is_undone_and_requeued(
     world: Paika, clock: ManualClock, agents: dict[str, Agent]
 ) -> None:
-    notifier = RecordingNotifier()
+    notifier = RecordingObserver()
 
     def poll_then_die(targets: Sequence[Target]) -> Mapping[str, HostReport]:
         reports = poll_all_sync(targets, TOKEN, timeout=2.0)
@@ -111,10 +111,10 @@ def test_restarting_the_scheduler_starts_nothing_twice(
     world: Paika, clock: ManualClock, agents: dict[str, Agent]
 ) -> None:
     submit(world, "steady", "sleep 20", gpus=2, extra="type=A100-80GB")
-    make_cycle(world, RecordingNotifier()).run_once()
+    make_cycle(world, RecordingObserver()).run_once()
     for _ in range(3):  # a new scheduler process each time: fresh objects, same database
         clock.advance(timedelta(seconds=10))
-        make_cycle(world, RecordingNotifier()).run_once()
+        make_cycle(world, RecordingObserver()).run_once()
     assert len(agents["gpu-a"].store.all_jobs()) == 1  # type: ignore[union-attr]
     steady = job(world, "steady")
     assert steady.state == JobState.RUNNING and steady.attempts == 1
@@ -123,7 +123,7 @@ def test_restarting_the_scheduler_starts_nothing_twice(
 def test_an_idle_job_is_preempted_for_core_work_and_requeued(
     world: Paika, clock: ManualClock
 ) -> None:
-    notifier = RecordingNotifier()
+    notifier = RecordingObserver()
     cycle = make_cycle(world, notifier)
     submit(world, "sweep", "sleep 60", gpus=2, priority="idle", extra="type=A100-80GB")
     cycle.run_once()
@@ -148,7 +148,7 @@ def test_an_idle_job_is_preempted_for_core_work_and_requeued(
 def test_cancelling_a_running_job_stops_it_on_its_host(
     world: Paika, clock: ManualClock, agents: dict[str, Agent]
 ) -> None:
-    cycle = make_cycle(world, RecordingNotifier())
+    cycle = make_cycle(world, RecordingObserver())
     submit(world, "oops", "sleep 60")
     cycle.run_once()
     ok(world, "UALICE", "cancel oops")

@@ -11,7 +11,7 @@ from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.hosts.inventory import apply_reports
 from scheduler.hosts.report import GpuReading, HostReport
-from scheduler.notify import EventKind
+from scheduler.notices.events import EventKind
 from storage.models import Gpu, GpuSample, Host, HostState
 
 

@@ -12,7 +12,7 @@ from sqlmodel import Session, select
 from scheduler.alerts.quota import raise_quota_alerts
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
-from scheduler.notify import EventKind, RecordingNotifier
+from scheduler.notices.events import EventKind, RecordingObserver
 from storage.models import Allocation, AuditEvent, Job, JobState, Quota, Team
 
 
@@ -29,7 +29,7 @@ def _set(paika: Paika, name: str, **values: object) -> None:
 def test_a_job_whose_image_no_host_accepts_fails_alone_and_the_others_start(
     world: Paika, clock: ManualClock, agents: dict[str, Agent]
 ) -> None:
-    notifier = RecordingNotifier()
+    notifier = RecordingObserver()
     cycle = make_cycle(world, notifier)
     submit(world, "bad-image", "python train.py", gpus=2, extra="type=A100-80GB")
     _set(world, "bad-image", image="ubuntu latest")
@@ -66,7 +66,7 @@ def test_a_quota_dated_at_the_calendars_edge_stops_nothing(
     submit(world, "after-quota", "sleep 5", gpus=1)
     for command in ("queue", "board", "status after-quota", "quota", "report"):
         ok(world, "UALICE", command)
-    result = make_cycle(world, RecordingNotifier()).run_once()
+    result = make_cycle(world, RecordingObserver()).run_once()
     assert result.errors == []
     raise_quota_alerts(world.engine, world.policy, clock.now())
 
@@ -74,7 +74,7 @@ def test_a_quota_dated_at_the_calendars_edge_stops_nothing(
 def test_an_allocation_its_ended_job_left_open_is_closed_and_reported_by_the_next_cycle(
     world: Paika, clock: ManualClock, agents: dict[str, Agent]
 ) -> None:
-    cycle = make_cycle(world, RecordingNotifier())
+    cycle = make_cycle(world, RecordingObserver())
     submit(world, "leaky", "sleep 30", gpus=2, extra="type=A100-80GB")
     cycle.run_once()
     # An older release let a cancel race a start: the job ended, its GPUs stayed booked.
@@ -94,7 +94,7 @@ def test_an_allocation_its_ended_job_left_open_is_closed_and_reported_by_the_nex
 def test_a_poller_that_fails_does_not_make_every_host_look_silent(
     world: Paika, clock: ManualClock, agents: dict[str, Agent]
 ) -> None:
-    cycle = make_cycle(world, RecordingNotifier())
+    cycle = make_cycle(world, RecordingObserver())
     submit(world, "steady", "sleep 30", gpus=2, extra="type=A100-80GB")
     cycle.run_once()
 

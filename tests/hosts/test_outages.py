@@ -13,7 +13,7 @@ from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.cycle import Cycle
 from scheduler.dispatch import AgentDispatcher, DispatchError, StartOrder
-from scheduler.notify import EventKind, RecordingNotifier
+from scheduler.notices.events import EventKind, RecordingObserver
 from storage.models import Allocation, JobState, LedgerEntry
 
 TOKEN = "test-token-0123456789"
@@ -50,7 +50,7 @@ def silent_cycles(cycle: Cycle, clock: ManualClock, seconds: float, step: float 
 def test_a_job_that_outlives_its_hosts_outage_is_unknown_then_running_again(
     world: Paika, clock: ManualClock, agents: dict[str, Agent]
 ) -> None:
-    notifier = RecordingNotifier()
+    notifier = RecordingObserver()
     cycle = make_cycle(world, notifier)
     submit(world, "long", "sleep 60", gpus=2, extra=A100)
     cycle.run_once()
@@ -86,7 +86,7 @@ def test_a_job_that_outlives_its_hosts_outage_is_unknown_then_running_again(
 def test_a_job_that_finishes_during_the_outage_succeeds_and_is_charged_for_its_run(
     world: Paika, clock: ManualClock, agents: dict[str, Agent]
 ) -> None:
-    notifier = RecordingNotifier()
+    notifier = RecordingObserver()
     cycle = make_cycle(world, notifier)
     submit(world, "short", "sleep 0.5", gpus=2, extra=A100)
     cycle.run_once()
@@ -108,7 +108,7 @@ def test_a_job_that_finishes_during_the_outage_succeeds_and_is_charged_for_its_r
 def test_a_job_given_up_on_is_requeued_and_its_old_run_stopped_when_the_host_returns(
     world: Paika, clock: ManualClock, agents: dict[str, Agent]
 ) -> None:
-    notifier = RecordingNotifier()
+    notifier = RecordingObserver()
     cycle = make_cycle(world, notifier)
     submit(world, "stuck", "sleep 60", gpus=2, extra=A100)
     cycle.run_once()
@@ -149,7 +149,7 @@ def test_a_job_out_of_attempts_fails_when_given_up_on(
     world.policy = world.policy.model_copy(
         update={"scheduler": world.policy.scheduler.model_copy(update={"hosts": knobs})}
     )
-    notifier = RecordingNotifier()
+    notifier = RecordingObserver()
     cycle = make_cycle(world, notifier)
     submit(world, "once", "sleep 60", gpus=2, extra=A100)
     cycle.run_once()
@@ -163,7 +163,7 @@ def test_a_job_out_of_attempts_fails_when_given_up_on(
 def test_an_agent_that_lost_its_state_gets_the_job_requeued_not_failed(
     world: Paika, clock: ManualClock, agents: dict[str, Agent], tmp_path: Path
 ) -> None:
-    notifier = RecordingNotifier()
+    notifier = RecordingObserver()
     cycle = make_cycle(world, notifier)
     submit(world, "wiped", "sleep 60", gpus=2, extra=A100)
     cycle.run_once()
@@ -201,7 +201,7 @@ class LostAnswers(AgentDispatcher):
         super().start(order)
 
 
-def _cycle_with(paika: Paika, dispatcher: AgentDispatcher, notifier: RecordingNotifier) -> Cycle:
+def _cycle_with(paika: Paika, dispatcher: AgentDispatcher, notifier: RecordingObserver) -> Cycle:
     cycle = make_cycle(paika, notifier)
     cycle.dispatcher = dispatcher
     return cycle
@@ -210,7 +210,7 @@ def _cycle_with(paika: Paika, dispatcher: AgentDispatcher, notifier: RecordingNo
 def test_a_start_whose_answer_was_lost_is_confirmed_by_the_host_not_started_elsewhere(
     world: Paika, clock: ManualClock, agents: dict[str, Agent]
 ) -> None:
-    notifier = RecordingNotifier()
+    notifier = RecordingObserver()
     cycle = _cycle_with(world, LostAnswers(deliver=True), notifier)
     submit(world, "slow-start", "sleep 30", gpus=2, extra=A100)
     first = cycle.run_once()
@@ -229,7 +229,7 @@ def test_a_start_whose_answer_was_lost_is_confirmed_by_the_host_not_started_else
 def test_a_start_that_never_arrived_is_sent_again_under_the_same_run_id(
     world: Paika, clock: ManualClock, agents: dict[str, Agent]
 ) -> None:
-    notifier = RecordingNotifier()
+    notifier = RecordingObserver()
     cycle = _cycle_with(world, LostAnswers(deliver=False), notifier)
     submit(world, "dropped", "sleep 30", gpus=2, extra=A100)
     cycle.run_once()
@@ -245,7 +245,7 @@ def test_a_start_that_never_arrived_is_sent_again_under_the_same_run_id(
 def test_a_cancel_while_a_start_is_in_flight_wins_and_the_late_start_is_refused(
     world: Paika, clock: ManualClock, agents: dict[str, Agent]
 ) -> None:
-    notifier = RecordingNotifier()
+    notifier = RecordingObserver()
     cycle = _cycle_with(world, LostAnswers(deliver=False), notifier)
     submit(world, "regret", "sleep 30", gpus=2, extra=A100)
     cycle.run_once()
@@ -268,7 +268,7 @@ def test_a_cancel_while_a_start_is_in_flight_wins_and_the_late_start_is_refused(
 def test_a_start_the_host_never_takes_is_given_up_after_a_while_and_charged_nothing(
     world: Paika, clock: ManualClock, agents: dict[str, Agent]
 ) -> None:
-    notifier = RecordingNotifier()
+    notifier = RecordingObserver()
     cycle = _cycle_with(world, LostAnswers(deliver=False, times=1000), notifier)
     submit(world, "never", "sleep 30", gpus=2, extra=A100)
     cycle.run_once()
@@ -288,7 +288,7 @@ def test_a_start_the_host_never_takes_is_given_up_after_a_while_and_charged_noth
 def test_a_job_marked_done_whose_start_never_arrived_ends_cancelled_as_never_run(
     world: Paika, clock: ManualClock, agents: dict[str, Agent]
 ) -> None:
-    cycle = _cycle_with(world, LostAnswers(deliver=False), RecordingNotifier())
+    cycle = _cycle_with(world, LostAnswers(deliver=False), RecordingObserver())
     submit(world, "phantom", "sleep 30", gpus=2, extra=A100)
     cycle.run_once()
     ok(world, "UALICE", "done phantom output=s3://nowhere")

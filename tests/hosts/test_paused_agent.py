@@ -20,7 +20,7 @@ from agent_world import TOKEN, job, make_cycle, ok, submit
 
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
-from scheduler.notify import EventKind, RecordingNotifier
+from scheduler.notices.events import EventKind, RecordingObserver
 from storage.models import JobState
 
 PAIKA = str(Path(sys.executable).with_name("paika"))
@@ -96,7 +96,7 @@ def test_a_paused_agent_makes_its_job_unknown_and_resuming_it_finds_the_job_runn
     )
     ok(paika, "UADMIN", "admin member add <@UALICE> team=vision")
     ok(paika, "UADMIN", f"admin host add gpu-p url={url}")
-    notifier = RecordingNotifier()
+    notifier = RecordingObserver()
     cycle = make_cycle(paika, notifier)
     cycle.run_once()  # the host's GPUs are read
     submit(paika, "hung", "sleep 60", gpus=2, extra="type=A100-80GB")

@@ -50,7 +50,7 @@ def test_the_alert_run_raises_what_is_due_once_and_only_on_the_leader(
 ) -> None:
     from datetime import timedelta
 
-    from scheduler.alerts.outbox import RecordingAnnouncer
+    from scheduler.notices.outbox import RecordingAnnouncer
 
     assert paika.run("admin member add <@UOWNER> team=vision role=approver", "UADMIN").ok
     expires = (clock.now().astimezone(paika.policy.zone) + timedelta(days=10)).date()

@@ -52,7 +52,7 @@ from scheduler.app import Paika, Reply
 from scheduler.clock import ManualClock
 from scheduler.cycle import Cycle
 from scheduler.dispatch import AgentDispatcher, DispatchError, StartOrder
-from scheduler.notify import RecordingNotifier
+from scheduler.notices.events import RecordingObserver
 from scheduler.service.jobs import SubmitResult
 from scheduler.service.ledger import close_allocations_at
 from storage.models import (
@@ -325,7 +325,7 @@ def test_users_and_the_cycle_racing_leave_no_job_half_done(
     seed = int(os.environ.get("PAIKA_RACE_SEED", random.randrange(1 << 30)))
     print(f"race seed {seed} ({world.engine.dialect.name})")
     dispatcher = FlakyDispatcher(random.Random(seed))
-    cycle = make_cycle(world, RecordingNotifier())
+    cycle = make_cycle(world, RecordingObserver())
     cycle.dispatcher = dispatcher
     said: list[Said] = []
     board = Board([], [], [])
@@ -441,7 +441,7 @@ def test_cancels_from_other_processes_race_the_cycle(
         clock.advance(datetime.now(UTC) - clock.now())
 
     follow()
-    cycle = make_cycle(world, RecordingNotifier())
+    cycle = make_cycle(world, RecordingObserver())
     ids = []
     for i in range(6):
         reply = world.run(
@@ -521,7 +521,7 @@ def test_a_done_while_the_cycle_settles_the_same_job_is_carried_out(
     may win the job, but the owner's command must be carried out or refused for a reason,
     never fail on the database."""
     _servers_only(world)
-    cycle = make_cycle(world, RecordingNotifier())
+    cycle = make_cycle(world, RecordingObserver())
     ok(world, "UALICE", 'submit name=slow gpus=1 hours=1 priority=normal data=ready cmd="sleep 60"')
     cycle.run_once()
     assert "Stopping" in ok(world, "UALICE", "cancel slow")

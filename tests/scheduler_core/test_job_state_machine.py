@@ -49,7 +49,7 @@ from scheduler.dispatch import DispatchError, StartOrder, agent_job_id
 from scheduler.hosts.poll import Target
 from scheduler.hosts.report import AgentJobState, GpuReading, HostReport
 from scheduler.lifecycle import TRANSITIONS
-from scheduler.notify import RecordingNotifier
+from scheduler.notices.events import RecordingObserver
 from scheduler.service.jobs import SubmitResult
 from scheduler.settings import BUNDLED_POLICY, Settings
 from storage.db import make_engine, upgrade
@@ -249,7 +249,7 @@ class JobLife(RuleBasedStateMachine):
             self.policy,
             self.clock,
             FakeDispatcher(self.agents),
-            RecordingNotifier(),
+            RecordingObserver(),
             FakePoller(self.agents),
         )
         self._ok("UADMIN", "admin member add <@UALICE> team=vision")
