@@ -79,7 +79,7 @@ def test_a_notice_survives_a_crash_between_commit_and_delivery(
         timeout=120,
     )
     assert crashed.returncode == -9, crashed.stdout + crashed.stderr
-    assert "ended ['job_finished']\nsending job_finished\n" == crashed.stdout
+    assert crashed.stdout == "ended ['job_finished']\nsending job_finished\n"
     assert job_named(world, "quick").state == JobState.SUCCEEDED  # the change was committed
     # A restarted paika (a fresh engine): the dead sender's lease still holds the notice …
     restarted = make_engine(url)
