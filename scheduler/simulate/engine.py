@@ -21,7 +21,7 @@ import heapq
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from scheduler.policy.matching import CardNeeds, CardType, fitting_types
 from scheduler.policy.plan import Plan, Preempt, Start
@@ -189,25 +189,58 @@ class Engine:
     fair_share_half_life_hours: float = 72.0
     progress: ProgressFn | None = None
     host_prefix: str = "n"
-    _heap: list[tuple[float, int, int, int, int]] = field(default_factory=list, init=False)
-    _seq: int = field(default=0, init=False)
 
     def run(self) -> RunResult:
-        wall = time.perf_counter()
-        schedule = self.schedule or real_schedule
-        self._heap.clear()
-        self._busy_gpu_s = 0.0
-        self._build_cluster()
-        prices = {card.name: card.price_per_gpu_hour for card in self.catalog}
-        capacity = self.cluster.gpus_by_type()
-        knobs = self.setup.knobs
-        hold = self.setup.hold_gpus_for_data
-        jobs: dict[int, _Job] = {}
-        never_fits = 0
-        for spec in self.jobs:
+        """One replay from an empty cluster; every call starts afresh."""
+        return _Replay(self).run()
+
+
+class _Replay:
+    """The state of one replay and its moves.
+
+    The event loop, the handling of each event and the policy pass share a lot of state: the
+    heap, the jobs, what the policy sees of them (kept up to date rather than rebuilt each
+    pass), the counts that let a pass be skipped, and the figures of the result. It lives
+    here as attributes, and each move (queue a job, take it off the queue, start, preempt,
+    release) is a method.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.wall = time.perf_counter()
+        self.engine = engine
+        self.schedule = engine.schedule or real_schedule
+        self.catalog = engine.catalog
+        self.knobs = engine.setup.knobs
+        self.hold = engine.setup.hold_gpus_for_data
+        self.decay = HOUR * engine.fair_share_half_life_hours
+        self.cluster = _Cluster(engine.cluster, engine.catalog, engine.host_prefix)
+        self.prices = {card.name: card.price_per_gpu_hour for card in engine.catalog}
+        self.heap: list[tuple[float, int, int, int, int]] = []
+        self.seq = 0
+        self.jobs: dict[int, _Job] = {}
+        self.never_fits = 0
+        self.pending: dict[int, _Job] = {}
+        self.running: dict[int, _Job] = {}
+        self.pending_view: dict[int, Pending] = {}  # what the policy sees, kept up to date
+        self.running_view: dict[int, Running] = {}
+        self.ready_sizes: Counter[int] = Counter()  # GPUs asked by ready pending jobs
+        self.ready_core = 0
+        self.idle_running = 0  # running idle-class jobs not yet asked to stop
+        self.usage: dict[str, _Usage] = {}
+        self.busy_gpu_s = 0.0
+        self.calls = self.skipped = self.preemptions = self.finished = self.events = 0
+        self.pass_total = self.pass_max = 0.0
+        self.dirty = False  # something that matters changed since the last pass
+        self._admit(engine.jobs)
+        self.total = len(self.jobs)
+
+    def _admit(self, specs: Sequence[JobSpec]) -> None:
+        """Every job that can ever fit, with its arrival, readiness and wake-up events."""
+        capacity = self.engine.cluster.gpus_by_type()
+        for spec in specs:
             fitting = fitting_types(self.catalog, spec.needs)
             if spec.gpus > max((capacity.get(card.name, 0) for card in fitting), default=0):
-                never_fits += 1
+                self.never_fits += 1
                 continue
             present = [card for card in fitting if capacity.get(card.name, 0) > 0]
             job = _Job(
@@ -216,315 +249,260 @@ class Engine:
                 remaining=spec.duration,
                 cheapest_price=min(card.price_per_gpu_hour for card in present),
             )
-            jobs[spec.id] = job
+            self.jobs[spec.id] = job
             self._push(spec.submit, ARRIVE, spec.id)
-            if not hold and spec.ready_at > spec.submit:
+            if not self.hold and spec.ready_at > spec.submit:
                 self._push(spec.ready_at, READY, spec.id)
             prices_here = {card.price_per_gpu_hour for card in present}
-            if knobs.type_choice is TypeChoice.CHEAPEST and len(prices_here) > 1:
-                wait = knobs.costlier_after_s + WAKE_SLACK_S
+            if self.knobs.type_choice is TypeChoice.CHEAPEST and len(prices_here) > 1:
+                wait = self.knobs.costlier_after_s + WAKE_SLACK_S
                 self._push(spec.submit + wait, WAKE, spec.id)
-                if spec.ready_at > spec.submit and not hold:
+                if spec.ready_at > spec.submit and not self.hold:
                     self._push(spec.ready_at + wait, WAKE, spec.id)
 
-        pending: dict[int, _Job] = {}
-        running: dict[int, _Job] = {}
-        pending_view: dict[int, Pending] = {}  # what the policy sees, kept up to date
-        running_view: dict[int, Running] = {}
-        ready_sizes: Counter[int] = Counter()  # GPUs asked by ready pending jobs
-        ready_core = 0
-        idle_running = 0  # running idle-class jobs not yet asked to stop
-        usage: dict[str, _Usage] = {}
-        decay = HOUR * self.fair_share_half_life_hours
-        calls = skipped = preemptions = finished = events = 0
-        pass_total = pass_max = 0.0
-        dirty = False
-        total = len(jobs)
-
-        def pending_obj(job: _Job) -> Pending:
-            spec = job.spec
-            return Pending(
-                id=spec.id,
-                priority=spec.priority,
-                team=spec.team,
-                owner=spec.owner,
-                submitted_at=spec.submit,
-                data_ready=job.ready or hold,
-                gpus=spec.gpus,
-                needs=spec.needs,
-                est_gpu_hours=job.est_run_s * spec.gpus / HOUR,
-            )
-
-        def enqueue(job: _Job) -> None:
-            nonlocal ready_core
-            pending_view[job.spec.id] = pending_obj(job)
-            pending[job.spec.id] = job
-            if job.ready or hold:
-                ready_sizes[job.spec.gpus] += 1
-                ready_core += job.spec.priority == "core"
-
-        def dequeue(job: _Job) -> None:
-            nonlocal ready_core
-            del pending[job.spec.id]
-            del pending_view[job.spec.id]
-            if job.ready or hold:
-                ready_sizes[job.spec.gpus] -= 1
-                if not ready_sizes[job.spec.gpus]:
-                    del ready_sizes[job.spec.gpus]
-                ready_core -= job.spec.priority == "core"
-
-        def release(job: _Job, now: float) -> None:
-            """Close the job's current run segment at `now` and free its GPUs."""
-            nonlocal idle_running
-            spec = job.spec
-            assert job.gpu_type is not None
-            held = (now - job.held_at) * spec.gpus
-            busy = max(0.0, now - job.run_start) * spec.gpus
-            job.held_gpu_s += held
-            job.held_idle_gpu_s += held - busy
-            price = prices[job.gpu_type]
-            job.cost += held / HOUR * price
-            if price > job.cheapest_price:
-                job.costlier_gpu_s += held
-            self._busy_gpu_s += busy
-            if spec.priority == "idle" and not running_view[spec.id].preempting:
-                idle_running -= 1
-            self._free_gpus(job.gpu_ids)
-            del running[spec.id]
-            del running_view[spec.id]
-            job.token += 1
-            entry = usage.setdefault(spec.team, _Usage(at=now))
-            entry.value = entry.value * 0.5 ** ((now - entry.at) / decay) + held / HOUR
-            entry.at = now
-
-        def start(plan_start: Start, now: float) -> None:
-            nonlocal idle_running
-            job = pending.get(plan_start.job_id)
-            where = f"t={now:.0f}s: start of job {plan_start.job_id}"
-            if job is None:
-                raise PolicyViolation(f"{where}: the job is not pending")
-            spec = job.spec
-            if not (job.ready or hold):
-                raise PolicyViolation(f"{where}: its data is not ready")
-            if len(plan_start.gpu_ids) != spec.gpus or len(set(plan_start.gpu_ids)) != spec.gpus:
-                raise PolicyViolation(
-                    f"{where}: {len(set(plan_start.gpu_ids))} GPUs for a job of {spec.gpus}"
-                )
-            for gpu_id in plan_start.gpu_ids:
-                if not 0 <= gpu_id < len(self._gpus):
-                    raise PolicyViolation(f"{where}: no GPU {gpu_id}")
-                gpu = self._gpus[gpu_id]
-                if gpu.job_id is not None:
-                    raise PolicyViolation(f"{where}: GPU {gpu_id} is held by job {gpu.job_id}")
-                if gpu.gpu_type != plan_start.gpu_type:
-                    raise PolicyViolation(
-                        f"{where}: GPU {gpu_id} is a {gpu.gpu_type}, not {plan_start.gpu_type}"
-                    )
-            card = next(c for c in self.catalog if c.name == plan_start.gpu_type)
-            if not spec.needs.admits(card):
-                raise PolicyViolation(f"{where}: type {card.name} does not meet {spec.needs}")
-            dequeue(job)
-            self._hold_gpus(plan_start.gpu_ids, spec.id)
-            job.gpu_ids = plan_start.gpu_ids
-            job.gpu_type = plan_start.gpu_type
-            job.held_at = now
-            job.run_start = max(now, spec.ready_at) if hold else now
-            if job.first_held is None:
-                job.first_held = now
-                job.first_run = job.run_start
-            job.token += 1
-            self._push(job.run_start + job.remaining, END, spec.id, job.token)
-            running_view[spec.id] = Running(
-                id=spec.id,
-                priority=spec.priority,
-                team=spec.team,
-                gpu_ids=plan_start.gpu_ids,
-                gpu_type=plan_start.gpu_type,
-                started_at=now,
-                expected_end=plan_start.expected_end,
-            )
-            running[spec.id] = job
-            idle_running += spec.priority == "idle"
-
-        def preempt(order: Preempt, now: float) -> None:
-            nonlocal idle_running, preemptions
-            job = running.get(order.job_id)
-            if job is None:
-                raise PolicyViolation(f"t={now:.0f}s: preempts job {order.job_id}, not running")
-            r = running_view[order.job_id]
-            if r.preempting:
-                return
-            if job.spec.priority == "idle":
-                idle_running -= 1
-            preemptions += 1
-            job.preemptions += 1
-            running_view[order.job_id] = Running(
-                r.id, r.priority, r.team, r.gpu_ids, r.gpu_type, r.started_at, r.expected_end, True
-            )
-            self._push(max(order.deadline, now), STOP, job.spec.id, job.token)
-
-        heap = self._heap
+    def run(self) -> RunResult:
+        progress = self.engine.progress
+        heap = self.heap
         while heap:
             now = heap[0][0]
             while heap and heap[0][0] == now:
                 _, kind, _, job_id, token = heapq.heappop(heap)
-                events += 1
-                job = jobs[job_id]
-                if kind == END:
-                    if token != job.token or job_id not in running:
-                        continue
-                    job.remaining = 0.0
-                    release(job, now)
-                    job.end = now
-                    finished += 1
-                    dirty = True
-                elif kind == STOP:
-                    if token != job.token or job_id not in running:
-                        continue
-                    ran = max(0.0, now - job.run_start)
-                    job.remaining = max(job.remaining - ran, 0.0)
-                    release(job, now)
-                    initial = job.spec.est_gpu_hours / job.spec.gpus * HOUR
-                    job.est_run_s = max(job.est_run_s - ran, 0.1 * initial, 60.0)
-                    if job.remaining <= 0.0:
-                        job.end = now
-                        finished += 1
-                    else:
-                        enqueue(job)
-                    dirty = True
-                elif kind == READY:
-                    job.ready = True
-                    if job_id in pending:
-                        dequeue(job)
-                        enqueue(job)
-                        dirty = True
-                elif kind == ARRIVE:
-                    job.ready = hold or job.spec.ready_at <= job.spec.submit
-                    enqueue(job)
-                    dirty = dirty or job.ready
-                elif job_id in pending and (job.ready or hold):  # WAKE
-                    dirty = True
-                if self.progress is not None and events % PROGRESS_EVERY == 0:
-                    self.progress(finished, total)
-            if not dirty or not ready_sizes:
-                continue
-            can_preempt = knobs.idle_preemption and ready_core > 0 and idle_running > 0
-            if self._free < min(ready_sizes) and not can_preempt:
-                skipped += 1
-                continue
-            snapshot = Snapshot(
-                now=now,
-                hosts=self._host_tuple(),
-                running=tuple(running_view.values()),
-                pending=tuple(pending_view.values()),
-                catalog=self.catalog,
-                knobs=knobs,
-                team_usage={
-                    team: entry.value * 0.5 ** ((now - entry.at) / decay)
-                    for team, entry in usage.items()
-                },
-            )
-            began = time.perf_counter()
-            plan = schedule(snapshot)
-            spent = time.perf_counter() - began
-            calls += 1
-            pass_total += spent
-            pass_max = max(pass_max, spent)
-            dirty = False
-            for plan_start in plan.starts:
-                start(plan_start, now)
-            for order in plan.preemptions:
-                preempt(order, now)
-        if self.progress is not None:
-            self.progress(finished, total)
+                self.events += 1
+                handled = self._handle(kind, self.jobs[job_id], token, now)
+                if handled and progress is not None and self.events % PROGRESS_EVERY == 0:
+                    progress(self.finished, self.total)
+            if self.dirty and self.ready_sizes:
+                self._pass(now)
+        if progress is not None:
+            progress(self.finished, self.total)
+        return self._result()
 
-        records = [self._record(job, hold) for job in jobs.values()]
-        ends = [job.end for job in jobs.values() if job.end is not None]
-        first_submit = min((spec.submit for spec in self.jobs), default=0.0)
-        return RunResult(
-            label=self.label,
-            policy=self.setup.name,
-            gpus=self.cluster.gpus,
-            nodes=self.cluster.nodes,
-            hold_gpus_for_data=hold,
-            records=records,
-            never_fits=never_fits,
-            never_started=sum(1 for job in jobs.values() if job.first_held is None),
-            first_submit=first_submit,
-            makespan=max(ends) - first_submit if ends else 0.0,
-            busy_gpu_s=self._busy_gpu_s,
-            held_idle_gpu_s=sum(job.held_idle_gpu_s for job in jobs.values()),
-            cost=sum(job.cost for job in jobs.values()),
-            costlier_gpu_s=sum(job.costlier_gpu_s for job in jobs.values()),
-            preemptions=preemptions,
-            calls=calls,
-            skipped=skipped,
-            pass_total_s=pass_total,
-            pass_max_s=pass_max,
-            wall_s=time.perf_counter() - wall,
+    def _handle(self, kind: int, job: _Job, token: int, now: float) -> bool:
+        """One event; False for the end or stop of a run that has since ended (a stale token)."""
+        job_id = job.spec.id
+        if kind == END:
+            if token != job.token or job_id not in self.running:
+                return False
+            job.remaining = 0.0
+            self.release(job, now)
+            job.end = now
+            self.finished += 1
+            self.dirty = True
+        elif kind == STOP:
+            if token != job.token or job_id not in self.running:
+                return False
+            ran = max(0.0, now - job.run_start)
+            job.remaining = max(job.remaining - ran, 0.0)
+            self.release(job, now)
+            initial = job.spec.est_gpu_hours / job.spec.gpus * HOUR
+            job.est_run_s = max(job.est_run_s - ran, 0.1 * initial, 60.0)
+            if job.remaining <= 0.0:
+                job.end = now
+                self.finished += 1
+            else:
+                self.enqueue(job)
+            self.dirty = True
+        elif kind == READY:
+            job.ready = True
+            if job_id in self.pending:
+                self.dequeue(job)
+                self.enqueue(job)
+                self.dirty = True
+        elif kind == ARRIVE:
+            job.ready = self.hold or job.spec.ready_at <= job.spec.submit
+            self.enqueue(job)
+            self.dirty = self.dirty or job.ready
+        elif job_id in self.pending and (job.ready or self.hold):  # WAKE
+            self.dirty = True
+        return True
+
+    def _pass(self, now: float) -> None:
+        """Call the policy and apply its plan, unless no ready job could start or preempt."""
+        can_preempt = self.knobs.idle_preemption and self.ready_core > 0 and self.idle_running > 0
+        if self.cluster.free < min(self.ready_sizes) and not can_preempt:
+            self.skipped += 1
+            return
+        snapshot = Snapshot(
+            now=now,
+            hosts=self.cluster.hosts(),
+            running=tuple(self.running_view.values()),
+            pending=tuple(self.pending_view.values()),
+            catalog=self.catalog,
+            knobs=self.knobs,
+            team_usage={
+                team: entry.value * 0.5 ** ((now - entry.at) / self.decay)
+                for team, entry in self.usage.items()
+            },
+        )
+        began = time.perf_counter()
+        plan = self.schedule(snapshot)
+        spent = time.perf_counter() - began
+        self.calls += 1
+        self.pass_total += spent
+        self.pass_max = max(self.pass_max, spent)
+        self.dirty = False
+        for plan_start in plan.starts:
+            self.start(plan_start, now)
+        for order in plan.preemptions:
+            self.preempt(order, now)
+
+    # -- the moves -----------------------------------------------------------------------------
+
+    def pending_obj(self, job: _Job) -> Pending:
+        spec = job.spec
+        return Pending(
+            id=spec.id,
+            priority=spec.priority,
+            team=spec.team,
+            owner=spec.owner,
+            submitted_at=spec.submit,
+            data_ready=job.ready or self.hold,
+            gpus=spec.gpus,
+            needs=spec.needs,
+            est_gpu_hours=job.est_run_s * spec.gpus / HOUR,
         )
 
-    # -- the cluster ---------------------------------------------------------------------------
+    def enqueue(self, job: _Job) -> None:
+        self.pending_view[job.spec.id] = self.pending_obj(job)
+        self.pending[job.spec.id] = job
+        if job.ready or self.hold:
+            self.ready_sizes[job.spec.gpus] += 1
+            self.ready_core += job.spec.priority == "core"
 
-    def _build_cluster(self) -> None:
-        memory = {card.name: card.memory_gib for card in self.catalog}
-        self._gpus: list[Gpu] = []
-        self._host_of: list[int] = []
-        self._host_names: list[str] = []
-        self._host_ranges: list[tuple[int, int]] = []
-        for group in self.cluster.groups:
-            if group.gpu_type not in memory:
-                raise ValueError(
-                    f"GPU type {group.gpu_type!r} of the cluster is not in the catalog"
+    def dequeue(self, job: _Job) -> None:
+        del self.pending[job.spec.id]
+        del self.pending_view[job.spec.id]
+        if job.ready or self.hold:
+            self.ready_sizes[job.spec.gpus] -= 1
+            if not self.ready_sizes[job.spec.gpus]:
+                del self.ready_sizes[job.spec.gpus]
+            self.ready_core -= job.spec.priority == "core"
+
+    def release(self, job: _Job, now: float) -> None:
+        """Close the job's current run segment at `now` and free its GPUs."""
+        spec = job.spec
+        assert job.gpu_type is not None
+        held = (now - job.held_at) * spec.gpus
+        busy = max(0.0, now - job.run_start) * spec.gpus
+        job.held_gpu_s += held
+        job.held_idle_gpu_s += held - busy
+        price = self.prices[job.gpu_type]
+        job.cost += held / HOUR * price
+        if price > job.cheapest_price:
+            job.costlier_gpu_s += held
+        self.busy_gpu_s += busy
+        if spec.priority == "idle" and not self.running_view[spec.id].preempting:
+            self.idle_running -= 1
+        self.cluster.release(job.gpu_ids)
+        del self.running[spec.id]
+        del self.running_view[spec.id]
+        job.token += 1
+        entry = self.usage.setdefault(spec.team, _Usage(at=now))
+        entry.value = entry.value * 0.5 ** ((now - entry.at) / self.decay) + held / HOUR
+        entry.at = now
+
+    def start(self, plan_start: Start, now: float) -> None:
+        job = self.pending.get(plan_start.job_id)
+        where = f"t={now:.0f}s: start of job {plan_start.job_id}"
+        if job is None:
+            raise PolicyViolation(f"{where}: the job is not pending")
+        spec = job.spec
+        if not (job.ready or self.hold):
+            raise PolicyViolation(f"{where}: its data is not ready")
+        if len(plan_start.gpu_ids) != spec.gpus or len(set(plan_start.gpu_ids)) != spec.gpus:
+            raise PolicyViolation(
+                f"{where}: {len(set(plan_start.gpu_ids))} GPUs for a job of {spec.gpus}"
+            )
+        gpus = self.cluster.gpus
+        for gpu_id in plan_start.gpu_ids:
+            if not 0 <= gpu_id < len(gpus):
+                raise PolicyViolation(f"{where}: no GPU {gpu_id}")
+            gpu = gpus[gpu_id]
+            if gpu.job_id is not None:
+                raise PolicyViolation(f"{where}: GPU {gpu_id} is held by job {gpu.job_id}")
+            if gpu.gpu_type != plan_start.gpu_type:
+                raise PolicyViolation(
+                    f"{where}: GPU {gpu_id} is a {gpu.gpu_type}, not {plan_start.gpu_type}"
                 )
-            for _ in range(group.count):
-                host = len(self._host_names)
-                name = f"{self.host_prefix}{host:04d}"
-                first = len(self._gpus)
-                for gpu_id in range(first, first + group.gpus_per_node):
-                    self._gpus.append(Gpu(gpu_id, name, group.gpu_type, memory[group.gpu_type]))
-                    self._host_of.append(host)
-                self._host_names.append(name)
-                self._host_ranges.append((first, len(self._gpus)))
-        self._hosts: list[Host] = [
-            Host(name, tuple(self._gpus[a:b]))
-            for name, (a, b) in zip(self._host_names, self._host_ranges, strict=True)
-        ]
-        self._dirty_hosts: set[int] = set()
-        self._hosts_cache: tuple[Host, ...] | None = None
-        self._free = len(self._gpus)
+        card = next(c for c in self.catalog if c.name == plan_start.gpu_type)
+        if not spec.needs.admits(card):
+            raise PolicyViolation(f"{where}: type {card.name} does not meet {spec.needs}")
+        self.dequeue(job)
+        self.cluster.hold(plan_start.gpu_ids, spec.id)
+        job.gpu_ids = plan_start.gpu_ids
+        job.gpu_type = plan_start.gpu_type
+        job.held_at = now
+        job.run_start = max(now, spec.ready_at) if self.hold else now
+        if job.first_held is None:
+            job.first_held = now
+            job.first_run = job.run_start
+        job.token += 1
+        self._push(job.run_start + job.remaining, END, spec.id, job.token)
+        self.running_view[spec.id] = Running(
+            id=spec.id,
+            priority=spec.priority,
+            team=spec.team,
+            gpu_ids=plan_start.gpu_ids,
+            gpu_type=plan_start.gpu_type,
+            started_at=now,
+            expected_end=plan_start.expected_end,
+        )
+        self.running[spec.id] = job
+        self.idle_running += spec.priority == "idle"
 
-    def _set_holder(self, gpu_ids: tuple[int, ...], job_id: int | None) -> None:
-        for gpu_id in gpu_ids:
-            gpu = self._gpus[gpu_id]
-            self._gpus[gpu_id] = Gpu(gpu.id, gpu.host, gpu.gpu_type, gpu.memory_gib, job_id=job_id)
-            self._dirty_hosts.add(self._host_of[gpu_id])
-
-    def _hold_gpus(self, gpu_ids: tuple[int, ...], job_id: int) -> None:
-        self._set_holder(gpu_ids, job_id)
-        self._free -= len(gpu_ids)
-
-    def _free_gpus(self, gpu_ids: tuple[int, ...]) -> None:
-        self._set_holder(gpu_ids, None)
-        self._free += len(gpu_ids)
-
-    def _host_tuple(self) -> tuple[Host, ...]:
-        if self._dirty_hosts or self._hosts_cache is None:
-            for host in self._dirty_hosts:
-                a, b = self._host_ranges[host]
-                self._hosts[host] = Host(self._host_names[host], tuple(self._gpus[a:b]))
-            self._dirty_hosts.clear()
-            self._hosts_cache = tuple(self._hosts)
-        return self._hosts_cache
+    def preempt(self, order: Preempt, now: float) -> None:
+        job = self.running.get(order.job_id)
+        if job is None:
+            raise PolicyViolation(f"t={now:.0f}s: preempts job {order.job_id}, not running")
+        r = self.running_view[order.job_id]
+        if r.preempting:
+            return
+        if job.spec.priority == "idle":
+            self.idle_running -= 1
+        self.preemptions += 1
+        job.preemptions += 1
+        self.running_view[order.job_id] = Running(
+            r.id, r.priority, r.team, r.gpu_ids, r.gpu_type, r.started_at, r.expected_end, True
+        )
+        self._push(max(order.deadline, now), STOP, job.spec.id, job.token)
 
     def _push(self, at: float, kind: int, job_id: int, token: int = 0) -> None:
-        self._seq += 1
-        heapq.heappush(self._heap, (at, kind, self._seq, job_id, token))
+        self.seq += 1
+        heapq.heappush(self.heap, (at, kind, self.seq, job_id, token))
 
-    @staticmethod
-    def _record(job: _Job, hold: bool) -> JobRecord:
+    # -- the result ----------------------------------------------------------------------------
+
+    def _result(self) -> RunResult:
+        engine, jobs = self.engine, self.jobs.values()
+        records = [self._record(job) for job in jobs]
+        ends = [job.end for job in jobs if job.end is not None]
+        first_submit = min((spec.submit for spec in engine.jobs), default=0.0)
+        return RunResult(
+            label=engine.label,
+            policy=engine.setup.name,
+            gpus=engine.cluster.gpus,
+            nodes=engine.cluster.nodes,
+            hold_gpus_for_data=self.hold,
+            records=records,
+            never_fits=self.never_fits,
+            never_started=sum(1 for job in jobs if job.first_held is None),
+            first_submit=first_submit,
+            makespan=max(ends) - first_submit if ends else 0.0,
+            busy_gpu_s=self.busy_gpu_s,
+            held_idle_gpu_s=sum(job.held_idle_gpu_s for job in jobs),
+            cost=sum(job.cost for job in jobs),
+            costlier_gpu_s=sum(job.costlier_gpu_s for job in jobs),
+            preemptions=self.preemptions,
+            calls=self.calls,
+            skipped=self.skipped,
+            pass_total_s=self.pass_total,
+            pass_max_s=self.pass_max,
+            wall_s=time.perf_counter() - self.wall,
+        )
+
+    def _record(self, job: _Job) -> JobRecord:
         spec = job.spec
-        since = spec.submit if hold else max(spec.submit, spec.ready_at)
+        since = spec.submit if self.hold else max(spec.submit, spec.ready_at)
         return JobRecord(
             id=spec.id,
             priority=spec.priority,
@@ -543,3 +521,62 @@ class Engine:
             costlier_gpu_s=job.costlier_gpu_s,
             cost=job.cost,
         )
+
+
+class _Cluster:
+    """The replay's GPUs: which job holds each, how many are free, the hosts the policy sees.
+
+    `Gpu` and `Host` are frozen, so a change of holder replaces the GPU, and a host's tuple is
+    rebuilt only at the next snapshot after one of its GPUs changed hands.
+    """
+
+    def __init__(self, spec: ClusterSpec, catalog: tuple[CardType, ...], host_prefix: str) -> None:
+        memory = {card.name: card.memory_gib for card in catalog}
+        self.gpus: list[Gpu] = []
+        self._host_of: list[int] = []
+        self._host_names: list[str] = []
+        self._host_ranges: list[tuple[int, int]] = []
+        for group in spec.groups:
+            if group.gpu_type not in memory:
+                raise ValueError(
+                    f"GPU type {group.gpu_type!r} of the cluster is not in the catalog"
+                )
+            for _ in range(group.count):
+                host = len(self._host_names)
+                name = f"{host_prefix}{host:04d}"
+                first = len(self.gpus)
+                for gpu_id in range(first, first + group.gpus_per_node):
+                    self.gpus.append(Gpu(gpu_id, name, group.gpu_type, memory[group.gpu_type]))
+                    self._host_of.append(host)
+                self._host_names.append(name)
+                self._host_ranges.append((first, len(self.gpus)))
+        self._hosts: list[Host] = [
+            Host(name, tuple(self.gpus[a:b]))
+            for name, (a, b) in zip(self._host_names, self._host_ranges, strict=True)
+        ]
+        self._dirty_hosts: set[int] = set()
+        self._hosts_cache: tuple[Host, ...] | None = None
+        self.free = len(self.gpus)
+
+    def hold(self, gpu_ids: tuple[int, ...], job_id: int) -> None:
+        self._set_holder(gpu_ids, job_id)
+        self.free -= len(gpu_ids)
+
+    def release(self, gpu_ids: tuple[int, ...]) -> None:
+        self._set_holder(gpu_ids, None)
+        self.free += len(gpu_ids)
+
+    def hosts(self) -> tuple[Host, ...]:
+        if self._dirty_hosts or self._hosts_cache is None:
+            for host in self._dirty_hosts:
+                a, b = self._host_ranges[host]
+                self._hosts[host] = Host(self._host_names[host], tuple(self.gpus[a:b]))
+            self._dirty_hosts.clear()
+            self._hosts_cache = tuple(self._hosts)
+        return self._hosts_cache
+
+    def _set_holder(self, gpu_ids: tuple[int, ...], job_id: int | None) -> None:
+        for gpu_id in gpu_ids:
+            gpu = self.gpus[gpu_id]
+            self.gpus[gpu_id] = Gpu(gpu.id, gpu.host, gpu.gpu_type, gpu.memory_gib, job_id=job_id)
+            self._dirty_hosts.add(self._host_of[gpu_id])
