@@ -7,9 +7,9 @@ Each round sends `concurrency` signed slash commands at once over real HTTP — 
 `modal-every`th a bare `/gpu submit` that opens the submit modal, the rest half
 `/gpu queue`, half `/gpu submit …` — to the real Bolt app served by uvicorn in its own
 process (as in production, where Slack is another machine), with the Web API on the
-tests' fake Slack server in this process. It reports the acknowledgement latency (request
-sent → HTTP 200), the modal latency (request sent → views.open reaching the fake Slack)
-and how long all answers of a burst took to arrive by response_url. Slack's limit for both
+offline Slack (`bot.offline`) in this process. It reports the acknowledgement latency
+(request sent → HTTP 200), the modal latency (request sent → views.open reaching the fake
+Slack) and how long all answers of a burst took to arrive by response_url. Slack's limit for both
 the acknowledgement and views.open (the trigger_id expires) is 3,000 ms; the goals are
 p99 ≤ 200 ms for acks and every answer of a burst of 50 within 2,000 ms at 2,000 jobs.
 The last line is one JSON object of the figures.
@@ -22,7 +22,6 @@ import asyncio
 import json
 import multiprocessing
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,21 +31,17 @@ import httpx
 from pydantic import SecretStr
 from sqlmodel import Session
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "bot"))  # the offline Slack test kit
-
-from fakes import BOT_TOKEN, SIGNING_SECRET, signing  # noqa: E402
-from fakes.slack_server import FakeSlack  # noqa: E402
-
-from bot.app import build_app  # noqa: E402
-from bot.http import EVENTS_PATH, http_app  # noqa: E402
-from bot.services import BotServices  # noqa: E402
-from scheduler.app import Paika  # noqa: E402
-from scheduler.clock import SystemClock  # noqa: E402
-from scheduler.hosts.inventory import apply_reports  # noqa: E402
-from scheduler.hosts.report import GpuReading, HostReport  # noqa: E402
-from scheduler.serving import serve_in_thread, stop_server  # noqa: E402
-from scheduler.settings import Settings  # noqa: E402
+from bot.app import build_app
+from bot.http import EVENTS_PATH, http_app
+from bot.offline import BOT_TOKEN, SIGNING_SECRET, signing
+from bot.offline.slack_server import FakeSlack
+from bot.services import BotServices
+from scheduler.app import Paika
+from scheduler.clock import SystemClock
+from scheduler.hosts.inventory import apply_reports
+from scheduler.hosts.report import GpuReading, HostReport
+from scheduler.serving import serve_in_thread, stop_server
+from scheduler.settings import Settings
 
 USERS = [f"UBENCH{i:03d}" for i in range(40)]
 CARDS = (("NVIDIA A100-SXM4-80GB", 80), ("NVIDIA A10", 24), ("Tesla T4", 16))

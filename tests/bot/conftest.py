@@ -10,14 +10,14 @@ from typing import Any
 
 import httpx
 import pytest
-from fakes import BOT_TOKEN, SIGNING_SECRET, USER_ID, signing
-from fakes.slack_server import FakeSlack
 from pydantic import SecretStr
 from slack_bolt import App
 
 from bot.app import build_app
 from bot.http import EVENTS_PATH, http_app
 from bot.messenger import Messenger
+from bot.offline import BOT_TOKEN, SIGNING_SECRET, USER_ID, signing
+from bot.offline.slack_server import FakeSlack
 from bot.services import BotServices
 from scheduler.app import Paika
 from scheduler.serving import serve_in_thread, stop_server

@@ -14,8 +14,6 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from fakes import BOT_TOKEN, CHANNEL_ID
-from fakes.slack_server import FakeSlack
 from paika_test_time import T0
 from PIL import Image
 from slack_sdk import WebClient
@@ -23,6 +21,8 @@ from slack_sdk import WebClient
 from bot.blocks.common import MESSAGE_BLOCKS, MESSAGE_CHARS, SECTION_TEXT, text_size
 from bot.blocks.digest import digest_blocks
 from bot.digest import post_digest
+from bot.offline import BOT_TOKEN, CHANNEL_ID
+from bot.offline.slack_server import FakeSlack
 from scheduler.digest.model import (
     DayUsage,
     Digest,

@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 
 from conftest import ADMIN, APPROVER, MEMBER, OTHER, Bot, settled, text_of
-from fakes import SIGNING_SECRET, signing
-from fakes.slack_server import RESPONSE_URLS
 from sqlmodel import select
 
 from bot.blocks import ids
+from bot.offline import SIGNING_SECRET, signing
+from bot.offline.slack_server import RESPONSE_URLS
 from storage.db import session_scope
 from storage.models import AuditEvent, BumpRequest, Job
 

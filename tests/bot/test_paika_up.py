@@ -12,8 +12,9 @@ from pathlib import Path
 
 import httpx
 from conftest import text_of
-from fakes import BOT_TOKEN, SIGNING_SECRET, signing
-from fakes.slack_server import FakeSlack
+
+from bot.offline import BOT_TOKEN, SIGNING_SECRET, signing
+from bot.offline.slack_server import FakeSlack
 
 PAIKA = Path(sys.executable).with_name("paika")
 

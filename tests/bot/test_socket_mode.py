@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import MEMBER, settled, text_of
-from fakes import APP_TOKEN, BOT_TOKEN, signing
-from fakes.slack_server import FakeSlack
-from fakes.socket_mode import SocketModeServer
 from pydantic import SecretStr
 
+from bot.offline import APP_TOKEN, BOT_TOKEN, signing
+from bot.offline.slack_server import FakeSlack
+from bot.offline.socket_mode import SocketModeServer
 from bot.runtime import SlackBot, start_bot
 from scheduler.app import Paika
 

@@ -21,7 +21,7 @@ from urllib.parse import urlencode
 
 import httpx
 
-from fakes import (
+from bot.offline import (
     APP_ID,
     BOT_ID,
     BOT_USER_ID,

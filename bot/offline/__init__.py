@@ -1,7 +1,12 @@
-"""An offline Slack for the bot's tests: a fake Web API, signed requests, a Socket Mode server.
+"""An offline Slack: signed requests and a local stand-in for the Web API.
 
-Tests import it as ``fakes`` (pytest puts ``tests/bot`` on ``sys.path`` because that folder
-has no ``__init__.py``), e.g. ``from fakes.slack_server import FakeSlack``.
+For the tests, the benchmarks and trying paika without a workspace. ``signing`` builds the
+requests Slack sends to the app (slash commands, clicks, modal submissions, events), signed
+with a signing secret; ``slack_server.FakeSlack`` serves the Web API, response URLs and file
+uploads on a loopback port and records what the bot sent; ``socket_mode`` is the local
+WebSocket that ``FakeSlack(socket_mode=True)`` hands out. Everything listens on 127.0.0.1;
+nothing here reaches the internet. For example ``from bot.offline import BOT_TOKEN, signing``
+and ``from bot.offline.slack_server import FakeSlack``.
 
 The identifiers below describe the one workspace the fake serves. They are shared by the
 fake Web API (``auth.test`` answers with them) and by the request builders, so that what a
