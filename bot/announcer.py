@@ -24,6 +24,7 @@ from scheduler.alerts.idle import ACTION_KIND, ASK_KIND
 from scheduler.alerts.quota import EXPIRY_KIND, USED_KIND
 from scheduler.digest.model import Digest
 from scheduler.digest.schedule import KIND as DIGEST_KIND
+from scheduler.notices.approvals import DECISION_KIND, REQUEST_KIND
 from scheduler.notices.events import EVENT_KINDS, event_of, is_event
 from scheduler.notices.outbox import Announcement
 
@@ -65,6 +66,10 @@ class SlackAnnouncer:
     def announce(self, announcement: Announcement) -> bool:
         if announcement.kind == DIGEST_KIND:
             return self._post_digest(announcement)
+        if announcement.kind == REQUEST_KIND:
+            return self.messenger.ask_approvers(int(announcement.detail["request_id"]))
+        if announcement.kind == DECISION_KIND:
+            return self.messenger.announce_decision_of(int(announcement.detail["request_id"]))
         through = True
         for target, direct, message in self._messages(announcement):
             done = (announcement.key, target)

@@ -23,6 +23,7 @@ from bot.services import ApprovalRequest, BotServices
 from scheduler.app import Reply
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, SubmitResult
+from storage.models import BumpState
 
 log = logging.getLogger(__name__)
 
@@ -99,37 +100,38 @@ class Messenger:
         return True
 
     def follow_up(self, reply: Reply, user_id: str) -> None:
-        """What a successful command sets off beyond its reply: approvals, DMs, fresh homes."""
+        """What a successful command changes in Slack beyond its reply: fresh homes. (Its
+        notices, such as asking approvers, go through the outbox.)"""
         if not reply.ok:
             return
-        result = reply.result
-        request = None
-        if isinstance(result, SubmitResult):
-            request = result.bump
-        elif isinstance(result, BumpResult) and not result.applied:
-            request = result.request
-        if request is not None and request.id is not None:
-            self.ask_approvers(request.id)
-        if isinstance(result, DecisionResult) and result.changed:
-            self.announce_decision(result)
-        view = _job_view(result)
+        view = _job_view(reply.result)
         if view is not None:
             for owner in {user_id, view.job.owner}:
                 self.publish_home(owner)
 
-    def ask_approvers(self, request_id: int) -> None:
-        """Post the request with Approve/Deny buttons where its approvers are."""
+    def ask_approvers(self, request_id: int) -> bool:
+        """Post the request with Approve/Deny buttons where its approvers are; False if
+        nobody could be asked (tried again by the outbox). A request decided or withdrawn
+        meanwhile asks nobody."""
         approval = self.services.approval(request_id)
-        if approval is None:
-            return
+        if approval is None or approval.request.state != BumpState.PENDING:
+            return True
         if self._ask(request_id, approval, approval.targets):
-            return
+            return True
         # The channel refused (the bot not invited, archived …): ask each approver directly,
         # so the request never sits where nobody can see it.
         log.warning("no channel took bump request #%s; asking its approvers by DM", request_id)
-        self._ask(
+        return self._ask(
             request_id, approval, [a for a in approval.approvers if a not in approval.targets]
         )
+
+    def announce_decision_of(self, request_id: int) -> bool:
+        """The decision of request `request_id`, in its approval message and to whoever
+        asked; False if the DM did not get through (tried again by the outbox)."""
+        approval = self.services.approval(request_id)
+        if approval is None:
+            return True
+        return self.announce_decision(DecisionResult(approval.request, approval.view, True))
 
     def _ask(self, request_id: int, approval: ApprovalRequest, targets: Sequence[str]) -> bool:
         """Post the request to each target; True if at least one took it."""
@@ -144,14 +146,15 @@ class Messenger:
                 asked = True
         return asked
 
-    def announce_decision(self, result: DecisionResult) -> None:
-        """Replace the buttons with the decision, and tell the person who asked."""
+    def announce_decision(self, result: DecisionResult) -> bool:
+        """Replace the buttons with the decision, and tell the person who asked (True when
+        they were told)."""
         request = result.request
         if request.message_channel and request.message_ts:
             message = bump_decided(request, result.view, self._channel_lang(), self.services.zone)
             self.update(request.message_channel, request.message_ts, message)
         requester = request.requested_by
-        self.dm(requester, bump_decision_dm(result, self.services.language(requester)))
+        return self.dm(requester, bump_decision_dm(result, self.services.language(requester)))
 
     def _channel_lang(self) -> str:
         return self.services.paika.policy.slack.default_language

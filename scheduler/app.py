@@ -74,6 +74,9 @@ class Paika:
     clock: Clock
     # Every waiting job's reason and ETA, shared by this process's commands.
     waits_board: WaitsBoard = field(default_factory=WaitsBoard)
+    # Called after a command changed something: it may have written notices to the outbox
+    # (`paika up` wakes its courier, so approvers are asked at once).
+    on_change: Callable[[], None] = field(default=lambda: None)
 
     @classmethod
     def start(cls, settings: Settings, clock: Clock | None = None) -> Paika:
@@ -137,6 +140,7 @@ class Paika:
         if isinstance(outcome, Reply):
             return _answered(outcome)
         result, deferred = outcome
+        self.on_change()
         if not deferred:
             return _answered(self._reply(result))
 

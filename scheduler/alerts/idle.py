@@ -288,7 +288,9 @@ def _act_on_asks(engine: Engine, policy: PolicyConfig, now: datetime) -> list[An
     deadline = now - timedelta(minutes=policy.reclaim.grace_minutes)
     notices: list[Announcement] = []
     with session_scope(engine) as session:
-        asks = notice_queries.unanswered_notices(session=session, kind=ASK_KIND, sent_before=deadline)
+        asks = notice_queries.unanswered_notices(
+            session=session, kind=ASK_KIND, sent_before=deadline
+        )
         if not asks:
             return []
         idle = idle_runs(session, policy, now)

@@ -172,9 +172,15 @@ class Courier:
     notices). Neither the cycle nor a command ever waits on Slack."""
 
     def __init__(
-        self, engine: Engine, announcer: Announcer, clock: Clock, every_s: float = 5.0
+        self,
+        engine: Engine,
+        announcer: Announcer,
+        clock: Clock,
+        every_s: float = 5.0,
+        kinds: Sequence[str] | None = None,
     ) -> None:
         self.engine, self.announcer, self.clock, self.every_s = engine, announcer, clock, every_s
+        self.kinds = kinds  # None: every kind
         self._woken = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -198,7 +204,7 @@ class Courier:
     def deliver_now(self) -> int:
         """One delivery round, on the caller's thread; how many notices got through."""
         try:
-            return deliver_pending(self.engine, self.announcer, self.clock.now())
+            return deliver_pending(self.engine, self.announcer, self.clock.now(), kinds=self.kinds)
         except Exception:  # the database is away: the notices wait in the outbox
             log.exception("delivering the outbox failed; it is tried again")
             return 0

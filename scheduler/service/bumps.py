@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.errors import NotFound, PermissionDenied, UserError
+from scheduler.notices import approvals
 from scheduler.policy.snapshot import CLASS_RANK
 from scheduler.service.context import Context
 from scheduler.service.jobs import (
@@ -90,6 +91,7 @@ def decide(ctx: Context, request_id: int, approve: bool, reason: str | None) -> 
     )
     if approve and job.state in PENDING_STATES:
         _apply(ctx, job, request.to_priority, f"bump #{request_id} approved")
+    approvals.tell_requester(ctx.session, request, job, ctx.now)
     return DecisionResult(request, view_of(ctx, job), changed=True)
 
 

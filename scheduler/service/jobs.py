@@ -10,6 +10,7 @@ from typing import Any
 
 from scheduler import lifecycle
 from scheduler.errors import Conflict, PermissionDenied, UserError
+from scheduler.notices import approvals
 from scheduler.policy.admission import Admission, Verdict, admit
 from scheduler.policy.matching import CardNeeds, CardType, cheapest_fit, fitting_types
 from scheduler.policy.plan import Wait, WaitCode
@@ -524,6 +525,7 @@ def open_bump(ctx: Context, job: Job, to: str, reason: str) -> BumpRequest:
     ctx.session.add(bump)
     ctx.session.flush()
     ctx.audit("bump.request", "bump", bump.id, job=job.id, to=to, reason=reason)
+    approvals.ask_approvers(ctx.session, bump, job, ctx.now)
     return bump
 
 

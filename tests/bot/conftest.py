@@ -13,6 +13,7 @@ import pytest
 from pydantic import SecretStr
 from slack_bolt import App
 
+from bot.announcer import SlackAnnouncer
 from bot.app import build_app
 from bot.http import EVENTS_PATH, http_app
 from bot.messenger import Messenger
@@ -20,6 +21,8 @@ from bot.offline import BOT_TOKEN, SIGNING_SECRET, USER_ID, signing
 from bot.offline.slack_server import FakeSlack
 from bot.services import BotServices
 from scheduler.app import Paika
+from scheduler.notices import approvals
+from scheduler.notices.outbox import Courier
 from scheduler.serving import serve_in_thread, stop_server
 from storage.db import make_engine, upgrade
 
@@ -124,9 +127,21 @@ def bot(paika: Paika, slack: FakeSlack) -> Iterator[Bot]:
     )
     services = BotServices(paika)
     app, messenger = build_app(settings, services)
+    # As in `paika up`, a command's approval notices go out at once through the outbox;
+    # the tests deliver the other notices (alerts, job events) themselves.
+    courier = Courier(
+        paika.engine,
+        SlackAnnouncer(messenger, services),
+        paika.clock,
+        every_s=0.5,
+        kinds=(approvals.REQUEST_KIND, approvals.DECISION_KIND),
+    )
+    paika.on_change = courier.wake
+    courier.start()
     server, thread, port = serve_in_thread(http_app(app, messenger.pacing))
     yield Bot(app, services, messenger, f"http://127.0.0.1:{port}{EVENTS_PATH}", slack, paika)
     stop_server(server, thread)
+    courier.stop()
 
 
 @pytest.fixture

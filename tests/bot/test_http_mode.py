@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 from conftest import ADMIN, APPROVER, MEMBER, OTHER, Bot, settled, text_of
 from sqlmodel import select
 
+from bot.announcer import SlackAnnouncer
 from bot.blocks import ids
 from bot.offline import SIGNING_SECRET, signing
 from bot.offline.slack_server import RESPONSE_URLS
+from scheduler.clock import ManualClock
+from scheduler.notices.outbox import deliver_pending
 from storage.db import session_scope
-from storage.models import AuditEvent, BumpRequest, Job
+from storage.models import AuditEvent, BumpRequest, Job, Notice
 
 SUBMIT = 'submit name=bert-ft gpus=1 hours=4 priority=normal data=ready cmd="python train.py"'
 
@@ -282,3 +286,38 @@ def test_a_channel_that_refuses_the_request_means_the_approvers_are_asked_by_dm(
     _click(team_bot, APPROVER, ids.BUMP_APPROVE, request, "dm")
     assert settled(lambda: _jobs(team_bot)[0].priority == "core")
     team_bot.slack.assert_nothing_invalid()
+
+
+def test_a_bump_request_waits_out_a_slack_outage_and_its_approvers_are_asked_once(
+    team_bot: Bot,
+) -> None:
+    """Slack refuses every post for a while: the request stays in the outbox (nothing is
+    lost, the user's command still answers), and once Slack is back the approvers are
+    asked exactly once."""
+    team_bot.answer(SUBMIT)
+    # The channel and both approvers' DMs fail.
+    team_bot.slack.fail_next("chat.postMessage", error="service_unavailable", times=3)
+    answer = team_bot.answer('bump 1 to=core reason="paper deadline"', name="b")
+    assert "#1" in text_of(answer)
+
+    def notice() -> Notice:
+        with session_scope(team_bot.paika.engine) as session:
+            [row] = session.exec(select(Notice).where(Notice.kind == "bump_request")).all()
+            return row
+
+    assert settled(lambda: notice().attempts == 1)
+    assert notice().sent_at is None and notice().next_attempt_at is not None
+    posts_in_outage = len(team_bot.slack.calls("chat.postMessage"))
+    assert posts_in_outage == 3
+    clock = team_bot.paika.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(timedelta(seconds=6))  # past the first rest
+    team_bot.paika.on_change()  # anything that wakes the courier (or its own timer)
+    assert settled(lambda: notice().sent_at is not None)
+    asked = team_bot.slack.calls("chat.postMessage")[posts_in_outage:]
+    assert [c.args["channel"] for c in asked] == ["#vision-gpu"]
+    # A later round, here or on another instance, finds nothing left to send.
+    clock.advance(timedelta(minutes=5))
+    announcer = SlackAnnouncer(team_bot.messenger, team_bot.services)
+    assert deliver_pending(team_bot.paika.engine, announcer, clock.now()) == 0
+    assert len(team_bot.slack.calls("chat.postMessage")) == posts_in_outage + 1
