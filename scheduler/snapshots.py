@@ -14,10 +14,10 @@ from typing import Any
 from sqlmodel import Session
 
 from scheduler.config import PolicyConfig
+from scheduler.ledger import quota_states
 from scheduler.policy.matching import CardNeeds
 from scheduler.policy.quota import QuotaState
 from scheduler.policy.snapshot import HOUR, Gpu, Host, Pending, Running, Snapshot
-from scheduler.service.ledger import quota_states
 from storage.models import ON_HOST_STATES, HostState, JobState
 from storage.queries import accounting
 from storage.queries import cluster as cluster_queries

@@ -24,6 +24,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from scheduler.config import PolicyConfig
+from scheduler.ledger import quota_states
 from scheduler.notices.outbox import Announcement, claim, from_row
 from scheduler.policy.capacity import OVERRUN_SHARE
 from scheduler.policy.matching import fitting_types
@@ -32,7 +33,6 @@ from scheduler.policy.quota import QuotaState
 from scheduler.policy.scheduler import schedule
 from scheduler.policy.snapshot import Pending, Running, Snapshot
 from scheduler.service.context import resolve_actor
-from scheduler.service.ledger import quota_states
 from scheduler.snapshots import build_snapshot, expiry_moment
 from storage.db import session_scope
 from storage.models import ACTIVE_STATES, Job, Quota

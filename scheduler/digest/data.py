@@ -27,11 +27,11 @@ from scheduler.digest.model import (
     WaitInfo,
 )
 from scheduler.digest.timeline import WINDOW, build_timeline, sample_interval
+from scheduler.ledger import quota_states
 from scheduler.service import jobs
 from scheduler.service.board import NEXT_UP, board
 from scheduler.service.context import Actor, Context
 from scheduler.service.jobs import JobView
-from scheduler.service.ledger import quota_states
 from scheduler.service.report import report
 from scheduler.snapshots import build_snapshot
 from storage.models import JobState, PriorityClass

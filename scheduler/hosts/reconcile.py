@@ -32,8 +32,8 @@ from scheduler import lifecycle
 from scheduler.config import PolicyConfig
 from scheduler.dispatch import agent_job_id
 from scheduler.hosts.report import AgentJobState, HostReport
+from scheduler.ledger import close_allocations_at
 from scheduler.notices.events import Event, EventKind, record
-from scheduler.service.ledger import close_allocations_at
 from storage.db import lost_race, session_scope
 from storage.models import ON_HOST_STATES, Allocation, Job, JobState
 from storage.queries import audit

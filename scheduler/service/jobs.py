@@ -16,7 +16,6 @@ from scheduler.policy.matching import CardNeeds, CardType, cheapest_fit, fitting
 from scheduler.policy.plan import Wait, WaitCode
 from scheduler.policy.ranking import ordered
 from scheduler.policy.scheduler import schedule
-from scheduler.service import ledger
 from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_by_name, team_name
 from scheduler.snapshots import build_snapshot
@@ -31,6 +30,7 @@ from storage.models import (
     PriorityClass,
     Team,
 )
+from storage.queries import accounting
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
 from storage.queries import org as org_queries
@@ -320,7 +320,7 @@ def status(ctx: Context, job_id: int | None, name: str | None) -> StatusResult:
         view_of(ctx, job),
         job_queries.history(session=session, job_id=job.id or 0),
         job_queries.bumps_of_job(session=session, job_id=job.id or 0),
-        ledger.entries_of(ctx, job),
+        accounting.ledger_of_job(session=ctx.session, job_id=job.id or 0),
     )
 
 

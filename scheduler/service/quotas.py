@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 
 from scheduler.errors import NotFound, UserError
+from scheduler.ledger import quota_states
 from scheduler.policy.quota import QuotaState
 from scheduler.service.context import Context
-from scheduler.service.ledger import quota_states
 from scheduler.service.lookup import team_by_name, team_name
 from storage.models import Quota
 from storage.queries import accounting

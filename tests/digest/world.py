@@ -17,7 +17,7 @@ from sqlmodel import Session, select
 
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
-from scheduler.service.ledger import close_allocations_at
+from scheduler.ledger import close_allocations_at
 from storage.models import Allocation, Gpu, GpuSample, Host, Job, JobState, Quota, Team
 
 SAMPLE = timedelta(seconds=60)  # the bundled policy samples every 60 s (cycle 10 s)

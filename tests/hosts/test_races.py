@@ -52,9 +52,9 @@ from scheduler.app import Paika, Reply
 from scheduler.clock import ManualClock
 from scheduler.cycle import Cycle
 from scheduler.dispatch import AgentDispatcher, DispatchError, StartOrder
+from scheduler.ledger import close_allocations_at
 from scheduler.notices.events import RecordingObserver
 from scheduler.service.jobs import SubmitResult
-from scheduler.service.ledger import close_allocations_at
 from storage.models import (
     ON_HOST_STATES,
     TERMINAL_STATES,

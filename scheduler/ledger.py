@@ -1,4 +1,8 @@
-"""Closing a job's allocations and charging the time to its team's quota in the ledger."""
+"""The ledger: closing a job's allocations and charging the time to its team's quota.
+
+It sits below everything that charges or reads GPU time (the commands, reconciling, the
+snapshot, the digest, the quota alerts), so none of them imports another for it.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ from sqlmodel import Session
 
 from scheduler.config import PolicyConfig
 from scheduler.policy.quota import QuotaState, charge_to
-from scheduler.service.context import Context
 from storage.models import Gpu, Job, LedgerEntry, Quota
 from storage.queries import accounting
 from storage.queries import cluster as cluster_queries
@@ -23,11 +26,6 @@ def quota_states(session: Session, quotas: Sequence[Quota]) -> list[QuotaState]:
         QuotaState(q.id or 0, q.gpu_type, q.gpu_hours, used.get(q.id or 0, 0.0), q.expires_on)
         for q in quotas
     ]
-
-
-def close_allocations(ctx: Context, job: Job) -> list[LedgerEntry]:
-    """End the job's open allocations now and write their ledger entries (same transaction)."""
-    return close_allocations_at(ctx.session, ctx.policy, job, ctx.now)
 
 
 def close_allocations_at(
@@ -81,8 +79,3 @@ def close_allocations_at(
         entries.append(entry)
     session.flush()
     return entries
-
-
-def entries_of(ctx: Context, job: Job) -> Sequence[LedgerEntry]:
-    """A job's ledger entries."""
-    return accounting.ledger_of_job(session=ctx.session, job_id=job.id or 0)
