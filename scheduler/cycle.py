@@ -136,7 +136,8 @@ class Cycle:
             log.exception("cycle step %s failed; the cycle goes on", name)
             result.errors.append(f"{name}: {type(exc).__name__}: {exc}")
         finally:
-            result.timings[name] = time.perf_counter() - began
+            result.timings[name] = took = time.perf_counter() - began
+            log.debug("cycle step %s took %.1f ms", name, took * 1000)
 
     def close(self) -> None:
         """Let go of the poller's connections (when it has any)."""
