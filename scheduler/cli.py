@@ -17,7 +17,7 @@ from sqlalchemy.exc import OperationalError
 from scheduler.agent.command import agent as agent_command
 from scheduler.app import Paika
 from scheduler.errors import ConfigError
-from scheduler.notify import ConsoleNotifier, FanOut, Notifier
+from scheduler.notices.events import LoggingObserver
 from scheduler.periodic import Periodic
 from scheduler.runner import MissingAgentToken, agent_cycle
 from scheduler.settings import Settings
@@ -74,13 +74,12 @@ def up() -> None:
         typer.echo(f"paika: {MissingAgentToken()}", err=True)
         raise typer.Exit(2)
     bot = _start_bot(paika)
-    notifier: Notifier = (
-        ConsoleNotifier() if bot is None else FanOut(ConsoleNotifier(), bot.notifier)
-    )
-    announcer = None if bot is None else bot.announcer  # None: alerts print to the console
+    # Every notice goes through the outbox: to Slack, or printed when Slack is off (None).
+    announcer = None if bot is None else bot.announcer
     periodic = Periodic(
-        paika.engine, paika.policy, paika.clock, agent_cycle(paika, notifier), announcer
+        paika.engine, paika.policy, paika.clock, agent_cycle(paika, LoggingObserver()), announcer
     )
+    paika.on_change = periodic.courier.wake  # a command's notices go out at once
     periodic.start()
     slack = "Slack off (no SLACK_BOT_TOKEN)" if bot is None else f"Slack on {bot.where}"
     typer.echo(
