@@ -1,43 +1,79 @@
-"""The `paika` command line: the same grammar as `/gpu`, plus operator commands."""
+"""The `paika` command line: the same grammar as `/gpu`, plus operator commands.
+
+Only what a command needs is imported when it runs. `paika agent` runs on every GPU host and
+must start without the database, Slack, the periodic scheduler, matplotlib or the simulator:
+the service's modules are imported inside the commands that use them, and the commands in
+DEFERRED are imported from their own modules when they are looked up (to run them, or to list
+them in --help).
+"""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import signal
 import sys
 import threading
-from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
-
-from scheduler.agent.command import agent as agent_command
-from scheduler.app import Paika
-from scheduler.errors import ConfigError
-from scheduler.notices.events import LoggingObserver
-from scheduler.periodic import Periodic
-from scheduler.runner import MissingAgentToken, agent_cycle
-from scheduler.settings import Settings
-from scheduler.simulate.command import simulate_command
-from storage.db import current_revision, head_revision, make_engine, normalize_url, upgrade
+from typer.core import TyperCommand, TyperGroup
+from typer.main import get_command_from_info
+from typer.models import CommandInfo
 
 if TYPE_CHECKING:
     from bot.runtime import SlackBot
+    from scheduler.app import Paika
+
+# Commands defined in modules of their own, as "module:function", in the order --help lists them.
+DEFERRED = {
+    "simulate": "scheduler.simulate.command:simulate_command",
+    "agent": "scheduler.agent.command:agent",
+}
+
+
+class _Placeholder(TyperCommand):
+    """Holds a deferred command's place in the group until the command is looked up."""
+
+
+class _Commands(TyperGroup):
+    """paika's commands: a deferred one is imported and built when it is looked up."""
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        # (ctx: the Context class of the click that typer builds on; it varies with typer.)
+        command = super().get_command(ctx, cmd_name)
+        if isinstance(command, _Placeholder):
+            module, _, function = DEFERRED[cmd_name].partition(":")
+            callback = getattr(importlib.import_module(module), function)
+            command = self.commands[cmd_name] = get_command_from_info(
+                CommandInfo(name=cmd_name, callback=callback),
+                pretty_exceptions_short=app.pretty_exceptions_short,
+                rich_markup_mode=self.rich_markup_mode,
+            )
+        return command
+
 
 app = typer.Typer(
     name="paika",
     help="paika (排卡): a shared GPU training queue run from Slack. Try: paika cmd help",
     no_args_is_help=True,
     add_completion=False,
+    cls=_Commands,
 )
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
 
 def _start() -> Paika:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import OperationalError
+
+    from scheduler.app import Paika
+    from scheduler.errors import ConfigError
+    from scheduler.settings import Settings
+    from storage.db import normalize_url
+
     settings = Settings()
     try:
         return Paika.start(settings)
@@ -66,6 +102,10 @@ def cmd(
 @app.command()
 def up() -> None:
     """Run the service: the scheduling cycle against the registered GPU hosts (Ctrl-C stops)."""
+    from scheduler.notices.events import LoggingObserver
+    from scheduler.periodic import Periodic
+    from scheduler.runner import MissingAgentToken, agent_cycle
+
     paika = _start()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -101,6 +141,7 @@ def _start_bot(paika: Paika) -> SlackBot | None:
     if paika.settings.slack_bot_token is None:
         return None
     from bot.runtime import start_bot  # Slack's libraries load only when Slack is used
+    from scheduler.errors import ConfigError
 
     try:
         return start_bot(paika)
@@ -170,6 +211,9 @@ def digest_command(
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Bring the database schema up to the newest revision."""
+    from scheduler.settings import Settings
+    from storage.db import current_revision, make_engine, upgrade
+
     engine = make_engine(Settings().resolved_database_url())
     before = current_revision(engine)
     upgrade(engine)
@@ -182,6 +226,9 @@ def db_upgrade() -> None:
 @db_app.command("current")
 def db_current() -> None:
     """Show the schema revision of the database and of this code."""
+    from scheduler.settings import Settings
+    from storage.db import current_revision, head_revision, make_engine
+
     engine = make_engine(Settings().resolved_database_url())
     typer.echo(f"database: {current_revision(engine) or 'empty'} · code: {head_revision()}")
 
@@ -189,11 +236,17 @@ def db_current() -> None:
 @app.command("version")
 def show_version() -> None:
     """Print paika's version."""
+    from importlib.metadata import version
+
     typer.echo(version("paika"))
 
 
-app.command("simulate")(simulate_command)
-app.command("agent")(agent_command)
+def _deferred() -> None:
+    """Stands in for a command of DEFERRED; never runs."""
+
+
+for _name in DEFERRED:
+    app.command(_name, cls=_Placeholder)(_deferred)
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ import time
 import uvicorn
 from starlette.types import ASGIApp
 
-LOOPBACK = "127.0.0.1"
+from scheduler.agent.address import LOOPBACK
 
 
 def serve_in_thread(

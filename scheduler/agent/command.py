@@ -16,15 +16,13 @@ from typing import Annotated
 import typer
 import uvicorn
 
+from scheduler.agent.address import DEFAULT_PORT, LOOPBACK
 from scheduler.agent.app import build_app
 from scheduler.agent.errors import AgentError
 from scheduler.agent.gpus import GpuReader
 from scheduler.agent.jobs import TOKEN_ENV, JobStore
 from scheduler.agent.nvml import NvmlReader
 from scheduler.agent.simulated import EXAMPLE_SPEC, SimulatedReader
-from scheduler.serving import LOOPBACK
-
-DEFAULT_PORT = 8470
 
 
 def agent(

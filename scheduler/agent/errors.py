@@ -1,18 +1,21 @@
 """Errors of the host agent and of its client.
 
-    PaikaError
-     └── AgentError            `status` is the HTTP status that goes with it (None: no response)
-          ├── AgentAuthError   401: the bearer token is missing or wrong
-          ├── HostUnreachable  nothing reached the agent at `url` (refused, no route, bad address)
-          │    └── AnswerLost  the request may have reached it, but no answer came back
-          │                    (timed out or reset after sending): it may have acted on it
-          ├── BadRequest       400: a field of a request is invalid; the message names it
-          ├── JobNotFound      404: the agent has no job with that id
-          ├── JobConflict      409: the GPUs are held by another live job, or the run was
-          │                    stopped before it started
-          ├── BodyTooLarge     413: the request body is over the agent's limit
-          ├── GpuReadError     503: NVML failed or is not available on this host
-          └── SpecError        the --simulate spec does not parse
+    AgentError            `status` is the HTTP status that goes with it (None: no response)
+     ├── AgentAuthError   401: the bearer token is missing or wrong
+     ├── HostUnreachable  nothing reached the agent at `url` (refused, no route, bad address)
+     │    └── AnswerLost  the request may have reached it, but no answer came back
+     │                    (timed out or reset after sending): it may have acted on it
+     ├── BadRequest       400: a field of a request is invalid; the message names it
+     ├── JobNotFound      404: the agent has no job with that id
+     ├── JobConflict      409: the GPUs are held by another live job, or the run was
+     │                    stopped before it started
+     ├── BodyTooLarge     413: the request body is over the agent's limit
+     ├── GpuReadError     503: NVML failed or is not available on this host
+     └── SpecError        the --simulate spec does not parse
+
+AgentError derives from Exception, not from paika's PaikaError: the agent package imports
+nothing from the rest of paika (it runs alone on every GPU host). The scheduler catches
+AgentError where it talks to agents (hosts/poll.py) or converts it there (dispatch.py).
 
 Catch HostUnreachable for "no answer" of either kind. Catch AnswerLost first where it matters
 whether the agent acted: after a lost answer to a start, the run may be running; ask the agent
@@ -24,10 +27,8 @@ into the same classes, so a caller catches one family whichever side the problem
 
 from __future__ import annotations
 
-from scheduler.errors import PaikaError
 
-
-class AgentError(PaikaError):
+class AgentError(Exception):
     """An error from the agent or from talking to it."""
 
     default_status: int | None = 500

@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.agent.client import AsyncAgentClient, Status, shared_tls
+from scheduler.agent.errors import AgentError
 from scheduler.agent.protocol import GpuInfo, JobInfo
 from scheduler.agent.transport import LeanTransport
-from scheduler.errors import PaikaError
 from scheduler.hosts.report import AgentJobState, GpuReading, HostReport
 
 MIB_PER_GIB = 1024.0
@@ -69,7 +69,7 @@ class Poller:
             )
         try:
             status = await asyncio.wait_for(client.status(), timeout=self.timeout)
-        except (PaikaError, TimeoutError) as exc:
+        except (AgentError, TimeoutError) as exc:
             return HostReport(
                 target.name,
                 False,

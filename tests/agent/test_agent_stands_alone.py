@@ -1,0 +1,161 @@
+"""The agent stands alone: it imports nothing of paika outside its package, and `paika agent`
+starts without the scheduler's database, Slack, periodic or plotting stacks."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import scheduler.agent
+
+AGENT_DIR = Path(scheduler.agent.__file__).parent
+PAIKA_PACKAGES = {"bot", "scheduler", "storage"}
+NOT_FOR_THE_AGENT = {
+    "sqlalchemy",
+    "sqlmodel",
+    "alembic",
+    "apscheduler",
+    "slack_sdk",
+    "slack_bolt",
+    "matplotlib",
+    "boto3",
+}
+MAX_MODULES = 400
+
+# Runs the real console entry. uvicorn.run is where `paika agent` hands its built app to the
+# server: there the modules are counted, and nothing binds a port.
+AGENT_STARTUP = """
+import json, sys
+import uvicorn
+
+def serve(app, **options):
+    print(json.dumps({"modules": sorted(sys.modules), "app": type(app).__name__}))
+
+uvicorn.run = serve
+sys.argv = ["paika", *sys.argv[1:]]
+from scheduler.cli import main
+try:
+    main()
+except SystemExit as exc:
+    if exc.code:
+        raise
+    if "--help" in sys.argv:
+        print(json.dumps({"modules": sorted(sys.modules), "app": None}))
+"""
+
+
+def _run_paika(*args: str) -> dict[str, object]:
+    env = {**os.environ, "PAIKA_AGENT_TOKEN": "test-token-0123456789"}
+    done = subprocess.run(
+        [sys.executable, "-c", AGENT_STARTUP, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _check_lean(modules: list[str]) -> None:
+    """Nothing of the scheduler's stacks, and of paika only the command line and the agent."""
+    loaded = {name.split(".")[0] for name in modules}
+    assert sorted(loaded & NOT_FOR_THE_AGENT) == []
+    paika = [name for name in modules if name.split(".")[0] in PAIKA_PACKAGES]
+    assert [name for name in paika if name != "scheduler" and _outside_the_agent(name)] == [
+        "scheduler.cli"
+    ]
+
+
+def test_the_agent_starts_serving_with_few_modules(tmp_path: Path) -> None:
+    started = _run_paika("agent", "--simulate", "2xT4", "--state-dir", str(tmp_path / "agent"))
+    assert started["app"] == "Starlette"  # the app was built, as the command serves it
+    modules = started["modules"]
+    assert isinstance(modules, list)
+    _check_lean(modules)
+    assert len(modules) < MAX_MODULES, f"{len(modules)} modules loaded"
+
+
+def test_the_agents_help_loads_none_of_the_scheduler() -> None:
+    # (typer draws help with rich where it is installed: no module count here)
+    modules = _run_paika("agent", "--help")["modules"]
+    assert isinstance(modules, list)
+    _check_lean(modules)
+
+
+# ---------------------------------------------------------------- imports, read from the source
+
+
+def _package_of(path: Path) -> str:
+    return ".".join(["scheduler", "agent", *path.relative_to(AGENT_DIR).parent.parts])
+
+
+def _imported_names(path: Path, package: str) -> list[tuple[int, str]]:
+    """Every module a file of `package` imports, at its top or inside functions, absolute or
+    relative, and by importlib.import_module / __import__ with a literal name."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            names += [(node.lineno, base)]
+            names += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            first = node.args[0]
+            if called in ("import_module", "__import__") and isinstance(first, ast.Constant):
+                names.append((node.lineno, str(first.value)))
+    return names
+
+
+def _outside_the_agent(name: str) -> bool:
+    return name.split(".")[0] in PAIKA_PACKAGES and not (
+        name == "scheduler.agent" or name.startswith("scheduler.agent.")
+    )
+
+
+def test_the_agent_package_imports_nothing_else_of_paika() -> None:
+    files = sorted(AGENT_DIR.rglob("*.py"))
+    assert len(files) > 10
+    found = [
+        f"{path.relative_to(AGENT_DIR)}:{line}: {name}"
+        for path in files
+        for line, name in _imported_names(path, _package_of(path))
+        if _outside_the_agent(name)
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("source", "outside"),
+    [
+        ("from scheduler.errors import PaikaError", True),
+        ("def f():\n    import storage.db", True),
+        ("from .. import serving", True),
+        ("import importlib\nimportlib.import_module('bot.runtime')", True),
+        ("from scheduler.agent.errors import AgentError", False),
+        ("from . import protocol", False),
+        ("import httpx", False),
+    ],
+)
+def test_the_import_reader_sees_every_form(tmp_path: Path, source: str, outside: bool) -> None:
+    module = tmp_path / "example.py"
+    module.write_text(source + "\n")
+    names = [name for _, name in _imported_names(module, "scheduler.agent")]
+    assert any(_outside_the_agent(name) for name in names) is outside
