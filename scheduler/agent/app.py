@@ -12,7 +12,6 @@ from __future__ import annotations
 import hmac
 import logging
 import socket
-from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 
 from starlette.applications import Starlette
@@ -25,23 +24,32 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from scheduler.agent.body import json_body
+from scheduler.agent.body import json_text
 from scheduler.agent.errors import AgentError, BadRequest, BodyTooLarge
 from scheduler.agent.gpus import GpuReader
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.protocol import (
     API_VERSION,
     GpuInfo,
+    GpuList,
     Health,
     JobInfo,
+    JobList,
     LogTail,
     StartRequest,
+    Status,
     StopRequest,
+    WireModel,
 )
 
 log = logging.getLogger(__name__)
 
 HEALTH_PATH = "/v1/health"
+
+
+def answer(model: WireModel, status_code: int = 200) -> Response:
+    """A model as the JSON answer (pydantic writes it: no dict in between)."""
+    return Response(model.to_json(), status_code=status_code, media_type="application/json")
 
 
 def agent_version() -> str:
@@ -107,7 +115,7 @@ def build_app(
     def read_gpus() -> list[GpuInfo]:
         gpus = reader.read()
         holders = jobs_store.gpu_holders()
-        return [replace(g, job_id=holders.get(g.index)) for g in gpus]
+        return [g.model_copy(update={"job_id": holders.get(g.index)}) for g in gpus]
 
     def start(req: StartRequest) -> tuple[JobInfo, bool]:
         # A repeat returns the known job before the GPU check, which may have changed since;
@@ -125,43 +133,36 @@ def build_app(
         return jobs_store.start(req)
 
     async def get_health(request: Request) -> Response:
-        return JSONResponse(health.to_dict())
+        return answer(health)
 
     async def get_gpus(request: Request) -> Response:
         gpus = await run_in_threadpool(read_gpus)
-        return JSONResponse({"host": host_name, "gpus": [g.to_dict() for g in gpus]})
+        return answer(GpuList(host=host_name, gpus=gpus))
 
     async def get_jobs(request: Request) -> Response:
         jobs = await run_in_threadpool(jobs_store.all_jobs)
-        return JSONResponse({"jobs": [j.to_dict() for j in jobs]})
+        return answer(JobList(jobs=jobs))
 
     async def get_status(request: Request) -> Response:
         # Everything one poll needs in one round trip: health, GPUs and jobs (read in one
         # trip to a worker thread: NVML calls block, and each trip costs CPU of its own).
         gpus, jobs = await run_in_threadpool(lambda: (read_gpus(), jobs_store.all_jobs()))
-        return JSONResponse(
-            {
-                "health": health.to_dict(),
-                "host": host_name,
-                "gpus": [g.to_dict() for g in gpus],
-                "jobs": [j.to_dict() for j in jobs],
-            }
-        )
+        return answer(Status(health=health, host=host_name, gpus=gpus, jobs=jobs))
 
     async def get_job(request: Request) -> Response:
         job = await run_in_threadpool(jobs_store.get, request.path_params["job_id"])
-        return JSONResponse(job.to_dict())
+        return answer(job)
 
     async def post_job(request: Request) -> Response:
-        req = StartRequest.from_dict(await json_body(request, empty_ok=False))
+        req = StartRequest.from_json(await json_text(request, empty_ok=False))
         job, created = await run_in_threadpool(start, req)
-        return JSONResponse(job.to_dict(), status_code=201 if created else 200)
+        return answer(job, 201 if created else 200)
 
     async def post_stop(request: Request) -> Response:
         job_id = request.path_params["job_id"]
-        stop = StopRequest.from_dict(await json_body(request, empty_ok=True))
+        stop = StopRequest.from_json(await json_text(request, empty_ok=True))
         job = await run_in_threadpool(jobs_store.stop, job_id, stop.grace_s)
-        return JSONResponse(job.to_dict(), status_code=202)
+        return answer(job, 202)
 
     async def get_log(request: Request) -> Response:
         job_id = request.path_params["job_id"]
@@ -171,7 +172,7 @@ def build_app(
         except ValueError:
             raise BadRequest(f"lines: {raw!r} is not a whole number") from None
         tail = await run_in_threadpool(jobs_store.log_tail, job_id, lines)
-        return JSONResponse(LogTail(job_id=job_id, lines=tuple(tail)).to_dict())
+        return answer(LogTail(job_id=job_id, lines=tuple(tail)))
 
     async def on_agent_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, AgentError)

@@ -4,18 +4,17 @@ Size: a declared Content-Length over MAX_BODY_BYTES is refused before a byte of 
 read; a body without one (chunked) is read as it streams in and refused as soon as it passes
 the limit, so the agent never holds more than the limit. Both are BodyTooLarge (413).
 
-Depth: json.loads recurses once per nesting level, so a body of a few hundred kilobytes of
-'[' ends in RecursionError (a 500). The depth is measured first, by a linear scan of the
-brackets outside strings, and anything deeper than MAX_JSON_DEPTH is BadRequest (400).
+Depth: a recursive JSON reader recurses once per nesting level (json.loads ends in
+RecursionError, a 500, on a few hundred kilobytes of '['; pydantic's reader stops at its own
+limit). The depth is measured first, by a linear scan of the brackets outside strings, and
+anything deeper than MAX_JSON_DEPTH is BadRequest (400) before any reader sees it.
 No request of the protocol nests deeper than 3.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from itertools import accumulate
-from typing import Any
 
 from starlette.requests import Request
 
@@ -58,22 +57,20 @@ async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
     return b"".join(chunks)
 
 
-async def json_body(request: Request, *, empty_ok: bool) -> Any:
-    """The request body parsed as JSON; an empty body is {} with `empty_ok`, else BadRequest."""
+async def json_text(request: Request, *, empty_ok: bool) -> str:
+    """The request body as JSON text for a model to read, its nesting checked; an empty body
+    is "{}" with `empty_ok`, else BadRequest. (Whether it is valid JSON is for the reader.)"""
     body = await read_body(request)
     try:
         # RFC 8259: JSON between systems is UTF-8. Decoding first also means the depth scan
-        # sees the same characters json.loads will (it would guess UTF-16/32 from bytes).
+        # sees the same characters the JSON reader will.
         text = body.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise BadRequest(f"body: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     if not text.strip():
         if empty_ok:
-            return {}
+            return "{}"
         raise BadRequest("body: expected a JSON object, got nothing")
     if json_depth(text) > MAX_JSON_DEPTH:
         raise BadRequest(f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels")
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise BadRequest(f"body: not valid JSON ({exc})") from None
+    return text

@@ -1,25 +1,30 @@
 """Talking to an agent: AgentClient (sync) and AsyncAgentClient (async), same methods.
 
     with AgentClient("http://gpu-a:8470", token) as agent:
-        agent.health(); agent.gpus(); agent.jobs(); agent.job("42")
+        agent.health(); agent.gpus(); agent.status(); agent.jobs(); agent.job("42")
         agent.start_job(StartRequest(job_id="42", gpus=[0, 1], argv=["python", "train.py"]))
         agent.stop_job("42", grace_s=30); agent.log("42", lines=100)
 
-Errors are converted here (see errors.py): nothing sent (refused, connect timeout, bad
-address) → HostUnreachable(url); sent but no answer (read/write timeout, reset, cut short) →
-AnswerLost(url), a HostUnreachable whose request the agent may have acted on;
-401 → AgentAuthError; 413 → BodyTooLarge; 400 → BadRequest; 404 → JobNotFound; 409 → JobConflict;
-503 → GpuReadError; anything else ≥ 400, or a response that does not parse → AgentError.
+Each request of the API is described once, in `Endpoints`: its method and path, the model it
+sends and the one its answer is read as. Both clients inherit those methods and differ only
+in how they send a request (`_send`: httpx.Client or httpx.AsyncClient), so an endpoint added
+there is in both.
+
+Errors are converted here, the same for every request (see errors.py): nothing sent (refused,
+connect timeout, bad address) → HostUnreachable(url); sent but no answer (read/write timeout,
+reset, cut short) → AnswerLost(url), a HostUnreachable whose request the agent may have acted
+on; 401 → AgentAuthError; 413 → BodyTooLarge; 400 → BadRequest; 404 → JobNotFound;
+409 → JobConflict; 503 → GpuReadError; anything else ≥ 400, or an answer that does not parse
+→ AgentError.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import httpx
 
@@ -32,15 +37,22 @@ from scheduler.agent.errors import (
 )
 from scheduler.agent.protocol import (
     GpuInfo,
+    GpuList,
     Health,
     JobInfo,
+    JobList,
     LogTail,
     StartRequest,
+    Status,
     StopRequest,
+    WireModel,
     is_job_id,
 )
 
 T = TypeVar("T")
+P = ParamSpec("P")
+
+JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 @functools.cache
@@ -80,69 +92,48 @@ def transport_failure(base_url: str, exc: httpx.TransportError) -> HostUnreachab
     return cls(base_url, f"{type(exc).__name__}: {exc}")
 
 
-def _headers(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}", "Accept": "application/json"}
-
-
-def _decode(response: httpx.Response) -> Any:
-    """The JSON body of a response, or the AgentError it stands for."""
-    try:
-        data = response.json()
-    except (ValueError, json.JSONDecodeError, RecursionError):
-        # (RecursionError: a broken agent's deeply nested answer must not escape as such)
-        data = None
-    if response.status_code >= 400:
-        message = data.get("error") if isinstance(data, dict) else None
-        if not isinstance(message, str):
-            message = response.text.strip()[:200] or response.reason_phrase
-        raise error_for_status(response.status_code, message)
-    if data is None:
-        raise AgentError(
-            response.status_code,
-            f"the agent at {response.request.url} sent a response that is not JSON",
-        )
-    return data
-
-
-def _parse(response: httpx.Response, parse: Callable[[Any], T]) -> T:
-    data = _decode(response)
-    try:
-        return parse(data)
-    except AgentError as exc:  # BadRequest from protocol.from_dict: the agent's fault, not ours
-        raise AgentError(
-            response.status_code,
-            f"the agent at {response.request.url} sent an unexpected response: {exc.message}",
-        ) from exc
-
-
-def _gpus(data: Any) -> list[GpuInfo]:
-    return [GpuInfo.from_dict(g) for g in _list_field(data, "gpus")]
-
-
-def _jobs(data: Any) -> list[JobInfo]:
-    return [JobInfo.from_dict(j) for j in _list_field(data, "jobs")]
+# ---------------------------------------------------------------- one request
 
 
 @dataclass(frozen=True)
-class Status:
-    """One poll's worth: the agent's health, its GPUs and its jobs."""
+class Request(Generic[T]):
+    """One request to an agent: where it goes, what it carries, how its answer is read."""
 
-    health: Health
-    gpus: list[GpuInfo]
-    jobs: list[JobInfo]
+    method: str
+    path: str
+    read: Callable[[bytes], T]
+    body: WireModel | None = None
+    params: Mapping[str, int] | None = None
+
+    def content(self) -> bytes | None:
+        return None if self.body is None else self.body.to_json()
+
+    def headers(self) -> Mapping[str, str] | None:
+        return None if self.body is None else JSON_HEADERS
+
+    def answer(self, response: httpx.Response) -> T:
+        """The answer's value, or the AgentError an error status or a malformed answer is."""
+        if response.status_code >= 400:
+            raise _error(response)
+        try:
+            return self.read(response.content)
+        except BadRequest as exc:  # the agent's fault here, not ours
+            raise AgentError(
+                response.status_code,
+                f"the agent at {response.request.url} sent an unexpected response: {exc.message}",
+            ) from exc
 
 
-def _status(data: Any) -> Status:
-    if not isinstance(data, dict) or not isinstance(data.get("health"), dict):
-        raise AgentError(None, "health: expected an object")
-    return Status(Health.from_dict(data["health"]), _gpus(data), _jobs(data))
-
-
-def _list_field(data: Any, key: str) -> list[Any]:
-    value = data.get(key) if isinstance(data, dict) else None
-    if not isinstance(value, list):
-        raise AgentError(None, f"{key}: expected a list")
-    return value
+def _error(response: httpx.Response) -> AgentError:
+    try:
+        data = response.json()
+    except (ValueError, RecursionError):
+        # (RecursionError: a broken agent's deeply nested answer must not escape as such)
+        data = None
+    message = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(message, str):
+        message = response.text.strip()[:200] or response.reason_phrase
+    return error_for_status(response.status_code, message)
 
 
 def _job_path(job_id: str, suffix: str = "") -> str:
@@ -151,11 +142,98 @@ def _job_path(job_id: str, suffix: str = "") -> str:
     return f"/v1/jobs/{job_id}{suffix}"
 
 
-def _log_params(lines: int) -> dict[str, int]:
-    return {"lines": lines}
+def _gpus(text: bytes) -> list[GpuInfo]:
+    return GpuList.from_json(text).gpus
 
 
-class AgentClient:
+def _jobs(text: bytes) -> list[JobInfo]:
+    return JobList.from_json(text).jobs
+
+
+# ---------------------------------------------------------------- the endpoints
+
+
+class endpoint(Generic[P, T]):  # noqa: N801 (used as a decorator, like property)
+    """An API method made from a function that describes its Request: on an AgentClient it
+    returns the answer, on an AsyncAgentClient an awaitable of it. The description runs
+    inside the send, so a bad argument raises where the answer would (for the async client:
+    when awaited)."""
+
+    def __init__(self, describe: Callable[P, Request[T]]) -> None:
+        self.describe = describe
+        self.__doc__ = describe.__doc__
+
+    @overload
+    def __get__(self, client: None, owner: type | None = None) -> endpoint[P, T]: ...
+
+    @overload
+    def __get__(self, client: AgentClient, owner: type | None = None) -> Callable[P, T]: ...
+
+    @overload
+    def __get__(
+        self, client: AsyncAgentClient, owner: type | None = None
+    ) -> Callable[P, Awaitable[T]]: ...
+
+    def __get__(self, client: Any, owner: type | None = None) -> Any:
+        if client is None:
+            return self
+        describe, send = self.describe, client._send
+
+        def call(*args: P.args, **kwargs: P.kwargs) -> Any:
+            return send(functools.partial(describe, *args, **kwargs))
+
+        return call
+
+
+class Endpoints:
+    """The agent's API, one method per request (see protocol.py for the wire format)."""
+
+    @endpoint
+    def health() -> Request[Health]:
+        return Request("GET", "/v1/health", Health.from_json)
+
+    @endpoint
+    def gpus() -> Request[list[GpuInfo]]:
+        return Request("GET", "/v1/gpus", _gpus)
+
+    @endpoint
+    def status() -> Request[Status]:
+        """Health, GPUs and jobs in one request (what the scheduler polls)."""
+        return Request("GET", "/v1/status", Status.from_json)
+
+    @endpoint
+    def jobs() -> Request[list[JobInfo]]:
+        return Request("GET", "/v1/jobs", _jobs)
+
+    @endpoint
+    def job(job_id: str) -> Request[JobInfo]:
+        return Request("GET", _job_path(job_id), JobInfo.from_json)
+
+    @endpoint
+    def start_job(request: StartRequest) -> Request[JobInfo]:
+        """Start a job (201), or get the job already known by this id (200: a repeat never
+        launches twice, so after AnswerLost send the same request again). JobConflict when
+        its GPUs are held, or when a stop for this id came first."""
+        return Request("POST", "/v1/jobs", JobInfo.from_json, body=request)
+
+    @endpoint
+    def stop_job(job_id: str, grace_s: float | None = None) -> Request[JobInfo]:
+        """SIGTERM now, SIGKILL after grace_s (None: the agent's default). Returns at once.
+        For an id the agent does not know it records a tombstone, so a start still in
+        flight is refused (409) rather than launched."""
+        body = StopRequest(grace_s=grace_s)
+        return Request("POST", _job_path(job_id, "/stop"), JobInfo.from_json, body=body)
+
+    @endpoint
+    def log(job_id: str, lines: int = 100) -> Request[LogTail]:
+        return Request("GET", _job_path(job_id, "/log"), LogTail.from_json, params={"lines": lines})
+
+
+def _headers(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+
+
+class AgentClient(Endpoints):
     """A synchronous client for one agent. `transport` replaces the network (tests)."""
 
     def __init__(
@@ -182,49 +260,22 @@ class AgentClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _send(self, describe: Callable[[], Request[T]]) -> T:
+        request = describe()
         try:
-            return self._http.request(method, self._urls[path], **kwargs)
+            response = self._http.request(
+                request.method,
+                self._urls[request.path],
+                content=request.content(),
+                headers=request.headers(),
+                params=request.params,
+            )
         except httpx.TransportError as exc:
             raise transport_failure(self.base_url, exc) from exc
-
-    def health(self) -> Health:
-        return _parse(self._request("GET", "/v1/health"), Health.from_dict)
-
-    def gpus(self) -> list[GpuInfo]:
-        return _parse(self._request("GET", "/v1/gpus"), _gpus)
-
-    def status(self) -> Status:
-        """Health, GPUs and jobs in one request (what the scheduler polls)."""
-        return _parse(self._request("GET", "/v1/status"), _status)
-
-    def jobs(self) -> list[JobInfo]:
-        return _parse(self._request("GET", "/v1/jobs"), _jobs)
-
-    def job(self, job_id: str) -> JobInfo:
-        return _parse(self._request("GET", _job_path(job_id)), JobInfo.from_dict)
-
-    def start_job(self, request: StartRequest) -> JobInfo:
-        """Start a job (201), or get the job already known by this id (200: a repeat never
-        launches twice, so after AnswerLost send the same request again). JobConflict when
-        its GPUs are held, or when a stop for this id came first."""
-        return _parse(self._request("POST", "/v1/jobs", json=request.to_dict()), JobInfo.from_dict)
-
-    def stop_job(self, job_id: str, grace_s: float | None = None) -> JobInfo:
-        """SIGTERM now, SIGKILL after grace_s (None: the agent's default). Returns at once.
-        For an id the agent does not know it records a tombstone, so a start still in
-        flight is refused (409) rather than launched."""
-        body = StopRequest(grace_s).to_dict()
-        return _parse(
-            self._request("POST", _job_path(job_id, "/stop"), json=body), JobInfo.from_dict
-        )
-
-    def log(self, job_id: str, lines: int = 100) -> LogTail:
-        response = self._request("GET", _job_path(job_id, "/log"), params=_log_params(lines))
-        return _parse(response, LogTail.from_dict)
+        return request.answer(response)
 
 
-class AsyncAgentClient:
+class AsyncAgentClient(Endpoints):
     """The same client for asyncio code (httpx.AsyncClient)."""
 
     def __init__(
@@ -251,37 +302,16 @@ class AsyncAgentClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    async def _send(self, describe: Callable[[], Request[T]]) -> T:
+        request = describe()
         try:
-            return await self._http.request(method, self._urls[path], **kwargs)
+            response = await self._http.request(
+                request.method,
+                self._urls[request.path],
+                content=request.content(),
+                headers=request.headers(),
+                params=request.params,
+            )
         except httpx.TransportError as exc:
             raise transport_failure(self.base_url, exc) from exc
-
-    async def health(self) -> Health:
-        return _parse(await self._request("GET", "/v1/health"), Health.from_dict)
-
-    async def gpus(self) -> list[GpuInfo]:
-        return _parse(await self._request("GET", "/v1/gpus"), _gpus)
-
-    async def status(self) -> Status:
-        """Health, GPUs and jobs in one request (what the scheduler polls)."""
-        return _parse(await self._request("GET", "/v1/status"), _status)
-
-    async def jobs(self) -> list[JobInfo]:
-        return _parse(await self._request("GET", "/v1/jobs"), _jobs)
-
-    async def job(self, job_id: str) -> JobInfo:
-        return _parse(await self._request("GET", _job_path(job_id)), JobInfo.from_dict)
-
-    async def start_job(self, request: StartRequest) -> JobInfo:
-        response = await self._request("POST", "/v1/jobs", json=request.to_dict())
-        return _parse(response, JobInfo.from_dict)
-
-    async def stop_job(self, job_id: str, grace_s: float | None = None) -> JobInfo:
-        body = StopRequest(grace_s).to_dict()
-        response = await self._request("POST", _job_path(job_id, "/stop"), json=body)
-        return _parse(response, JobInfo.from_dict)
-
-    async def log(self, job_id: str, lines: int = 100) -> LogTail:
-        response = await self._request("GET", _job_path(job_id, "/log"), params=_log_params(lines))
-        return _parse(response, LogTail.from_dict)
+        return request.answer(response)

@@ -13,9 +13,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.agent.client import AsyncAgentClient, Status, shared_tls
+from scheduler.agent.client import AsyncAgentClient, shared_tls
 from scheduler.agent.errors import AgentError
-from scheduler.agent.protocol import GpuInfo, JobInfo
+from scheduler.agent.protocol import GpuInfo, JobInfo, Status
 from scheduler.agent.transport import LeanTransport
 from scheduler.hosts.report import AgentJobState, GpuReading, HostReport
 

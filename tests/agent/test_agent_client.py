@@ -13,7 +13,7 @@ import pytest
 from agent_harness import PY, Agent, wait_for
 
 from scheduler.agent.app import build_app
-from scheduler.agent.client import AgentClient, AsyncAgentClient
+from scheduler.agent.client import AgentClient, AsyncAgentClient, Endpoints, endpoint
 from scheduler.agent.errors import (
     AgentAuthError,
     AgentError,
@@ -176,9 +176,9 @@ def test_responses_that_do_not_parse_are_agent_errors() -> None:
         assert caught.value.status == 502
         with pytest.raises(AgentError, match="not JSON"):
             client.jobs()
-        with pytest.raises(AgentError, match="unexpected response: state"):
+        with pytest.raises(AgentError, match=r"unexpected response: jobs\.0\.state: missing"):
             client.jobs()
-        with pytest.raises(AgentError, match="gpus: expected a list"):
+        with pytest.raises(AgentError, match="expected a JSON object, got a list"):
             client.gpus()
 
 
@@ -212,3 +212,23 @@ def test_job_ids_are_checked_before_they_go_into_a_url(agent: Agent) -> None:
     for bad in ("a/b", "..", ""):
         with pytest.raises(BadRequest, match="^job_id:"):
             agent.client.job(bad)
+
+
+def test_both_clients_take_their_requests_from_one_list() -> None:
+    requests = {name for name, value in vars(Endpoints).items() if isinstance(value, endpoint)}
+    assert requests == {"health", "gpus", "status", "jobs", "job", "start_job", "stop_job", "log"}
+    for client in (AgentClient, AsyncAgentClient):
+        assert issubclass(client, Endpoints)
+        assert {name for name in vars(client) if not name.startswith("_")} <= {"close", "aclose"}
+
+
+def test_the_async_client_checks_its_arguments_when_awaited() -> None:
+    async def scenario() -> None:
+        async with AsyncAgentClient("http://gpu-a:8470", "t") as client:
+            pending = client.stop_job("a/b")  # nothing raised yet, nothing sent
+            with pytest.raises(BadRequest, match="^job_id:"):
+                await pending
+            with pytest.raises(BadRequest, match="^grace_s:"):
+                await client.stop_job("a", grace_s=-1)
+
+    asyncio.run(scenario())

@@ -39,7 +39,7 @@ def _assert_tombstone(job: JobInfo, job_id: str) -> None:
 def test_a_stop_for_an_unknown_run_leaves_a_tombstone(agent: Agent) -> None:
     response = httpx.post(f"{agent.url}/v1/jobs/early-1/stop", json={}, headers=AUTH)
     assert response.status_code == 202, response.text
-    tombstone = JobInfo.from_dict(response.json())
+    tombstone = JobInfo.from_json(response.content)
     _assert_tombstone(tombstone, "early-1")
     # listed like any ended job, in every view
     assert agent.client.job("early-1") == tombstone
