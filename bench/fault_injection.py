@@ -110,7 +110,7 @@ def paika_argv() -> list[str]:
     if script.exists():
         return [str(script)]
     found = shutil.which("paika")
-    return [found] if found else [sys.executable, "-c", "from scheduler.cli import main; main()"]
+    return [found] if found else [sys.executable, "-c", "from bot.cli import main; main()"]
 
 
 def free_port() -> int:

@@ -39,7 +39,7 @@ def serve(app, **options):
 
 uvicorn.run = serve
 sys.argv = ["paika", *sys.argv[1:]]
-from scheduler.cli import main
+from bot.cli import main
 try:
     main()
 except SystemExit as exc:
@@ -70,9 +70,8 @@ def _check_lean(modules: list[str]) -> None:
     loaded = {name.split(".")[0] for name in modules}
     assert sorted(loaded & NOT_FOR_THE_AGENT) == []
     paika = [name for name in modules if name.split(".")[0] in PAIKA_PACKAGES]
-    assert [name for name in paika if name != "scheduler" and _outside_the_agent(name)] == [
-        "scheduler.cli"
-    ]
+    outside = [n for n in paika if n not in ("scheduler", "bot") and _outside_the_agent(n)]
+    assert outside == ["bot.cli"]
 
 
 def test_the_agent_starts_serving_with_few_modules(tmp_path: Path) -> None:

@@ -426,7 +426,7 @@ def _paika_command() -> list[str]:
     if script.exists():
         return [str(script)]
     found = shutil.which("paika")
-    return [found] if found else [sys.executable, "-c", "from scheduler.cli import main; main()"]
+    return [found] if found else [sys.executable, "-c", "from bot.cli import main; main()"]
 
 
 def test_cancels_from_other_processes_race_the_cycle(

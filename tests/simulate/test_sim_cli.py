@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from scheduler.cli import app
+from bot.cli import app
 
 TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 runner = CliRunner()

@@ -1,4 +1,7 @@
-"""The `paika` command line: the same grammar as `/gpu`, plus operator commands.
+"""The `paika` command line, and the one place that wires paika together: the faces (Slack,
+the console) to the core, the cycle and the agent. Nothing imports it.
+
+It runs the same grammar as `/gpu`, plus operator commands.
 
 Only what a command needs is imported when it runs. `paika agent` runs on every GPU host and
 must start without the database, Slack, the periodic scheduler, matplotlib or the simulator:

@@ -1,0 +1,68 @@
+"""The house plan, checked from the imports (the contracts are in pyproject.toml):
+bot → scheduler → storage and never upward; only the `paika` command wires the faces to the
+cycle; the policy is pure; the GPU host agent stands alone. And each contract really breaks
+when someone adds the import it forbids."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("bot", "scheduler", "storage")
+LINT = (
+    "import sys; from importlinter.cli import lint_imports; "
+    "sys.exit(lint_imports(config_filename='pyproject.toml', no_cache=True))"
+)
+
+
+def _lint(root: Path) -> subprocess.CompletedProcess[str]:
+    """lint-imports on the packages under `root`, with `root`'s pyproject.toml, no cache."""
+    return subprocess.run(
+        [sys.executable, "-c", LINT],
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def copy_of_the_tree(tmp_path: Path) -> Path:
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("*.pyc"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def test_the_house_plan_holds() -> None:
+    from importlinter.cli import lint_imports
+
+    assert lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True) == 0
+
+
+@pytest.mark.parametrize(
+    ("where", "line", "broken"),
+    [
+        ("scheduler/service/board.py", "import bot.app", "arrows run downward only"),
+        ("bot/listeners/commands.py", "import scheduler.cycle", "wires the faces to the cycle"),
+        ("scheduler/policy/plan.py", "import storage.db", "the policy is pure"),
+        ("scheduler/agent/jobs.py", "import scheduler.errors", "the GPU host agent stands alone"),
+    ],
+)
+def test_a_forbidden_import_breaks_the_plan(
+    copy_of_the_tree: Path, where: str, line: str, broken: str
+) -> None:
+    module = copy_of_the_tree / where
+    module.write_text(module.read_text() + f"\n{line}  # added by the test\n")
+    result = _lint(copy_of_the_tree)
+    assert result.returncode != 0, result.stdout + result.stderr
+    report = " ".join((result.stdout + result.stderr).split())
+    assert "Broken contracts" in report, report
+    assert broken in report.split("Broken contracts", 1)[1], report
