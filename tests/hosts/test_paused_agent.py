@@ -32,16 +32,39 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _wait_healthy(url: str, timeout: float = 30.0) -> None:
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 120.0) -> bool:
+    """True once the agent answers; False if its process ended first (e.g. its port was
+    taken meanwhile). Generous: a loaded machine is slow to start Python, not wrong."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
         try:
             if httpx.get(f"{url}/v1/health", timeout=1.0).status_code == 200:
-                return
+                return True
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
     raise AssertionError(f"the agent at {url} did not come up within {timeout:g} s")
+
+
+def _start_agent(state: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """`paika agent` on a free port (a port taken between probing and binding: try another)."""
+    env = {**os.environ, "PAIKA_AGENT_TOKEN": TOKEN}
+    for _ in range(3):
+        port = _free_port()
+        with log.open("ab") as errors:
+            process = subprocess.Popen(
+                [PAIKA, "agent", "--simulate", "2xA100-80GB", "--host", "127.0.0.1"]
+                + ["--port", str(port), "--state-dir", str(state), "--grace-s", "0.5"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+            )
+        url = f"http://127.0.0.1:{port}"
+        if _wait_healthy(url, process):
+            return process, url
+    raise AssertionError(f"the agent would not start: {log.read_text()[-2000:]}")
 
 
 def _runs(url: str) -> dict[str, str]:
@@ -53,18 +76,8 @@ def _runs(url: str) -> dict[str, str]:
 
 @pytest.fixture
 def agent_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    port = _free_port()
-    env = {**os.environ, "PAIKA_AGENT_TOKEN": TOKEN}
-    process = subprocess.Popen(
-        [PAIKA, "agent", "--simulate", "2xA100-80GB", "--host", "127.0.0.1"]
-        + ["--port", str(port), "--state-dir", str(tmp_path / "agent"), "--grace-s", "0.5"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
+    process, url = _start_agent(tmp_path / "agent", tmp_path / "agent.log")
     try:
-        _wait_healthy(url)
         yield process, url
     finally:
         process.send_signal(signal.SIGCONT)
