@@ -25,8 +25,9 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import os
+import signal
 import statistics
-import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -105,6 +106,16 @@ def serve_hosts(indices: range, delay: float, folder: Path) -> tuple[Any, Any, i
 def _serve_forever(indices: range, delay: float, folder: str, ports: Any) -> None:
     """Child process: some hosts' agents, so their CPU is not the poller's (as on real hosts)."""
     server, thread, port, stores = serve_hosts(indices, delay, Path(folder))
+
+    def stop_jobs(signum: int, frame: object) -> None:
+        # Terminated by the parent: stop this process's own jobs (no one else's), then go.
+        for store in stores:
+            for run in store.all_jobs():
+                if run.state == "running":
+                    store.stop(run.job_id, 0)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop_jobs)
     ports.put((indices.start, port))
     thread.join()
 
@@ -254,9 +265,8 @@ def main() -> None:
     finally:
         poller.close()
         for child in children:
-            child.terminate()  # their jobs are `sleep`s in their own sessions; stop them too
-            child.join(timeout=10)
-        subprocess.run(["pkill", "-f", "sleep 3600"], check=False)
+            child.terminate()  # each stops its own agents' jobs (`sleep`s in their sessions)
+            child.join(timeout=60)
     # The same steady state against stand-ins answering what the agents last said: the
     # cycle as it runs when the agents are other machines, not on these cores.
     standin_cycles, standin_polls = cycles_against_recordings(paika, bodies, args)
