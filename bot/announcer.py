@@ -25,7 +25,8 @@ from scheduler.alerts.quota import EXPIRY_KIND, USED_KIND
 from scheduler.digest.model import Digest
 from scheduler.digest.schedule import KIND as DIGEST_KIND
 from scheduler.notices.approvals import DECISION_KIND, REQUEST_KIND
-from scheduler.notices.events import EVENT_KINDS, event_of, is_event
+from scheduler.notices.events import event_of, is_event
+from scheduler.notices.kinds import EVENT_KINDS
 from scheduler.notices.outbox import Announcement
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,15 @@ RENDERERS: Mapping[str, Renderer] = {
     ACTION_KIND: reclaim_notice,
     **{kind: event_notice for kind in EVENT_KINDS},
 }
+
+
+# Kinds delivered by their own path rather than a renderer of one message per person.
+OWN_PATHS = frozenset({DIGEST_KIND, REQUEST_KIND, DECISION_KIND})
+
+
+def delivers(kind: str) -> bool:
+    """Whether Slack has a rendering (or a delivery of its own) for notices of `kind`."""
+    return kind in RENDERERS or kind in OWN_PATHS
 
 
 class SlackAnnouncer:

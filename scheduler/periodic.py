@@ -21,7 +21,7 @@ from scheduler.config import PolicyConfig
 from scheduler.cycle import Cycle
 from scheduler.digest.schedule import raise_digest
 from scheduler.hosts.inventory import prune_samples
-from scheduler.notices.events import EVENT_KINDS
+from scheduler.notices.kinds import EVENT_KINDS
 from scheduler.notices.outbox import Announcer, ConsoleAnnouncer, Courier
 from storage.db import session_scope
 from storage.leader import LeaderLock

@@ -35,6 +35,7 @@ from sqlmodel import Session
 
 from scheduler.config import PolicyConfig
 from scheduler.hosts.reconcile import ACTOR
+from scheduler.notices.kinds import NoticeKind
 from scheduler.notices.outbox import Announcement, claim, from_row
 from scheduler.races import on_race, retrying
 from scheduler.service.context import resolve_actor
@@ -46,8 +47,8 @@ from storage.queries import jobs as job_queries
 from storage.queries import notices as notice_queries
 from storage.queries import org as org_queries
 
-ASK_KIND = "gpus_idle"
-ACTION_KIND = "gpus_reclaimed"
+ASK_KIND = NoticeKind.GPUS_IDLE
+ACTION_KIND = NoticeKind.GPUS_RECLAIMED
 STILL_USING = "still_using"
 RELEASE = "release"
 TIMEOUT = "timeout"

@@ -25,6 +25,7 @@ from sqlmodel import Session
 
 from scheduler.config import PolicyConfig
 from scheduler.ledger import quota_states
+from scheduler.notices.kinds import NoticeKind
 from scheduler.notices.outbox import Announcement, claim, from_row
 from scheduler.policy.capacity import OVERRUN_SHARE
 from scheduler.policy.matching import fitting_types
@@ -41,8 +42,8 @@ from storage.queries import jobs as job_queries
 from storage.queries import notices as notice_queries
 from storage.queries import org as org_queries
 
-EXPIRY_KIND = "quota_expiry"
-USED_KIND = "quota_used"
+EXPIRY_KIND = NoticeKind.QUOTA_EXPIRY
+USED_KIND = NoticeKind.QUOTA_USED
 KINDS = (EXPIRY_KIND, USED_KIND)
 ACKNOWLEDGED = "acknowledged"
 # The jobs an alert names; more are counted, not listed (a message has room for so many).

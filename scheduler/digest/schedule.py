@@ -21,11 +21,12 @@ from sqlalchemy import Engine
 from scheduler.config import PolicyConfig
 from scheduler.digest.data import build_digest, system_context
 from scheduler.digest.model import Digest
+from scheduler.notices.kinds import NoticeKind
 from scheduler.notices.outbox import Announcement, claim
 from storage.db import session_scope
 from storage.queries import notices as notice_queries
 
-KIND = "digest"
+KIND = NoticeKind.DIGEST
 
 
 def digest_key(day: date) -> str:

@@ -11,11 +11,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from scheduler.notices.kinds import NoticeKind
 from scheduler.notices.outbox import Announcement, claim
 from storage.models import BumpRequest, Job
 
-REQUEST_KIND = "bump_request"
-DECISION_KIND = "bump_decided"
+REQUEST_KIND = NoticeKind.BUMP_REQUEST
+DECISION_KIND = NoticeKind.BUMP_DECIDED
 
 
 def ask_approvers(session: Any, request: BumpRequest, job: Job, now: datetime) -> None:

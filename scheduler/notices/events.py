@@ -12,34 +12,23 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, Protocol
 
+from scheduler.notices.kinds import EVENT_KINDS, NoticeKind
 from scheduler.notices.outbox import Announcement, claim
 
 log = logging.getLogger(__name__)
 
 
-class EventKind(StrEnum):
-    """What happened."""
-
-    JOB_STARTED = "job_started"
-    JOB_FINISHED = "job_finished"
-    JOB_FAILED = "job_failed"
-    JOB_LOST = "job_lost"
-    JOB_UNKNOWN = "job_unknown"  # its host stopped answering; it keeps its GPUs
-    JOB_RESUMED = "job_resumed"  # its host answers again and still runs it
-    JOB_PREEMPTED = "job_preempted"
-    JOB_REQUEUED = "job_requeued"
-    HOST_DOWN = "host_down"
-    HOST_UP = "host_up"
+# Events are notices of the job and host kinds (EVENT_KINDS) of the one list of kinds.
+EventKind = NoticeKind
 
 
 @dataclass(frozen=True)
 class Event:
     """One thing worth telling someone: what, when, about which job or host, to whom."""
 
-    kind: EventKind
+    kind: NoticeKind
     at: datetime
     text: str
     job_id: int | None = None
@@ -95,9 +84,6 @@ def event_of(announcement: Announcement) -> Event:
 def is_event(kind: str) -> bool:
     """Whether a notice of `kind` is a job or host event."""
     return kind in EVENT_KINDS
-
-
-EVENT_KINDS = frozenset(kind.value for kind in EventKind)
 
 
 class Observer(Protocol):

@@ -11,7 +11,7 @@ import pytest
 from conftest import ADMIN, APPROVER, MEMBER, OTHER, Bot, settled, text_of
 from sqlmodel import select
 
-from bot.announcer import RENDERERS, SlackAnnouncer
+from bot.announcer import RENDERERS, SlackAnnouncer, delivers
 from bot.blocks import ids
 from bot.blocks.alerts import idle_answered, plain_alert, quota_acknowledged
 from bot.offline import SIGNING_SECRET, signing
@@ -20,6 +20,7 @@ from scheduler import lifecycle
 from scheduler.alerts.idle import ACTION_KIND, act_on_idle, check_idle
 from scheduler.alerts.quota import raise_quota_alerts
 from scheduler.clock import ManualClock
+from scheduler.notices.kinds import NoticeKind
 from scheduler.notices.outbox import Announcement, deliver_pending
 from storage.db import session_scope
 from storage.models import Allocation, AuditEvent, Gpu, GpuSample, Host, Job, JobState, Notice
@@ -313,3 +314,11 @@ def test_every_alert_kind_renders_valid_blocks_in_both_languages(
             assert message.text and validate_blocks(message.blocks) == [], message
             assert "{" not in text_of({"text": message.text, "blocks": message.blocks})
     assert "&lt;b&gt;board" in text_of({"blocks": messages[4].blocks})  # paika's words, escaped
+
+
+def test_every_kind_of_notice_has_a_way_to_slack() -> None:
+    """One list of notice kinds: adding a kind without teaching Slack to deliver it fails
+    here, instead of the notice going out as bare text or not at all."""
+    missing = [kind.value for kind in NoticeKind if not delivers(kind)]
+    assert missing == []
+    assert not delivers("no_such_kind")

@@ -1,0 +1,48 @@
+"""Every kind of notice paika sends, in one list: the outbox stores the kind with each
+notice, and each medium's sender must know how to deliver every one of them (a test checks
+the Slack sender)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class NoticeKind(StrEnum):
+    """What a notice is about."""
+
+    # Job and host events, from the cycle (scheduler.notices.events)
+    JOB_STARTED = "job_started"
+    JOB_FINISHED = "job_finished"
+    JOB_FAILED = "job_failed"
+    JOB_LOST = "job_lost"
+    JOB_UNKNOWN = "job_unknown"  # its host stopped answering; it keeps its GPUs
+    JOB_RESUMED = "job_resumed"  # its host answers again and still runs it
+    JOB_PREEMPTED = "job_preempted"
+    JOB_REQUEUED = "job_requeued"
+    HOST_DOWN = "host_down"
+    HOST_UP = "host_up"
+    # Bump requests for the approvers, and their decisions (scheduler.notices.approvals)
+    BUMP_REQUEST = "bump_request"
+    BUMP_DECIDED = "bump_decided"
+    # Alerts (scheduler.alerts) and the daily board (scheduler.digest)
+    QUOTA_EXPIRY = "quota_expiry"
+    QUOTA_USED = "quota_used"
+    GPUS_IDLE = "gpus_idle"
+    GPUS_RECLAIMED = "gpus_reclaimed"
+    DIGEST = "digest"
+
+
+EVENT_KINDS = frozenset(
+    {
+        NoticeKind.JOB_STARTED,
+        NoticeKind.JOB_FINISHED,
+        NoticeKind.JOB_FAILED,
+        NoticeKind.JOB_LOST,
+        NoticeKind.JOB_UNKNOWN,
+        NoticeKind.JOB_RESUMED,
+        NoticeKind.JOB_PREEMPTED,
+        NoticeKind.JOB_REQUEUED,
+        NoticeKind.HOST_DOWN,
+        NoticeKind.HOST_UP,
+    }
+)
