@@ -23,7 +23,7 @@ from bot.services import ApprovalRequest, BotServices
 from scheduler.app import Reply
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, SubmitResult
-from storage.models import BumpState
+from scheduler.service.records import BumpState
 
 log = logging.getLogger(__name__)
 

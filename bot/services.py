@@ -6,35 +6,25 @@ state goes through the same service layer as the `/gpu` text commands and the CL
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
-from sqlalchemy.exc import OperationalError
-
 from bot.locales import SlackLocales
 from scheduler.app import Answer, Paika, Reply
 from scheduler.errors import UserError
-from scheduler.service import jobs, quotas, templates
+from scheduler.service import jobs, quotas, slack, templates
 from scheduler.service.board import BoardResult, board
 from scheduler.service.context import Context
 from scheduler.service.jobs import JobView
-from scheduler.service.prefs import language_of
+from scheduler.service.lookup import team_names
 from scheduler.service.quotas import QuotaView
-from storage.db import session_scope
-from storage.models import BumpRequest, Role
-from storage.queries import jobs as job_queries
-from storage.queries import org as org_queries
-from storage.queries import requests as request_queries
-from storage.queries import slack as slack_queries
+from scheduler.service.slack import ApprovalRequest
 
 T = TypeVar("T")
-log = logging.getLogger(__name__)
 
 # Sightings of Slack requests between two purges of the old ones, in each process: often
 # enough to keep the table small, rare enough to cost nothing per request.
@@ -57,16 +47,6 @@ class SubmitChoices:
     gpu_types: Sequence[str]
     teams: Sequence[str]
     templates: Sequence[str]
-
-
-@dataclass(frozen=True)
-class ApprovalRequest:
-    """A pending bump request with the job it is about, and where to ask for a decision."""
-
-    request: BumpRequest
-    view: JobView
-    targets: Sequence[str]  # channel ids/names, or user ids to DM
-    approvers: Sequence[str]  # who may decide: DMed when no channel takes the request
 
 
 class BotServices:
@@ -108,11 +88,10 @@ class BotServices:
         With `ask_slack=False` only a locale already learned counts: no Web API call, so
         the answer is safe to compute before an ack.
         """
-        with session_scope(self.paika.engine) as session:
-            chosen = language_of(session, user_id, "")
+        chosen = slack.chosen_language(self.paika.engine, user_id)
         locales = self.locales
-        slack = locales.lookup(user_id) if ask_slack else locales.known(user_id)
-        return chosen or slack or self.paika.policy.slack.default_language
+        spoken = locales.lookup(user_id) if ask_slack else locales.known(user_id)
+        return chosen or spoken or self.paika.policy.slack.default_language
 
     def home(self, user_id: str) -> HomeData:
         """The user's jobs, the board and the user's team's quotas."""
@@ -134,53 +113,18 @@ class BotServices:
 
         def read(ctx: Context) -> SubmitChoices:
             types = [card.name for card in jobs.catalog(ctx)]
-            teams = [team.name for team in org_queries.all_teams(session=ctx.session)]
-            saved = [t.name for t in templates.listing(ctx)] if ctx.actor.team_id else []
-            return SubmitChoices(types, teams, saved)
+            return SubmitChoices(types, team_names(ctx), templates.names(ctx))
 
         return self._in_context(user_id, read)
 
     def approval(self, request_id: int) -> ApprovalRequest | None:
         """A bump request with its job and where its approvers are asked; None if gone."""
-
-        def read(ctx: Context) -> ApprovalRequest | None:
-            request = job_queries.get_bump(session=ctx.session, request_id=request_id)
-            if request is None:
-                return None
-            job = job_queries.get_job(session=ctx.session, job_id=request.job_id)
-            if job is None:
-                return None
-            approvers = self._approvers(ctx, job.team_id)
-            return ApprovalRequest(
-                request, jobs.view_of(ctx, job), self._targets(ctx, job.team_id), approvers
-            )
-
-        return self._in_context("", read)
-
-    def _targets(self, ctx: Context, team_id: int) -> list[str]:
-        """The approvals channel, else the team's channel, else each approver by DM."""
-        if self.paika.policy.slack.approvals_channel:
-            return [self.paika.policy.slack.approvals_channel]
-        team = org_queries.team_by_id(session=ctx.session, team_id=team_id)
-        if team is not None and team.channel:
-            return [team.channel]
-        return self._approvers(ctx, team_id)
-
-    def _approvers(self, ctx: Context, team_id: int) -> list[str]:
-        """The team's approvers and every admin."""
-        approvers = [
-            m.slack_user_id
-            for m in org_queries.members(session=ctx.session)
-            if m.role == Role.ADMIN or (m.role == Role.APPROVER and m.team_id == team_id)
-        ]
-        return sorted(set(approvers) | set(self.paika.admins))
+        admins = self.paika.admins
+        return self._in_context("", lambda ctx: slack.approval(ctx, request_id, admins))
 
     def remember_approval_message(self, request_id: int, channel: str, ts: str) -> None:
         """Where the request's buttons were posted, so a later decision updates that message."""
-        with session_scope(self.paika.engine) as session:
-            slack_queries.set_bump_message(
-                session=session, request_id=request_id, channel=channel, ts=ts
-            )
+        slack.remember_approval_message(self.paika.engine, request_id, channel, ts)
 
     def decide(self, request_id: int, approve: bool, user_id: str, reason: str | None) -> Reply:
         """An approver's click on Approve or Deny (roles are checked by the service)."""
@@ -192,29 +136,15 @@ class BotServices:
 
     def first_delivery(self, event_id: str) -> bool:
         """True the first time an Events API delivery is seen, by any paika instance."""
-        with session_scope(self.paika.engine) as session:
-            return slack_queries.claim_delivery(
-                session=session, event_id=event_id, now=self.paika.clock.now()
-            )
+        return slack.first_delivery(self.paika.engine, event_id, self.now())
 
     def first_sighting(self, request: str) -> bool:
         """True the first time a Slack request (its signature, or an envelope id) is seen,
         by any paika instance; every PURGE_EVERY sightings, old ones are forgotten."""
-        key = hashlib.sha256(request.encode()).hexdigest()
-        now = self.now()
-        with session_scope(self.paika.engine) as session:
-            first = request_queries.first_sighting(session=session, key=key, at=now)
+        first = slack.first_sighting(self.paika.engine, request, self.now())
         if next(self._sightings) % PURGE_EVERY == 0:
-            self._purge_sightings()
+            slack.purge_sightings(self.paika.engine, self.now())
         return first
-
-    def _purge_sightings(self) -> None:
-        try:
-            with session_scope(self.paika.engine) as session:
-                request_queries.purge_sightings(session=session, at=self.now())
-        except OperationalError as exc:  # a lock lost to another instance's purge
-            # The request itself is already recorded; the next purge takes these rows.
-            log.warning("could not purge old Slack request ids: %s", exc)
 
     def _in_context(self, user_id: str, work: Callable[[Context], T]) -> T:
         with self.paika.context(user_id) as ctx:

@@ -13,8 +13,8 @@ from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
 from scheduler.service.prefs import LanguageChoice
 from scheduler.service.quotas import QuotaView
+from scheduler.service.records import JobRecord, JobState
 from scheduler.service.report import ReportResult
-from storage.models import Job, JobState
 
 # How many waiting jobs a queue listing shows before it summarises the rest.
 QUEUE_LISTING_LIMIT = 30
@@ -316,7 +316,7 @@ def _language(result: LanguageChoice, zone: ZoneInfo) -> str:
     return result.text
 
 
-def _needs(job: Job) -> str:
+def _needs(job: JobRecord) -> str:
     parts = [f"{job.gpus}×GPU"]
     if job.gpu_types:
         parts.append("/".join(job.gpu_types))

@@ -29,7 +29,7 @@ from bot.blocks.common import (
 from bot.blocks.job import needs, priority, ref, why_and_when
 from bot.i18n import t, term, when
 from scheduler.service.board import BoardResult, CardState, CardView, HostView
-from storage.models import PriorityClass
+from scheduler.service.records import PriorityClass
 
 CARD_EMOJI: dict[CardState, str] = {
     CardState.FREE: "🟩",

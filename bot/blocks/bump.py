@@ -23,10 +23,10 @@ from bot.blocks.ids import BUMP_ACTIONS, BUMP_APPROVE, BUMP_DENY
 from bot.blocks.job import data, gpu_hours, labelled_inline, needs, priority, ref
 from bot.i18n import t, term, when
 from scheduler.service.jobs import JobView
-from storage.models import BumpRequest, BumpState
+from scheduler.service.records import BumpRecord, BumpState
 
 
-def bump_request(request: BumpRequest, view: JobView, lang: str) -> Message:
+def bump_request(request: BumpRecord, view: JobView, lang: str) -> Message:
     """Posted to the approvers: who asks to move which job where, and why; Approve / Deny."""
     value = str(request.id)
     deny_confirm = confirm_dialog(
@@ -50,7 +50,7 @@ def bump_request(request: BumpRequest, view: JobView, lang: str) -> Message:
     return Message(_title(request, view, lang), blocks)
 
 
-def bump_decided(request: BumpRequest, view: JobView, lang: str, zone: ZoneInfo) -> Message:
+def bump_decided(request: BumpRecord, view: JobView, lang: str, zone: ZoneInfo) -> Message:
     """The same message once decided: who decided what and when, and no buttons."""
     at = when(lang, request.decided_at, zone)
     who = mention(request.decided_by)
@@ -71,7 +71,7 @@ def bump_decided(request: BumpRequest, view: JobView, lang: str, zone: ZoneInfo)
     return Message(text, [*_about(request, view, lang), section(outcome)])
 
 
-def _title(request: BumpRequest, view: JobView, lang: str) -> str:
+def _title(request: BumpRecord, view: JobView, lang: str) -> str:
     job = view.job
     return mrkdwn_escape(
         t(
@@ -85,7 +85,7 @@ def _title(request: BumpRequest, view: JobView, lang: str) -> str:
     )
 
 
-def _about(request: BumpRequest, view: JobView, lang: str) -> list[Block]:
+def _about(request: BumpRecord, view: JobView, lang: str) -> list[Block]:
     job = view.job
     ask = t(
         lang,

@@ -29,7 +29,7 @@ from bot.blocks.job import gpu_hours, priority, ref, why_and_when
 from bot.blocks.quotas import expiry_words
 from bot.i18n import day, t, when
 from scheduler.digest.model import Digest, JobLine, QuotaWarning
-from storage.models import PriorityClass
+from scheduler.service.records import PriorityClass
 
 # Blocks and characters each part may use; what does not fit is summarised in its last
 # line. Seven parts at most this size, and the few lines between them, stay within

@@ -9,7 +9,7 @@ from bot.blocks.common import mention, mrkdwn_escape
 from bot.i18n import eta, t, term, wait_words, when
 from scheduler.policy.plan import Wait
 from scheduler.service.jobs import JobView
-from storage.models import Job
+from scheduler.service.records import JobRecord
 
 
 def ref(job_id: int | None, name: str) -> str:
@@ -29,7 +29,7 @@ def gpu_hours(lang: str, value: float) -> str:
     return t(lang, "unit.gpu_hours", n=value)
 
 
-def needs(lang: str, job: Job) -> str:
+def needs(lang: str, job: JobRecord) -> str:
     """What the job asks of the cluster: "2×GPU A100-80GB ≥40 GiB"."""
     parts = [t(lang, "needs.gpus", n=job.gpus)]
     if job.gpu_types:
@@ -41,7 +41,7 @@ def needs(lang: str, job: Job) -> str:
     return " ".join(parts)
 
 
-def data(lang: str, job: Job) -> str:
+def data(lang: str, job: JobRecord) -> str:
     """Whether its data is ready, and where it is."""
     words = t(lang, "data.ready" if job.data_ready else "data.not_ready")
     if job.data_location:

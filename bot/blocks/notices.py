@@ -10,7 +10,7 @@ from bot.blocks.job import priority, ref
 from bot.i18n import t, term, when
 from scheduler.notices.events import Event, EventKind
 from scheduler.service.bumps import DecisionResult
-from storage.models import BumpState
+from scheduler.service.records import BumpState
 
 _EMOJI = {
     EventKind.JOB_STARTED: ":rocket:",

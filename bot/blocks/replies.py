@@ -7,7 +7,7 @@ shows; the blocks carry the whole reply.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import singledispatch
 from numbers import Real
@@ -51,9 +51,9 @@ from scheduler.policy.admission import Verdict
 from scheduler.service.board import BoardResult
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
+from scheduler.service.records import BumpRecord, JobState
 from scheduler.service.report import JobOutcome, ReportResult
 from scheduler.textreply import Notice, QuotaListing, render
-from storage.models import BumpRequest, JobState
 
 # How many jobs a queue reply lists before it summarises the rest (as the CLI does).
 QUEUE_SHOWN = 30
@@ -210,7 +210,7 @@ def _status(result: StatusResult, lang: str, zone: ZoneInfo, now: datetime) -> M
     return Message(_note(mrkdwn_escape(title)), blocks)
 
 
-def _bump_line(lang: str, bump: BumpRequest) -> str:
+def _bump_line(lang: str, bump: BumpRecord) -> str:
     by = t(lang, "status.bump_by", user=mention(bump.decided_by)) if bump.decided_by else ""
     return t(
         lang,
@@ -224,7 +224,7 @@ def _bump_line(lang: str, bump: BumpRequest) -> str:
     )
 
 
-def _produced(output: str | None, metrics: dict[str, Any]) -> str:
+def _produced(output: str | None, metrics: Mapping[str, Any]) -> str:
     parts = [code(output)] if output else []
     if metrics:
         parts.append(

@@ -16,7 +16,8 @@ from scheduler.service.jobs import (
     view_of,
 )
 from scheduler.service.lookup import job_by_ref
-from storage.models import BumpRequest, BumpState, Job
+from scheduler.service.records import BumpRecord
+from storage.models import BumpState, Job
 from storage.queries import jobs as job_queries
 
 
@@ -25,7 +26,7 @@ class BumpResult:
     """A bump: applied at once, or a request waiting for an approver."""
 
     view: JobView
-    request: BumpRequest | None
+    request: BumpRecord | None
     applied: bool
 
 
@@ -33,7 +34,7 @@ class BumpResult:
 class DecisionResult:
     """An approver's decision, or why nothing changed (already decided)."""
 
-    request: BumpRequest
+    request: BumpRecord
     view: JobView
     changed: bool
 
@@ -50,7 +51,8 @@ def bump(ctx: Context, job_id: int | None, name: str | None, to: str, reason: st
         )
     raising = CLASS_RANK[to] < CLASS_RANK[job.priority]
     if raising and ctx.policy.approval_required(to) and not ctx.actor.is_approver_of(job.team_id):
-        return BumpResult(view_of(ctx, job), open_bump(ctx, job, to, reason), applied=False)
+        request = BumpRecord.of(open_bump(ctx, job, to, reason))
+        return BumpResult(view_of(ctx, job), request, applied=False)
     _apply(ctx, job, to, reason)
     return BumpResult(view_of(ctx, job), None, applied=True)
 
@@ -72,7 +74,7 @@ def decide(ctx: Context, request_id: int, approve: bool, reason: str | None) -> 
             "Nothing was changed. Ask an approver of that team.",
         )
     if request.state != BumpState.PENDING:
-        return DecisionResult(request, view_of(ctx, job), changed=False)
+        return DecisionResult(BumpRecord.of(request), view_of(ctx, job), changed=False)
     state = BumpState.APPROVED if approve else BumpState.DENIED
     decided = job_queries.decide_bump(
         session=ctx.session,
@@ -85,14 +87,14 @@ def decide(ctx: Context, request_id: int, approve: bool, reason: str | None) -> 
     request = job_queries.get_bump(session=ctx.session, request_id=request_id) or request
     job = job_queries.get_job(session=ctx.session, job_id=request.job_id) or job
     if not decided:  # someone else decided it between our read and our write
-        return DecisionResult(request, view_of(ctx, job), changed=False)
+        return DecisionResult(BumpRecord.of(request), view_of(ctx, job), changed=False)
     ctx.audit(
         f"bump.{state}", "bump", request_id, job=job.id, to=request.to_priority, reason=reason
     )
     if approve and job.state in PENDING_STATES:
         _apply(ctx, job, request.to_priority, f"bump #{request_id} approved")
     approvals.tell_requester(ctx.session, request, job, ctx.now)
-    return DecisionResult(request, view_of(ctx, job), changed=True)
+    return DecisionResult(BumpRecord.of(request), view_of(ctx, job), changed=True)
 
 
 def _apply(ctx: Context, job: Job, to: str, reason: str) -> None:

@@ -18,6 +18,7 @@ from scheduler.policy.ranking import ordered
 from scheduler.policy.scheduler import schedule
 from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_by_name, team_name
+from scheduler.service.records import BumpRecord, EventRecord, JobRecord, LedgerRecord
 from scheduler.snapshots import build_snapshot
 from storage.models import (
     ON_HOST_STATES,
@@ -26,7 +27,6 @@ from storage.models import (
     Job,
     JobEvent,
     JobState,
-    LedgerEntry,
     PriorityClass,
     Team,
 )
@@ -41,9 +41,10 @@ LISTING = "queue"  # the shared listing's key on the board
 
 @dataclass(frozen=True)
 class JobView:
-    """A job as a user sees it: the row, its team, why it waits (if it does), its likely card."""
+    """A job as a user sees it: its record, its team, why it waits (if it does), its likely
+    card."""
 
-    job: Job
+    job: JobRecord
     team: str
     wait: Wait | None
     likely_type: str | None
@@ -54,7 +55,7 @@ class SubmitResult:
     """What `submit` tells the user."""
 
     view: JobView
-    bump: BumpRequest | None
+    bump: BumpRecord | None
     admission: Admission | None = None
 
 
@@ -63,9 +64,9 @@ class StatusResult:
     """What `status` tells the user."""
 
     view: JobView
-    history: Sequence[JobEvent]
-    bumps: Sequence[BumpRequest]
-    ledger: Sequence[LedgerEntry]
+    history: Sequence[EventRecord]
+    bumps: Sequence[BumpRecord]
+    ledger: Sequence[LedgerRecord]
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def catalog(ctx: Context) -> list[CardType]:
     return list(ctx.policy.catalog())
 
 
-def needs_of(job: Job) -> CardNeeds:
+def needs_of(job: Job | JobRecord) -> CardNeeds:
     """What a job asks of each GPU."""
     types = tuple(job.gpu_types) if job.gpu_types else None
     return CardNeeds(types, job.min_memory_gib, job.min_speed)
@@ -146,7 +147,7 @@ def submit(ctx: Context, fields: Mapping[str, Any]) -> SubmitResult:
     ctx.audit("job.submit", "job", job.id, name=job.name, team=team.name, priority=priority)
     bump = None
     if priority != asked:
-        bump = open_bump(ctx, job, asked, "asked for at submit")
+        bump = BumpRecord.of(open_bump(ctx, job, asked, "asked for at submit"))
     return SubmitResult(view_of(ctx, job), bump, admission)
 
 
@@ -315,12 +316,12 @@ def _request_stop(ctx: Context, job: Job, reason: str) -> None:
 def status(ctx: Context, job_id: int | None, name: str | None) -> StatusResult:
     """Everything about one job: where it is, why it waits, its history and its cost."""
     job = job_by_ref(ctx, job_id, name)
-    session = ctx.session
+    session, job_id = ctx.session, job.id or 0
     return StatusResult(
         view_of(ctx, job),
-        job_queries.history(session=session, job_id=job.id or 0),
-        job_queries.bumps_of_job(session=session, job_id=job.id or 0),
-        accounting.ledger_of_job(session=ctx.session, job_id=job.id or 0),
+        [EventRecord.of(e) for e in job_queries.history(session=session, job_id=job_id)],
+        [BumpRecord.of(b) for b in job_queries.bumps_of_job(session=session, job_id=job_id)],
+        [LedgerRecord.of(e) for e in accounting.ledger_of_job(session=session, job_id=job_id)],
     )
 
 
@@ -357,7 +358,7 @@ def _listing(ctx: Context, part: tuple[int | None, str] | None) -> tuple[JobView
 
 def _list_all(ctx: Context, part: tuple[int | None, str] | None = None) -> tuple[JobView, ...]:
     team_id, scope = part or (None, "all")
-    jobs = job_queries.jobs_in_states(
+    rows = job_queries.shown_jobs(
         session=ctx.session,
         states=(*PENDING_STATES, *ON_HOST_STATES),
         team_id=team_id,
@@ -366,7 +367,8 @@ def _list_all(ctx: Context, part: tuple[int | None, str] | None = None) -> tuple
     waits = current_waits(ctx)
     # One read of the teams for the whole listing, not one query per job.
     teams = {t.id: t.name for t in org_queries.all_teams(session=ctx.session)}
-    ordered_jobs = sorted(jobs, key=lambda j: waits[j.id or 0].position if j.id in waits else 0)
+    jobs = [JobRecord.of_columns(row._mapping) for row in rows]
+    ordered_jobs = sorted(jobs, key=lambda j: waits[j.id].position if j.id in waits else 0)
     return tuple(
         JobView(job, teams.get(job.team_id) or _team(ctx, job), wait, _likely(ctx, job, wait))
         for job in ordered_jobs
@@ -385,7 +387,7 @@ def next_waiting(ctx: Context, count: int) -> tuple[JobView, ...]:
         if job.state in PENDING_STATES
     }
     views = [
-        JobView(job, _team(ctx, job), wait, _likely(ctx, job, wait))
+        JobView(JobRecord.of(job), _team(ctx, job), wait, _likely(ctx, job, wait))
         for wait in first
         if (job := found.get(wait.job_id)) is not None
     ]
@@ -395,7 +397,7 @@ def next_waiting(ctx: Context, count: int) -> tuple[JobView, ...]:
 def view_of(ctx: Context, job: Job) -> JobView:
     """A job with its team name, why it waits (if it does) and its likely card type."""
     wait = current_waits(ctx).get(job.id or 0) if job.state in PENDING_STATES else None
-    return JobView(job, _team(ctx, job), wait, _likely(ctx, job, wait))
+    return JobView(JobRecord.of(job), _team(ctx, job), wait, _likely(ctx, job, wait))
 
 
 @contextmanager
@@ -443,7 +445,7 @@ def with_current_waits(ctx: Context, result: object) -> object:
     if not isinstance(view, JobView) or not is_dataclass(result) or isinstance(result, type):
         return result
     job = view.job
-    wait = current_waits(ctx).get(job.id or 0) if job.state in PENDING_STATES else None
+    wait = current_waits(ctx).get(job.id) if job.state in PENDING_STATES else None
     return replace(result, view=JobView(job, view.team, wait, _likely(ctx, job, wait)))
 
 
@@ -476,7 +478,7 @@ def _compute_waits(ctx: Context) -> dict[int, Wait]:
     return waits
 
 
-def _likely(ctx: Context, job: Job, wait: Wait | None = None) -> str | None:
+def _likely(ctx: Context, job: Job | JobRecord, wait: Wait | None = None) -> str | None:
     """The type the policy's estimate puts the job on; else the catalog's cheapest fit."""
     if wait is not None and wait.gpu_type:
         return wait.gpu_type
@@ -484,7 +486,7 @@ def _likely(ctx: Context, job: Job, wait: Wait | None = None) -> str | None:
     return card.name if card else None
 
 
-def _team(ctx: Context, job: Job) -> str:
+def _team(ctx: Context, job: Job | JobRecord) -> str:
     return team_name(ctx, job.team_id)
 
 

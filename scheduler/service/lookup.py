@@ -54,3 +54,8 @@ def team_name(ctx: Context, team_id: int) -> str:
     """A team's name for display."""
     team = org_queries.team_by_id(session=ctx.session, team_id=team_id)
     return team.name if team else f"team {team_id}"
+
+
+def team_names(ctx: Context) -> list[str]:
+    """Every team's name, as the teams are listed (for choosing one)."""
+    return [team.name for team in org_queries.all_teams(session=ctx.session)]

@@ -10,6 +10,7 @@ from scheduler.ledger import quota_states
 from scheduler.policy.quota import QuotaState
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name, team_name
+from scheduler.service.records import QuotaRecord
 from storage.models import Quota
 from storage.queries import accounting
 
@@ -18,7 +19,7 @@ from storage.queries import accounting
 class QuotaView:
     """A quota with its team name, usage and days to expiry."""
 
-    quota: Quota
+    quota: QuotaRecord
     team: str
     state: QuotaState
     days_left: int
@@ -117,7 +118,7 @@ def _views(ctx: Context, quotas: list[Quota]) -> list[QuotaView]:
     states = quota_states(ctx.session, quotas)
     today = ctx.now.date()
     return [
-        QuotaView(q, team_name(ctx, q.team_id), state, (q.expires_on - today).days)
+        QuotaView(QuotaRecord.of(q), team_name(ctx, q.team_id), state, (q.expires_on - today).days)
         for q, state in zip(quotas, states, strict=True)
     ]
 

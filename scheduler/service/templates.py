@@ -40,6 +40,13 @@ def listing(ctx: Context) -> Sequence[Template]:
     return job_queries.templates(session=ctx.session, team_id=ctx.require_team().id or 0)
 
 
+def names(ctx: Context) -> list[str]:
+    """The names of the actor's team's templates (none for someone in no team)."""
+    if ctx.actor.team_id is None:
+        return []
+    return [template.name for template in listing(ctx)]
+
+
 def get(ctx: Context, name: str, team_id: int | None = None) -> Template:
     """A template of the actor's team (or of `team_id`) by name."""
     team_id = team_id if team_id is not None else ctx.require_team().id or 0

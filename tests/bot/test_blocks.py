@@ -46,6 +46,7 @@ from scheduler.service.board import BoardResult, CardState, CardView, HostView, 
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
 from scheduler.service.quotas import QuotaView
+from scheduler.service.records import BumpRecord, EventRecord, JobRecord, LedgerRecord, QuotaRecord
 from scheduler.service.report import JobOutcome, ReportResult, UsageRow
 from scheduler.textreply import Notice, QuotaListing, render
 from storage.models import BumpRequest, Job, JobEvent, LedgerEntry, Quota
@@ -61,7 +62,7 @@ EVIL = "<!channel> <@U123> <https://evil.example|click>"
 # --- builders ------------------------------------------------------------------------------
 
 
-def job(job_id: int = 12, name: str = "bert-ft", **fields: Any) -> Job:
+def job(job_id: int = 12, name: str = "bert-ft", **fields: Any) -> JobRecord:
     values: dict[str, Any] = {
         "id": job_id,
         "name": name,
@@ -77,7 +78,7 @@ def job(job_id: int = 12, name: str = "bert-ft", **fields: Any) -> Job:
         "submitted_at": NOW - timedelta(hours=1),
     }
     values.update(fields)
-    return Job(**values)
+    return JobRecord.of(Job(**values))
 
 
 def wait(
@@ -99,7 +100,7 @@ def wait(
     return Wait(job_id, code, words, position, eta, **values)
 
 
-def view(row: Job | None = None, waits: Wait | None = None, team: str = "vision") -> JobView:
+def view(row: JobRecord | None = None, waits: Wait | None = None, team: str = "vision") -> JobView:
     row = row or job()
     return JobView(row, team, waits, "A100-80GB")
 
@@ -108,7 +109,7 @@ def waiting_view(job_id: int, position: int, **fields: Any) -> JobView:
     return view(job(job_id, f"job-{job_id}", **fields), wait(job_id, position))
 
 
-def bump(state: str = "pending", **fields: Any) -> BumpRequest:
+def bump(state: str = "pending", **fields: Any) -> BumpRecord:
     values: dict[str, Any] = {
         "id": 7,
         "job_id": 12,
@@ -123,7 +124,7 @@ def bump(state: str = "pending", **fields: Any) -> BumpRequest:
     if state != "pending":
         values.setdefault("decided_by", APPROVER)
         values.setdefault("decided_at", NOW)
-    return BumpRequest(**values)
+    return BumpRecord.of(BumpRequest(**values))
 
 
 def quota(quota_id: int = 3, days_left: int = 59, used: float = 120.0) -> QuotaView:
@@ -138,7 +139,7 @@ def quota(quota_id: int = 3, days_left: int = 59, used: float = 120.0) -> QuotaV
         created_at=NOW,
     )
     state = QuotaState(quota_id, "A100-80GB", 500.0, used, row.expires_on)
-    return QuotaView(row, "vision", state, days_left)
+    return QuotaView(QuotaRecord.of(row), "vision", state, days_left)
 
 
 def card(host: str, index: int, state: CardState, job_id: int | None = None) -> CardView:
@@ -219,19 +220,23 @@ def status() -> StatusResult:
         command="python train.py " + "--flag & " * 300,  # escaping makes it grow
     )
     history = [
-        JobEvent(job_id=12, at=NOW - timedelta(minutes=60 - i), to_state=s, actor="paika")
+        EventRecord.of(
+            JobEvent(job_id=12, at=NOW - timedelta(minutes=60 - i), to_state=s, actor="paika")
+        )
         for i, s in enumerate(["queued", "running", "preempted", "queued"] * 6 + ["failed"])
     ]
     ledger = [
-        LedgerEntry(
-            job_id=12,
-            team_id=1,
-            gpu_type="A100-80GB",
-            gpu_hours=2.5,
-            cost=10.0,
-            started_at=NOW - timedelta(hours=3),
-            ended_at=NOW - timedelta(hours=1),
-            recorded_at=NOW,
+        LedgerRecord.of(
+            LedgerEntry(
+                job_id=12,
+                team_id=1,
+                gpu_type="A100-80GB",
+                gpu_hours=2.5,
+                cost=10.0,
+                started_at=NOW - timedelta(hours=3),
+                ended_at=NOW - timedelta(hours=1),
+                recorded_at=NOW,
+            )
         )
     ]
     return StatusResult(view(row), history, [bump("approved")], ledger)
