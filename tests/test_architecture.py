@@ -1,7 +1,8 @@
 """The house plan, checked from the imports (the contracts are in pyproject.toml):
-bot → scheduler → storage and never upward; only the `paika` command wires the faces to the
-cycle; the policy is pure; the GPU host agent stands alone. And each contract really breaks
-when someone adds the import it forbids."""
+bot → scheduler → storage and never upward; the faces reach storage only through the
+scheduler; only the `paika` command wires the faces to the cycle; the policy is pure; the GPU
+host agent stands alone. And each contract really breaks when someone adds the import it
+forbids."""
 
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ def test_the_house_plan_holds() -> None:
     [
         ("scheduler/service/board.py", "import bot.app", "arrows run downward only"),
         ("bot/listeners/commands.py", "import scheduler.cycle", "wires the faces to the cycle"),
+        ("bot/blocks/job.py", "import storage.models", "the faces never touch storage"),
         ("scheduler/policy/plan.py", "import storage.db", "the policy is pure"),
         ("scheduler/agent/jobs.py", "import scheduler.errors", "the GPU host agent stands alone"),
     ],
