@@ -39,6 +39,7 @@ from bot.blocks.home import home_view
 from bot.blocks.notices import bump_decision_dm, job_event
 from bot.blocks.replies import error, reply
 from scheduler.notices.events import Event, EventKind
+from scheduler.notices.kinds import EVENT_KINDS
 from scheduler.policy.admission import Admission, Verdict
 from scheduler.policy.plan import Wait, WaitCode
 from scheduler.policy.quota import QuotaState
@@ -397,7 +398,7 @@ CASES = [
             DecisionResult(bump("denied", decision_reason="no room"), view(), True), lang
         ),
     ),
-    *(Case(f"event {kind.value}", _event(kind)) for kind in EventKind),
+    *(Case(f"event {kind.value}", _event(kind)) for kind in sorted(EVENT_KINDS)),
 ]
 
 

@@ -28,7 +28,7 @@ from bot.i18n import (
 )
 from scheduler.grammar import subcommand
 from scheduler.grammar.spec import PRIORITIES
-from scheduler.notices.events import EventKind
+from scheduler.notices.kinds import EVENT_KINDS
 from scheduler.policy.plan import Wait, WaitCode
 from scheduler.service.board import CardState
 from storage.models import BumpState, HostState, JobState
@@ -50,7 +50,7 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "host_state.": tuple(HostState),
     "card.": tuple(CardState),
     "queue.scope.": ("mine", "team", "all"),
-    "event.": tuple(EventKind),
+    "event.": tuple(sorted(EVENT_KINDS)),
     "wait.": tuple(WaitCode),
 }
 
