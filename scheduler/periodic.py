@@ -25,13 +25,14 @@ from scheduler.notices.kinds import EVENT_KINDS
 from scheduler.notices.outbox import Announcer, ConsoleAnnouncer, Courier
 from storage.db import session_scope
 from storage.leader import LeaderLock
-from storage.queries.notices import prune_sent
+from storage.queries.notices import prune_old
 from storage.queries.slack import prune_deliveries
 
 log = logging.getLogger(__name__)
 
 ALERTS_EVERY_S = 60
-KEEP_SENT_EVENTS = timedelta(days=30)  # job and host events already delivered
+# Job and host events, delivered or given up (GIVE_UP_AFTER) long ago.
+KEEP_EVENTS = timedelta(days=30)
 
 
 class Periodic:
@@ -134,11 +135,9 @@ class Periodic:
             gone = prune_samples(session, self.policy, now)
             # Slack retries a delivery for minutes; a day of event ids is plenty to skip them.
             deliveries = prune_deliveries(session=session, before=now - timedelta(days=1))
-            events = prune_sent(
-                session=session, kinds=sorted(EVENT_KINDS), before=now - KEEP_SENT_EVENTS
-            )
+            events = prune_old(session=session, kinds=sorted(EVENT_KINDS), before=now - KEEP_EVENTS)
         log.info(
-            "pruned %d GPU samples, %d Slack delivery ids and %d delivered events",
+            "pruned %d GPU samples, %d Slack delivery ids and %d old job and host events",
             gone,
             deliveries,
             events,

@@ -86,15 +86,12 @@ def mark_failed(*, session: Session, key: str, retry_at: datetime | None = None)
     )
 
 
-def prune_sent(*, session: Session, kinds: Sequence[str], before: datetime) -> int:
-    """Forget notices of `kinds` sent before `before` (job and host events: nobody answers
-    them, and the jobs' own history keeps what happened); how many went."""
+def prune_old(*, session: Session, kinds: Sequence[str], before: datetime) -> int:
+    """Forget notices of `kinds` raised before `before`, sent or long given up (job and
+    host events: nobody answers them, and the jobs' own history keeps what happened); how
+    many went."""
     result = session.execute(
-        delete(Notice).where(
-            col(Notice.kind).in_(kinds),
-            col(Notice.sent_at).is_not(None),
-            col(Notice.sent_at) < before,
-        )
+        delete(Notice).where(col(Notice.kind).in_(kinds), col(Notice.created_at) < before)
     )
     return int(result.rowcount)  # type: ignore[attr-defined]
 
