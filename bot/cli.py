@@ -72,6 +72,7 @@ def _start() -> Paika:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import OperationalError
 
+    from bot.console import render
     from scheduler.app import Paika
     from scheduler.errors import ConfigError
     from scheduler.settings import Settings
@@ -79,7 +80,7 @@ def _start() -> Paika:
 
     settings = Settings()
     try:
-        return Paika.start(settings)
+        return Paika.start(settings, words=render)
     except ConfigError as exc:
         typer.echo(f"paika: the policy file is invalid: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -168,9 +169,10 @@ def demo(
     quiet: Annotated[bool, typer.Option(help="Only the summary.")] = False,
 ) -> None:
     """The quick start: the real service on SQLite with three simulated GPU hosts, in accelerated time."""
+    from bot.console import render
     from scheduler.demo import run_demo
 
-    run_demo(seconds=seconds, speed=speed, seed=seed, out=sys.stdout, quiet=quiet)
+    run_demo(seconds=seconds, speed=speed, seed=seed, out=sys.stdout, quiet=quiet, words=render)
 
 
 @app.command("digest")

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
+from zoneinfo import ZoneInfo
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
@@ -21,7 +22,6 @@ from scheduler.service import jobs
 from scheduler.service.context import Context, resolve_actor, track_writes
 from scheduler.service.waits import WaitsBoard
 from scheduler.settings import Settings
-from scheduler.textreply import Notice, render
 from storage.db import lost_race, make_engine, session_scope, upgrade
 from storage.models import Team
 from storage.queries import audit
@@ -42,6 +42,15 @@ class Reply:
     text: str
     result: object | None = None
     error: UserError | None = None  # what went wrong, when not ok (a client may render it itself)
+
+
+# How a face turns a result into plain text (bot.console.render); the core has no words.
+Words = Callable[[object, ZoneInfo], str]
+
+
+def wordless(result: object, zone: ZoneInfo) -> str:
+    """A core given no face (a benchmark, a simulation) names a result by its kind only."""
+    return type(result).__name__
 
 
 @dataclass(frozen=True)
@@ -77,14 +86,19 @@ class Paika:
     # Called after a command changed something: it may have written notices to the outbox
     # (`paika up` wakes its courier, so approvers are asked at once).
     on_change: Callable[[], None] = field(default=lambda: None)
+    # A reply's plain text comes from the face that runs this core (bot.cli passes the
+    # console's words): the scheduler decides, it does not speak.
+    words: Words = wordless
 
     @classmethod
-    def start(cls, settings: Settings, clock: Clock | None = None) -> Paika:
+    def start(
+        cls, settings: Settings, clock: Clock | None = None, words: Words = wordless
+    ) -> Paika:
         """Load the policy (failing on a bad file), bring the schema up to date, sync teams."""
         policy = load_policy(settings.policy_path())
         engine = make_engine(settings.resolved_database_url())
         upgrade(engine)
-        paika = cls(settings, policy, engine, clock or SystemClock())
+        paika = cls(settings, policy, engine, clock or SystemClock(), words=words)
         paika.sync_teams()
         return paika
 
@@ -228,7 +242,7 @@ class Paika:
             )
 
     def _reply(self, result: object) -> Reply:
-        return Reply(True, render(result, self.policy.zone), result)
+        return Reply(True, self.words(result, self.policy.zone), result)
 
 
 def _answered(reply: Reply) -> Answer:
@@ -236,4 +250,4 @@ def _answered(reply: Reply) -> Answer:
     return Answer(known=reply)
 
 
-__all__ = ["Answer", "Notice", "Paika", "Reply"]
+__all__ = ["Answer", "Paika", "Reply", "Words", "wordless"]

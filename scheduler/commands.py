@@ -7,10 +7,10 @@ from typing import Any
 
 from scheduler.grammar import check_required, defaults, help_text, subcommand
 from scheduler.grammar.values import convert
+from scheduler.results import Notice, QuotaListing
 from scheduler.service import admin, board, bumps, jobs, prefs, quotas, report, templates
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
-from scheduler.textreply import Notice, QuotaListing
 
 Handler = Callable[[Context, Mapping[str, Any]], object]
 

@@ -28,7 +28,7 @@ from sqlmodel import Session, col, select
 from scheduler.agent.app import build_app
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.simulated import SimulatedReader
-from scheduler.app import Paika
+from scheduler.app import Paika, Words, wordless
 from scheduler.notices.events import RecordingObserver
 from scheduler.notices.outbox import ConsoleAnnouncer, RecordingAnnouncer
 from scheduler.periodic import Periodic
@@ -101,9 +101,15 @@ def workload(seed: int, speed: float) -> list[Planned]:
 
 
 def run_demo(
-    *, seconds: float = 55, speed: float = 600, seed: int = 7, out: TextIO, quiet: bool = False
+    *,
+    seconds: float = 55,
+    speed: float = 600,
+    seed: int = 7,
+    out: TextIO,
+    quiet: bool = False,
+    words: Words = wordless,
 ) -> dict[str, object]:
-    """Run the demo; returns the summary it prints."""
+    """Run the demo; returns the summary it prints. `words`: how replies read (the console's)."""
     folder = Path("paika-data") / "demo"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -116,7 +122,7 @@ def run_demo(
         config=None,
     )
     clock = AcceleratedClock(datetime.now(UTC).replace(microsecond=0), speed)
-    paika = Paika.start(settings, clock=clock)
+    paika = Paika.start(settings, clock=clock, words=words)
     hosts = paika.policy.scheduler.hosts.model_copy(update={"unknown_after_seconds": 3600})
     paika.policy = paika.policy.model_copy(
         update={

@@ -15,6 +15,7 @@ from paika_test_servers import BACKENDS, create_database
 from paika_test_time import T0  # noqa: E402,F401
 from sqlalchemy import Engine, text
 
+from bot.console import render
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.settings import Settings
@@ -83,7 +84,7 @@ def paika(engine: Engine, clock: ManualClock) -> Iterator[Paika]:
         admins=("UADMIN",),
         config=None,
     )
-    core = Paika.start(settings, clock=clock)
+    core = Paika.start(settings, clock=clock, words=render)
     yield core
     core.engine.dispose()
 

@@ -1,6 +1,6 @@
 """Block Kit replies to `/gpu` commands: one builder per service result.
 
-The content mirrors `scheduler.textreply` (the CLI's plain text), said in the user's
+The content mirrors `bot.console` (the CLI's plain text), said in the user's
 language and shaped for Slack's limits. `Message.text` is the short line a notification
 shows; the blocks carry the whole reply.
 """
@@ -46,14 +46,15 @@ from bot.blocks.job import (
     waiting_line,
 )
 from bot.blocks.quotas import quota_line
+from bot.console import render
 from bot.i18n import t, term, when
 from scheduler.policy.admission import Verdict
+from scheduler.results import Notice, QuotaListing
 from scheduler.service.board import BoardResult
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
 from scheduler.service.records import BumpRecord, JobState
 from scheduler.service.report import JobOutcome, ReportResult
-from scheduler.textreply import Notice, QuotaListing, render
 
 # How many jobs a queue reply lists before it summarises the rest (as the CLI does).
 QUEUE_SHOWN = 30

@@ -38,18 +38,19 @@ from bot.blocks.common import (
 from bot.blocks.home import home_view
 from bot.blocks.notices import bump_decision_dm, job_event
 from bot.blocks.replies import error, reply
+from bot.console import render
 from scheduler.notices.events import Event, EventKind
 from scheduler.notices.kinds import EVENT_KINDS
 from scheduler.policy.admission import Admission, Verdict
 from scheduler.policy.plan import Wait, WaitCode
 from scheduler.policy.quota import QuotaState
+from scheduler.results import Notice, QuotaListing
 from scheduler.service.board import BoardResult, CardState, CardView, HostView, TypeSummary
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
 from scheduler.service.quotas import QuotaView
 from scheduler.service.records import BumpRecord, EventRecord, JobRecord, LedgerRecord, QuotaRecord
 from scheduler.service.report import JobOutcome, ReportResult, UsageRow
-from scheduler.textreply import Notice, QuotaListing, render
 from storage.models import BumpRequest, Job, JobEvent, LedgerEntry, Quota
 
 ZONE = ZoneInfo("Asia/Shanghai")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.console import render
 from scheduler.demo import run_demo
 
 
@@ -15,7 +16,9 @@ def test_the_demo_runs_real_jobs_to_the_end(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
-    summary = run_demo(seconds=90, speed=1800, seed=7, out=out)  # it ends when all jobs have
+    summary = run_demo(
+        seconds=90, speed=1800, seed=7, out=out, words=render
+    )  # it ends when all jobs have
     states = summary["states"]
     assert isinstance(states, dict)
     assert summary["jobs"] == 24

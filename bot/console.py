@@ -1,38 +1,21 @@
-"""Plain-text replies for the CLI (and any client without Block Kit)."""
+"""Plain-text replies: the console's face (`paika cmd`, the demo) and Slack's fallback text."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import singledispatch
 from zoneinfo import ZoneInfo
 
+from scheduler.results import Notice, QuotaListing
 from scheduler.service.board import BoardResult, CardState, CardView, HostView
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
 from scheduler.service.prefs import LanguageChoice
-from scheduler.service.quotas import QuotaView
 from scheduler.service.records import JobRecord, JobState
 from scheduler.service.report import ReportResult
 
 # How many waiting jobs a queue listing shows before it summarises the rest.
 QUEUE_LISTING_LIMIT = 30
-
-
-@dataclass(frozen=True)
-class Notice:
-    """A reply that is just words (admin changes, help)."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class QuotaListing:
-    """Quotas to show, with what to say when there are none."""
-
-    quotas: Sequence[QuotaView]
-    empty: str
 
 
 def when(moment: datetime | None, zone: ZoneInfo) -> str:
