@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 from functools import singledispatch
 from zoneinfo import ZoneInfo
 
-from scheduler.results import Notice, QuotaListing
+from bot.said import language_saved, listed, say
+from scheduler.results import Listing, Notice, QuotaListing, Said
 from scheduler.service.board import BoardResult, CardState, CardView, HostView
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
@@ -34,6 +35,16 @@ def render(result: object, zone: ZoneInfo) -> str:
 @render.register
 def _notice(result: Notice, zone: ZoneInfo) -> str:
     return result.text
+
+
+@render.register
+def _said(result: Said, zone: ZoneInfo) -> str:
+    return say("en", result)
+
+
+@render.register
+def _listing(result: Listing, zone: ZoneInfo) -> str:
+    return "\n".join(listed("en", result))
 
 
 @render.register
@@ -296,7 +307,7 @@ def _report(result: ReportResult, zone: ZoneInfo) -> str:
 
 @render.register
 def _language(result: LanguageChoice, zone: ZoneInfo) -> str:
-    return result.text
+    return language_saved(result)
 
 
 def _needs(job: JobRecord) -> str:

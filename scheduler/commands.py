@@ -7,7 +7,7 @@ from typing import Any
 
 from scheduler.grammar import check_required, defaults, help_text, subcommand
 from scheduler.grammar.values import convert
-from scheduler.results import Notice, QuotaListing
+from scheduler.results import Listing, Notice, QuotaListing, Said, SaidCode
 from scheduler.service import admin, board, bumps, jobs, prefs, quotas, report, templates
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
@@ -52,87 +52,82 @@ def _quota_show(ctx: Context, args: Mapping[str, Any]) -> object:
 def _template_save(ctx: Context, args: Mapping[str, Any]) -> object:
     fields = {key: value for key, value in args.items() if key != "name"}
     template, created = templates.save(ctx, args["name"], fields)
-    verb = "Saved" if created else "Updated"
-    return Notice(
-        f'{verb} template "{template.name}": {_fields(template.fields)}\nUse it: /gpu submit template={template.name} name=<job name>'
-    )
+    code = SaidCode.TEMPLATE_SAVED if created else SaidCode.TEMPLATE_UPDATED
+    return Said(code, {"name": template.name, "fields": dict(template.fields)})
 
 
 def _template_list(ctx: Context, args: Mapping[str, Any]) -> object:
-    found = templates.listing(ctx)
-    if not found:
-        return Notice(
-            "Your team has no templates yet. Save one with /gpu template save <name> gpus=… hours=…"
-        )
-    return Notice("\n".join(f"{t.name}: {_fields(t.fields)}" for t in found))
+    rows = [
+        Said(SaidCode.TEMPLATE_ROW, {"name": t.name, "fields": dict(t.fields)})
+        for t in templates.listing(ctx)
+    ]
+    return Listing(rows, SaidCode.TEMPLATE_NONE)
 
 
 def _template_show(ctx: Context, args: Mapping[str, Any]) -> object:
     template = templates.get(ctx, args["name"])
-    return Notice(f"{template.name} (by <@{template.created_by}>): {_fields(template.fields)}")
+    return Said(
+        SaidCode.TEMPLATE_SHOWN,
+        {"name": template.name, "author": template.created_by, "fields": dict(template.fields)},
+    )
 
 
 def _template_delete(ctx: Context, args: Mapping[str, Any]) -> object:
-    template = templates.delete(ctx, args["name"])
-    return Notice(f'Deleted template "{template.name}".')
-
-
-def _fields(fields: Mapping[str, Any]) -> str:
-    return (
-        " ".join(
-            f'{key}="{value}"' if " " in str(value) else f"{key}={value}"
-            for key, value in fields.items()
-        )
-        or "(no fields)"
-    )
+    return Said(SaidCode.TEMPLATE_DELETED, {"name": templates.delete(ctx, args["name"]).name})
 
 
 def _team_add(ctx: Context, args: Mapping[str, Any]) -> object:
     team = admin.add_team(ctx, args["name"], args.get("channel"))
-    return Notice(
-        f"Added team {team.name}." + (f" Notices go to {team.channel}." if team.channel else "")
-    )
+    if team.channel:
+        return Said(SaidCode.TEAM_ADDED_WITH_CHANNEL, {"name": team.name, "channel": team.channel})
+    return Said(SaidCode.TEAM_ADDED, {"name": team.name})
 
 
 def _team_list(ctx: Context, args: Mapping[str, Any]) -> object:
-    teams = admin.list_teams(ctx)
-    return Notice(
-        "\n".join(f"{t.name}" + (f" · {t.channel}" if t.channel else "") for t in teams)
-        or "No teams yet."
-    )
+    rows = [
+        Said(SaidCode.TEAM_ROW_WITH_CHANNEL, {"name": t.name, "channel": t.channel})
+        if t.channel
+        else Said(SaidCode.TEAM_ROW, {"name": t.name})
+        for t in admin.list_teams(ctx)
+    ]
+    return Listing(rows, SaidCode.TEAM_NONE)
 
 
 def _team_remove(ctx: Context, args: Mapping[str, Any]) -> object:
-    return Notice(f"Removed team {admin.remove_team(ctx, args['name']).name}.")
+    return Said(SaidCode.TEAM_REMOVED, {"name": admin.remove_team(ctx, args["name"]).name})
 
 
 def _member_add(ctx: Context, args: Mapping[str, Any]) -> object:
     member, created = admin.add_member(ctx, args["user"], args["team"], args.get("role", "member"))
-    verb = "Added" if created else "Moved"
-    return Notice(f"{verb} <@{member.slack_user_id}> to team {args['team']} as {member.role}.")
+    code = SaidCode.MEMBER_ADDED if created else SaidCode.MEMBER_MOVED
+    return Said(
+        code, {"user": member.slack_user_id, "team": args["team"], "role": str(member.role)}
+    )
 
 
 def _member_remove(ctx: Context, args: Mapping[str, Any]) -> object:
-    return Notice(f"Removed <@{admin.remove_member(ctx, args['user']).slack_user_id}>.")
+    member = admin.remove_member(ctx, args["user"])
+    return Said(SaidCode.MEMBER_REMOVED, {"user": member.slack_user_id})
 
 
 def _member_role(ctx: Context, args: Mapping[str, Any]) -> object:
     member = admin.set_role(ctx, args["user"], args["role"])
-    return Notice(f"<@{member.slack_user_id}> is now {member.role}.")
+    return Said(SaidCode.MEMBER_ROLE, {"user": member.slack_user_id, "role": str(member.role)})
 
 
 def _member_list(ctx: Context, args: Mapping[str, Any]) -> object:
     found = admin.list_members(ctx, args.get("team"))
-    if not found:
-        return Notice(
-            "No members yet. Admins add them with /gpu admin member add <@user> team=<team>"
+    names = {t.id: t.name for t in admin.list_teams(ctx)} if found else {}
+    rows = [
+        Said(
+            SaidCode.MEMBER_ROW,
+            {"user": m.slack_user_id, "team": names[m.team_id], "role": str(m.role)},
         )
-    names = {t.id: t.name for t in admin.list_teams(ctx)}
-    return Notice(
-        "\n".join(
-            f"<@{m.slack_user_id}> · {names.get(m.team_id, 'no team')} · {m.role}" for m in found
-        )
-    )
+        if m.team_id in names
+        else Said(SaidCode.MEMBER_ROW_WITHOUT_TEAM, {"user": m.slack_user_id, "role": str(m.role)})
+        for m in found
+    ]
+    return Listing(rows, SaidCode.MEMBER_NONE)
 
 
 def _quota_add(ctx: Context, args: Mapping[str, Any]) -> object:
@@ -162,31 +157,32 @@ def _quota_list(ctx: Context, args: Mapping[str, Any]) -> object:
 
 def _host_add(ctx: Context, args: Mapping[str, Any]) -> object:
     host = admin.add_host(ctx, args["name"], args["url"])
-    return Notice(f"Added host {host.name} ({host.url}). Its GPUs appear once its agent answers.")
+    return Said(SaidCode.HOST_ADDED, {"name": host.name, "url": host.url})
 
 
 def _host_drain(ctx: Context, args: Mapping[str, Any]) -> object:
     host = admin.set_draining(ctx, args["name"], True)
-    return Notice(f"Draining {host.name}: running jobs go on, no new job starts there.")
+    return Said(SaidCode.HOST_DRAINING, {"name": host.name})
 
 
 def _host_resume(ctx: Context, args: Mapping[str, Any]) -> object:
-    return Notice(f"{admin.set_draining(ctx, args['name'], False).name} takes new jobs again.")
+    host = admin.set_draining(ctx, args["name"], False)
+    return Said(SaidCode.HOST_RESUMED, {"name": host.name})
 
 
 def _host_remove(ctx: Context, args: Mapping[str, Any]) -> object:
-    return Notice(f"Removed host {admin.remove_host(ctx, args['name']).name}.")
+    return Said(SaidCode.HOST_REMOVED, {"name": admin.remove_host(ctx, args["name"]).name})
 
 
 def _host_list(ctx: Context, args: Mapping[str, Any]) -> object:
-    hosts = admin.list_hosts(ctx)
-    lines = [
-        f"{h.name} · {h.url} · {h.state}" + (" · draining" if h.draining else "") for h in hosts
+    rows = [
+        Said(
+            SaidCode.HOST_ROW_DRAINING if h.draining else SaidCode.HOST_ROW,
+            {"name": h.name, "url": h.url, "state": str(h.state)},
+        )
+        for h in admin.list_hosts(ctx)
     ]
-    return Notice(
-        "\n".join(lines)
-        or "No hosts yet. Add one with /gpu admin host add <name> url=http://host:8470"
-    )
+    return Listing(rows, SaidCode.HOST_NONE)
 
 
 HANDLERS: dict[tuple[str, ...], Handler] = {

@@ -1,20 +1,74 @@
 """Results of commands that carry no service record of their own.
 
-A `Notice` is still a sentence (admin changes, templates, help) written here in English;
-its words are to move into the faces' catalogue like every other result's.
+The scheduler says what it did as a code and the plain values the sentence names; the
+faces hold the words (`bot/messages.yml`, where each `SaidCode` is a key) and say them in
+the reader's language. A `Notice` is still a sentence written here in English: only help.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
 
 from scheduler.service.quotas import QuotaView
 
 
+class SaidCode(StrEnum):
+    """What a template or admin command answers; each value is its catalogue key."""
+
+    TEMPLATE_SAVED = "template.saved"
+    TEMPLATE_UPDATED = "template.updated"
+    TEMPLATE_SHOWN = "template.shown"
+    TEMPLATE_DELETED = "template.deleted"
+    TEMPLATE_ROW = "template.row"
+    TEMPLATE_NONE = "template.none"
+    TEAM_ADDED = "team.added"
+    TEAM_ADDED_WITH_CHANNEL = "team.added_with_channel"
+    TEAM_REMOVED = "team.removed"
+    TEAM_ROW = "team.row"
+    TEAM_ROW_WITH_CHANNEL = "team.row_with_channel"
+    TEAM_NONE = "team.none"
+    MEMBER_ADDED = "member.added"
+    MEMBER_MOVED = "member.moved"
+    MEMBER_REMOVED = "member.removed"
+    MEMBER_ROLE = "member.role"
+    MEMBER_ROW = "member.row"
+    MEMBER_ROW_WITHOUT_TEAM = "member.row_without_team"
+    MEMBER_NONE = "member.none"
+    HOST_ADDED = "host.added"
+    HOST_DRAINING = "host.draining"
+    HOST_RESUMED = "host.resumed"
+    HOST_REMOVED = "host.removed"
+    HOST_ROW = "host.row"
+    HOST_ROW_DRAINING = "host.row_draining"
+    HOST_NONE = "host.none"
+
+
+# What a value may be: a name, a number, or a template's fields (written as `/gpu` takes them).
+Value = str | int | float | Mapping[str, object]
+
+
+@dataclass(frozen=True)
+class Said:
+    """One sentence to say: its code and the values it names (names, ids, stored roles)."""
+
+    code: SaidCode
+    values: Mapping[str, Value] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """Rows to show one per line, each a sentence of plain values, and what to say when
+    there are none (a team's templates, the teams, the members, the hosts)."""
+
+    rows: Sequence[Said]
+    empty: SaidCode
+
+
 @dataclass(frozen=True)
 class Notice:
-    """A reply that is just words (admin changes, help)."""
+    """A reply that is just words written in English: help, generated from the grammar."""
 
     text: str
 

@@ -48,11 +48,13 @@ from bot.blocks.job import (
 from bot.blocks.quotas import quota_line
 from bot.console import render
 from bot.i18n import t, term, when
+from bot.said import language_saved, listed, say
 from scheduler.policy.admission import Verdict
-from scheduler.results import Notice, QuotaListing
+from scheduler.results import Listing, Notice, QuotaListing, Said
 from scheduler.service.board import BoardResult
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
+from scheduler.service.prefs import LanguageChoice
 from scheduler.service.records import BumpRecord, JobState
 from scheduler.service.report import JobOutcome, ReportResult
 
@@ -89,6 +91,21 @@ def error(message: str, lang: str, example: str | None = None) -> Message:
 @reply.register
 def _notice(result: Notice, lang: str, zone: ZoneInfo, now: datetime) -> Message:
     return _words(result.text, lang)
+
+
+@reply.register
+def _said(result: Said, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    return _words(say(lang, result), lang)
+
+
+@reply.register
+def _listing(result: Listing, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    return _words("\n".join(listed(lang, result)), lang)
+
+
+@reply.register
+def _language(result: LanguageChoice, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    return _words(language_saved(result), lang)
 
 
 @reply.register
@@ -447,7 +464,7 @@ def _job_view(result: JobView, lang: str, zone: ZoneInfo, now: datetime) -> Mess
 
 
 def _words(text: str, lang: str) -> Message:
-    """Text paika wrote in English (notices, help): sections of it, mentions kept."""
+    """Plain lines (help, said sentences, listings): sections of them, mentions kept."""
     lines = escape_keeping_mentions(text).splitlines() or [" "]
     blocks = listing(lines, MESSAGE_BLOCKS, lambda shown: _more_lines(lang, lines, shown))
     return Message(_note(lines[0]), blocks)

@@ -11,20 +11,15 @@ from scheduler.service.context import Context
 from storage.queries import org as org_queries
 
 LANGUAGES = ("en", "zh")
-# Said in both languages, so the person can read it whichever they chose.
-_SAVED = {
-    "en": "Replies are now in English.\n之后的回复将使用英文。",
-    "zh": "Replies are now in Chinese.\n之后的回复将使用中文。",
-}
 
 
 @dataclass(frozen=True)
 class LanguageChoice:
-    """What `lang` tells the user: the language saved, in words of both languages."""
+    """What `lang` tells the user: the language saved. The faces confirm it in both
+    languages, so the person can read it whichever they chose."""
 
     user_id: str
     language: str
-    text: str
 
 
 def set_language(ctx: Context, language: str) -> LanguageChoice:
@@ -38,7 +33,7 @@ def set_language(ctx: Context, language: str) -> LanguageChoice:
         session=ctx.session, user_id=ctx.actor.user_id, language=language, at=ctx.now
     )
     ctx.audit("prefs.language", "user", ctx.actor.user_id, language=language)
-    return LanguageChoice(ctx.actor.user_id, language, _SAVED[language])
+    return LanguageChoice(ctx.actor.user_id, language)
 
 
 def language_of(session: Session, user_id: str, default: str) -> str:

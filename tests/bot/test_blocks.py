@@ -44,10 +44,11 @@ from scheduler.notices.kinds import EVENT_KINDS
 from scheduler.policy.admission import Admission, Verdict
 from scheduler.policy.plan import Wait, WaitCode
 from scheduler.policy.quota import QuotaState
-from scheduler.results import Notice, QuotaListing
+from scheduler.results import Listing, Notice, QuotaListing, Said, SaidCode
 from scheduler.service.board import BoardResult, CardState, CardView, HostView, TypeSummary
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
+from scheduler.service.prefs import LanguageChoice
 from scheduler.service.quotas import QuotaView
 from scheduler.service.records import BumpRecord, EventRecord, JobRecord, LedgerRecord, QuotaRecord
 from scheduler.service.report import JobOutcome, ReportResult, UsageRow
@@ -376,6 +377,33 @@ CASES = [
     Case("quotas, none", _reply(QuotaListing([], "Your team has no quota yet."))),
     Case("quotas, many", _reply(QuotaListing([quota(i) for i in range(400)], ""))),
     Case("notice", _reply(Notice("Added <@U0NEW0001> to team vision as member."))),
+    Case(
+        "said",
+        _reply(
+            Said(SaidCode.MEMBER_ADDED, {"user": "U0NEW0001", "team": "vision", "role": "admin"})
+        ),
+    ),
+    Case("listing, none", _reply(Listing([], SaidCode.TEMPLATE_NONE))),
+    Case(
+        "listing of 500 hosts",
+        _reply(
+            Listing(
+                [
+                    Said(
+                        SaidCode.HOST_ROW_DRAINING,
+                        {
+                            "name": f"gpu-{i:03}",
+                            "url": f"http://10.0.0.{i % 250}:8470",
+                            "state": "up",
+                        },
+                    )
+                    for i in range(500)
+                ],
+                SaidCode.HOST_NONE,
+            )
+        ),
+    ),
+    Case("language", _reply(LanguageChoice("U0NEW0001", "zh"))),
     Case("board", _reply(board())),
     Case("board, no hosts", _reply(BoardResult(NOW, (), (), 0, {}, 0, ()))),
     Case("board of 256 hosts", _reply(board(256, 8))),

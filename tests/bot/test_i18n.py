@@ -30,8 +30,9 @@ from scheduler.grammar import subcommand
 from scheduler.grammar.spec import PRIORITIES
 from scheduler.notices.kinds import EVENT_KINDS
 from scheduler.policy.plan import Wait, WaitCode
+from scheduler.results import SaidCode
 from scheduler.service.board import CardState
-from storage.models import BumpState, HostState, JobState
+from storage.models import BumpState, HostState, JobState, Role
 
 BOT = Path(bot.__file__).parent
 ZONE = ZoneInfo("Asia/Shanghai")
@@ -52,6 +53,10 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "queue.scope.": ("mine", "team", "all"),
     "event.": tuple(sorted(EVENT_KINDS)),
     "wait.": tuple(WaitCode),
+    "role.": tuple(Role),
+    "host.health.": tuple(HostState),
+    "lang.saved.": LANGUAGES,
+    "": tuple(SaidCode),  # a template or admin command's code is its key
 }
 
 # Modal hints that are the grammar's own help text for the same key.

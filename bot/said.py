@@ -1,0 +1,49 @@
+"""The sentences the scheduler hands over as codes and values (templates, admin changes,
+the language chosen), said from the catalogue in a reader's language.
+
+The console and Block Kit both say them through here, so the two renderings cannot drift
+apart in their words; only their shape differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from bot.i18n import LANGUAGES, t, term
+from scheduler.results import Listing, Said, Value
+from scheduler.service.prefs import LanguageChoice
+
+# Stored values that have a name of their own in each language: the value's name in a
+# sentence, and the catalogue group its names are in.
+TERMS = {"role": "role", "state": "host.health"}
+
+
+def say(lang: str, said: Said) -> str:
+    """One sentence in `lang`, its values filled in."""
+    values = {name: _value(lang, name, value) for name, value in said.values.items()}
+    return t(lang, said.code.value, **values)
+
+
+def listed(lang: str, listing: Listing) -> list[str]:
+    """A listing's rows, one sentence each, or what it says when there are none."""
+    return [say(lang, row) for row in listing.rows] or [t(lang, listing.empty.value)]
+
+
+def language_saved(choice: LanguageChoice) -> str:
+    """The confirmation of a reply language, in every language paika speaks."""
+    return "\n".join(t(lang, f"lang.saved.{choice.language}") for lang in LANGUAGES)
+
+
+def _value(lang: str, name: str, value: Value) -> object:
+    if isinstance(value, Mapping):
+        return template_fields(lang, value)
+    group = TERMS.get(name)
+    return term(lang, group, str(value)) if group else value
+
+
+def template_fields(lang: str, fields: Mapping[str, object]) -> str:
+    """A template's fields as they are typed after `/gpu submit` (quoted when spaced)."""
+    return " ".join(
+        f'{key}="{value}"' if " " in str(value) else f"{key}={value}"
+        for key, value in fields.items()
+    ) or t(lang, "template.no_fields")
