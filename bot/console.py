@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from functools import singledispatch
 from zoneinfo import ZoneInfo
 
+from bot.i18n import t
 from bot.said import language_saved, listed, say
 from scheduler.results import Listing, Notice, QuotaListing, Said
 from scheduler.service.board import BoardResult, CardState, CardView, HostView
@@ -71,7 +72,7 @@ def _submit(result: SubmitResult, zone: ZoneInfo) -> str:
 @render.register
 def _change(result: ChangeResult, zone: ZoneInfo) -> str:
     job = result.view.job
-    lines = [f"Job #{job.id} {job.name}: {result.note}", _where(result.view, zone)]
+    lines = [f"Job #{job.id} {job.name}: {t('en', result.note.value)}", _where(result.view, zone)]
     return "\n".join(line for line in lines if line)
 
 
@@ -169,7 +170,7 @@ def _decision(result: DecisionResult, zone: ZoneInfo) -> str:
 @render.register
 def _quotas(result: QuotaListing, zone: ZoneInfo) -> str:
     if not result.quotas:
-        return result.empty
+        return t("en", result.empty.value) if result.empty else ""
     lines = []
     for view in result.quotas:
         q, state = view.quota, view.state

@@ -44,9 +44,7 @@ def _report(ctx: Context, args: Mapping[str, Any]) -> object:
 
 def _quota_show(ctx: Context, args: Mapping[str, Any]) -> object:
     found = quotas.show(ctx, args.get("team"))
-    return QuotaListing(
-        found, "Your team has no quota yet. Admins grant them with /gpu admin quota add"
-    )
+    return QuotaListing(found, SaidCode.QUOTA_NONE_FOR_TEAM)
 
 
 def _template_save(ctx: Context, args: Mapping[str, Any]) -> object:
@@ -140,19 +138,19 @@ def _quota_add(ctx: Context, args: Mapping[str, Any]) -> object:
         args["owner"],
         args.get("note"),
     )
-    return QuotaListing([view], "")
+    return QuotaListing([view])
 
 
 def _quota_renew(ctx: Context, args: Mapping[str, Any]) -> object:
-    return QuotaListing([quotas.renew(ctx, args["id"], args["expires"], args.get("hours"))], "")
+    return QuotaListing([quotas.renew(ctx, args["id"], args["expires"], args.get("hours"))])
 
 
 def _quota_adjust(ctx: Context, args: Mapping[str, Any]) -> object:
-    return QuotaListing([quotas.adjust(ctx, args["id"], args["hours"], args["reason"])], "")
+    return QuotaListing([quotas.adjust(ctx, args["id"], args["hours"], args["reason"])])
 
 
 def _quota_list(ctx: Context, args: Mapping[str, Any]) -> object:
-    return QuotaListing(quotas.listing(ctx, args.get("team")), "No quotas yet.")
+    return QuotaListing(quotas.listing(ctx, args.get("team")), SaidCode.QUOTA_NONE_AT_ALL)
 
 
 def _host_add(ctx: Context, args: Mapping[str, Any]) -> object:

@@ -43,6 +43,8 @@ class SaidCode(StrEnum):
     HOST_ROW = "host.row"
     HOST_ROW_DRAINING = "host.row_draining"
     HOST_NONE = "host.none"
+    QUOTA_NONE_FOR_TEAM = "quota.none_for_team"
+    QUOTA_NONE_AT_ALL = "quota.none_at_all"
 
 
 # What a value may be: a name, a number, or a template's fields (written as `/gpu` takes them).
@@ -75,7 +77,8 @@ class Notice:
 
 @dataclass(frozen=True)
 class QuotaListing:
-    """Quotas to show, with what to say when there are none."""
+    """Quotas to show, with what to say when there are none (None: an answer about one
+    quota, never empty)."""
 
     quotas: Sequence[QuotaView]
-    empty: str
+    empty: SaidCode | None = None

@@ -158,21 +158,10 @@ def _submit(result: SubmitResult, lang: str, zone: ZoneInfo, now: datetime) -> M
 
 # The service's notes on a change, by their English words, so they can be said in Chinese
 # too; a note not listed here is shown as the service wrote it.
-_CHANGE_NOTES = {
-    "Its data was already marked ready.": "change.already_ready",
-    "Its data is ready; it now competes for GPUs.": "change.ready",
-    "Stopping: its host is asked to stop it; it is cancelled once it has stopped.": "change.stopping",
-    "Cancelled.": "change.cancelled",
-    "Recorded what it produced.": "change.recorded",
-    "Recorded what it produced. Its host is asked to stop it; it is marked succeeded once it has stopped.": "change.recorded_stopping",
-}
-
-
 @reply.register
 def _change(result: ChangeResult, lang: str, zone: ZoneInfo, now: datetime) -> Message:
     job = result.view.job
-    key = _CHANGE_NOTES.get(result.note)
-    note = t(lang, key) if key else escape_keeping_mentions(result.note)
+    note = t(lang, result.note.value)
     mark = ":white_check_mark:" if result.changed else ":information_source:"
     blocks = [
         section(f"{mark} {ref(job.id, job.name)}: {note}"),
@@ -368,7 +357,8 @@ def _decision(result: DecisionResult, lang: str, zone: ZoneInfo, now: datetime) 
 def _quotas(result: QuotaListing, lang: str, zone: ZoneInfo, now: datetime) -> Message:
     title = t(lang, "quota.header")
     if not result.quotas:
-        return Message(_note(mrkdwn_escape(title)), [header(title), section(t(lang, "quota.none"))])
+        none = t(lang, result.empty.value if result.empty else "quota.none")
+        return Message(_note(mrkdwn_escape(title)), [header(title), section(none)])
     quotas = result.quotas
     blocks = [header(title)]
     blocks += listing(

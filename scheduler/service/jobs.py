@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, is_dataclass, replace
 from datetime import timedelta
+from enum import StrEnum
 from typing import Any
 
 from scheduler import lifecycle
@@ -78,13 +79,24 @@ class QueueResult:
     waiting: list[JobView] = field(default_factory=list)
 
 
+class ChangeNote(StrEnum):
+    """What a change to one job did, said by the faces; each value is its catalogue key."""
+
+    ALREADY_READY = "change.already_ready"
+    READY = "change.ready"
+    STOPPING = "change.stopping"
+    CANCELLED = "change.cancelled"
+    RECORDED = "change.recorded"
+    RECORDED_STOPPING = "change.recorded_stopping"
+
+
 @dataclass(frozen=True)
 class ChangeResult:
     """A change to one job, or why nothing changed."""
 
     view: JobView
     changed: bool
-    note: str
+    note: ChangeNote
 
 
 def catalog(ctx: Context) -> list[CardType]:
@@ -227,7 +239,7 @@ def mark_ready(
     job = job_by_ref(ctx, job_id, name)
     _require_team_member(ctx, job, "mark its data ready")
     if job.data_ready:
-        return ChangeResult(view_of(ctx, job), False, "Its data was already marked ready.")
+        return ChangeResult(view_of(ctx, job), False, ChangeNote.ALREADY_READY)
     job.data_ready = True
     job.data_ready_at = ctx.now
     if location:
@@ -243,7 +255,7 @@ def mark_ready(
         )
     ctx.session.add(job)
     ctx.audit("job.ready", "job", job.id, location=job.data_location)
-    return ChangeResult(view_of(ctx, job), True, "Its data is ready; it now competes for GPUs.")
+    return ChangeResult(view_of(ctx, job), True, ChangeNote.READY)
 
 
 def cancel(ctx: Context, job_id: int | None, name: str | None, reason: str | None) -> ChangeResult:
@@ -257,11 +269,7 @@ def cancel(ctx: Context, job_id: int | None, name: str | None, reason: str | Non
         # as soon as it answers again).
         _request_stop(ctx, job, "cancel")
         ctx.audit("job.cancel", "job", job.id, reason=reason)
-        return ChangeResult(
-            view_of(ctx, job),
-            True,
-            "Stopping: its host is asked to stop it; it is cancelled once it has stopped.",
-        )
+        return ChangeResult(view_of(ctx, job), True, ChangeNote.STOPPING)
     lifecycle.move(
         ctx.session,
         job,
@@ -272,7 +280,7 @@ def cancel(ctx: Context, job_id: int | None, name: str | None, reason: str | Non
     )
     _withdraw_bumps(ctx, job)
     ctx.audit("job.cancel", "job", job.id, reason=reason)
-    return ChangeResult(view_of(ctx, job), True, "Cancelled.")
+    return ChangeResult(view_of(ctx, job), True, ChangeNote.CANCELLED)
 
 
 def done(
@@ -291,10 +299,10 @@ def done(
             f"Job #{job.id} has not run yet, so it has no output.",
             f"To drop it, use /gpu cancel #{job.id}",
         )
-    note = "Recorded what it produced."
+    note = ChangeNote.RECORDED
     if job.state in ON_HOST_STATES:
         _request_stop(ctx, job, "done")
-        note += " Its host is asked to stop it; it is marked succeeded once it has stopped."
+        note = ChangeNote.RECORDED_STOPPING
     if output is not None:
         job.output = output
     if metrics:

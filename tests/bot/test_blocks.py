@@ -47,7 +47,14 @@ from scheduler.policy.quota import QuotaState
 from scheduler.results import Listing, Notice, QuotaListing, Said, SaidCode
 from scheduler.service.board import BoardResult, CardState, CardView, HostView, TypeSummary
 from scheduler.service.bumps import BumpResult, DecisionResult
-from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
+from scheduler.service.jobs import (
+    ChangeNote,
+    ChangeResult,
+    JobView,
+    QueueResult,
+    StatusResult,
+    SubmitResult,
+)
 from scheduler.service.prefs import LanguageChoice
 from scheduler.service.quotas import QuotaView
 from scheduler.service.records import BumpRecord, EventRecord, JobRecord, LedgerRecord, QuotaRecord
@@ -363,8 +370,8 @@ CASES = [
             )
         ),
     ),
-    Case("change", _reply(ChangeResult(view(waits=wait()), True, "Cancelled."))),
-    Case("change, unknown note", _reply(ChangeResult(view(), False, "Something else <@U9>."))),
+    Case("change", _reply(ChangeResult(view(waits=wait()), True, ChangeNote.CANCELLED))),
+    Case("change, nothing changed", _reply(ChangeResult(view(), False, ChangeNote.ALREADY_READY))),
     Case("status", _reply(status())),
     Case("queue", _reply(queue(5))),
     Case("queue, empty", _reply(QueueResult("mine"))),
@@ -373,9 +380,9 @@ CASES = [
     Case("bump pending", _reply(BumpResult(view(), bump(), False))),
     Case("decision", _reply(DecisionResult(bump("approved"), view(job(priority="core")), True))),
     Case("decision unchanged", _reply(DecisionResult(bump("denied"), view(), False))),
-    Case("quotas", _reply(QuotaListing([quota(), quota(4, days_left=10)], ""))),
-    Case("quotas, none", _reply(QuotaListing([], "Your team has no quota yet."))),
-    Case("quotas, many", _reply(QuotaListing([quota(i) for i in range(400)], ""))),
+    Case("quotas", _reply(QuotaListing([quota(), quota(4, days_left=10)]))),
+    Case("quotas, none", _reply(QuotaListing([], SaidCode.QUOTA_NONE_FOR_TEAM))),
+    Case("quotas, many", _reply(QuotaListing([quota(i) for i in range(400)]))),
     Case("notice", _reply(Notice("Added <@U0NEW0001> to team vision as member."))),
     Case(
         "said",
@@ -514,7 +521,7 @@ def test_user_text_cannot_mention_or_link(case: Case) -> None:
         SubmitResult(view(evil, wait()), bump(reason=EVIL)),
         StatusResult(view(evil, wait()), [], [bump(reason=EVIL)], []),
         QueueResult("all", [view(evil)], [view(evil, wait())]),
-        ChangeResult(view(evil), True, "Cancelled."),
+        ChangeResult(view(evil), True, ChangeNote.CANCELLED),
     ]
     messages = [reply(result, "en", ZONE, NOW) for result in results]
     messages += [
@@ -571,7 +578,7 @@ def test_listing_summarises_what_does_not_fit() -> None:
             ["提优先级申请 #7", "批准", "拒绝", "核心"],
         ),
         (lambda lang: job_event(event(EventKind.JOB_STARTED), lang, ZONE), ["任务 #12 已开始运行"]),
-        (_reply(QuotaListing([quota(days_left=10)], "")), ["配额", "还剩 10 天", "卡时"]),
+        (_reply(QuotaListing([quota(days_left=10)])), ["配额", "还剩 10 天", "卡时"]),
         (lambda lang: error("hours must be a number.", lang, "hours=24"), ["无法完成", "示例"]),
     ],
 )
@@ -675,7 +682,7 @@ def test_job_events_tell_the_owner_what_to_do_next() -> None:
 
 def test_quota_expiry_words() -> None:
     def line(days: int) -> str:
-        return shown(reply(QuotaListing([quota(days_left=days)], ""), "en", ZONE, NOW))
+        return shown(reply(QuotaListing([quota(days_left=days)]), "en", ZONE, NOW))
 
     assert "(tomorrow)" in line(1) and "(today)" in line(0)
     assert "(yesterday)" in line(-1) and "(3 days ago)" in line(-3)

@@ -32,6 +32,7 @@ from scheduler.notices.kinds import EVENT_KINDS
 from scheduler.policy.plan import Wait, WaitCode
 from scheduler.results import SaidCode
 from scheduler.service.board import CardState
+from scheduler.service.jobs import ChangeNote
 from storage.models import BumpState, HostState, JobState, Role
 
 BOT = Path(bot.__file__).parent
@@ -56,7 +57,7 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "role.": tuple(Role),
     "host.health.": tuple(HostState),
     "lang.saved.": LANGUAGES,
-    "": tuple(SaidCode),  # a template or admin command's code is its key
+    "": tuple(SaidCode) + tuple(ChangeNote),  # these codes are their keys
 }
 
 # Modal hints that are the grammar's own help text for the same key.
