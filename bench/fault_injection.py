@@ -62,7 +62,6 @@ from typing import Any
 
 import yaml
 from sqlalchemy import Engine, create_engine, func, text
-from sqlalchemy import select as sa_select
 from sqlalchemy.engine import make_url
 from sqlmodel import Session, col, select
 
@@ -77,12 +76,13 @@ from storage.db import make_engine, normalize_url  # noqa: E402
 from storage.models import (  # noqa: E402
     ON_HOST_STATES,
     TERMINAL_STATES,
-    Allocation,
     AuditEvent,
     Job,
     JobEvent,
     JobState,
 )
+from storage.queries import cluster as cluster_queries  # noqa: E402
+from storage.queries import jobs as job_queries  # noqa: E402
 
 TOKEN = "fault-injection-token-0123456789"
 ADMIN, OWNER = "UADMIN", "UFAULT01"
@@ -464,17 +464,8 @@ def audit(world: World, submitted: list[int]) -> dict[str, Any]:
     assert world.engine is not None
     with Session(world.engine) as session:
         jobs = {job.id or 0: job for job in session.exec(select(Job))}
-        leaks = session.execute(
-            sa_select(col(Allocation.id), col(Allocation.job_id), col(Job.state))
-            .join(Job, col(Job.id) == col(Allocation.job_id))
-            .where(col(Allocation.ended_at).is_(None), col(Job.state).not_in(ON_HOST_STATES))
-        ).all()
-        doubles = session.execute(
-            sa_select(col(Allocation.gpu_id), func.count())
-            .where(col(Allocation.ended_at).is_(None))
-            .group_by(col(Allocation.gpu_id))
-            .having(func.count() > 1)
-        ).all()
+        leaks = job_queries.allocation_leaks(session=session)
+        doubles = cluster_queries.doubly_held_gpus(session=session)
         repaired = session.exec(
             select(func.count()).where(AuditEvent.action == "allocation.leak_closed")
         ).one()

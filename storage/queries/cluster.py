@@ -72,6 +72,18 @@ def planning_gpus(*, session: Session) -> Sequence[Row[Any]]:
     return session.execute(query).all()
 
 
+def doubly_held_gpus(*, session: Session) -> Sequence[Row[Any]]:
+    """GPUs with more than one open allocation (GPU id, how many): none should exist; the
+    database refuses them, and the audits of tests and benchmarks check it."""
+    query = (
+        sa_select(col(Allocation.gpu_id), func.count())
+        .where(col(Allocation.ended_at).is_(None))
+        .group_by(col(Allocation.gpu_id))
+        .having(func.count() > 1)
+    )
+    return session.execute(query).all()
+
+
 def allocations_of_host(*, session: Session, host_id: int) -> Sequence[Allocation]:
     """Every allocation, open or ended, on one host's GPUs."""
     query = (

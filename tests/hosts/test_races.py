@@ -42,7 +42,6 @@ from typing import Any
 
 import pytest
 from agent_world import TOKEN, Agent, make_cycle, ok, until
-from sqlalchemy import func
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
@@ -65,6 +64,8 @@ from storage.models import (
     JobState,
     LedgerEntry,
 )
+from storage.queries import cluster as cluster_queries
+from storage.queries import jobs as job_queries
 
 CYCLES = int(os.environ.get("PAIKA_RACE_CYCLES", "120"))  # rounds of the cycle per backend
 MAX_WAITING = 8  # users submit while fewer jobs wait, so the queue churns instead of growing
@@ -162,17 +163,8 @@ def all_jobs(paika: Paika) -> dict[int, Job]:
 def leaks_and_doubles(paika: Paika) -> tuple[list[Any], list[Any]]:
     """Open allocations of jobs that hold no GPUs; GPUs with two open allocations."""
     with Session(paika.engine) as session:
-        leaks = session.execute(
-            sa_select(col(Allocation.id), col(Allocation.job_id), col(Job.state))
-            .join(Job, col(Job.id) == col(Allocation.job_id))
-            .where(col(Allocation.ended_at).is_(None), col(Job.state).not_in(ON_HOST_STATES))
-        ).all()
-        doubles = session.execute(
-            sa_select(col(Allocation.gpu_id), func.count())
-            .where(col(Allocation.ended_at).is_(None))
-            .group_by(col(Allocation.gpu_id))
-            .having(func.count() > 1)
-        ).all()
+        leaks = job_queries.allocation_leaks(session=session)
+        doubles = cluster_queries.doubly_held_gpus(session=session)
     return [tuple(row) for row in leaks], [tuple(row) for row in doubles]
 
 

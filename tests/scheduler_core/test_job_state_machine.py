@@ -37,7 +37,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 from paika_test_time import T0
-from sqlalchemy import Engine, func, text
+from sqlalchemy import Engine, text
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
@@ -55,6 +55,7 @@ from scheduler.settings import BUNDLED_POLICY, Settings
 from storage.db import make_engine, upgrade
 from storage.models import ON_HOST_STATES, TERMINAL_STATES, Allocation, Gpu, Host, Job, JobEvent
 from storage.models.base import metadata
+from storage.queries import cluster as cluster_queries
 
 USERS = ("UALICE", "UVERA", "UADMIN")  # member, approver, admin (in no team)
 HOSTS = {"fake-a": ("A100-80GB", 80.0), "fake-b": ("T4-16GB", 16.0)}
@@ -396,12 +397,7 @@ class JobLife(RuleBasedStateMachine):
         with Session(self.engine) as session:
             jobs = self._jobs(session)
             open_ = session.exec(select(Allocation).where(col(Allocation.ended_at).is_(None))).all()
-            doubled = session.execute(
-                sa_select(col(Allocation.gpu_id), func.count())
-                .where(col(Allocation.ended_at).is_(None))
-                .group_by(col(Allocation.gpu_id))
-                .having(func.count() > 1)
-            ).all()
+            doubled = cluster_queries.doubly_held_gpus(session=session)
         assert doubled == [], doubled
         held: dict[int, int] = {}
         for allocation in open_:
