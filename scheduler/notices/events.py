@@ -110,14 +110,3 @@ class RecordingObserver:
 
     def kinds(self) -> list[EventKind]:
         return [event.kind for event in self.events]
-
-
-class FanOut:
-    """Shows each event to several observers."""
-
-    def __init__(self, *observers: Observer) -> None:
-        self.observers = observers
-
-    def notify(self, event: Event) -> None:
-        for observer in self.observers:
-            observer.notify(event)

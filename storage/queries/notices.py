@@ -106,15 +106,6 @@ def answer_notice(*, session: Session, key: str, answer: str, by: str, at: datet
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
-def notices_of_kind(
-    *, session: Session, kind: str, since: datetime | None = None
-) -> Sequence[Notice]:
-    query = select(Notice).where(Notice.kind == kind)
-    if since is not None:
-        query = query.where(col(Notice.created_at) >= since)
-    return session.exec(query.order_by(col(Notice.created_at))).all()
-
-
 def notices_about(*, session: Session, kind: str, subjects: Sequence[str]) -> Sequence[Notice]:
     """Alerts of one kind about any of `subjects` (e.g. job ids), oldest first."""
     if not subjects:
