@@ -7,7 +7,8 @@ from functools import singledispatch
 from zoneinfo import ZoneInfo
 
 from bot.i18n import t
-from bot.said import language_saved, listed, say
+from bot.said import language_saved, listed, problem, say
+from scheduler.errors import UserError
 from scheduler.results import Listing, Notice, QuotaListing, Said
 from scheduler.service.board import BoardResult, CardState, CardView, HostView
 from scheduler.service.bumps import BumpResult, DecisionResult
@@ -31,6 +32,11 @@ def when(moment: datetime | None, zone: ZoneInfo) -> str:
 def render(result: object, zone: ZoneInfo) -> str:
     """The plain text of a service result."""
     raise TypeError(f"no text form for {type(result).__name__}")
+
+
+@render.register
+def _problem(error: UserError, zone: ZoneInfo) -> str:
+    return problem("en", error)
 
 
 @render.register

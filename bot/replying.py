@@ -6,6 +6,7 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from bot.blocks.replies import Message, error, reply
+from bot.said import problem as problem_words
 from scheduler.app import Reply
 from scheduler.grammar.errors import ParseError
 
@@ -23,8 +24,7 @@ def message_for(outcome: Reply, lang: str, zone: ZoneInfo, now: datetime) -> Mes
         return error(outcome.text, lang, None)
     if isinstance(problem, ParseError):
         return error(problem.message, lang, problem.example)
-    text = problem.message if not problem.hint else f"{problem.message}\n{problem.hint}"
-    return error(text, lang, None)
+    return error(problem_words(lang, problem), lang, None)
 
 
 def split_share(text: str) -> tuple[str, bool]:

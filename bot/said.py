@@ -1,5 +1,5 @@
 """The sentences the scheduler hands over as codes and values (templates, admin changes,
-the language chosen), said from the catalogue in a reader's language.
+the language chosen, what went wrong), said from the catalogue in a reader's language.
 
 The console and Block Kit both say them through here, so the two renderings cannot drift
 apart in their words; only their shape differs.
@@ -9,13 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bot.i18n import LANGUAGES, t, term
+from bot.i18n import LANGUAGES, has, language, t, term
+from scheduler.errors import IllegalTransition, UserError
+from scheduler.errors import Value as ProblemValue
+from scheduler.grammar.errors import ParseError
 from scheduler.results import Listing, Said, Value
 from scheduler.service.prefs import LanguageChoice
 
 # Stored values that have a name of their own in each language: the value's name in a
 # sentence, and the catalogue group its names are in.
 TERMS = {"role": "role", "state": "host.health"}
+# The same for what a problem names (a job's states, a class, what the user tried to do).
+PROBLEM_TERMS = {"current": "state", "wanted": "state", "priority": "priority", "action": "action"}
+# Lists of rows a problem names, each row said by its own key.
+PROBLEM_ROWS = {"sizes": "problem.gpu_size"}
+LIST_SEPARATOR = {"en": ", ", "zh": "、"}
 
 
 def say(lang: str, said: Said) -> str:
@@ -27,6 +35,29 @@ def say(lang: str, said: Said) -> str:
 def listed(lang: str, listing: Listing) -> list[str]:
     """A listing's rows, one sentence each, or what it says when there are none."""
     return [say(lang, row) for row in listing.rows] or [t(lang, listing.empty.value)]
+
+
+def problem(lang: str, error: UserError) -> str:
+    """What went wrong and how to fix it, in `lang` (a parse error's example on its own line)."""
+    values = {name: _problem_value(lang, name, value) for name, value in error.values.items()}
+    lines = [t(lang, error.problem.value, **values)]
+    if isinstance(error, IllegalTransition) and has(f"{error.problem.value}.{error.current}"):
+        lines.append(t(lang, f"{error.problem.value}.{error.current}"))
+    if isinstance(error, ParseError) and error.example:
+        lines.append(t(lang, "error.example", example=error.example))
+    return "\n".join(lines)
+
+
+def _problem_value(lang: str, name: str, value: ProblemValue) -> object:
+    if isinstance(value, tuple):
+        row_key = PROBLEM_ROWS.get(name)
+        items = [
+            t(lang, row_key, **row) if row_key and isinstance(row, Mapping) else str(row)
+            for row in value
+        ]
+        return LIST_SEPARATOR[language(lang)].join(items) or t(lang, "list.none")
+    group = PROBLEM_TERMS.get(name)
+    return term(lang, group, str(value)) if group else value
 
 
 def language_saved(choice: LanguageChoice) -> str:

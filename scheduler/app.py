@@ -16,7 +16,7 @@ from sqlalchemy.exc import DBAPIError
 from scheduler.clock import Clock, SystemClock
 from scheduler.commands import HANDLERS, help_reply
 from scheduler.config import PolicyConfig, load_policy
-from scheduler.errors import Conflict, PermissionDenied, UserError
+from scheduler.errors import Conflict, PermissionDenied, Problem, UserError
 from scheduler.grammar import parse
 from scheduler.service import jobs
 from scheduler.service.context import Context, resolve_actor, track_writes
@@ -49,8 +49,9 @@ Words = Callable[[object, ZoneInfo], str]
 
 
 def wordless(result: object, zone: ZoneInfo) -> str:
-    """A core given no face (a benchmark, a simulation) names a result by its kind only."""
-    return type(result).__name__
+    """A core given no face (a benchmark, a simulation) names a result by its kind only,
+    and an error by its code and values."""
+    return str(result) if isinstance(result, UserError) else type(result).__name__
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ class Paika:
         try:
             command = parse(text)
         except UserError as exc:  # ParseError is one
-            return _answered(Reply(False, str(exc), error=exc))
+            return _answered(self._refusal(exc))
         if command.path == ("help",):
             return _answered(self._reply(help_reply(tuple(command.args.get("topic", ())))))  # type: ignore[arg-type]
         if command.path in READS_THE_PLAN:
@@ -178,10 +179,7 @@ class Paika:
                 if not lost_race(exc):
                     raise
                 log.info("%s by %s raced another change; running it again", path, user_id)
-        raise Conflict(
-            "The job kept changing while paika carried out your command, so nothing was changed.",
-            "Look at it with /gpu status and try again.",
-        )
+        raise Conflict(Problem.KEPT_CHANGING)
 
     def _guarded(
         self,
@@ -195,17 +193,13 @@ class Paika:
             return work()
         except PermissionDenied as exc:
             self._audit_refusal(path, args, user_id, exc)
-            return Reply(False, str(exc), error=exc)
+            return self._refusal(exc)
         except UserError as exc:  # Conflict is one
-            return Reply(False, str(exc), error=exc)
+            return self._refusal(exc)
         except DBAPIError as exc:
             # The transaction was rolled back, so nothing half-done remains; say so plainly.
             log.exception("database error running %s for %s", " ".join(path), user_id)
-            return Reply(
-                False,
-                "paika's database did not complete this command, so nothing was changed "
-                f"({type(exc.orig).__name__}). Try again in a minute; if it keeps failing, tell an admin.",
-            )
+            return self._refusal(UserError(Problem.DATABASE, kind=type(exc.orig).__name__))
 
     def _audit_refusal(
         self, path: tuple[str, ...], args: dict[str, Any], user_id: str, exc: PermissionDenied
@@ -221,7 +215,11 @@ class Paika:
                     action="refused." + ".".join(path),
                     target_kind="command",
                     target_id=" ".join(path),
-                    detail={"why": exc.message, "keys": sorted(args)},
+                    detail={
+                        "why": exc.problem.value,
+                        "values": dict(exc.values),
+                        "keys": sorted(args),
+                    },
                 )
         except DBAPIError:
             log.exception("could not audit a refused %s by %s", " ".join(path), user_id)
@@ -243,6 +241,9 @@ class Paika:
 
     def _reply(self, result: object) -> Reply:
         return Reply(True, self.words(result, self.policy.zone), result)
+
+    def _refusal(self, error: UserError) -> Reply:
+        return Reply(False, self.words(error, self.policy.zone), error=error)
 
 
 def _answered(reply: Reply) -> Answer:

@@ -1,7 +1,7 @@
 """The errors paika reports, and what the user can do about them.
 
     PaikaError
-     ├── UserError            something the user can fix; `message` says what, `hint` how
+     ├── UserError            something the user can fix: a `problem` code and the values it names
      │    ├── ParseError      (scheduler.grammar) the command text does not parse
      │    ├── NotFound        a job, team, template, quota or host does not exist
      │    ├── PermissionDenied  the user's role does not allow the action
@@ -9,11 +9,93 @@
      │    └── IllegalTransition  a job cannot move from its state to the one asked for
      └── ConfigError          the policy file is wrong: file, key and problem
 
-Errors from other libraries are converted at the boundary (`raise X(...) from exc`), so
-callers only ever see these types.
+A user error carries no sentence: its `problem` is a catalogue key of the faces
+(`bot/messages.yml`), which say what was wrong and how to fix it in the reader's language,
+filled in with `values` (names, ids, numbers, /gpu examples). Errors from other libraries are
+converted at the boundary (`raise X(...) from exc`), so callers only ever see these types.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+# What a problem may name: a name, an id, a number, a list of names, or a list of rows
+# of such plain values (each said by its own catalogue key).
+Plain = str | int | float
+Value = Plain | tuple[str, ...] | tuple[Mapping[str, Plain], ...]
+
+
+class Problem(StrEnum):
+    """What went wrong in a service; each value is the catalogue key that says it."""
+
+    JOB_NOT_FOUND = "problem.job_not_found"
+    JOB_NAME_NOT_FOUND = "problem.job_name_not_found"
+    JOB_NAME_AMBIGUOUS = "problem.job_name_ambiguous"
+    TEAM_NOT_FOUND = "problem.team_not_found"
+    QUOTA_NOT_FOUND = "problem.quota_not_found"
+    HOST_NOT_FOUND = "problem.host_not_found"
+    MEMBER_NOT_FOUND = "problem.member_not_found"
+    TEMPLATE_NOT_FOUND = "problem.template_not_found"
+    BUMP_NOT_FOUND = "problem.bump_not_found"
+    BUMP_JOB_GONE = "problem.bump_job_gone"
+    ADMINS_ONLY = "problem.admins_only"
+    NOT_IN_A_TEAM = "problem.not_in_a_team"
+    TEAM_GONE = "problem.team_gone"
+    OTHER_TEAMS_JOB = "problem.other_teams_job"
+    NOT_YOURS = "problem.not_yours"
+    SUBMIT_FOR_OTHER_TEAM = "problem.submit_for_other_team"
+    NO_TEAM_FOR_JOB = "problem.no_team_for_job"
+    OTHER_TEAMS_QUOTAS = "problem.other_teams_quotas"
+    APPROVERS_DECIDE = "problem.approvers_decide"
+    TEMPLATE_NOT_YOURS = "problem.template_not_yours"
+    UNKNOWN_GPU_TYPE = "problem.unknown_gpu_type"
+    UNKNOWN_QUOTA_GPU_TYPE = "problem.unknown_quota_gpu_type"
+    NO_TYPE_MEETS_NEEDS = "problem.no_type_meets_needs"
+    TOO_MANY_GPUS = "problem.too_many_gpus"
+    TOO_MANY_HOURS = "problem.too_many_hours"
+    QUEUE_TOO_DEEP = "problem.queue_too_deep"
+    DONE_WITHOUT_OUTPUT = "problem.done_without_output"
+    DONE_BEFORE_RUN = "problem.done_before_run"
+    BUMP_ALREADY_PENDING = "problem.bump_already_pending"
+    BUMP_NOT_WAITING = "problem.bump_not_waiting"
+    BUMP_SAME_CLASS = "problem.bump_same_class"
+    EXPIRY_IN_PAST = "problem.expiry_in_past"
+    REPORT_DAYS_AND_SINCE = "problem.report_days_and_since"
+    REPORT_SINCE_FUTURE = "problem.report_since_future"
+    REPORT_EMPTY_PERIOD = "problem.report_empty_period"
+    UNKNOWN_LANGUAGE = "problem.unknown_language"
+    TEAM_EXISTS = "problem.team_exists"
+    TEAM_HAS_MEMBERS = "problem.team_has_members"
+    TEAM_HAS_JOBS = "problem.team_has_jobs"
+    HOST_EXISTS = "problem.host_exists"
+    HOST_IN_USE = "problem.host_in_use"
+    HOST_HAS_HISTORY = "problem.host_has_history"
+    KEPT_CHANGING = "problem.kept_changing"
+    CANNOT_BECOME = "problem.cannot_become"
+    DATABASE = "problem.database"
+
+
+class Action(StrEnum):
+    """What a refused user asked to do, named in the refusal (catalogue group `action`)."""
+
+    MARK_READY = "mark_ready"
+    CANCEL = "cancel"
+    MARK_DONE = "mark_done"
+    BUMP = "bump"
+    GRANT_QUOTAS = "grant_quotas"
+    RENEW_QUOTAS = "renew_quotas"
+    ADJUST_QUOTAS = "adjust_quotas"
+    LIST_ALL_QUOTAS = "list_all_quotas"
+    ADD_TEAMS = "add_teams"
+    REMOVE_TEAMS = "remove_teams"
+    ADD_MEMBERS = "add_members"
+    REMOVE_MEMBERS = "remove_members"
+    CHANGE_ROLES = "change_roles"
+    ADD_HOSTS = "add_hosts"
+    DRAIN_HOSTS = "drain_hosts"
+    RESUME_HOSTS = "resume_hosts"
+    REMOVE_HOSTS = "remove_hosts"
 
 
 class PaikaError(Exception):
@@ -21,15 +103,17 @@ class PaikaError(Exception):
 
 
 class UserError(PaikaError):
-    """An error the user can fix: `message` says what was wrong, `hint` how to fix it."""
+    """An error the user can fix: what was wrong as a code, with the values it names."""
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        self.message = message
-        self.hint = hint
+    def __init__(self, problem: StrEnum, /, **values: Value) -> None:
+        self.problem = problem
+        self.values: Mapping[str, Value] = values
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        return self.message if not self.hint else f"{self.message}\n{self.hint}"
+        # For logs and audit records; people read the catalogue's sentence instead.
+        named = ", ".join(f"{name}={value!r}" for name, value in self.values.items())
+        return f"{self.problem.value}({named})"
 
 
 class NotFound(UserError):
@@ -47,11 +131,11 @@ class Conflict(UserError):
 class IllegalTransition(UserError):
     """A job cannot move from its current state to the one asked for."""
 
-    def __init__(self, job_id: int, current: str, wanted: str, hint: str | None = None) -> None:
+    def __init__(self, job_id: int, current: str, wanted: str) -> None:
         self.job_id = job_id
         self.current = current
         self.wanted = wanted
-        super().__init__(f"Job #{job_id} is {current}; it cannot become {wanted}.", hint)
+        super().__init__(Problem.CANNOT_BECOME, job_id=job_id, current=current, wanted=wanted)
 
 
 class ConfigError(PaikaError):

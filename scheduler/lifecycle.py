@@ -34,12 +34,6 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     S.CANCELLED: frozenset(),
 }
 
-_HINTS = {
-    S.SUCCEEDED: "It has already finished; submit it again to rerun it.",
-    S.FAILED: "It has already ended; submit it again to rerun it.",
-    S.CANCELLED: "It was cancelled; submit it again to rerun it.",
-}
-
 
 def can_move(current: str, wanted: str) -> bool:
     """Whether a job in `current` may become `wanted`."""
@@ -49,7 +43,7 @@ def can_move(current: str, wanted: str) -> bool:
 def check_move(job: Job, wanted: str) -> None:
     """Raise IllegalTransition unless the job may become `wanted`."""
     if not can_move(job.state, wanted):
-        raise IllegalTransition(job.id or 0, job.state, wanted, _HINTS.get(S(job.state)))
+        raise IllegalTransition(job.id or 0, job.state, wanted)
 
 
 def move(

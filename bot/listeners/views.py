@@ -10,6 +10,7 @@ from bot.blocks import ids
 from bot.blocks.submit_modal import block_for_key, read_submission
 from bot.messenger import Messenger
 from bot.replying import message_for
+from bot.said import problem as problem_words
 from bot.services import BotServices
 from scheduler.app import Answer
 from scheduler.grammar.errors import ParseError
@@ -46,7 +47,10 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
         if refused is not None:
             problem = refused.error
             key = problem.key if isinstance(problem, ParseError) else None
-            text = problem.message if problem is not None else refused.text
+            if isinstance(problem, ParseError):
+                text = problem.message
+            else:
+                text = problem_words(lang, problem) if problem is not None else refused.text
             ack(response_action="errors", errors={block_for_key(key): _fit(text)})
             return
         ack()

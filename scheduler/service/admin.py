@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduler.errors import Conflict, NotFound
+from scheduler.errors import Action, Conflict, NotFound, Problem
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
 from storage.models import ACTIVE_STATES, Host, HostState, Member, Role, Team
@@ -15,9 +15,9 @@ from storage.queries import org as org_queries
 
 def add_team(ctx: Context, name: str, channel: str | None) -> Team:
     """Create a team."""
-    ctx.require_admin("add teams")
+    ctx.require_admin(Action.ADD_TEAMS)
     if org_queries.team_by_name(session=ctx.session, name=name) is not None:
-        raise Conflict(f'Team "{name}" already exists.', "See the teams with /gpu admin team list")
+        raise Conflict(Problem.TEAM_EXISTS, name=name)
     team = Team(name=name, channel=channel, created_at=ctx.now)
     ctx.session.add(team)
     ctx.session.flush()
@@ -32,23 +32,17 @@ def list_teams(ctx: Context) -> Sequence[Team]:
 
 def remove_team(ctx: Context, name: str) -> Team:
     """Remove a team that has no members and no jobs waiting or running."""
-    ctx.require_admin("remove teams")
+    ctx.require_admin(Action.REMOVE_TEAMS)
     team = team_by_name(ctx, name)
     if org_queries.members(session=ctx.session, team_id=team.id):
-        raise Conflict(
-            f"Team {team.name} still has members.",
-            "Move or remove them first: /gpu admin member list team=" + team.name,
-        )
+        raise Conflict(Problem.TEAM_HAS_MEMBERS, team=team.name)
     active = job_queries.jobs_in_states(
         session=ctx.session,
         states=tuple(ACTIVE_STATES),
         team_id=team.id,
     )
     if active:
-        raise Conflict(
-            f"Team {team.name} still has {len(active)} job(s) waiting or running.",
-            "Cancel them or let them finish first.",
-        )
+        raise Conflict(Problem.TEAM_HAS_JOBS, team=team.name, n=len(active))
     ctx.session.delete(team)
     ctx.audit("team.remove", "team", team.id, name=team.name)
     return team
@@ -56,7 +50,7 @@ def remove_team(ctx: Context, name: str) -> Team:
 
 def add_member(ctx: Context, user: str, team: str, role: str) -> tuple[Member, bool]:
     """Add a user to a team with a role, or move them; True when they were new."""
-    ctx.require_admin("add members")
+    ctx.require_admin(Action.ADD_MEMBERS)
     team_row = team_by_name(ctx, team)
     member = org_queries.member_by_user(session=ctx.session, user_id=user)
     created = member is None
@@ -80,7 +74,7 @@ def add_member(ctx: Context, user: str, team: str, role: str) -> tuple[Member, b
 
 def remove_member(ctx: Context, user: str) -> Member:
     """Forget a user; their jobs stay as they are."""
-    ctx.require_admin("remove members")
+    ctx.require_admin(Action.REMOVE_MEMBERS)
     member = _member(ctx, user)
     ctx.session.delete(member)
     ctx.audit("member.remove", "member", user)
@@ -89,7 +83,7 @@ def remove_member(ctx: Context, user: str) -> Member:
 
 def set_role(ctx: Context, user: str, role: str) -> Member:
     """Change a member's role."""
-    ctx.require_admin("change roles")
+    ctx.require_admin(Action.CHANGE_ROLES)
     member = _member(ctx, user)
     before = member.role
     member.role = Role(role)
@@ -106,11 +100,9 @@ def list_members(ctx: Context, team: str | None) -> Sequence[Member]:
 
 def add_host(ctx: Context, name: str, url: str) -> Host:
     """Register a GPU host by its agent's URL."""
-    ctx.require_admin("add hosts")
+    ctx.require_admin(Action.ADD_HOSTS)
     if cluster_queries.host_by_name(session=ctx.session, name=name) is not None:
-        raise Conflict(
-            f'Host "{name}" is already registered.', "See them with /gpu admin host list"
-        )
+        raise Conflict(Problem.HOST_EXISTS, name=name)
     host = Host(name=name, url=url.rstrip("/"), state=HostState.UNKNOWN, added_at=ctx.now)
     ctx.session.add(host)
     ctx.session.flush()
@@ -120,7 +112,7 @@ def add_host(ctx: Context, name: str, url: str) -> Host:
 
 def set_draining(ctx: Context, name: str, draining: bool) -> Host:
     """Drain a host (no new jobs start there) or put it back in service."""
-    ctx.require_admin("drain hosts" if draining else "resume hosts")
+    ctx.require_admin(Action.DRAIN_HOSTS if draining else Action.RESUME_HOSTS)
     host = _host(ctx, name)
     host.draining = draining
     ctx.session.add(host)
@@ -130,19 +122,13 @@ def set_draining(ctx: Context, name: str, draining: bool) -> Host:
 
 def remove_host(ctx: Context, name: str) -> Host:
     """Remove a host that no job holds a GPU on; its GPUs and their history go with it."""
-    ctx.require_admin("remove hosts")
+    ctx.require_admin(Action.REMOVE_HOSTS)
     host = _host(ctx, name)
     allocations = cluster_queries.allocations_of_host(session=ctx.session, host_id=host.id or 0)
     if any(a.ended_at is None for a in allocations):
-        raise Conflict(
-            f"Jobs still hold GPUs on {host.name}.",
-            f"Drain it first (/gpu admin host drain {host.name}) and wait for them to end.",
-        )
+        raise Conflict(Problem.HOST_IN_USE, host=host.name)
     if allocations:
-        raise Conflict(
-            f"{host.name} has run jobs; removing it would erase their history.",
-            f"Drain it instead: /gpu admin host drain {host.name}",
-        )
+        raise Conflict(Problem.HOST_HAS_HISTORY, host=host.name)
     for gpu in cluster_queries.gpus_of_host(session=ctx.session, host_id=host.id or 0):
         ctx.session.delete(gpu)
     ctx.session.delete(host)
@@ -158,15 +144,12 @@ def list_hosts(ctx: Context) -> Sequence[Host]:
 def _member(ctx: Context, user: str) -> Member:
     member = org_queries.member_by_user(session=ctx.session, user_id=user)
     if member is None:
-        raise NotFound(
-            f"<@{user}> is not a member.",
-            f"Add them with /gpu admin member add <@{user}> team=<team>",
-        )
+        raise NotFound(Problem.MEMBER_NOT_FOUND, user=user)
     return member
 
 
 def _host(ctx: Context, name: str) -> Host:
     host = cluster_queries.host_by_name(session=ctx.session, name=name)
     if host is None:
-        raise NotFound(f'There is no host "{name}".', "See them with /gpu admin host list")
+        raise NotFound(Problem.HOST_NOT_FOUND, name=name)
     return host

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.errors import NotFound, PermissionDenied, UserError
+from scheduler.errors import Action, NotFound, PermissionDenied, Problem, UserError
 from scheduler.notices import approvals
 from scheduler.policy.snapshot import CLASS_RANK
 from scheduler.service.context import Context
@@ -42,13 +42,11 @@ class DecisionResult:
 def bump(ctx: Context, job_id: int | None, name: str | None, to: str, reason: str) -> BumpResult:
     """Ask to change a job's class; lowering it, or an approver asking, applies at once."""
     job = job_by_ref(ctx, job_id, name)
-    require_owner_or_approver(ctx, job, "bump")
+    require_owner_or_approver(ctx, job, Action.BUMP)
     if job.state not in PENDING_STATES:
-        raise UserError(f"Job #{job.id} is {job.state}; only a waiting job can be bumped.")
+        raise UserError(Problem.BUMP_NOT_WAITING, job_id=job.id or 0, current=job.state)
     if to == job.priority:
-        raise UserError(
-            f"Job #{job.id} is already {to}.", "Pick another class: to=core, to=normal or to=idle"
-        )
+        raise UserError(Problem.BUMP_SAME_CLASS, job_id=job.id or 0, priority=to)
     raising = CLASS_RANK[to] < CLASS_RANK[job.priority]
     if raising and ctx.policy.approval_required(to) and not ctx.actor.is_approver_of(job.team_id):
         request = BumpRecord.of(open_bump(ctx, job, to, reason))
@@ -61,18 +59,12 @@ def decide(ctx: Context, request_id: int, approve: bool, reason: str | None) -> 
     """Approve or deny a request; only the job team's approvers and admins may."""
     request = job_queries.get_bump(session=ctx.session, request_id=request_id)
     if request is None:
-        raise NotFound(
-            f"There is no bump request #{request_id}.",
-            "Requests are numbered in the message that asks for approval.",
-        )
+        raise NotFound(Problem.BUMP_NOT_FOUND, request_id=request_id)
     job = job_queries.get_job(session=ctx.session, job_id=request.job_id)
     if job is None:
-        raise NotFound(f"Bump request #{request_id} names a job that no longer exists.")
+        raise NotFound(Problem.BUMP_JOB_GONE, request_id=request_id)
     if not ctx.actor.is_approver_of(job.team_id):
-        raise PermissionDenied(
-            "Only approvers of the job's team and admins can decide bump requests.",
-            "Nothing was changed. Ask an approver of that team.",
-        )
+        raise PermissionDenied(Problem.APPROVERS_DECIDE)
     if request.state != BumpState.PENDING:
         return DecisionResult(BumpRecord.of(request), view_of(ctx, job), changed=False)
     state = BumpState.APPROVED if approve else BumpState.DENIED

@@ -11,7 +11,7 @@ from sqlalchemy import event
 from sqlmodel import Session
 
 from scheduler.config import PolicyConfig
-from scheduler.errors import PermissionDenied
+from scheduler.errors import Action, PermissionDenied, Problem
 from scheduler.service.waits import WaitsBoard
 from storage.models import Member, Role, Team
 from storage.queries import audit
@@ -100,24 +100,16 @@ class Context:
             detail=detail or None,
         )
 
-    def require_admin(self, what: str) -> None:
+    def require_admin(self, action: Action) -> None:
         """Refuse unless the actor is an admin."""
         if not self.actor.is_admin:
-            raise PermissionDenied(
-                f"Only admins can {what}.",
-                "Ask an admin of this paika install (see /gpu admin member list).",
-            )
+            raise PermissionDenied(Problem.ADMINS_ONLY, action=action)
 
     def require_team(self) -> Team:
         """The actor's team, or a clear refusal telling them how to join one."""
         if self.actor.team_id is None:
-            raise PermissionDenied(
-                "You are not in a team yet, so you cannot do this.",
-                f"Ask an admin to add you: /gpu admin member add <@{self.actor.user_id}> team=<team>",
-            )
+            raise PermissionDenied(Problem.NOT_IN_A_TEAM, user=self.actor.user_id)
         team = org_queries.team_by_id(session=self.session, team_id=self.actor.team_id)
         if team is None:  # the team row was removed under the member
-            raise PermissionDenied(
-                "Your team no longer exists.", "Ask an admin to move you to a team."
-            )
+            raise PermissionDenied(Problem.TEAM_GONE)
         return team

@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from scheduler import lifecycle
-from scheduler.errors import Conflict, PermissionDenied, UserError
+from scheduler.errors import Action, Conflict, PermissionDenied, Problem, UserError
 from scheduler.notices import approvals
 from scheduler.policy.admission import Admission, Verdict, admit
 from scheduler.policy.matching import CardNeeds, CardType, cheapest_fit, fitting_types
@@ -122,8 +122,10 @@ def submit(ctx: Context, fields: Mapping[str, Any]) -> SubmitResult:
     admission = _admission(ctx, priority, fields["hours"])
     if admission.verdict is Verdict.DEFER:
         raise UserError(
-            f"Not queued: {admission.words()}, so {priority} work is deferred for now.",
-            "Submit it again once the queue is shorter (see /gpu queue), or ask an approver about core priority.",
+            Problem.QUEUE_TOO_DEEP,
+            backlog=admission.backlog_hours,
+            limit=admission.max_backlog_hours,
+            priority=priority,
         )
     data = fields["data"]
     job = Job(
@@ -178,15 +180,12 @@ def _admission(ctx: Context, priority: str, hours: float) -> Admission:
 def _submit_team(ctx: Context, name: str | None) -> Team:
     if name is None:
         if ctx.actor.is_admin and ctx.actor.team_id is None:
-            raise UserError(
-                "You are in no team, so name the team the job is for.", "Example: team=vision"
-            )
+            raise UserError(Problem.NO_TEAM_FOR_JOB)
         return ctx.require_team()
     team = team_by_name(ctx, name)
     if not ctx.actor.in_team(team.id or 0):
         raise PermissionDenied(
-            f"You can only submit jobs for your own team ({ctx.actor.team_name or 'none'}), not {team.name}.",
-            "Leave out team=, or ask an admin to move you.",
+            Problem.SUBMIT_FOR_OTHER_TEAM, own=ctx.actor.team_name or "-", team=team.name
         )
     return team
 
@@ -200,21 +199,20 @@ def _card_needs(ctx: Context, fields: Mapping[str, Any]) -> CardNeeds:
             known = ctx.policy.canonical_type(name)
             if known is None:
                 raise UserError(
-                    f'Unknown GPU type "{name}" in type=.',
-                    f"Known types: {', '.join(ctx.policy.gpu_types)}. Example: type={next(iter(ctx.policy.gpu_types))}",
+                    Problem.UNKNOWN_GPU_TYPE,
+                    name=name,
+                    types=tuple(ctx.policy.gpu_types),
+                    example=next(iter(ctx.policy.gpu_types)),
                 )
             names.append(known)
         canonical = tuple(dict.fromkeys(names))
     needs = CardNeeds(canonical, fields.get("mem"), fields.get("speed"))
     if not fitting_types(catalog(ctx), needs):
-        sizes = ", ".join(
-            f"{name} ({spec.memory_gib:g} GiB, speed {spec.speed:g})"
+        sizes: tuple[Mapping[str, str | float], ...] = tuple(
+            {"name": name, "memory_gib": spec.memory_gib, "speed": spec.speed}
             for name, spec in ctx.policy.gpu_types.items()
         )
-        raise UserError(
-            "No GPU type in the catalog meets type=/mem=/speed= together.",
-            f"The catalog has: {sizes}. Relax mem= or speed=, or name another type=.",
-        )
+        raise UserError(Problem.NO_TYPE_MEETS_NEEDS, sizes=sizes)
     return needs
 
 
@@ -222,13 +220,14 @@ def _check_limits(ctx: Context, fields: Mapping[str, Any]) -> None:
     limits = ctx.policy.limits
     if fields["gpus"] > limits.max_gpus_per_job:
         raise UserError(
-            f"gpus={fields['gpus']} is more than one job may use here ({limits.max_gpus_per_job}).",
-            f"Example: gpus={min(8, limits.max_gpus_per_job)}",
+            Problem.TOO_MANY_GPUS,
+            gpus=fields["gpus"],
+            limit=limits.max_gpus_per_job,
+            example=min(8, limits.max_gpus_per_job),
         )
     if fields["hours"] > limits.max_hours_per_job:
         raise UserError(
-            f"hours={fields['hours']:g} is more than one job may use here ({limits.max_hours_per_job:g} GPU-hours).",
-            "Split the run into shorter jobs that resume from a checkpoint.",
+            Problem.TOO_MANY_HOURS, hours=fields["hours"], limit=limits.max_hours_per_job
         )
 
 
@@ -237,7 +236,7 @@ def mark_ready(
 ) -> ChangeResult:
     """Mark a job's data ready, so it may take GPUs."""
     job = job_by_ref(ctx, job_id, name)
-    _require_team_member(ctx, job, "mark its data ready")
+    _require_team_member(ctx, job, Action.MARK_READY)
     if job.data_ready:
         return ChangeResult(view_of(ctx, job), False, ChangeNote.ALREADY_READY)
     job.data_ready = True
@@ -261,7 +260,7 @@ def mark_ready(
 def cancel(ctx: Context, job_id: int | None, name: str | None, reason: str | None) -> ChangeResult:
     """Cancel a job: the owner, their team's approvers or an admin."""
     job = job_by_ref(ctx, job_id, name)
-    require_owner_or_approver(ctx, job, "cancel")
+    require_owner_or_approver(ctx, job, Action.CANCEL)
     lifecycle.check_move(job, JobState.CANCELLED)
     if job.state in ON_HOST_STATES:
         # Its GPUs stay held until the host confirms the process is gone, so that no other
@@ -288,17 +287,11 @@ def done(
 ) -> ChangeResult:
     """Record what a job produced; a running job is marked succeeded."""
     job = job_by_ref(ctx, job_id, name)
-    require_owner_or_approver(ctx, job, "mark done")
+    require_owner_or_approver(ctx, job, Action.MARK_DONE)
     if output is None and not metrics:
-        raise UserError(
-            "Say what the run produced: output= and/or metric=.",
-            'Example: /gpu done #42 output="s3://ckpt/bert-ft" metric=f1:91.2',
-        )
+        raise UserError(Problem.DONE_WITHOUT_OUTPUT)
     if job.state in PENDING_STATES:
-        raise UserError(
-            f"Job #{job.id} has not run yet, so it has no output.",
-            f"To drop it, use /gpu cancel #{job.id}",
-        )
+        raise UserError(Problem.DONE_BEFORE_RUN, job_id=job.id or 0)
     note = ChangeNote.RECORDED
     if job.state in ON_HOST_STATES:
         _request_stop(ctx, job, "done")
@@ -498,22 +491,24 @@ def _team(ctx: Context, job: Job | JobRecord) -> str:
     return team_name(ctx, job.team_id)
 
 
-def _require_team_member(ctx: Context, job: Job, what: str) -> None:
+def _require_team_member(ctx: Context, job: Job, action: Action) -> None:
     if not ctx.actor.in_team(job.team_id):
         raise PermissionDenied(
-            f"Job #{job.id} belongs to team {_team(ctx, job)}; only its members can {what}.",
-            f"Ask <@{job.owner}>, who owns it.",
+            Problem.OTHER_TEAMS_JOB,
+            job_id=job.id or 0,
+            team=_team(ctx, job),
+            action=action,
+            owner=job.owner,
         )
 
 
-def require_owner_or_approver(ctx: Context, job: Job, what: str) -> None:
+def require_owner_or_approver(ctx: Context, job: Job, action: Action) -> None:
     if job.owner == ctx.actor.user_id and ctx.actor.in_team(job.team_id):
         return
     if ctx.actor.is_approver_of(job.team_id):
         return
     raise PermissionDenied(
-        f"Only the owner of job #{job.id} (<@{job.owner}>), an approver of team {_team(ctx, job)} or an admin can {what} it.",
-        f"Ask <@{job.owner}>.",
+        Problem.NOT_YOURS, job_id=job.id or 0, owner=job.owner, team=_team(ctx, job), action=action
     )
 
 
@@ -521,8 +516,7 @@ def open_bump(ctx: Context, job: Job, to: str, reason: str) -> BumpRequest:
     pending = job_queries.pending_bumps(session=ctx.session, job_id=job.id or 0)
     if pending:
         raise Conflict(
-            f"Job #{job.id} already has a bump request waiting (#{pending[0].id}).",
-            "An approver will decide it; you get a message when they do.",
+            Problem.BUMP_ALREADY_PENDING, job_id=job.id or 0, request_id=pending[0].id or 0
         )
     bump = BumpRequest(
         job_id=job.id or 0,

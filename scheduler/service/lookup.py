@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.errors import Conflict, NotFound
+from scheduler.errors import Conflict, NotFound, Problem
 from scheduler.service.context import Context
 from storage.models import Job, Team
 from storage.queries import jobs as job_queries
@@ -14,7 +14,7 @@ def job_by_ref(ctx: Context, job_id: int | None, name: str | None) -> Job:
     if job_id is not None:
         job = job_queries.get_job(session=ctx.session, job_id=job_id)
         if job is None:
-            raise NotFound(f"There is no job #{job_id}.", "See your jobs with /gpu queue mine")
+            raise NotFound(Problem.JOB_NOT_FOUND, job_id=job_id)
         return job
     candidates = list(job_queries.active_jobs_named(session=ctx.session, name=name or ""))
     own = [job for job in candidates if job.owner == ctx.actor.user_id]
@@ -26,15 +26,10 @@ def job_by_ref(ctx: Context, job_id: int | None, name: str | None) -> Job:
         )
         if latest is not None:
             return latest
-        raise NotFound(
-            f'You have no job named "{name}", and no job of that name is waiting or running.',
-            "Use its number instead (/gpu status #42), or see the queue with /gpu queue",
-        )
+        raise NotFound(Problem.JOB_NAME_NOT_FOUND, name=name or "")
     if len(matches) > 1:
-        ids = ", ".join(f"#{job.id}" for job in matches)
-        raise Conflict(
-            f'Several jobs are named "{name}": {ids}.', "Name it by number, e.g. /gpu status #42"
-        )
+        jobs = tuple(f"#{job.id}" for job in matches)
+        raise Conflict(Problem.JOB_NAME_AMBIGUOUS, name=name or "", jobs=jobs)
     return matches[0]
 
 
@@ -42,11 +37,8 @@ def team_by_name(ctx: Context, name: str) -> Team:
     """A team by name, or an error listing the teams there are."""
     team = org_queries.team_by_name(session=ctx.session, name=name)
     if team is None:
-        known = ", ".join(t.name for t in org_queries.all_teams(session=ctx.session)) or "none yet"
-        raise NotFound(
-            f'There is no team "{name}" (teams: {known}).',
-            "An admin adds one with /gpu admin team add <name>",
-        )
+        known = tuple(t.name for t in org_queries.all_teams(session=ctx.session))
+        raise NotFound(Problem.TEAM_NOT_FOUND, name=name, teams=known)
     return team
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from sqlmodel import Session
 
-from scheduler.errors import UserError
+from scheduler.errors import Problem, UserError
 from scheduler.service.context import Context
 from storage.queries import org as org_queries
 
@@ -25,10 +25,7 @@ class LanguageChoice:
 def set_language(ctx: Context, language: str) -> LanguageChoice:
     """Save the actor's reply language; anyone may choose, member or not."""
     if language not in LANGUAGES:  # the grammar refuses others; this guards other callers
-        raise UserError(
-            f'Unknown language "{language}": paika replies in {" or ".join(LANGUAGES)}.',
-            "Example: /gpu lang zh",
-        )
+        raise UserError(Problem.UNKNOWN_LANGUAGE, language=language, languages=LANGUAGES)
     org_queries.set_language(
         session=ctx.session, user_id=ctx.actor.user_id, language=language, at=ctx.now
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from scheduler.errors import NotFound, UserError
+from scheduler.errors import Action, NotFound, Problem, UserError
 from scheduler.ledger import quota_states
 from scheduler.policy.quota import QuotaState
 from scheduler.service.context import Context
@@ -30,10 +30,7 @@ def show(ctx: Context, team: str | None) -> list[QuotaView]:
     if team is not None:
         team_row = team_by_name(ctx, team)
         if not ctx.actor.in_team(team_row.id or 0):
-            raise UserError(
-                f"You can only see your own team's quotas, not {team_row.name}'s.",
-                "Leave out team=.",
-            )
+            raise UserError(Problem.OTHER_TEAMS_QUOTAS, team=team_row.name)
         team_id: int | None = team_row.id
     elif ctx.actor.is_admin and ctx.actor.team_id is None:
         team_id = None
@@ -52,7 +49,7 @@ def add(
     note: str | None,
 ) -> QuotaView:
     """Grant a team GPU-hours on one type (or any) until a date."""
-    ctx.require_admin("grant quotas")
+    ctx.require_admin(Action.GRANT_QUOTAS)
     team_row = team_by_name(ctx, team)
     canonical = _type(ctx, gpu_type)
     _not_past(ctx, expires)
@@ -82,7 +79,7 @@ def add(
 
 def renew(ctx: Context, quota_id: int, expires: date, hours: float | None) -> QuotaView:
     """Move a quota's expiry (and optionally its total)."""
-    ctx.require_admin("renew quotas")
+    ctx.require_admin(Action.RENEW_QUOTAS)
     quota = _get(ctx, quota_id)
     _not_past(ctx, expires)
     before = (str(quota.expires_on), quota.gpu_hours)
@@ -98,7 +95,7 @@ def renew(ctx: Context, quota_id: int, expires: date, hours: float | None) -> Qu
 
 def adjust(ctx: Context, quota_id: int, hours: float, reason: str) -> QuotaView:
     """Set a quota's total GPU-hours."""
-    ctx.require_admin("adjust quotas")
+    ctx.require_admin(Action.ADJUST_QUOTAS)
     quota = _get(ctx, quota_id)
     before = quota.gpu_hours
     quota.gpu_hours = hours
@@ -109,7 +106,7 @@ def adjust(ctx: Context, quota_id: int, hours: float, reason: str) -> QuotaView:
 
 def listing(ctx: Context, team: str | None) -> list[QuotaView]:
     """Every quota (admins), optionally of one team."""
-    ctx.require_admin("list every team's quotas")
+    ctx.require_admin(Action.LIST_ALL_QUOTAS)
     team_id = team_by_name(ctx, team).id if team else None
     return _views(ctx, list(accounting.quotas(session=ctx.session, team_id=team_id)))
 
@@ -126,7 +123,7 @@ def _views(ctx: Context, quotas: list[Quota]) -> list[QuotaView]:
 def _get(ctx: Context, quota_id: int) -> Quota:
     quota = accounting.get_quota(session=ctx.session, quota_id=quota_id)
     if quota is None:
-        raise NotFound(f"There is no quota #{quota_id}.", "See them with /gpu admin quota list")
+        raise NotFound(Problem.QUOTA_NOT_FOUND, quota_id=quota_id)
     return quota
 
 
@@ -136,15 +133,12 @@ def _type(ctx: Context, gpu_type: str | None) -> str | None:
     known = ctx.policy.canonical_type(gpu_type)
     if known is None:
         raise UserError(
-            f'Unknown GPU type "{gpu_type}".',
-            f"Known types: {', '.join(ctx.policy.gpu_types)}, or type=any",
+            Problem.UNKNOWN_QUOTA_GPU_TYPE, name=gpu_type, types=tuple(ctx.policy.gpu_types)
         )
     return known
 
 
 def _not_past(ctx: Context, expires: date) -> None:
     if expires < ctx.now.date():
-        raise UserError(
-            f"expires={expires} is in the past.",
-            f"Give a later date, e.g. expires={ctx.now.date() + timedelta(days=90)}",
-        )
+        later = ctx.now.date() + timedelta(days=90)
+        raise UserError(Problem.EXPIRY_IN_PAST, expires=str(expires), example=str(later))

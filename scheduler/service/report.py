@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
-from scheduler.errors import UserError
+from scheduler.errors import Problem, UserError
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
 from storage.models import Job
@@ -64,18 +64,17 @@ def period(ctx: Context, days: int | None, since: date | None) -> tuple[datetime
     """The report's period ending now: the last `days` days, or from the start of `since`
     in the install's time zone; seven days when neither is given."""
     if days is not None and since is not None:
-        raise UserError(
-            "Give days= or since=, not both: each sets where the report starts.",
-            "Example: /gpu report days=30, or /gpu report since=2026-11-01",
-        )
+        raise UserError(Problem.REPORT_DAYS_AND_SINCE)
     if since is None:
         return ctx.now - timedelta(days=days or DEFAULT_DAYS), ctx.now
     start = datetime.combine(since, time.min, tzinfo=ctx.policy.zone).astimezone(UTC)
     if start >= ctx.now:
         today = ctx.now.astimezone(ctx.policy.zone).date()
         raise UserError(
-            f"since={since} is in the future (today is {today}); the report covers time until now.",
-            f"Example: /gpu report since={today - timedelta(days=7)}",
+            Problem.REPORT_SINCE_FUTURE,
+            since=str(since),
+            today=str(today),
+            example=str(today - timedelta(days=7)),
         )
     return start, ctx.now
 
@@ -89,7 +88,7 @@ def report(ctx: Context, team: str | None, start: datetime, end: datetime) -> Re
     so a long run shows up before it ends.
     """
     if end <= start:
-        raise UserError("The report's period is empty: its start is not before its end.")
+        raise UserError(Problem.REPORT_EMPTY_PERIOD)
     found = team_by_name(ctx, team) if team is not None else None
     team_id = found.id if found else None
     usage = _Usage()

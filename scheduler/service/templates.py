@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scheduler.errors import NotFound, PermissionDenied
+from scheduler.errors import NotFound, PermissionDenied, Problem
 from scheduler.service.context import Context
 from storage.models import Template
 from storage.queries import jobs as job_queries
@@ -52,14 +52,8 @@ def get(ctx: Context, name: str, team_id: int | None = None) -> Template:
     team_id = team_id if team_id is not None else ctx.require_team().id or 0
     template = job_queries.template_named(session=ctx.session, team_id=team_id, name=name)
     if template is None:
-        names = (
-            ", ".join(t.name for t in job_queries.templates(session=ctx.session, team_id=team_id))
-            or "none yet"
-        )
-        raise NotFound(
-            f'Your team has no template "{name}" (templates: {names}).',
-            "Save one with /gpu template save <name> gpus=… hours=…",
-        )
+        names = tuple(t.name for t in job_queries.templates(session=ctx.session, team_id=team_id))
+        raise NotFound(Problem.TEMPLATE_NOT_FOUND, name=name, templates=names)
     return template
 
 
@@ -89,6 +83,5 @@ def _require_editor(ctx: Context, template: Template) -> None:
     if template.created_by == ctx.actor.user_id or ctx.actor.is_approver_of(template.team_id):
         return
     raise PermissionDenied(
-        f'Template "{template.name}" was saved by <@{template.created_by}>; only they, your team\'s approvers or an admin can change it.',
-        "Save your own under another name.",
+        Problem.TEMPLATE_NOT_YOURS, name=template.name, owner=template.created_by
     )

@@ -26,7 +26,9 @@ from bot.i18n import (
     wait_words,
     when,
 )
+from scheduler.errors import Action, Problem
 from scheduler.grammar import subcommand
+from scheduler.grammar.errors import Mistake
 from scheduler.grammar.spec import PRIORITIES
 from scheduler.notices.kinds import EVENT_KINDS
 from scheduler.policy.plan import Wait, WaitCode
@@ -57,7 +59,10 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "role.": tuple(Role),
     "host.health.": tuple(HostState),
     "lang.saved.": LANGUAGES,
-    "": tuple(SaidCode) + tuple(ChangeNote),  # these codes are their keys
+    "": tuple(SaidCode) + tuple(ChangeNote) + tuple(Problem) + tuple(Mistake),  # their keys
+    "action.": tuple(Action),
+    # the hint after "it cannot become …", for the states a job never leaves
+    "problem.cannot_become.": (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED),
 }
 
 # Modal hints that are the grammar's own help text for the same key.
@@ -190,3 +195,36 @@ def test_modal_hints_are_the_grammars_help_where_it_describes_the_same_field() -
     keys = {key.name: key for key in subcommand(("submit",)).keys}
     for name in GRAMMAR_HINTS:
         assert t("en", f"modal.hint.{name}") == keys[name].help
+
+
+def _problem_calls() -> list[tuple[str, str, set[str]]]:
+    """Every `SomeError(Problem.X, name=…)` under scheduler/: where, which problem, what it names."""
+    import ast
+
+    import scheduler
+
+    calls = []
+    for path in sorted(Path(scheduler.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and node.args):
+                continue
+            first = node.args[0]
+            if (
+                isinstance(first, ast.Attribute)
+                and isinstance(first.value, ast.Name)
+                and first.value.id == "Problem"
+            ):
+                where = f"{path.name}:{node.lineno}"
+                calls.append((where, first.attr, {k.arg for k in node.keywords if k.arg}))
+    return calls
+
+
+def test_every_problem_raised_names_exactly_what_its_sentence_says() -> None:
+    calls = _problem_calls()
+    assert len(calls) > 40, "the scan should find the services' raises"
+    wrong = [
+        (where, name, sorted(given), sorted(placeholders(catalogue()[Problem[name].value]["en"])))
+        for where, name, given in calls
+        if given != placeholders(catalogue()[Problem[name].value]["en"])
+    ]
+    assert not wrong, wrong

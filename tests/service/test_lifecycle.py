@@ -6,7 +6,8 @@ import itertools
 
 import pytest
 
-from scheduler.errors import IllegalTransition
+from bot.said import problem
+from scheduler.errors import IllegalTransition, Problem
 from scheduler.lifecycle import TRANSITIONS, can_move, check_move
 from storage.models import Job, JobState
 
@@ -56,8 +57,13 @@ def test_an_illegal_move_says_what_and_how() -> None:
     )
     with pytest.raises(IllegalTransition) as caught:
         check_move(job, S.RUNNING)
+    assert caught.value.problem is Problem.CANNOT_BECOME
     assert (
-        str(caught.value)
+        problem("en", caught.value)
         == "Job #7 is succeeded; it cannot become running.\nIt has already finished; submit it again to rerun it."
+    )
+    assert (
+        problem("zh", caught.value)
+        == "任务 #7 已完成，不能变为运行中。\n它已经完成；如要重跑请重新提交。"
     )
     assert (caught.value.current, caught.value.wanted) == ("succeeded", "running")
