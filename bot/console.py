@@ -6,9 +6,11 @@ from datetime import UTC, datetime
 from functools import singledispatch
 from zoneinfo import ZoneInfo
 
-from bot.i18n import t
+from bot.i18n import t, wait_words
 from bot.said import language_saved, listed, problem, say
 from scheduler.errors import UserError
+from scheduler.policy.admission import Verdict
+from scheduler.policy.plan import Wait
 from scheduler.results import Listing, Notice, QuotaListing, Said
 from scheduler.service.board import BoardResult, CardState, CardView, HostView
 from scheduler.service.bumps import BumpResult, DecisionResult
@@ -70,8 +72,16 @@ def _submit(result: SubmitResult, zone: ZoneInfo) -> str:
         )
     if not job.data_ready:
         lines.append(f"When its data is in place: /gpu ready #{job.id}")
-    if result.admission is not None and result.admission.words():
-        lines.append(f"Heads up: {result.admission.words()}; expect a long wait.")
+    admission = result.admission
+    if admission is not None and admission.verdict is not Verdict.ADMIT:
+        lines.append(
+            t(
+                "en",
+                "submit.admission",
+                backlog=admission.backlog_hours,
+                limit=admission.max_backlog_hours,
+            )
+        )
     return "\n".join(lines)
 
 
@@ -137,7 +147,7 @@ def _queue(result: QueueResult, zone: ZoneInfo) -> str:
     shown = result.waiting[:QUEUE_LISTING_LIMIT]
     for view in shown:
         place = view.wait
-        why = place.words if place else view.job.state
+        why = _why(place) if place else view.job.state
         lines.append(
             f"  {place.position if place else '-'}. #{view.job.id} {view.job.name} · {view.team} · {view.job.priority} · {_needs(view.job)} · {view.job.est_gpu_hours:g} GPU-h — {why}"
         )
@@ -273,7 +283,7 @@ def _next_up(view: JobView, zone: ZoneInfo) -> str:
     line = f"  {wait.position if wait else '-'}. #{job.id} {job.name} · {view.team} · {job.priority} · {_needs(job)}"
     if wait is None:
         return line
-    line += f" — {wait.words}"
+    line += f" — {_why(wait)}"
     if wait.eta is not None:
         line += f"; estimated start {when(datetime.fromtimestamp(wait.eta, UTC), zone)}"
     return line
@@ -328,11 +338,16 @@ def _needs(job: JobRecord) -> str:
     return " ".join(parts)
 
 
+def _why(wait: Wait) -> str:
+    """Why a job waits, as of when the policy worked it out."""
+    return wait_words("en", wait, wait.as_of)
+
+
 def _where(view: JobView, zone: ZoneInfo) -> str:
     wait = view.wait
     if wait is None:
         return ""
-    text = f"Place in queue: {wait.position}. Waiting: {wait.words}."
+    text = f"Place in queue: {wait.position}. Waiting: {_why(wait)}."
     if wait.eta is not None:
         text += f" Estimated start: {when(datetime.fromtimestamp(wait.eta, UTC), zone)}."
     return text

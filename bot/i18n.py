@@ -1,8 +1,7 @@
 """The bot's words in English and Simplified Chinese, read from `messages.yml`.
 
-Every string a user sees in Slack comes from the catalogue through `t()`. The scheduler
-speaks English (`Wait.words`, error messages); `wait_words()` says a wait again in Chinese
-from the numbers and names the policy put beside its words.
+Every string a user sees comes from the catalogue through `t()`. The scheduler hands over
+codes and the values they name (a wait, a problem); `wait_words()` says why a job waits.
 """
 
 from __future__ import annotations
@@ -121,26 +120,50 @@ def eta(lang: str, moment: float | None, zone: ZoneInfo, now: float) -> str:
     return t(lang, "eta.at", at=at, rel=in_about(lang, moment - now))
 
 
+def span(lang: str, seconds: float) -> str:
+    """A length of time, roughly: "25 min", "2.0 h"."""
+    minutes = max(1, round(seconds / 60))
+    if minutes < 90:
+        return t(lang, "time.minutes", n=minutes)
+    return t(lang, "time.hours", n=minutes / 60)
+
+
 def wait_words(lang: str, wait: Wait, now: float) -> str:
-    """Why a job waits, in `lang`: the policy's own words in English, rebuilt in Chinese."""
-    if language(lang) == "en":
-        return wait.words
+    """Why a job waits, in `lang`, from the policy's code and the numbers beside it."""
     code = wait.code
     gpu_type = wait.gpu_type or t(lang, "wait.any_type")
     if code is WaitCode.BEHIND_HIGHER_PRIORITY:
-        return t(lang, "wait.behind_higher_priority", n=wait.higher, gpu_type=gpu_type)
+        key = (
+            "wait.behind_higher_priority.one" if wait.higher == 1 else "wait.behind_higher_priority"
+        )
+        return t(lang, key, n=wait.higher, gpu_type=gpu_type)
     if code is WaitCode.BEHIND_EARLIER:
-        return t(lang, "wait.behind_earlier", n=wait.earlier, gpu_type=gpu_type)
+        key = "wait.behind_earlier.one" if wait.earlier == 1 else "wait.behind_earlier"
+        return t(lang, key, n=wait.earlier, gpu_type=gpu_type)
     if code is WaitCode.NO_TYPE_FREE:
-        if wait.eta is not None and wait.eta > now:
-            return t(
-                lang, "wait.no_type_free", gpu_type=gpu_type, rel=in_about(lang, wait.eta - now)
-            )
         if wait.eta is None:
             return t(lang, "wait.no_type_free_unknown", gpu_type=gpu_type)
+        if wait.eta > now:
+            return t(lang, "wait.no_type_free", gpu_type=gpu_type, span=span(lang, wait.eta - now))
         return t(lang, "wait.next_for_type", gpu_type=gpu_type)
     if code is WaitCode.WAITING_FOR_CHEAPER_TYPE:
-        return t(lang, "wait.waiting_for_cheaper_type", gpu_type=gpu_type, costlier=wait.detail)
-    if code in (WaitCode.QUOTA_EXHAUSTED, WaitCode.HELD_FOR_HEADROOM, WaitCode.STARTING):
-        return t(lang, f"wait.{code.value}", gpu_type=gpu_type, detail=wait.detail)
-    return t(lang, f"wait.{code.value}")
+        if wait.free_at is None:
+            return t(
+                lang,
+                "wait.waiting_for_cheaper_type_unknown",
+                gpu_type=gpu_type,
+                costlier=wait.costlier,
+            )
+        return t(
+            lang,
+            "wait.waiting_for_cheaper_type",
+            gpu_type=gpu_type,
+            costlier=wait.costlier,
+            span=span(lang, max(0.0, wait.free_at - now)),
+        )
+    if code is WaitCode.NEVER_FITS:
+        key = "wait.never_fits.headroom" if wait.keeps_headroom else "wait.never_fits"
+        return t(lang, key, gpus=wait.gpus)
+    if code is WaitCode.QUOTA_EXHAUSTED:
+        return t(lang, "wait.quota_exhausted", left=wait.left_hours, needs=wait.needs_hours)
+    return t(lang, f"wait.{code.value}", gpu_type=gpu_type)

@@ -45,40 +45,56 @@ class WaitInfo:
     """Why a job waits and when it should start: the policy's `Wait`, with its ETA as a time."""
 
     code: str
-    words: str  # the policy's English words
     position: int
     eta: datetime | None
     gpu_type: str | None = None
     higher: int = 0
     earlier: int = 0
-    detail: str = ""
+    costlier: str = ""
+    free_at: datetime | None = None
+    left_hours: float = 0.0
+    needs_hours: float = 0.0
+    gpus: int = 0
+    keeps_headroom: bool = False
 
     @classmethod
     def of(cls, wait: Wait) -> WaitInfo:
         return cls(
             wait.code.value,
-            wait.words,
             wait.position,
-            None if wait.eta is None else datetime.fromtimestamp(wait.eta, UTC),
+            _moment(wait.eta),
             wait.gpu_type,
             wait.higher,
             wait.earlier,
-            wait.detail,
+            wait.costlier,
+            _moment(wait.free_at),
+            wait.left_hours,
+            wait.needs_hours,
+            wait.gpus,
+            wait.keeps_headroom,
         )
 
     def to_wait(self, job_id: int) -> Wait:
-        """The policy's `Wait` again, for code that says a wait in other words (Chinese)."""
+        """The policy's `Wait` again, for the faces to say in words."""
         return Wait(
             job_id,
             WaitCode(self.code),
-            self.words,
             self.position,
             None if self.eta is None else self.eta.timestamp(),
             self.gpu_type,
             self.higher,
             self.earlier,
-            self.detail,
+            self.costlier,
+            None if self.free_at is None else self.free_at.timestamp(),
+            self.left_hours,
+            self.needs_hours,
+            self.gpus,
+            self.keeps_headroom,
         )
+
+
+def _moment(epoch: float | None) -> datetime | None:
+    return None if epoch is None else datetime.fromtimestamp(epoch, UTC)
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,7 @@ def _next_up(digest: Digest, zone: ZoneInfo) -> list[str]:
         if wait is None:
             continue
         eta = f" · ETA {_when(wait.eta, zone)}" if wait.eta is not None else ""
-        lines.append(f"  {wait.position}. #{line.job_id} {line.name} — {wait.words}{eta}")
+        lines.append(f"  {wait.position}. #{line.job_id} {line.name} — {wait.code}{eta}")
     return lines
 
 

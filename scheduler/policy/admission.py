@@ -28,15 +28,6 @@ class Admission:
     backlog_hours: float
     max_backlog_hours: float
 
-    def words(self) -> str:
-        """The verdict in plain words."""
-        if self.verdict is Verdict.ADMIT:
-            return ""
-        return (
-            f"the queue already holds about {self.backlog_hours:.0f} hours of the whole cluster's work "
-            f"(the limit is {self.max_backlog_hours:g} h)"
-        )
-
 
 def admit(
     priority: str,

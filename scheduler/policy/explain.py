@@ -1,4 +1,4 @@
-"""Step 5: why each waiting job waits, in plain words, and when it should start.
+"""Step 5: why each waiting job waits, as a code with its numbers, and when it should start.
 
 ETAs come from a shadow plan: jobs are laid in queue order onto each type's GPUs as those
 free up (running jobs end at their estimates). It ignores host boundaries and backfill, so
@@ -21,9 +21,10 @@ class Note:
     """Why the admission step did not start a job, handed to the reasons step."""
 
     code: WaitCode
-    detail: str = ""
     gpu_type: str | None = None
-    eta: float | None = None
+    eta: float | None = None  # when the cheaper type it waits for should be free
+    costlier: str = ""  # the costlier type it could take instead
+    left_hours: float = 0.0  # quota exhausted: GPU-hours left
 
 
 # Codes whose job cannot be given a start time.
@@ -31,6 +32,7 @@ _NO_ETA = (
     WaitCode.WAITING_FOR_DATA,
     WaitCode.NEVER_FITS,
     WaitCode.QUOTA_EXHAUSTED,
+    WaitCode.NO_LIVE_QUOTA,
     WaitCode.QUOTA_EXPIRES,
 )
 
@@ -48,21 +50,13 @@ def explain_waits(
     shadow = _Shadow(capacity)
     ahead: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # waiting jobs per type, per class
     waits: dict[int, Wait] = {}
-    now = snapshot.now
     for position, job in enumerate(queue, start=1):
         if job.id in started:
             continue
         note = notes.get(job.id)
         code = note.code if note else None
         if note is not None and note.code in _NO_ETA:
-            waits[job.id] = Wait(
-                job.id,
-                note.code,
-                _words(job, note, now, None, 0, 0),
-                position,
-                None,
-                detail=note.detail,
-            )
+            waits[job.id] = _unestimated(job, note, position, snapshot.now)
             continue
         gpu_type, eta = shadow.place(job, types.get(job.id, []))
         rank = CLASS_RANK.get(job.priority, 2)
@@ -80,13 +74,14 @@ def explain_waits(
         waits[job.id] = Wait(
             job.id,
             code,
-            _words(job, note, now, eta, higher, earlier, gpu_type),
             position,
             eta if eta < NEVER else None,
-            gpu_type,
+            note.gpu_type if note and note.gpu_type else gpu_type,
             higher,
             earlier,
-            note.detail if note else "",
+            costlier=note.costlier if note else "",
+            free_at=note.eta if note and note.eta is not None and note.eta < NEVER else None,
+            as_of=snapshot.now,
         )
         if gpu_type:
             counts[min(rank, 2)] += 1
@@ -132,57 +127,17 @@ class _Shadow:
         return gpu_type, start
 
 
-def _words(
-    job: Pending,
-    note: Note | None,
-    now: float,
-    eta: float | None,
-    higher: int,
-    earlier: int,
-    gpu_type: str | None = None,
-) -> str:
-    code = note.code if note else None
-    detail = note.detail if note else ""
-    if code is WaitCode.WAITING_FOR_DATA:
-        return "waiting for its data; it keeps its place and can start once marked ready"
-    if code is WaitCode.NEVER_FITS:
-        extra = "" if job.priority == "core" else ", leaving the headroom kept for core work"
-        return f"no host can ever fit this job ({job.gpus} GPUs of an allowed type{extra}); ask for fewer GPUs or other types"
-    if code is WaitCode.QUOTA_EXHAUSTED:
-        return f"quota exhausted: {detail}"
-    if code is WaitCode.QUOTA_EXPIRES:
-        return "its quota expires before the job would end; ask for a renewal or a shorter run"
-    if code is WaitCode.HELD_FOR_HEADROOM:
-        return f"{note.gpu_type if note else gpu_type} GPUs are free but held as headroom for core work"
-    if code is WaitCode.WAITING_FOR_CHEAPER_TYPE:
-        cheap_eta = note.eta if note else None
-        return (
-            f"waiting for a {note.gpu_type if note else ''}, one should be free {_within(cheap_eta, now)}, "
-            f"rather than a costlier {detail}; it takes the costlier card if the wait grows too long"
-        )
-    if higher:
-        return f"behind {_jobs(higher)} of higher priority for {gpu_type}"
-    if earlier:
-        return f"behind {_jobs(earlier)} ahead of it in the queue for {gpu_type}"
-    return f"no {gpu_type} free {_in(eta, now)}" if eta and eta > now else f"next for {gpu_type}"
-
-
-def _in(moment: float | None, now: float) -> str:
-    if moment is None or moment >= NEVER:
-        return "at any known time"
-    return "for about " + _span(moment - now)
-
-
-def _within(moment: float | None, now: float) -> str:
-    if moment is None or moment >= NEVER:
-        return "at no known time"
-    return "in about " + _span(moment - now)
-
-
-def _span(seconds: float) -> str:
-    minutes = max(1, round(seconds / 60))
-    return f"{minutes} min" if minutes < 90 else f"{minutes / 60:.1f} h"
-
-
-def _jobs(count: int) -> str:
-    return "1 job" if count == 1 else f"{count} jobs"
+def _unestimated(job: Pending, note: Note, position: int, now: float) -> Wait:
+    """The wait of a job that cannot be given a start time: data, quota, or no fit."""
+    return Wait(
+        job.id,
+        note.code,
+        position,
+        None,
+        note.gpu_type,
+        left_hours=note.left_hours,
+        needs_hours=job.est_gpu_hours,
+        gpus=job.gpus,
+        keeps_headroom=note.code is WaitCode.NEVER_FITS and job.priority != "core",
+        as_of=now,
+    )

@@ -48,7 +48,7 @@ class Preempt:
 
 
 class WaitCode(StrEnum):
-    """Why a job waits, as data; `Wait.words` says it in plain words."""
+    """Why a job waits, as data; the faces say it in words (`bot/messages.yml`, `wait.*`)."""
 
     WAITING_FOR_DATA = "waiting_for_data"
     BEHIND_HIGHER_PRIORITY = "behind_higher_priority"
@@ -57,8 +57,10 @@ class WaitCode(StrEnum):
     WAITING_FOR_CHEAPER_TYPE = "waiting_for_cheaper_type"
     HELD_FOR_HEADROOM = "held_for_headroom"
     QUOTA_EXHAUSTED = "quota_exhausted"
+    NO_LIVE_QUOTA = "no_live_quota"
     QUOTA_EXPIRES = "quota_expires"
     NEVER_FITS = "never_fits"
+    NO_HOSTS = "no_hosts"  # never fits because no host is registered yet (a new install)
     STARTING = "starting"
 
 
@@ -68,14 +70,19 @@ class Wait:
 
     job_id: int
     code: WaitCode
-    words: str
     position: int
     eta: float | None  # POSIX seconds; None when it cannot be estimated (data, quota, never fits)
     gpu_type: str | None = None  # the type its estimate is for
-    # The numbers and names behind `words`, so a client can say them in another language.
+    # The numbers and names the reason names, for the faces to say in any language.
     higher: int = 0  # waiting jobs of a higher class ahead of it for the same type
     earlier: int = 0  # waiting jobs of its own or a lower class ahead of it for that type
-    detail: str = ""  # e.g. which quota ran out, or the costlier type it could take instead
+    costlier: str = ""  # the costlier type it could take instead (waiting for a cheaper one)
+    free_at: float | None = None  # when the cheaper type it waits for should be free
+    left_hours: float = 0.0  # quota exhausted: GPU-hours left on the team's fullest quota
+    needs_hours: float = 0.0  # … against what the job needs
+    gpus: int = 0  # never fits: the GPUs it asks for
+    keeps_headroom: bool = False  # never fits: counting the headroom kept for core work
+    as_of: float = 0.0  # the moment the policy worked this out (POSIX seconds)
 
 
 @dataclass(frozen=True)

@@ -39,11 +39,11 @@ def charge_to(quotas: Iterable[QuotaState], gpu_type: str, today: date) -> Quota
 
 @dataclass(frozen=True, slots=True)
 class QuotaCheck:
-    """The quota a job would be charged to, or why none can pay: 'exhausted' or 'expires'."""
+    """The quota a job would be charged to, or why none can pay."""
 
     quota: QuotaState | None
-    problem: str | None = None
-    detail: str = ""
+    problem: str | None = None  # 'none_live', 'exhausted' or 'expires'
+    left_hours: float = 0.0  # exhausted: the most GPU-hours any live quota has left
 
 
 def check_quota(
@@ -67,15 +67,13 @@ def check_quota(
         q for q in quotas if q.gpu_type in (None, gpu_type) and ends.get(q.id, float("inf")) > now
     ]
     if not live:
-        return QuotaCheck(None, "exhausted", f"the team has no live quota for {gpu_type}")
+        return QuotaCheck(None, "none_live")
     live.sort(key=lambda q: (q.gpu_type is None, ends.get(q.id, float("inf")), q.id))
     enough = [q for q in live if q.left_hours - spent.get(q.id, 0.0) >= gpu_hours]
     if not enough:
         left = max(q.left_hours - spent.get(q.id, 0.0) for q in live)
-        return QuotaCheck(
-            None, "exhausted", f"{left:.1f} GPU-hours left, the job needs {gpu_hours:g}"
-        )
+        return QuotaCheck(None, "exhausted", left)
     lasting = [q for q in enough if ends.get(q.id, float("inf")) >= run_end]
     if not lasting:
-        return QuotaCheck(None, "expires", "its quota expires before the job would end")
+        return QuotaCheck(None, "expires")
     return QuotaCheck(lasting[0])

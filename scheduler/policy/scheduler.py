@@ -17,6 +17,13 @@ from scheduler.policy.quota import QuotaCheck, check_quota
 from scheduler.policy.ranking import ordered
 from scheduler.policy.snapshot import HOUR, Backfill, Pending, Running, Snapshot, TypeChoice
 
+# Why no quota can pay for a job (policy.quota's problems), as the reason it waits.
+_QUOTA_WAITS = {
+    "none_live": WaitCode.NO_LIVE_QUOTA,
+    "exhausted": WaitCode.QUOTA_EXHAUSTED,
+    "expires": WaitCode.QUOTA_EXPIRES,
+}
+
 
 def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
     """Decide what starts now, what is preempted and (if `explain`) why the rest wait."""
@@ -81,18 +88,20 @@ class _Admission:
             return True
         run_end = self.snapshot.now + job.run_seconds
         ok: list[str] = []
-        problem: QuotaCheck | None = None
+        problem: tuple[str, QuotaCheck] | None = None  # the first type refused, and why
         for card in fitting:
             check = self._quota(job, card.name, run_end)
             if check.problem is None:
                 ok.append(card.name)
             elif problem is None:
-                problem = check
+                problem = (card.name, check)
         if not ok and problem is not None:
-            code = (
-                WaitCode.QUOTA_EXPIRES if problem.problem == "expires" else WaitCode.QUOTA_EXHAUSTED
+            gpu_type, check = problem
+            self.notes[job.id] = Note(
+                _QUOTA_WAITS[check.problem or "exhausted"],
+                gpu_type=gpu_type,
+                left_hours=check.left_hours,
             )
-            self.notes[job.id] = Note(code, problem.detail)
             return False
         self.types[job.id] = ok
         return True
@@ -166,7 +175,10 @@ class _Admission:
             if cheap_at > now + limit:
                 return placement, f"no {cheapest} frees up within {limit / 60:g} min"
             self.notes[job.id] = Note(
-                WaitCode.WAITING_FOR_CHEAPER_TYPE, gpu_type=cheapest, eta=cheap_at, detail=costlier
+                WaitCode.WAITING_FOR_CHEAPER_TYPE,
+                gpu_type=cheapest,
+                eta=cheap_at,
+                costlier=costlier,
             )
             return None, ""
         return None, ""

@@ -465,15 +465,14 @@ def _compute_waits(ctx: Context) -> dict[int, Wait]:
         waits[start.job_id] = Wait(
             start.job_id,
             WaitCode.STARTING,
-            f"{start.gpu_type} GPUs are free for it; it starts at the next scheduling cycle",
             positions[start.job_id],
             snapshot.now,
             start.gpu_type,
+            as_of=snapshot.now,
         )
     if not snapshot.hosts:  # a new install: say what is missing rather than "never fits"
-        words = "no GPU hosts are registered yet; an admin adds them with /gpu admin host add"
         waits = {
-            i: replace(w, words=words) if w.code is WaitCode.NEVER_FITS else w
+            i: replace(w, code=WaitCode.NO_HOSTS) if w.code is WaitCode.NEVER_FITS else w
             for i, w in waits.items()
         }
     return waits

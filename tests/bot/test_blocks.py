@@ -102,12 +102,10 @@ def wait(
         "gpu_type": "A100-80GB",
         "higher": 2,
         "earlier": 0,
-        "detail": "",
     }
     values.update(fields)
     eta = None if eta_in is None else NOW.timestamp() + eta_in
-    words = f"behind {values['higher']} jobs of higher priority for {values['gpu_type']}"
-    return Wait(job_id, code, words, position, eta, **values)
+    return Wait(job_id, code, position, eta, **values)
 
 
 def view(row: JobRecord | None = None, waits: Wait | None = None, team: str = "vision") -> JobView:

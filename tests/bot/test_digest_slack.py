@@ -50,9 +50,9 @@ def h(hours: float) -> datetime:
 
 def job(job_id: int, name: str, owner: str, *, data: bool = True, since: float = -2) -> JobLine:
     wait = (
-        WaitInfo("no_type_free", "no A100-80GB free for about 3.0 h", job_id, h(3), "A100-80GB")
+        WaitInfo("no_type_free", job_id, h(3), "A100-80GB")
         if data
-        else WaitInfo("waiting_for_data", "waiting for its data", job_id, None)
+        else WaitInfo("waiting_for_data", job_id, None)
     )
     return JobLine(
         job_id,

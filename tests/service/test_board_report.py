@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 import pytest
 from sqlmodel import Session, select
 
+from bot.i18n import wait_words
 from scheduler.app import Paika, Reply
 from scheduler.policy.plan import WaitCode
 from scheduler.service.board import BoardResult, CardState, TypeSummary
@@ -400,4 +401,6 @@ def test_waits_carry_their_numbers_for_other_languages(cluster: Paika) -> None:
     behind = waits["wide-1"]
     assert behind is not None and behind.code is WaitCode.BEHIND_HIGHER_PRIORITY
     assert (behind.higher, behind.earlier) == (1, 1)
-    assert f"behind 1 job of higher priority for {behind.gpu_type}" == behind.words
+    assert wait_words("en", behind, behind.as_of) == (
+        f"behind 1 job of higher priority for {behind.gpu_type}"
+    )
