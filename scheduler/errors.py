@@ -96,6 +96,8 @@ class Action(StrEnum):
     DRAIN_HOSTS = "drain_hosts"
     RESUME_HOSTS = "resume_hosts"
     REMOVE_HOSTS = "remove_hosts"
+    LIST_MEMBERS = "list_members"
+    LIST_HOSTS = "list_hosts"
 
 
 class PaikaError(Exception):

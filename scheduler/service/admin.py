@@ -93,7 +93,8 @@ def set_role(ctx: Context, user: str, role: str) -> Member:
 
 
 def list_members(ctx: Context, team: str | None) -> Sequence[Member]:
-    """Members, of one team or all."""
+    """Members, of one team or all (admins only: who is who is not everyone's business)."""
+    ctx.require_admin(Action.LIST_MEMBERS)
     team_id = team_by_name(ctx, team).id if team else None
     return org_queries.members(session=ctx.session, team_id=team_id)
 
@@ -137,7 +138,8 @@ def remove_host(ctx: Context, name: str) -> Host:
 
 
 def list_hosts(ctx: Context) -> Sequence[Host]:
-    """Every registered host."""
+    """Every registered host, with its agent's address (admins only)."""
+    ctx.require_admin(Action.LIST_HOSTS)
     return cluster_queries.all_hosts(session=ctx.session)
 
 

@@ -68,6 +68,9 @@ class StatusResult:
     history: Sequence[EventRecord]
     bumps: Sequence[BumpRecord]
     ledger: Sequence[LedgerRecord]
+    # Whether the reader may see the job's command: its team, approvers and admins only
+    # (people put secrets in commands); for anyone else `view.job.command` is empty.
+    shows_command: bool = True
 
 
 @dataclass(frozen=True)
@@ -318,11 +321,16 @@ def status(ctx: Context, job_id: int | None, name: str | None) -> StatusResult:
     """Everything about one job: where it is, why it waits, its history and its cost."""
     job = job_by_ref(ctx, job_id, name)
     session, job_id = ctx.session, job.id or 0
+    view = view_of(ctx, job)
+    shows_command = ctx.actor.in_team(job.team_id)
+    if not shows_command:
+        view = replace(view, job=replace(view.job, command=""))
     return StatusResult(
-        view_of(ctx, job),
+        view,
         [EventRecord.of(e) for e in job_queries.history(session=session, job_id=job_id)],
         [BumpRecord.of(b) for b in job_queries.bumps_of_job(session=session, job_id=job_id)],
         [LedgerRecord.of(e) for e in accounting.ledger_of_job(session=session, job_id=job_id)],
+        shows_command,
     )
 
 
