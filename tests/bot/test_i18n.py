@@ -28,6 +28,8 @@ from bot.i18n import (
 )
 from scheduler.grammar import subcommand
 from scheduler.grammar.spec import PRIORITIES
+from scheduler.hosts.reconcile import ENDING_STOPS, REQUEUED_STOPS
+from scheduler.notices.events import EventCode, LostWhy
 from scheduler.notices.kinds import EVENT_KINDS
 from scheduler.policy.plan import Wait, WaitCode
 from scheduler.results import SaidCode
@@ -57,6 +59,10 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "role.": tuple(Role),
     "host.health.": tuple(HostState),
     "lang.saved.": LANGUAGES,
+    "notice.event.": tuple(EventCode),
+    "notice.event.why.": tuple(LostWhy),
+    "notice.event.stop.": tuple(REQUEUED_STOPS) + tuple(ENDING_STOPS),
+    "notice.idle.then.": ("release", "requeue", "keep"),
     "": tuple(SaidCode) + tuple(ChangeNote),  # these codes are their keys
 }
 
