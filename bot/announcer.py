@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 from bot.blocks.alerts import idle_ask, plain_alert, quota_alert, reclaim_notice
 from bot.blocks.common import Message
 from bot.blocks.notices import job_event
-from bot.digest import post_digest
+from bot.digest.slack import post_digest
 from bot.messenger import Messenger
 from bot.services import BotServices
 from scheduler.alerts.idle import ACTION_KIND, ASK_KIND

@@ -205,15 +205,15 @@ def digest_command(
     if lang not in ("en", "zh"):
         typer.echo(f"paika digest: --lang {lang} is not known; use en or zh.", err=True)
         raise typer.Exit(2)
+    from bot.digest.text import render_text
     from scheduler.digest import digest_now  # matplotlib and friends load only when asked
-    from scheduler.digest.text import render_text
 
     paika = _start()
     digest = digest_now(paika)
     if show:
         typer.echo(render_text(digest, paika.policy.zone), nl=False)
     if png is not None:
-        from scheduler.digest.picture import render_png
+        from bot.digest.picture import render_png
 
         try:
             png.write_bytes(render_png(digest, lang))

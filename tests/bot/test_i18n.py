@@ -13,6 +13,7 @@ import pytest
 from paika_test_time import T0
 
 import bot
+from bot.digest.picture import CHART_WORDS
 from bot.i18n import (
     LANGUAGES,
     catalogue,
@@ -63,6 +64,7 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "notice.event.why.": tuple(LostWhy),
     "notice.event.stop.": tuple(REQUEUED_STOPS) + tuple(ENDING_STOPS),
     "notice.idle.then.": ("release", "requeue", "keep"),
+    "digest.chart.": CHART_WORDS,
     "": tuple(SaidCode) + tuple(ChangeNote),  # these codes are their keys
 }
 
