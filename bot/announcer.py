@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 from bot.blocks.alerts import idle_ask, plain_alert, quota_alert, reclaim_notice
 from bot.blocks.common import Message
 from bot.blocks.notices import job_event
-from bot.digest import post_digest
+from bot.digest.slack import post_digest
 from bot.messenger import Messenger
 from bot.services import BotServices
 from scheduler.alerts.idle import ACTION_KIND, ASK_KIND
@@ -25,7 +25,7 @@ from scheduler.alerts.quota import EXPIRY_KIND, USED_KIND
 from scheduler.digest.model import Digest
 from scheduler.digest.schedule import KIND as DIGEST_KIND
 from scheduler.notices.approvals import DECISION_KIND, REQUEST_KIND
-from scheduler.notices.events import event_of, is_event
+from scheduler.notices.events import is_event
 from scheduler.notices.kinds import EVENT_KINDS
 from scheduler.notices.outbox import Announcement
 
@@ -34,17 +34,12 @@ log = logging.getLogger(__name__)
 Renderer = Callable[[Announcement, str, ZoneInfo], Message]
 
 
-def event_notice(announcement: Announcement, lang: str, zone: ZoneInfo) -> Message:
-    """A job or host event (started, finished, unknown, host down …)."""
-    return job_event(event_of(announcement), lang, zone)
-
-
 RENDERERS: Mapping[str, Renderer] = {
     EXPIRY_KIND: quota_alert,
     USED_KIND: quota_alert,
     ASK_KIND: idle_ask,
     ACTION_KIND: reclaim_notice,
-    **{kind: event_notice for kind in EVENT_KINDS},
+    **{kind: job_event for kind in EVENT_KINDS},
 }
 
 

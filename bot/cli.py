@@ -106,6 +106,7 @@ def cmd(
 @app.command()
 def up() -> None:
     """Run the service: the scheduling cycle against the registered GPU hosts (Ctrl-C stops)."""
+    from bot.console_notices import ConsoleAnnouncer
     from scheduler.notices.events import LoggingObserver
     from scheduler.periodic import Periodic
     from scheduler.runner import MissingAgentToken, agent_cycle
@@ -118,8 +119,8 @@ def up() -> None:
         typer.echo(f"paika: {MissingAgentToken()}", err=True)
         raise typer.Exit(2)
     bot = _start_bot(paika)
-    # Every notice goes through the outbox: to Slack, or printed when Slack is off (None).
-    announcer = None if bot is None else bot.announcer
+    # Every notice goes through the outbox: to Slack, or printed when Slack is off.
+    announcer = ConsoleAnnouncer() if bot is None else bot.announcer
     periodic = Periodic(
         paika.engine, paika.policy, paika.clock, agent_cycle(paika, LoggingObserver()), announcer
     )
@@ -170,9 +171,18 @@ def demo(
 ) -> None:
     """The quick start: the real service on SQLite with three simulated GPU hosts, in accelerated time."""
     from bot.console import render
+    from bot.console_notices import ConsoleAnnouncer
     from scheduler.demo import run_demo
 
-    run_demo(seconds=seconds, speed=speed, seed=seed, out=sys.stdout, quiet=quiet, words=render)
+    run_demo(
+        seconds=seconds,
+        speed=speed,
+        seed=seed,
+        out=sys.stdout,
+        quiet=quiet,
+        words=render,
+        announcer=ConsoleAnnouncer(sys.stdout),
+    )
 
 
 @app.command("digest")
@@ -195,15 +205,15 @@ def digest_command(
     if lang not in ("en", "zh"):
         typer.echo(f"paika digest: --lang {lang} is not known; use en or zh.", err=True)
         raise typer.Exit(2)
+    from bot.digest.text import render_text
     from scheduler.digest import digest_now  # matplotlib and friends load only when asked
-    from scheduler.digest.text import render_text
 
     paika = _start()
     digest = digest_now(paika)
     if show:
         typer.echo(render_text(digest, paika.policy.zone), nl=False)
     if png is not None:
-        from scheduler.digest.picture import render_png
+        from bot.digest.picture import render_png
 
         try:
             png.write_bytes(render_png(digest, lang))

@@ -41,7 +41,7 @@ from scheduler.hosts.reconcile import (
     requeue_or_finish,
 )
 from scheduler.hosts.report import HostReport
-from scheduler.notices.events import Event, EventKind, Observer, record
+from scheduler.notices.events import Event, EventCode, EventKind, Observer, record
 from scheduler.policy.plan import Plan, Preempt, Start
 from scheduler.policy.scheduler import schedule
 from scheduler.snapshots import build_snapshot
@@ -170,7 +170,11 @@ class Cycle:
             failures = list(pool.map(self._dispatch, [orders for _, orders in persisted]))
         for (start, orders), failure in zip(persisted, failures, strict=True):
             try:
-                where = f"{', '.join(start.hosts)} ({len(start.gpu_ids)}× {start.gpu_type})"
+                where = {
+                    "hosts": list(start.hosts),
+                    "gpus": len(start.gpu_ids),
+                    "gpu_type": start.gpu_type,
+                }
                 self._settle_start(start.job_id, orders[0].attempt, failure, result, where)
             except Exception:  # one job's trouble never stops the others' starts
                 log.exception("job #%s: its start could not be settled", start.job_id)
@@ -193,15 +197,23 @@ class Cycle:
         attempt: int,
         failure: DispatchError | None,
         result: CycleResult,
-        where: str,
+        where: Mapping[str, object],
     ) -> None:
-        """Record what came of sending a start: started, refused, or not known yet."""
+        """Record what came of sending a start: started, refused, or not known yet.
+        `where`: the hosts it was sent to (and, for a first start, its GPUs and their type)."""
         now = result.at
         if failure is None:
 
             def started(job: Job) -> Event:
-                text = f"job #{job_id} {job.name} started on {where}"
-                return Event(EventKind.JOB_STARTED, now, text, job_id, owner=job.owner)
+                return Event(
+                    EventKind.JOB_STARTED,
+                    now,
+                    EventCode.STARTED,
+                    job_id,
+                    name=job.name,
+                    owner=job.owner,
+                    detail=where,
+                )
 
             if self._update(job_id, attempt, lambda s, j: _confirm(j, now), started, result):
                 result.started.append(job_id)
@@ -214,15 +226,16 @@ class Cycle:
         log.warning("start refused: %s", failure)
         if failure.bad_order:
             reason = f"its start was refused on {failure.host}: {failure.problem}"
-            kind, text = EventKind.JOB_FAILED, f"job #{job_id} cannot start: {failure.problem}"
+            kind, code = EventKind.JOB_FAILED, EventCode.START_REFUSED
+            said: dict[str, object] = {"host": failure.host, "problem": failure.problem}
 
             def change(session: Session, job: Job) -> None:
                 requeue_or_finish(session, job, now, reason, fail=True)
         else:
             reason = f"start failed on {failure.host}: {failure.problem}"
             unsent = not failure.reached  # the host never saw it: the attempt is given back
-            kind = EventKind.JOB_REQUEUED
-            text = f"job #{job_id} could not start on {failure.host} and is queued again: {failure.problem}"
+            kind, code = EventKind.JOB_REQUEUED, EventCode.START_FAILED
+            said = {"host": failure.host, "problem": failure.problem}
 
             def change(session: Session, job: Job) -> None:
                 requeue_or_finish(session, job, now, reason, unsent=unsent)
@@ -231,7 +244,7 @@ class Cycle:
             job_id,
             attempt,
             change,
-            lambda job: Event(kind, now, text, job_id, owner=job.owner),
+            lambda job: Event(kind, now, code, job_id, name=job.name, owner=job.owner, detail=said),
             result,
         )
         if job is not None and job.state in (JobState.QUEUED, JobState.WAITING_DATA):
@@ -330,7 +343,7 @@ class Cycle:
                 job = job_queries.get_job(session=session, job_id=job_id)
                 orders = _orders(session, job, _gpus_of(session, job_id)) if job else []
             if orders:
-                where = ", ".join(order.host for order in orders)
+                where = {"hosts": sorted({order.host for order in orders})}
                 self._settle_start(job_id, orders[0].attempt, self._dispatch(orders), result, where)
 
     def _send_stops(self, job_ids: list[int], orphans: list[tuple[str, str]]) -> None:
@@ -382,8 +395,15 @@ class Cycle:
                 detail={"for_job": preempt.for_job},
             )
             minutes = self.policy.scheduler.preemption.idle_grace_minutes
-            text = f"job #{job.id} {job.name} (idle class) is asked to checkpoint and stop within {minutes:g} min for core job #{preempt.for_job}; it is queued again after"
-            event = Event(EventKind.JOB_PREEMPTED, result.at, text, job.id, owner=job.owner)
+            event = Event(
+                EventKind.JOB_PREEMPTED,
+                result.at,
+                EventCode.PREEMPT_ASKED,
+                job.id,
+                name=job.name,
+                owner=job.owner,
+                detail={"minutes": minutes, "for_job": preempt.for_job},
+            )
             record(session, event)
         result.preempted.append(job.id or 0)
         result.events.append(event)

@@ -30,7 +30,7 @@ from scheduler.agent.jobs import JobStore
 from scheduler.agent.simulated import SimulatedReader
 from scheduler.app import Paika, Words, wordless
 from scheduler.notices.events import RecordingObserver
-from scheduler.notices.outbox import ConsoleAnnouncer, RecordingAnnouncer
+from scheduler.notices.outbox import Announcer, RecordingAnnouncer
 from scheduler.periodic import Periodic
 from scheduler.runner import agent_cycle
 from scheduler.serving import serve_in_thread, stop_server
@@ -108,8 +108,11 @@ def run_demo(
     out: TextIO,
     quiet: bool = False,
     words: Words = wordless,
+    announcer: Announcer | None = None,
 ) -> dict[str, object]:
-    """Run the demo; returns the summary it prints. `words`: how replies read (the console's)."""
+    """Run the demo; returns the summary it prints. `words`: how replies read, and
+    `announcer`: who tells the notices (the console's, from bot/); unless `quiet`, when
+    they are kept and not told."""
     folder = Path("paika-data") / "demo"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -134,8 +137,8 @@ def run_demo(
     agents = [_agent(folder, name, spec, token) for name, spec in HOSTS]
     recorder = RecordingObserver()
     # The demo's notices go through the outbox like any paika's: printed, or kept quiet.
-    announcer = RecordingAnnouncer() if quiet else ConsoleAnnouncer(out)
-    periodic = Periodic(paika.engine, paika.policy, clock, agent_cycle(paika, recorder), announcer)
+    teller = RecordingAnnouncer() if quiet or announcer is None else announcer
+    periodic = Periodic(paika.engine, paika.policy, clock, agent_cycle(paika, recorder), teller)
     try:
         _setup(paika, agents, out)
         periodic.start()

@@ -22,7 +22,7 @@ from scheduler.cycle import Cycle
 from scheduler.digest.schedule import raise_digest
 from scheduler.hosts.inventory import prune_samples
 from scheduler.notices.kinds import EVENT_KINDS
-from scheduler.notices.outbox import Announcer, ConsoleAnnouncer, Courier
+from scheduler.notices.outbox import Announcer, Courier
 from storage.db import session_scope
 from storage.leader import LeaderLock
 from storage.queries.notices import prune_old
@@ -48,10 +48,10 @@ class Periodic:
         policy: PolicyConfig,
         clock: Clock,
         cycle: Cycle,
-        announcer: Announcer | None = None,
+        announcer: Announcer,
     ) -> None:
         self.engine, self.policy, self.clock, self.cycle = engine, policy, clock, cycle
-        self.announcer: Announcer = announcer or ConsoleAnnouncer()
+        self.announcer = announcer  # the face's: Slack's, or the console's (bot/)
         self.courier = Courier(engine, self.announcer, clock)
         # The lease outlives a few missed cycles, so a slow cycle does not hand over leadership.
         self.lock = LeaderLock(

@@ -6,6 +6,7 @@ forbids."""
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -68,3 +69,35 @@ def test_a_forbidden_import_breaks_the_plan(
     report = " ".join((result.stdout + result.stderr).split())
     assert "Broken contracts" in report, report
     assert broken in report.split("Broken contracts", 1)[1], report
+
+
+# Libraries only the faces use: the bot draws the pictures and speaks to Slack.
+FACES_ONLY = ("matplotlib", "PIL", "slack_sdk", "slack_bolt")
+
+
+def test_the_scheduler_and_storage_draw_nothing_and_never_speak_to_slack() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for package in ("scheduler", "storage")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for name in _imported(path)
+        if name.split(".")[0] in FACES_ONLY
+    ]
+    assert found == []
+
+
+def test_the_check_for_face_libraries_sees_an_import_inside_a_function(tmp_path: Path) -> None:
+    module = tmp_path / "drawn.py"
+    module.write_text("def draw() -> None:\n    from matplotlib.figure import Figure\n")
+    assert _imported(module) == ["matplotlib.figure"]
+
+
+def _imported(path: Path) -> list[str]:
+    """Every module `path` imports, at any depth (a deferred import counts too)."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+    return names

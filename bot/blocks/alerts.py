@@ -32,6 +32,7 @@ from bot.blocks.common import (
 from bot.blocks.ids import ALERT_ACTIONS, IDLE_RELEASE, IDLE_STILL_USING, QUOTA_ACKNOWLEDGE
 from bot.blocks.job import gpu_hours, ref, state
 from bot.i18n import day, t, when
+from bot.notice_words import sentence
 from scheduler.alerts.idle import STILL_USING_QUIET
 from scheduler.alerts.quota import EXPIRY_KIND
 from scheduler.notices.outbox import Announcement
@@ -250,8 +251,8 @@ def _idle_blocks(alert: Announcement, lang: str) -> list[Block]:
 
 
 def plain_alert(alert: Announcement, lang: str, zone: ZoneInfo) -> Message:
-    """An alert without a builder of its own: paika's English words, and when."""
-    text = escape_keeping_mentions(alert.text) or alert.kind
+    """A notice without a builder of its own: its sentence, and when."""
+    text = escape_keeping_mentions(sentence(lang, alert)) or alert.kind
     blocks = [section(f":bell: {text}"), context(when(lang, alert.at, zone))]
     return Message(fit(text, _NOTIFICATION), blocks)
 

@@ -8,7 +8,9 @@ from zoneinfo import ZoneInfo
 from bot.blocks.common import Message, code, context, fit, mention, mrkdwn_escape, section
 from bot.blocks.job import priority, ref
 from bot.i18n import t, term, when
-from scheduler.notices.events import Event, EventKind
+from bot.notice_words import sentence
+from scheduler.notices.events import EventKind, event_of
+from scheduler.notices.outbox import Announcement
 from scheduler.service.bumps import DecisionResult
 from scheduler.service.records import BumpState
 
@@ -38,8 +40,9 @@ _NEXT = {
 }
 
 
-def job_event(event: Event, lang: str, zone: ZoneInfo) -> Message:
+def job_event(notice: Announcement, lang: str, zone: ZoneInfo) -> Message:
     """A job's owner (or a host's channel) hears what happened, when, and what to do next."""
+    event = event_of(notice)
     title = t(
         lang,
         f"event.{event.kind.value}",
@@ -47,8 +50,8 @@ def job_event(event: Event, lang: str, zone: ZoneInfo) -> Message:
         host=mrkdwn_escape(event.host or "?"),
     )
     emoji = _EMOJI.get(event.kind, ":information_source:")
-    # The scheduler's own words carry the details (host, card type, exit code).
-    detail = mrkdwn_escape(event.text)
+    # The whole sentence carries the details (host, card type, exit code).
+    detail = mrkdwn_escape(sentence(lang, notice))
     blocks = [
         section(f"{emoji} *{title}*\n{detail}"),
     ]

@@ -246,21 +246,10 @@ def _ask(run: IdleRun, number: int, policy: PolicyConfig, now: datetime, team: s
         "grace_minutes": knobs.grace_minutes,
         "action": action,
     }
-    then = {
-        "release": "stopped and its GPUs released",
-        "requeue": "stopped and queued again",
-    }.get(action, "left running")
-    text = (
-        f"Job #{job.id} {job.name} has held {len(run.gpu_ids)}× {run.gpu_type} on "
-        f"{', '.join(run.hosts)} below {knobs.idle_utilization_pct:g}% utilization for "
-        f"{knobs.idle_minutes:g} min. Still using them? With no answer within "
-        f"{knobs.grace_minutes:g} min it is {then}."
-    )
     return Announcement(
         key=f"idle:{job.id}:{job.attempts}:{number}",
         kind=ASK_KIND,
         at=now,
-        text=text,
         to_users=(job.owner,),
         detail=detail,
     )
@@ -366,15 +355,6 @@ def _reclaim(
         target_id=job.id,
         detail={"action": action, "alert": ask.key, "idle_minutes": minutes, "by": by},
     )
-    if by is None:
-        why = f"no answer within {policy.reclaim.grace_minutes:g} min"
-    else:
-        why = f"<@{by}> released them"
-    outcome = (
-        "it is being stopped and queued again"
-        if action == "requeue"
-        else "it is being stopped and its GPUs released"
-    )
     detail = {
         **{
             k: ask.detail.get(k)
@@ -402,7 +382,6 @@ def _reclaim(
         key=f"reclaim:{job.id}:{job.attempts}:{ask.detail.get('ask', 1)}",
         kind=ACTION_KIND,
         at=now,
-        text=f"Job #{job.id} {job.name} held its GPUs idle for {minutes:g} min; {why}: {outcome}.",
         to_users=(job.owner,),
         detail=detail,
     )

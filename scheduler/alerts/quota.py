@@ -146,7 +146,6 @@ def _covered(occasion: _Occasion, by: _Occasion, row: Quota, now: datetime) -> A
         key=occasion.key,
         kind=occasion.kind,
         at=now,
-        text=f"covered by {by.key}",
         detail={"subject": str(row.id), "quota_id": row.id, "covered_by": by.key},
     )
 
@@ -184,32 +183,10 @@ def _announcement(
         key=occasion.key,
         kind=occasion.kind,
         at=now,
-        text=_text(detail, occasion.kind, cut),
         to_users=(row.owner,),
         to_channel=True,
         detail=detail,
     )
-
-
-def _text(detail: dict[str, Any], kind: str, cut: Sequence[dict[str, Any]]) -> str:
-    """The alert in plain English (the console, and Slack's notification line)."""
-    name = (
-        f"Quota #{detail['quota_id']} of team {detail['team']} ({detail['gpu_type'] or 'any type'})"
-    )
-    left = f"{detail['left_hours']:.1f} of {detail['gpu_hours']:g} GPU-hours left"
-    days = detail["days_left"]
-    when = "today" if days == 0 else "tomorrow" if days == 1 else f"in {days} days"
-    if kind == EXPIRY_KIND:
-        text = f"{name} expires on {detail['expires_on']} ({when}): {left}."
-    else:
-        text = (
-            f"{name} is {detail['used_pct']:g}% used: {left}; it expires on {detail['expires_on']}."
-        )
-    if cut:
-        names = ", ".join(f"#{job['id']} {job['name']}" for job in cut[:5])
-        more = f" and {len(cut) - 5} more" if len(cut) > 5 else ""
-        text += f" Jobs that would be cut off: {names}{more}."
-    return text
 
 
 def _jobs(session: Session, policy: PolicyConfig, now: datetime) -> _Jobs:

@@ -1,9 +1,8 @@
 """The daily digest: the readiness board posted to the channel every morning.
 
 `build_digest` reads it from the database (`data.py`) into plain data (`model.py`) that
-travels as JSON through the alerts outbox; `render_text` and `render_png` draw it for the
-terminal and for Slack's file upload; `raise_digest` decides when it is due and claims it
-once (`schedule.py`). The picture needs matplotlib, so it is imported only where drawn.
+travels as JSON through the outbox; `raise_digest` decides when it is due and claims it
+once (`schedule.py`). The bot says and draws it (bot/digest/: Block Kit, text, picture).
 """
 
 from __future__ import annotations

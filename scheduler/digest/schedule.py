@@ -20,7 +20,6 @@ from sqlalchemy import Engine
 
 from scheduler.config import PolicyConfig
 from scheduler.digest.data import build_digest, system_context
-from scheduler.digest.model import Digest
 from scheduler.notices.kinds import NoticeKind
 from scheduler.notices.outbox import Announcement, claim
 from storage.db import session_scope
@@ -79,19 +78,9 @@ def raise_digest(engine: Engine, policy: PolicyConfig, now: datetime) -> Announc
             key=key,
             kind=KIND,
             at=now,
-            text=summary(digest),
             to_channel=True,
             detail={**digest.to_json(), "subject": due.isoformat()},
         )
         if not claim(session, announcement):
             return None  # another instance claimed it between our lookup and our claim
     return announcement
-
-
-def summary(digest: Digest) -> str:
-    """One line of plain English: the notification text and the console's line."""
-    return (
-        f"Daily GPU board for {digest.day.isoformat()}: {digest.free_gpus} of "
-        f"{digest.total_gpus} GPUs free, {digest.running} jobs running, {digest.waiting} "
-        f"waiting ({digest.waiting_for_data} for data)."
-    )

@@ -18,7 +18,7 @@ from sqlmodel import Session
 from scheduler.config import PolicyConfig
 from scheduler.dispatch import agent_job_id
 from scheduler.hosts.report import GpuReading, HostReport
-from scheduler.notices.events import Event, EventKind
+from scheduler.notices.events import Event, EventCode, EventKind
 from storage.models import Gpu, GpuSample, Host, HostState
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
@@ -82,9 +82,7 @@ def apply_reports(
 def _answered(session: Session, host: Row[Any], report: HostReport, ctx: _Round) -> list[Event]:
     events = []
     if host.state == HostState.DOWN:
-        events.append(
-            Event(EventKind.HOST_UP, ctx.now, f"host {host.name} is back", host=host.name)
-        )
+        events.append(Event(EventKind.HOST_UP, ctx.now, EventCode.HOST_BACK, host=host.name))
     change: dict[str, Any] = {}
     if host.state != HostState.UP:
         change.update(state=HostState.UP, state_since=ctx.now)
@@ -108,8 +106,9 @@ def _failed(host: Row[Any], report: HostReport, ctx: _Round) -> list[Event]:
             Event(
                 EventKind.HOST_DOWN,
                 ctx.now,
-                f"host {host.name} is down: {report.error}",
+                EventCode.HOST_DOWN,
                 host=host.name,
+                detail={"error": report.error},
             )
         )
     change: dict[str, Any] = {"id": host.id, "failed_polls": failed_polls}

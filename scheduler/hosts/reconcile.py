@@ -33,7 +33,7 @@ from scheduler.config import PolicyConfig
 from scheduler.dispatch import agent_job_id
 from scheduler.hosts.report import AgentJobState, HostReport
 from scheduler.ledger import close_allocations_at
-from scheduler.notices.events import Event, EventKind, record
+from scheduler.notices.events import Event, EventCode, EventKind, LostWhy, record
 from storage.db import lost_race, session_scope
 from storage.models import ON_HOST_STATES, Allocation, Job, JobState
 from storage.queries import audit
@@ -54,6 +54,19 @@ ENDING_STOPS = {
     "release": (JobState.CANCELLED, "released: its GPUs sat idle"),
     "done": (JobState.SUCCEEDED, "marked done"),
 }
+
+
+# Why a run is gone, in the English its job's history keeps (the notice carries the code).
+_LOST_WHY = {
+    LostWhy.NEVER_TOOK_START: "its host never took the start",
+    LostWhy.AGENT_LOST: "its host lost it (the agent restarted without it)",
+    LostWhy.HOST_GAVE_UP: "its host did not answer for {hours:g} h",
+}
+
+
+def _event(kind: EventKind, code: EventCode, job: Job, now: datetime, **said: object) -> Event:
+    """An event of `job`, told to its owner, with the values its sentence names."""
+    return Event(kind, now, code, job.id, name=job.name, owner=job.owner, detail=said)
 
 
 class Seen(Enum):
@@ -206,11 +219,9 @@ def _running(session: Session, job: Job, now: datetime, found: Reconciliation) -
         lifecycle.move(
             session, job, JobState.RUNNING, at=now, actor=ACTOR, reason="its host answers again"
         )
-        text = f"job #{job.id} {job.name}: its host answers again and it is still running"
-        found.events.append(Event(EventKind.JOB_RESUMED, now, text, job.id, owner=job.owner))
+        found.events.append(_event(EventKind.JOB_RESUMED, EventCode.HOST_ANSWERS, job, now))
     elif job.confirmed_at is None:  # a start whose answer was lost: it did start
-        text = f"job #{job.id} {job.name} started"
-        found.events.append(Event(EventKind.JOB_STARTED, now, text, job.id, owner=job.owner))
+        found.events.append(_event(EventKind.JOB_STARTED, EventCode.START_CONFIRMED, job, now))
     job.missing_since = None
     job.confirmed_at = job.confirmed_at or now
     session.add(job)
@@ -236,13 +247,12 @@ def _gone(
         if job.stop_requested_at is not None:
             found.stops.append(job.id or 0)
         elif job.started_at is not None and now - job.started_at >= patience:
-            why = "its host never took the start"
+            why = LostWhy.NEVER_TOOK_START
             _lost(session, policy, job, now, job.started_at, why, found)  # nothing ran: no charge
         else:
             found.resend.append(job.id or 0)
         return
-    why = "its host lost it (the agent restarted without it)"
-    _lost(session, policy, job, now, job.missing_since or now, why, found)
+    _lost(session, policy, job, now, job.missing_since or now, LostWhy.AGENT_LOST, found)
 
 
 def _silent(
@@ -260,11 +270,11 @@ def _silent(
         minutes = silent_for.total_seconds() / 60
         reason = f"its host has not answered for {minutes:.0f} min"
         lifecycle.move(session, job, JobState.UNKNOWN, at=now, actor=ACTOR, reason=reason)
-        text = f"job #{job.id} {job.name}: {reason}; it keeps its GPUs until the host answers again"
-        found.events.append(Event(EventKind.JOB_UNKNOWN, now, text, job.id, owner=job.owner))
+        found.events.append(
+            _event(EventKind.JOB_UNKNOWN, EventCode.HOST_SILENT, job, now, minutes=round(minutes))
+        )
     elif job.state == JobState.UNKNOWN and silent_for >= timedelta(hours=knobs.give_up_after_hours):
-        why = f"its host did not answer for {knobs.give_up_after_hours:g} h"
-        _lost(session, policy, job, now, job.missing_since, why, found)
+        _lost(session, policy, job, now, job.missing_since, LostWhy.HOST_GAVE_UP, found)
 
 
 def _lost(
@@ -273,11 +283,14 @@ def _lost(
     job: Job,
     now: datetime,
     last_seen: datetime,
-    why: str,
+    lost: LostWhy,
     found: Reconciliation,
 ) -> None:
     """The run is gone (or given up on): do what its stop asked, else requeue it as a new
     attempt — failed only once it has been started `max_attempts` times."""
+    hours = policy.scheduler.hosts.give_up_after_hours
+    why = _LOST_WHY[lost].format(hours=hours)  # the job's history keeps the English reason
+    said = {"why": lost.value, "hours": hours}
     asked = job.stop_reason
     if asked in ENDING_STOPS:
         state, done = ENDING_STOPS[asked]
@@ -286,12 +299,12 @@ def _lost(
     if asked not in REQUEUED_STOPS and job.attempts >= policy.scheduler.hosts.max_attempts:
         reason = f"lost: {why}, after {job.attempts} attempts"
         _finish(session, policy, job, JobState.FAILED, now, reason, until=last_seen)
-        text = f"job #{job.id} {job.name} was lost: {why}; it has used its {job.attempts} attempts"
-        found.events.append(Event(EventKind.JOB_LOST, now, text, job.id, owner=job.owner))
+        found.events.append(
+            _event(EventKind.JOB_LOST, EventCode.LOST, job, now, attempts=job.attempts, **said)
+        )
         return
     _requeue(session, policy, job, now, f"requeued: {why}", until=last_seen)
-    text = f"job #{job.id} {job.name}: {why}; it is queued again as a new attempt"
-    found.events.append(Event(EventKind.JOB_REQUEUED, now, text, job.id, owner=job.owner))
+    found.events.append(_event(EventKind.JOB_REQUEUED, EventCode.LOST_REQUEUED, job, now, **said))
 
 
 def _ended(
@@ -316,8 +329,7 @@ def _ended(
     if not known.launched:  # its stop reached the host before its start: it never ran
         state = requeue_or_finish(session, job, now, f"stopped ({asked}) before it started")
         kind = EventKind.JOB_REQUEUED if state in PENDING else EventKind.JOB_FINISHED
-        text = f"job #{job.id} {job.name} was stopped before it started ({state})"
-        found.events.append(Event(kind, now, text, job.id, owner=job.owner))
+        found.events.append(_event(kind, EventCode.STOPPED_UNSTARTED, job, now, state=str(state)))
         return
     if asked in REQUEUED_STOPS:
         why = REQUEUED_STOPS[asked]
@@ -325,25 +337,27 @@ def _ended(
         lifecycle.move(
             session, job, back_in_line(job), at=now, actor=ACTOR, reason=f"requeued: {why}"
         )
-        text = f"job #{job.id} {job.name} was stopped ({why}) and is queued again"
-        found.events.append(Event(EventKind.JOB_PREEMPTED, now, text, job.id, owner=job.owner))
+        found.events.append(
+            _event(EventKind.JOB_PREEMPTED, EventCode.STOPPED_REQUEUED, job, now, stop=asked)
+        )
         return
     if asked in ENDING_STOPS:
         state, why = ENDING_STOPS[asked]
         _finish(session, policy, job, state, now, why, until=until)
-        text = f"job #{job.id} {job.name} stopped ({why})"
-        found.events.append(Event(EventKind.JOB_FINISHED, now, text, job.id, owner=job.owner))
+        found.events.append(_event(EventKind.JOB_FINISHED, EventCode.STOPPED, job, now, stop=asked))
         return
     job.exit_code = known.exit_code
     if known.state == "exited" and known.exit_code == 0:
         _finish(session, policy, job, JobState.SUCCEEDED, now, "exited with 0", until=until)
-        text = f"job #{job.id} {job.name} finished"
-        found.events.append(Event(EventKind.JOB_FINISHED, now, text, job.id, owner=job.owner))
+        found.events.append(_event(EventKind.JOB_FINISHED, EventCode.FINISHED, job, now))
         return
     why = f"exited with {known.exit_code}" if known.state == "exited" else "was killed on its host"
     _finish(session, policy, job, JobState.FAILED, now, why, until=until)
-    text = f"job #{job.id} {job.name} failed: {why}"
-    found.events.append(Event(EventKind.JOB_FAILED, now, text, job.id, owner=job.owner))
+    if known.state == "exited":
+        event = _event(EventKind.JOB_FAILED, EventCode.FAILED, job, now, exit_code=known.exit_code)
+    else:
+        event = _event(EventKind.JOB_FAILED, EventCode.KILLED, job, now)
+    found.events.append(event)
 
 
 def _watched_throughout(session: Session, job: Job) -> bool:

@@ -21,38 +21,45 @@ DECISION_KIND = NoticeKind.BUMP_DECIDED
 
 def ask_approvers(session: Any, request: BumpRequest, job: Job, now: datetime) -> None:
     """Ask the job team's approvers to decide `request` (in the caller's transaction)."""
-    text = (
-        f"<@{request.requested_by}> asks to move job #{job.id} {job.name} from "
-        f"{request.from_priority} to {request.to_priority}: {request.reason}. "
-        f"Approvers: /gpu approve {request.id} or /gpu deny {request.id}"
-    )
     claim(
         session,
         Announcement(
             key=f"{REQUEST_KIND}:{request.id}",
             kind=REQUEST_KIND,
             at=now,
-            text=text,
-            detail={"subject": f"bump:{request.id}", "request_id": request.id, "job_id": job.id},
+            detail=_values(request, job),
         ),
     )
 
 
 def tell_requester(session: Any, request: BumpRequest, job: Job, now: datetime) -> None:
     """Tell whoever asked how `request` was decided (in the caller's transaction)."""
-    text = (
-        f"bump request #{request.id} for job #{job.id} {job.name} was {request.state} "
-        f"by <@{request.decided_by}>"
-        + (f": {request.decision_reason}" if request.decision_reason else "")
-    )
     claim(
         session,
         Announcement(
             key=f"{DECISION_KIND}:{request.id}",
             kind=DECISION_KIND,
             at=now,
-            text=text,
             to_users=(request.requested_by,),
-            detail={"subject": f"bump:{request.id}", "request_id": request.id, "job_id": job.id},
+            detail={
+                **_values(request, job),
+                "state": request.state,
+                "decided_by": request.decided_by,
+                "decision_reason": request.decision_reason,
+            },
         ),
     )
+
+
+def _values(request: BumpRequest, job: Job) -> dict[str, Any]:
+    """What a bump notice names: the request and its job, as they were when it was raised."""
+    return {
+        "subject": f"bump:{request.id}",
+        "request_id": request.id,
+        "job_id": job.id,
+        "name": job.name,
+        "requested_by": request.requested_by,
+        "from_priority": request.from_priority,
+        "to_priority": request.to_priority,
+        "reason": request.reason,
+    }

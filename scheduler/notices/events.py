@@ -4,14 +4,20 @@ An event is recorded in the outbox (`record`) in the same transaction as the cha
 reports, so a crash or a Slack outage never loses it; the courier delivers it to the job's
 owner (job events) or the channel (hosts down and back). Observers see each event once the
 cycle is over: tests, and the demo's summary; they tell nobody.
+
+An event carries no sentence: its kind, a code for what happened (`EventCode`) and the plain
+values that sentence names (the job's name, hosts, an exit code, minutes). The bot says it
+from its catalogue, in the reader's language.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Protocol
 
 from scheduler.notices.kinds import EVENT_KINDS, NoticeKind
@@ -24,17 +30,52 @@ log = logging.getLogger(__name__)
 EventKind = NoticeKind
 
 
+class EventCode(StrEnum):
+    """What happened, beside the event's kind; the values each code names are listed."""
+
+    STARTED = "started"  # hosts, gpus, gpu_type (gpus and gpu_type absent on a resent start)
+    START_CONFIRMED = "start_confirmed"  # a start whose answer was lost did start
+    START_REFUSED = "start_refused"  # problem: the host's own words on why
+    START_FAILED = "start_failed"  # host, problem; it is queued again
+    PREEMPT_ASKED = "preempt_asked"  # minutes (to checkpoint), for_job (the core job)
+    HOST_ANSWERS = "host_answers"  # its host answers again and still runs it
+    HOST_SILENT = "host_silent"  # minutes its host has been silent; it keeps its GPUs
+    LOST = "lost"  # why (LostWhy), hours (host_gave_up), attempts: it failed
+    LOST_REQUEUED = "lost_requeued"  # why (LostWhy), hours: queued again as a new attempt
+    STOPPED_UNSTARTED = "stopped_unstarted"  # state: stopped before it ever ran
+    STOPPED_REQUEUED = "stopped_requeued"  # stop: preempt or reclaim; queued again
+    STOPPED = "stopped"  # stop: cancel, release or done
+    FINISHED = "finished"  # exited with 0
+    FAILED = "failed"  # exit_code
+    KILLED = "killed"  # killed on its host
+    HOST_BACK = "host_back"
+    HOST_DOWN = "host_down"  # error: why the last poll failed
+
+
+_CODES = frozenset(code.value for code in EventCode)
+
+
+class LostWhy(StrEnum):
+    """Why a run is gone from its host."""
+
+    NEVER_TOOK_START = "never_took_start"
+    AGENT_LOST = "agent_lost"  # the agent restarted without it
+    HOST_GAVE_UP = "host_gave_up"  # its host did not answer for `hours`
+
+
 @dataclass(frozen=True)
 class Event:
-    """One thing worth telling someone: what, when, about which job or host, to whom."""
+    """One thing worth telling someone: what, when, about which job or host, to whom, and
+    the values the telling names (in `detail`, JSON-able)."""
 
     kind: NoticeKind
     at: datetime
-    text: str
+    code: EventCode | None  # None only for a notice written before events carried codes
     job_id: int | None = None
+    name: str | None = None  # the job's name, for job events
     host: str | None = None
     owner: str | None = None  # the Slack user to tell, for job events
-    detail: dict[str, object] = field(default_factory=dict)
+    detail: Mapping[str, object] = field(default_factory=dict)
 
 
 HOST_KINDS = frozenset({EventKind.HOST_DOWN, EventKind.HOST_UP})
@@ -54,14 +95,17 @@ def announcement_of(event: Event) -> Announcement:
         key=f"{event.kind.value}:{subject}:{uuid.uuid4().hex}",
         kind=event.kind.value,
         at=event.at,
-        text=event.text,
         to_users=(event.owner,) if event.owner else (),
         to_channel=event.kind in HOST_KINDS,
         detail={
             "subject": subject,
             "job_id": event.job_id,
             "host": event.host,
-            "event": dict(event.detail),
+            "event": {
+                **event.detail,
+                "code": event.code.value if event.code else None,
+                "name": event.name,
+            },
         },
     )
 
@@ -70,14 +114,18 @@ def event_of(announcement: Announcement) -> Event:
     """The event a notice was made from (for rendering it)."""
     detail = announcement.detail
     job_id = detail.get("job_id")
+    values = dict(detail.get("event") or {})
+    code = values.pop("code", None)
+    name = values.pop("name", None)
     return Event(
         EventKind(announcement.kind),
         announcement.at,
-        announcement.text,
+        EventCode(code) if code in _CODES else None,
         int(job_id) if job_id is not None else None,
+        name=str(name) if name is not None else None,
         host=detail.get("host"),
         owner=announcement.to_users[0] if announcement.to_users else None,
-        detail=dict(detail.get("event") or {}),
+        detail=values,
     )
 
 
@@ -96,7 +144,14 @@ class LoggingObserver:
     """Logs each event at debug level (`paika up`: people hear of it through the outbox)."""
 
     def notify(self, event: Event) -> None:
-        log.debug("%s: %s", event.kind.value, event.text)
+        log.debug(
+            "%s %s: job %s host %s %s",
+            event.kind.value,
+            event.code,
+            event.job_id,
+            event.host,
+            dict(event.detail),
+        )
 
 
 class RecordingObserver:

@@ -1,9 +1,10 @@
 """The outbox: every notice is claimed once, in the transaction of the change that caused it,
 and delivered until it gets through.
 
-The scheduler never knows Slack: the courier hands each due notice, as an `Announcement`,
-to the one `Announcer` of its medium. The console announcer prints it; the bot's posts it
-(DMs, the channel, buttons, pictures). A sender takes a notice for a lease before sending
+The scheduler never knows Slack and says no sentence: a notice is its kind and the plain
+values it names, and the courier hands each due one, as an `Announcement`, to the one
+`Announcer` of its medium. The bot's announcers say it from their catalogue: the console's
+prints it, Slack's posts it (DMs, the channel, buttons, pictures). A sender takes a notice for a lease before sending
 it, so of several paika instances one sends it; a failed sending is tried again later,
 further apart each time, for up to a day. A crash between sending and marking it sent can
 repeat that one notice; nothing is ever lost.
@@ -12,12 +13,11 @@ repeat that one notice; nothing is ever lost.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TextIO
+from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
@@ -36,41 +36,23 @@ GIVE_UP_AFTER = timedelta(days=1)  # a notice not delivered in a day is stale ne
 
 @dataclass(frozen=True)
 class Announcement:
-    """One alert, ready to deliver: to whom, and the data to render."""
+    """One notice, ready to deliver: to whom, and the data to render (never a sentence)."""
 
-    key: str  # the alert's occasion key (its row in `alerts`)
-    kind: str  # e.g. quota_expiry, quota_used, gpus_idle, gpus_reclaimed, digest
+    key: str  # the notice's occasion key (its row in `notices`)
+    kind: str  # a NoticeKind: job_started, bump_request, quota_expiry, digest …
     at: datetime  # when it was raised
-    text: str  # the plain English of it (console, Slack's notification text)
     to_users: tuple[str, ...] = ()  # Slack users to DM
     to_channel: bool = False  # also post in the policy's channel (slack.channel)
     detail: Mapping[str, Any] = field(default_factory=dict)  # JSON-able data to render from
+    # The English sentence a notice written by an older paika stored instead of its values;
+    # such a notice is said as stored. Never set for a notice written now.
+    legacy_text: str | None = None
 
 
 class Announcer(Protocol):
     """Delivers announcements; True only when the delivery got through (else it is retried)."""
 
     def announce(self, announcement: Announcement) -> bool: ...
-
-
-class ConsoleAnnouncer:
-    """Prints each announcement (no Slack configured, the demo)."""
-
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stdout
-
-    def announce(self, announcement: Announcement) -> bool:
-        to = (
-            " → " + ", ".join(f"<@{u}>" for u in announcement.to_users)
-            if announcement.to_users
-            else ""
-        )
-        print(
-            f"[{announcement.at:%H:%M:%S}] {announcement.kind}: {announcement.text}{to}",
-            file=self.stream,
-            flush=True,
-        )
-        return True
 
 
 class RecordingAnnouncer:
@@ -99,7 +81,6 @@ def claim(session: Any, announcement: Announcement) -> bool:
         subject=str(announcement.detail.get("subject", "")),
         now=announcement.at,
         detail={
-            "text": announcement.text,
             "to_users": list(announcement.to_users),
             "to_channel": announcement.to_channel,
             "detail": dict(announcement.detail),
@@ -110,14 +91,15 @@ def claim(session: Any, announcement: Announcement) -> bool:
 def from_row(row: Notice) -> Announcement:
     """The announcement a claimed notice row stands for."""
     stored = row.detail or {}
+    legacy = stored.get("text")  # only rows written before notices carried no sentence
     return Announcement(
         key=row.key,
         kind=row.kind,
         at=row.created_at,
-        text=str(stored.get("text", "")),
         to_users=tuple(stored.get("to_users", ())),
         to_channel=bool(stored.get("to_channel", False)),
         detail=stored.get("detail", {}),
+        legacy_text=str(legacy) if legacy else None,
     )
 
 

@@ -15,6 +15,7 @@ import pytest
 import uvicorn
 from sqlmodel import Session, col, select
 
+from bot.notice_words import sentence
 from scheduler.agent.app import build_app
 from scheduler.agent.gpus import GpuLoad
 from scheduler.agent.jobs import JobStore
@@ -237,7 +238,7 @@ def test_an_idle_normal_job_is_asked_once_then_stopped_and_queued_again(world: W
     assert world.ticks(GRACE_MINUTES - 1) == []  # asked once; the grace runs
     [action] = world.tick()
     assert action.kind == ACTION_KIND and action.key == f"reclaim:{job.id}:1:1"
-    assert action.to_users == ("UALICE",) and "queued again" in action.text
+    assert action.to_users == ("UALICE",) and "queued again" in sentence("en", action)
     assert world.job("notebook").stop_reason == "reclaim"
     world.until(lambda: world.job("notebook").attempts == 2)
     assert world.agent.run_state(f"{job.id}.1") != "running"  # the host confirmed the stop
@@ -266,7 +267,7 @@ def test_an_idle_class_job_is_released_and_its_gpus_freed(world: World) -> None:
     job = _started(world, "sweep", priority="idle")
     world.ticks(IDLE_MINUTES + GRACE_MINUTES)
     [action] = world.actions()
-    assert action.detail["action"] == "release" and "GPUs released" in action.text
+    assert action.detail["action"] == "release" and "GPUs released" in sentence("en", action)
     world.until(lambda: world.job("sweep").state == JobState.CANCELLED)
     assert world.job("sweep").state_reason == "released: its GPUs sat idle"
     assert world.agent.run_state(f"{job.id}.1") != "running"
@@ -322,7 +323,9 @@ def test_a_release_answer_releases_at_once(world: World) -> None:
         world.clock.now(),
     )
     assert answered.changed and answered.action is not None
-    assert answered.action.detail["by"] == "UVERA" and "<@UVERA> released" in answered.action.text
+    assert answered.action.detail["by"] == "UVERA" and "<@UVERA> released" in sentence(
+        "en", answered.action
+    )
     world.until(lambda: world.job("forgotten").state == JobState.CANCELLED)
     assert world.agent.run_state(f"{job.id}.1") != "running"
     world.ticks(GRACE_MINUTES + 1)

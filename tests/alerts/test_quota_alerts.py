@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
+from bot.notice_words import sentence
 from scheduler import lifecycle
 from scheduler.alerts.quota import EXPIRY_KIND, USED_KIND, acknowledge, raise_quota_alerts
 from scheduler.app import Paika
@@ -86,7 +87,7 @@ def test_each_expiry_threshold_goes_out_once_as_the_days_pass(
     first = announcer.announcements[0]
     assert first.kind == EXPIRY_KIND and first.to_users == (OWNER,) and first.to_channel
     assert first.detail["team"] == "vision" and first.detail["left_hours"] == 100
-    assert "expires on 2026-11-20 (in 14 days)" in first.text
+    assert "expires on 2026-11-20 (in 14 days)" in sentence("en", first)
 
 
 def test_days_are_counted_in_the_policy_time_zone(vision: Paika, clock: ManualClock) -> None:
@@ -319,7 +320,8 @@ def test_the_alert_names_the_jobs_the_quota_would_cut_off(
     [alert] = raise_quota_alerts(vision.engine, vision.policy, clock.now())
     named = {job["name"]: job["why"] for job in alert.detail["jobs"]}
     assert named == {"long": "ends_after_expiry", "huge": "needs_more_than_left"}
-    assert "#1 long" in alert.text and "#3 huge" in alert.text and "small" not in alert.text
+    said = sentence("en", alert)
+    assert "#1 long" in said and "#3 huge" in said and "small" not in said
 
 
 def test_only_the_owner_or_an_admin_acknowledges_and_the_first_answer_wins(

@@ -297,13 +297,15 @@ def test_every_alert_kind_renders_valid_blocks_in_both_languages(
     ask, _ = _ask(alert_bot, announcer)
     zone, at = alert_bot.services.zone, alert_bot.paika.clock.now()
     reclaimed = {**ask.detail, "action": "requeue", "by": None, "ask_key": ask.key}
-    notice = Announcement("reclaim:1:1:1", ACTION_KIND, at, "", ("U1",), detail=reclaimed)
+    notice = Announcement("reclaim:1:1:1", ACTION_KIND, at, ("U1",), detail=reclaimed)
     for lang in ("en", "zh"):
         messages = [RENDERERS[a.kind](a, lang, zone) for a in (quota, ask, notice)]
         messages += [
             quota_acknowledged(quota, MEMBER, at, lang, zone),
             plain_alert(
-                Announcement("x:1", "other", at, "<b>board</b> for <@U012AB3CD>"), lang, zone
+                Announcement("x:1", "other", at, legacy_text="<b>board</b> for <@U012AB3CD>"),
+                lang,
+                zone,
             ),
         ]
         messages += [

@@ -39,8 +39,9 @@ from bot.blocks.home import home_view
 from bot.blocks.notices import bump_decision_dm, job_event
 from bot.blocks.replies import error, reply
 from bot.console import render
-from scheduler.notices.events import Event, EventKind
+from scheduler.notices.events import Event, EventCode, EventKind, announcement_of
 from scheduler.notices.kinds import EVENT_KINDS
+from scheduler.notices.outbox import Announcement
 from scheduler.policy.admission import Admission, Verdict
 from scheduler.policy.plan import Wait, WaitCode
 from scheduler.policy.quota import QuotaState
@@ -272,10 +273,16 @@ def report(jobs: int = 40) -> ReportResult:
     return ReportResult(NOW - timedelta(days=7), NOW, None, rows, outcomes, 750.0, 2825.0)
 
 
-def event(kind: EventKind, text: str = "job #12 bert-ft started on gpu-01 (2× A100-80GB)") -> Event:
+def event(kind: EventKind, name: str = "bert-ft") -> Announcement:
     if kind in (EventKind.HOST_DOWN, EventKind.HOST_UP):
-        return Event(kind, NOW, f"host gpu-01 is {kind.value}", host="gpu-01")
-    return Event(kind, NOW, text, 12, owner=OWNER)
+        code = EventCode.HOST_DOWN if kind is EventKind.HOST_DOWN else EventCode.HOST_BACK
+        return announcement_of(
+            Event(kind, NOW, code, host="gpu-01", detail={"error": "connection refused"})
+        )
+    where = {"hosts": ["gpu-01"], "gpus": 2, "gpu_type": "A100-80GB"}
+    return announcement_of(
+        Event(kind, NOW, EventCode.STARTED, 12, name=name, owner=OWNER, detail=where)
+    )
 
 
 # --- checks --------------------------------------------------------------------------------
@@ -525,7 +532,7 @@ def test_user_text_cannot_mention_or_link(case: Case) -> None:
     messages += [
         bump_request(bump(reason=EVIL), view(evil), "en"),
         bump_decided(bump("denied", decision_reason=EVIL), view(evil), "en", ZONE),
-        job_event(event(EventKind.JOB_FAILED, f"job #12 {EVIL} failed"), "en", ZONE),
+        job_event(event(EventKind.JOB_FAILED, EVIL), "en", ZONE),
         Message(
             "", home_view(OWNER, [view(evil, wait())], board(1, 2), [], "en", ZONE, NOW)["blocks"]
         ),
@@ -670,9 +677,7 @@ def test_any_other_result_falls_back_to_its_plain_text() -> None:
 
 
 def test_job_events_tell_the_owner_what_to_do_next() -> None:
-    finished = shown(
-        job_event(event(EventKind.JOB_FINISHED, "job #12 bert-ft finished"), "en", ZONE)
-    )
+    finished = shown(job_event(event(EventKind.JOB_FINISHED), "en", ZONE))
     assert "Job #12 finished" in finished and "/gpu done #12" in finished
     down = shown(job_event(event(EventKind.HOST_DOWN), "zh", ZONE))
     assert "主机 gpu-01 宕机" in down

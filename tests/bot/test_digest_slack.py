@@ -20,7 +20,7 @@ from slack_sdk import WebClient
 
 from bot.blocks.common import MESSAGE_BLOCKS, MESSAGE_CHARS, SECTION_TEXT, text_size
 from bot.blocks.digest import digest_blocks
-from bot.digest import post_digest
+from bot.digest.slack import post_digest
 from bot.offline import BOT_TOKEN, CHANNEL_ID
 from bot.offline.slack_server import FakeSlack
 from scheduler.digest.model import (

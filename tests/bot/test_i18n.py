@@ -13,6 +13,7 @@ import pytest
 from paika_test_time import T0
 
 import bot
+from bot.digest.picture import CHART_WORDS
 from bot.i18n import (
     LANGUAGES,
     catalogue,
@@ -30,6 +31,8 @@ from scheduler.errors import Action, Problem
 from scheduler.grammar import subcommand
 from scheduler.grammar.errors import Mistake
 from scheduler.grammar.spec import PRIORITIES
+from scheduler.hosts.reconcile import ENDING_STOPS, REQUEUED_STOPS
+from scheduler.notices.events import EventCode, LostWhy
 from scheduler.notices.kinds import EVENT_KINDS
 from scheduler.policy.plan import Wait, WaitCode
 from scheduler.results import SaidCode
@@ -59,6 +62,11 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "role.": tuple(Role),
     "host.health.": tuple(HostState),
     "lang.saved.": LANGUAGES,
+    "notice.event.": tuple(EventCode),
+    "notice.event.why.": tuple(LostWhy),
+    "notice.event.stop.": tuple(REQUEUED_STOPS) + tuple(ENDING_STOPS),
+    "notice.idle.then.": ("release", "requeue", "keep"),
+    "digest.chart.": CHART_WORDS,
     "": tuple(SaidCode) + tuple(ChangeNote) + tuple(Problem) + tuple(Mistake),  # their keys
     "action.": tuple(Action),
     # the hint after "it cannot become …", for the states a job never leaves

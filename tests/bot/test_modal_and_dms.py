@@ -10,7 +10,7 @@ from sqlmodel import select
 from bot.announcer import SlackAnnouncer
 from bot.blocks import ids
 from bot.offline import SIGNING_SECRET, signing
-from scheduler.notices.events import Event, EventKind, record
+from scheduler.notices.events import Event, EventCode, EventKind, record
 from scheduler.notices.outbox import deliver_pending
 from storage.db import session_scope
 from storage.models import Job, Notice
@@ -122,23 +122,33 @@ def test_scheduler_events_reach_the_owner_by_dm_and_refresh_their_home(team_bot:
     now = team_bot.paika.clock.now()
     _tell(
         team_bot,
-        Event(EventKind.JOB_STARTED, now, "job #1 bert started on gpu-a", job_id=1, owner=MEMBER),
+        Event(
+            EventKind.JOB_STARTED,
+            now,
+            EventCode.STARTED,
+            job_id=1,
+            name="bert",
+            owner=MEMBER,
+            detail={"hosts": ["gpu-a"]},
+        ),
         Event(
             EventKind.JOB_FAILED,
             now + timedelta(seconds=1),
-            "job #1 bert failed (exit 3)",
+            EventCode.FAILED,
             job_id=1,
+            name="bert",
             owner=MEMBER,
             detail={"exit_code": 3},
         ),
         # No channel in the policy: a host event has nobody to tell, and is done with.
-        Event(EventKind.HOST_DOWN, now, "host gpu-a is down", host="gpu-a"),
+        Event(EventKind.HOST_DOWN, now, EventCode.HOST_DOWN, host="gpu-a"),
     )
     announcer = SlackAnnouncer(team_bot.messenger, team_bot.services)
     assert _deliver(team_bot, announcer, timedelta(seconds=1)) == 3
     dms = team_bot.slack.calls("chat.postMessage")
     assert len(dms) == 2 and all(c.args["channel"].startswith("D") for c in dms)
-    assert "started" in text_of(dms[0].args) and "exit 3" in text_of(dms[1].args)
+    assert "bert started on gpu-a" in text_of(dms[0].args)
+    assert "exited with 3" in text_of(dms[1].args)
     assert len(team_bot.slack.calls("views.publish")) == 2
     assert _deliver(team_bot, announcer, timedelta(minutes=1)) == 0  # each once
     team_bot.slack.assert_nothing_invalid()
@@ -151,8 +161,11 @@ def test_a_slack_outage_delays_dms_and_loses_none(team_bot: Bot) -> None:
     _tell(
         team_bot,
         *(
-            Event(kind, now, f"job #7 x: {kind.value}", job_id=7, owner=MEMBER)
-            for kind in (EventKind.JOB_STARTED, EventKind.JOB_FINISHED)
+            Event(kind, now, code, job_id=7, name="x", owner=MEMBER)
+            for kind, code in (
+                (EventKind.JOB_STARTED, EventCode.START_CONFIRMED),
+                (EventKind.JOB_FINISHED, EventCode.FINISHED),
+            )
         ),
     )
     announcer = SlackAnnouncer(team_bot.messenger, team_bot.services)
@@ -168,7 +181,7 @@ def test_a_slack_outage_delays_dms_and_loses_none(team_bot: Bot) -> None:
         assert [n.attempts for n in waiting] == [4, 4]
     assert _deliver(team_bot, announcer, timedelta(minutes=10)) == 2
     texts = sorted(text_of(c.args) for c in team_bot.slack.calls("chat.postMessage"))
-    assert len(texts) == 2 and "job_finished" in texts[0] and "job_started" in texts[1]
+    assert len(texts) == 2 and "x finished" in texts[0] and "x started" in texts[1]
     assert _deliver(team_bot, announcer, timedelta(minutes=30)) == 0
 
 
@@ -180,8 +193,8 @@ def test_host_down_and_up_go_to_the_channel_once_each(team_bot: Bot) -> None:
     now = team_bot.paika.clock.now()
     _tell(
         team_bot,
-        Event(EventKind.HOST_DOWN, now, "host gpu-a is down", host="gpu-a"),
-        Event(EventKind.HOST_UP, now + timedelta(seconds=1), "host gpu-a is back", host="gpu-a"),
+        Event(EventKind.HOST_DOWN, now, EventCode.HOST_DOWN, host="gpu-a", detail={"error": "x"}),
+        Event(EventKind.HOST_UP, now + timedelta(seconds=1), EventCode.HOST_BACK, host="gpu-a"),
     )
     announcer = SlackAnnouncer(team_bot.messenger, team_bot.services)
     assert _deliver(team_bot, announcer, timedelta(seconds=1)) == 2
@@ -204,7 +217,7 @@ def test_the_digest_announcement_posts_the_board_and_its_picture_to_the_channel(
     announcer = SlackAnnouncer(team_bot.messenger, team_bot.services)
     digest = digest_now(team_bot.paika)
     announcement = Announcement(
-        "digest:test", "digest", team_bot.paika.clock.now(), "digest", (), True, digest.to_json()
+        "digest:test", "digest", team_bot.paika.clock.now(), (), True, digest.to_json()
     )
     assert announcer.announce(announcement)  # no channel set: nothing to post, and done
     assert team_bot.slack.calls("chat.postMessage") == []

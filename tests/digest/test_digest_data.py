@@ -12,13 +12,13 @@ import pytest
 from sqlalchemy import event
 from world import HostSpec, Run, Waiting, at, build, people, submit
 
+from bot.digest.text import render_text
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.config import Digest as DigestSettings
 from scheduler.digest import Digest, digest_now
 from scheduler.digest.model import IdleJob, Segment, SegmentKind, TypeCount
 from scheduler.digest.schedule import raise_digest
-from scheduler.digest.text import render_text
 from scheduler.notices.outbox import RecordingAnnouncer, deliver_pending
 
 # T0 is Monday 2026-11-02 09:00 UTC, 17:00 in Asia/Shanghai (the bundled policy's zone):

@@ -15,11 +15,8 @@ from paika_test_time import T0
 from PIL import Image
 from world import BIG_HOSTS, BIG_RUNS, BIG_WAITING, build, people, submit
 
-from scheduler.app import Paika
-from scheduler.clock import ManualClock
-from scheduler.digest import Digest, digest_now, picture
-from scheduler.digest.model import SegmentKind
-from scheduler.digest.picture import (
+from bot.digest import picture
+from bot.digest.picture import (
     AXIS_PX,
     BOTTOM_PX,
     DOWN,
@@ -32,6 +29,10 @@ from scheduler.digest.picture import (
     WIDTH_PX,
     render_png,
 )
+from scheduler.app import Paika
+from scheduler.clock import ManualClock
+from scheduler.digest import Digest, digest_now
+from scheduler.digest.model import SegmentKind
 from scheduler.settings import Settings
 
 

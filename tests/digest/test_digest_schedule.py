@@ -8,6 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from sqlmodel import Session, select
 
+from bot.notice_words import sentence
 from scheduler.app import Paika
 from scheduler.config import Digest as DigestSettings
 from scheduler.config import PolicyConfig
@@ -102,7 +103,7 @@ def test_raised_once_with_the_digest_as_its_detail(paika: Paika) -> None:
     assert (first.key, first.kind, first.to_channel) == ("digest:2026-11-02", "digest", True)
     assert first.detail["subject"] == "2026-11-02"
     assert Digest.from_json(first.detail).day == MONDAY
-    assert "Daily GPU board for 2026-11-02" in first.text
+    assert "Daily GPU board for 2026-11-02" in sentence("en", first)
     assert raise_digest(paika.engine, paika.policy, MORNING + timedelta(minutes=5)) is None
     assert [a.key for a in alerts(paika)] == ["digest:2026-11-02"]
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from agent_world import TOKEN, Agent, make_cycle, submit, until
 from agent_world import job as job_named
 
+from bot.notice_words import sentence
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.notices.events import EventKind, RecordingObserver
@@ -94,7 +95,7 @@ def test_a_notice_survives_a_crash_between_commit_and_delivery(
         restarted.dispose()
     [told] = announcer.announcements
     assert told.kind == EventKind.JOB_FINISHED
-    assert told.to_users == ("UALICE",) and "quick" in told.text
+    assert told.to_users == ("UALICE",) and "quick finished" in sentence("en", told)
 
 
 def until_exited(agent: Agent, timeout: float = 60.0) -> bool:

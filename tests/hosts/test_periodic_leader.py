@@ -7,6 +7,7 @@ from sqlalchemy import Engine
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.cycle import Cycle, CycleResult
+from scheduler.notices.outbox import RecordingAnnouncer
 from scheduler.periodic import Periodic
 from storage.db import make_engine
 
@@ -28,8 +29,8 @@ def test_only_one_instance_schedules_and_the_other_takes_over(
 ) -> None:
     other_engine = make_engine(engine.url.render_as_string(hide_password=False))
     first_cycle, second_cycle = CountingCycle(clock), CountingCycle(clock)
-    first = Periodic(paika.engine, paika.policy, clock, first_cycle)
-    second = Periodic(other_engine, paika.policy, clock, second_cycle)
+    first = Periodic(paika.engine, paika.policy, clock, first_cycle, RecordingAnnouncer())
+    second = Periodic(other_engine, paika.policy, clock, second_cycle, RecordingAnnouncer())
     try:
         for _ in range(5):
             first.tick()
@@ -49,8 +50,6 @@ def test_the_alert_run_raises_what_is_due_once_and_only_on_the_leader(
     paika: Paika, engine: Engine, clock: ManualClock
 ) -> None:
     from datetime import timedelta
-
-    from scheduler.notices.outbox import RecordingAnnouncer
 
     assert paika.run("admin member add <@UOWNER> team=vision role=approver", "UADMIN").ok
     expires = (clock.now().astimezone(paika.policy.zone) + timedelta(days=10)).date()

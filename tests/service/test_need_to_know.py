@@ -3,8 +3,12 @@ approvers and admins only; host addresses and the member list to admins only."""
 
 from __future__ import annotations
 
-from test_jobs_flow import gpu, jobs, refused
-from test_jobs_flow import team  # noqa: F401 (the fixture)
+from test_jobs_flow import (
+    gpu,
+    jobs,
+    refused,
+    team,  # noqa: F401 (the fixture)
+)
 
 from scheduler.app import Paika
 from scheduler.errors import Action, PermissionDenied, Problem

@@ -12,7 +12,7 @@ from sqlmodel import select
 
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
-from scheduler.notices.events import Event, EventKind, record
+from scheduler.notices.events import Event, EventCode, EventKind, record
 from scheduler.notices.outbox import (
     FIRST_RETRY,
     GIVE_UP_AFTER,
@@ -32,8 +32,8 @@ from storage.models import Notice
 def _tell(engine: Engine, clock: ManualClock, count: int) -> None:
     with session_scope(engine) as session:
         for i in range(count):
-            text = f"job #{i} started"
-            record(session, Event(EventKind.JOB_STARTED, clock.now(), text, i, owner="UALICE"))
+            code = EventCode.START_CONFIRMED
+            record(session, Event(EventKind.JOB_STARTED, clock.now(), code, i, owner="UALICE"))
 
 
 def test_senders_racing_for_the_same_notices_send_each_once(
@@ -59,8 +59,8 @@ def test_senders_racing_for_the_same_notices_send_each_once(
             sender.join(timeout=120)
     finally:
         other.dispose()
-    sent = [a.text for announcer in announcers for a in announcer.announcements]
-    assert sorted(sent) == sorted(f"job #{i} started" for i in range(30))
+    sent = [a.detail["job_id"] for announcer in announcers for a in announcer.announcements]
+    assert sorted(sent) == list(range(30))
     with session_scope(paika.engine) as session:
         assert all(n.sent_at is not None for n in session.exec(select(Notice)).all())
 
@@ -99,12 +99,12 @@ def test_old_job_and_host_events_are_pruned_and_alerts_kept(
     with session_scope(paika.engine) as session:
         claim(
             session,
-            Announcement("quota-expiry:1:2026-12-01:7d", "quota_expiry", clock.now(), "quota"),
+            Announcement("quota-expiry:1:2026-12-01:7d", "quota_expiry", clock.now()),
         )
     deliver_pending(paika.engine, RecordingAnnouncer(), clock.now())
     clock.advance(KEEP_EVENTS + timedelta(minutes=1))
     _tell(paika.engine, clock, 1)  # a fresh one, not yet sent, stays
-    periodic = Periodic(paika.engine, paika.policy, clock, _NoCycle(clock))
+    periodic = Periodic(paika.engine, paika.policy, clock, _NoCycle(clock), RecordingAnnouncer())
     try:
         periodic.prune()
     finally:

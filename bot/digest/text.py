@@ -1,12 +1,15 @@
-"""The digest as plain text, for the terminal (`paika digest --print`) and anyone without Slack."""
+"""The digest as plain text, for the terminal (`paika digest --print`) and anyone without Slack.
+
+The console speaks English, as `bot.console` does; why a job waits is said by `wait_words`."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from bot.i18n import wait_words
 from scheduler.digest.model import Digest, JobLine, QuotaWarning
-from storage.models import PriorityClass
+from scheduler.service.records import PriorityClass
 
 
 def render_text(digest: Digest, zone: ZoneInfo) -> str:
@@ -112,7 +115,8 @@ def _next_up(digest: Digest, zone: ZoneInfo) -> list[str]:
         if wait is None:
             continue
         eta = f" · ETA {_when(wait.eta, zone)}" if wait.eta is not None else ""
-        lines.append(f"  {wait.position}. #{line.job_id} {line.name} — {wait.code}{eta}")
+        words = wait_words("en", wait.to_wait(line.job_id), digest.at.timestamp())
+        lines.append(f"  {wait.position}. #{line.job_id} {line.name} — {words}{eta}")
     return lines
 
 

@@ -28,6 +28,7 @@ from matplotlib.ft2font import FT2Font
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
+from bot.i18n import Lang, catalogue
 from scheduler.digest.model import Digest, GpuRow, Planned, SegmentKind
 from scheduler.digest.timeline import MAX_ROWS
 
@@ -89,42 +90,24 @@ CJK_FAMILIES = (
 CJK_FILE_HINTS = ("cjk", "wqy", "sourcehan", "droidsansfallback", "notosanssc", "msyh", "simhei")
 _PROBE = "卡时空闲"
 
-WORDS: Mapping[str, Mapping[str, str]] = {
-    "en": {
-        "title": "GPU board — {day}",
-        "summary": "{free} of {total} GPUs free · {running} jobs running · {waiting} waiting ({data} for data) · as of {at}",
-        "timeline": "Each GPU: the last 24 hours and the next {ahead} ({zone})",
-        "utilization": "Utilization by GPU type (hourly mean, %)",
-        "now": "now",
-        "job": "job #id",
-        "idle": "held but idle",
-        "down": "down / no reading",
-        "free": "free",
-        "expected": "expected to run on",
-        "planned": "planned, from the queue's ETAs",
-        "more_gpus": "+{n} more GPUs not shown",
-        "no_gpus": "No GPU hosts are registered yet.",
-        "no_samples": "No utilization readings in the last 24 hours.",
-        "planned_note": "Planned runs are drawn on the cards that come free first; the scheduler picks the real ones.",
-    },
-    "zh": {
-        "title": "GPU 看板 — {day}",
-        "summary": "空闲 {free}/{total} 张卡 · 运行中 {running} 个任务 · 排队 {waiting} 个（等待数据 {data} 个）· 截至 {at}",
-        "timeline": "每张卡：过去 24 小时与未来 {ahead}（{zone}）",
-        "utilization": "各卡型利用率（每小时平均，%）",
-        "now": "现在",
-        "job": "任务 #编号",
-        "idle": "占用但闲置",
-        "down": "故障 / 无读数",
-        "free": "空闲",
-        "expected": "预计继续运行",
-        "planned": "计划（按排队预计开始）",
-        "more_gpus": "另有 {n} 张卡未显示",
-        "no_gpus": "尚未登记任何 GPU 主机。",
-        "no_samples": "过去 24 小时没有利用率读数。",
-        "planned_note": "计划中的任务画在最先空出的卡上；实际用哪张卡由调度决定。",
-    },
-}
+# The picture's labels: the catalogue's digest.chart.<name>, filled in as they are drawn.
+CHART_WORDS = (
+    "title",
+    "summary",
+    "timeline",
+    "utilization",
+    "now",
+    "job",
+    "idle",
+    "down",
+    "free",
+    "expected",
+    "planned",
+    "more_gpus",
+    "no_gpus",
+    "no_samples",
+    "planned_note",
+)
 
 # Agg and the font caches are shared by every figure in the process; the bot may draw
 # from more than one thread, and a daily picture gains nothing from drawing in parallel.
@@ -135,11 +118,16 @@ def render_png(digest: Digest, lang: str = "en") -> bytes:
     """The digest's picture as PNG bytes; Chinese labels when `lang` is "zh" and a CJK font exists."""
     with _LOCK:
         cjk = _cjk()
-        words = WORDS["zh"] if lang == "zh" and cjk is not None else WORDS["en"]
+        words = chart_words("zh" if lang == "zh" and cjk is not None else "en")
         figure = _Drawing(digest, words, cjk).figure()
         out = io.BytesIO()
         figure.savefig(out, format="png", dpi=DPI, metadata={"Software": None})
     return out.getvalue()
+
+
+def chart_words(lang: Lang) -> dict[str, str]:
+    """The picture's labels in `lang`, as templates (their values are filled in as drawn)."""
+    return {name: catalogue()[f"digest.chart.{name}"][lang] for name in CHART_WORDS}
 
 
 def cjk_font() -> str | None:

@@ -15,8 +15,8 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.blocks.digest import digest_blocks, picture_words
+from bot.digest.picture import render_png
 from scheduler.digest.model import Digest
-from scheduler.digest.picture import render_png
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,248 @@
+"""Every notice of the outbox as one plain sentence, from the catalogue, in a reader's language.
+
+The scheduler stores a notice as its kind and the values it names; this says it. The console
+prints the sentence, and Slack shows it as the notification text (and, for job and host
+events, as the line under the title), so the two faces cannot drift apart in their words.
+A notice an older paika stored with its English sentence is said as stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import date
+from typing import Any
+
+from bot.i18n import day, has, t, term
+from scheduler.alerts.idle import ACTION_KIND, ASK_KIND
+from scheduler.alerts.quota import EXPIRY_KIND, USED_KIND
+from scheduler.digest.model import Digest
+from scheduler.digest.schedule import KIND as DIGEST_KIND
+from scheduler.notices.approvals import DECISION_KIND, REQUEST_KIND
+from scheduler.notices.events import Event, EventCode, event_of
+from scheduler.notices.kinds import EVENT_KINDS
+from scheduler.notices.outbox import Announcement
+
+Sentence = Callable[[str, Announcement], str]
+
+# How many of the jobs a quota alert would cut off its sentence names.
+CUT_OFF_NAMED = 5
+
+
+def sentence(lang: str, notice: Announcement) -> str:
+    """The notice said in `lang`: from its values, or as an older paika stored it."""
+    if notice.legacy_text:
+        return notice.legacy_text
+    say = SENTENCES.get(notice.kind)
+    return say(lang, notice) if say is not None else notice.kind
+
+
+def users(user_ids: Sequence[str]) -> str:
+    """Slack users as mentions, as the console shows whom a notice is for."""
+    return ", ".join(f"<@{user}>" for user in user_ids)
+
+
+# ---------------------------------------------------------------- job and host events
+
+
+def event_sentence(lang: str, event: Event) -> str:
+    """What happened to a job or host, in `lang`."""
+    values: dict[str, Any] = {
+        "id": event.job_id if event.job_id is not None else "?",
+        "name": event.name or "",
+        "host": event.host or "?",
+        **event.detail,
+    }
+    code = event.code or EventCode.FINISHED
+    extra = _EVENT_VALUES.get(code)
+    if extra is not None:
+        values.update(extra(lang, values))
+    return t(lang, f"notice.event.{code.value}", **values)
+
+
+def _where(lang: str, values: Mapping[str, Any]) -> dict[str, object]:
+    hosts = ", ".join(str(host) for host in values.get("hosts") or ()) or "?"
+    if values.get("gpu_type"):
+        hosts = t(
+            lang,
+            "notice.event.where_cards",
+            hosts=hosts,
+            gpus=values.get("gpus", "?"),
+            gpu_type=values["gpu_type"],
+        )
+    return {"where": hosts}
+
+
+def _lost_why(lang: str, values: Mapping[str, Any]) -> dict[str, object]:
+    why = str(values.get("why"))
+    key = f"notice.event.why.{why}"
+    hours = float(values.get("hours") or 0)
+    return {"why": t(lang, key, hours=hours) if has(key) else why}
+
+
+def _stop(lang: str, values: Mapping[str, Any]) -> dict[str, object]:
+    stop = str(values.get("stop"))
+    key = f"notice.event.stop.{stop}"
+    return {"why": t(lang, key) if has(key) else stop}
+
+
+_EVENT_VALUES: Mapping[EventCode, Callable[[str, Mapping[str, Any]], dict[str, object]]] = {
+    EventCode.STARTED: _where,
+    EventCode.LOST: _lost_why,
+    EventCode.LOST_REQUEUED: _lost_why,
+    EventCode.STOPPED_REQUEUED: _stop,
+    EventCode.STOPPED: _stop,
+    EventCode.STOPPED_UNSTARTED: lambda lang, v: {"state": term(lang, "state", str(v["state"]))},
+}
+
+
+def _event(lang: str, notice: Announcement) -> str:
+    return event_sentence(lang, event_of(notice))
+
+
+# ---------------------------------------------------------------- bump requests
+
+
+def _bump_values(lang: str, info: Mapping[str, Any]) -> dict[str, object]:
+    return {
+        "request": info.get("request_id"),
+        "id": info.get("job_id"),
+        "name": info.get("name", ""),
+        "source": term(lang, "priority", str(info.get("from_priority"))),
+        "target": term(lang, "priority", str(info.get("to_priority"))),
+        "reason": info.get("reason") or "",
+    }
+
+
+def _bump_request(lang: str, notice: Announcement) -> str:
+    info = notice.detail
+    user = users([str(info.get("requested_by"))])
+    return t(lang, "notice.bump.request", user=user, **_bump_values(lang, info))
+
+
+def _bump_decided(lang: str, notice: Announcement) -> str:
+    info = notice.detail
+    values = _bump_values(lang, info)
+    values.update(
+        user=users([str(info.get("decided_by"))]),
+        state=term(lang, "bump_state", str(info.get("state"))),
+        reason=info.get("decision_reason") or "",
+    )
+    key = "notice.bump.decided_reason" if values["reason"] else "notice.bump.decided"
+    return t(lang, key, **values)
+
+
+# ---------------------------------------------------------------- alerts
+
+
+def _quota(lang: str, notice: Announcement) -> str:
+    info = notice.detail
+    if "covered_by" in info:
+        return t(lang, "notice.quota.covered", id=info.get("quota_id"), by=info["covered_by"])
+    quota = t(
+        lang,
+        "notice.quota.name",
+        id=info.get("quota_id"),
+        team=info.get("team", "?"),
+        gpu_type=info.get("gpu_type") or t(lang, "quota.any_type"),
+    )
+    left = t(
+        lang,
+        "notice.quota.left",
+        left=float(info.get("left_hours", 0)),
+        total=float(info.get("gpu_hours", 0)),
+    )
+    on = _day(lang, info.get("expires_on"))
+    if notice.kind == EXPIRY_KIND:
+        when = _days_left(lang, int(info.get("days_left", 0)))
+        text = t(lang, "notice.quota.expiry", quota=quota, day=on, when=when, left=left)
+    else:
+        pct = float(info.get("used_pct", 0))
+        text = t(lang, "notice.quota.used", quota=quota, pct=pct, left=left, day=on)
+    return text + _cut_off(lang, info)
+
+
+def _days_left(lang: str, days: int) -> str:
+    if days <= 0:
+        return t(lang, "alert.quota_expiry.today")
+    if days == 1:
+        return t(lang, "alert.quota_expiry.tomorrow")
+    return t(lang, "alert.quota_expiry.in_days", n=days)
+
+
+def _cut_off(lang: str, info: Mapping[str, Any]) -> str:
+    jobs: Sequence[Mapping[str, Any]] = info.get("jobs") or []
+    if not jobs:
+        return ""
+    named = ", ".join(f"#{job.get('id')} {job.get('name', '?')}" for job in jobs[:CUT_OFF_NAMED])
+    more = len(jobs) - CUT_OFF_NAMED + int(info.get("jobs_more", 0))
+    if more > 0:
+        return t(lang, "notice.quota.cut_off_more", jobs=named, n=more)
+    return t(lang, "notice.quota.cut_off", jobs=named)
+
+
+def _idle_ask(lang: str, notice: Announcement) -> str:
+    info = notice.detail
+    action = str(info.get("action"))
+    then_key = f"notice.idle.then.{action}"
+    return t(
+        lang,
+        "notice.idle.ask",
+        id=info.get("job_id"),
+        name=info.get("name", "?"),
+        gpus=info.get("gpus", "?"),
+        gpu_type=info.get("gpu_type", "?"),
+        hosts=", ".join(str(host) for host in info.get("hosts") or ()) or "?",
+        pct=float(info.get("idle_pct", 0)),
+        minutes=float(info.get("idle_minutes", 0)),
+        grace=float(info.get("grace_minutes", 0)),
+        then=t(lang, then_key if has(then_key) else "notice.idle.then.keep"),
+    )
+
+
+def _reclaimed(lang: str, notice: Announcement) -> str:
+    info = notice.detail
+    by = info.get("by")
+    if by:
+        why = t(lang, "notice.reclaim.by", user=users([str(by)]))
+    else:
+        why = t(lang, "notice.reclaim.no_answer", minutes=float(info.get("grace_minutes", 0)))
+    requeued = info.get("action") == "requeue"
+    return t(
+        lang,
+        "notice.reclaim",
+        id=info.get("job_id"),
+        name=info.get("name", "?"),
+        minutes=float(info.get("idle_minutes", 0)),
+        why=why,
+        outcome=t(lang, "notice.reclaim.requeue" if requeued else "notice.reclaim.release"),
+    )
+
+
+def _digest(lang: str, notice: Announcement) -> str:
+    digest = Digest.from_json(notice.detail)
+    return t(
+        lang,
+        "notice.digest",
+        day=day(lang, digest.day),
+        free=digest.free_gpus,
+        total=digest.total_gpus,
+        running=digest.running,
+        waiting=digest.waiting,
+        data=digest.waiting_for_data,
+    )
+
+
+def _day(lang: str, value: object) -> str:
+    return day(lang, date.fromisoformat(value)) if isinstance(value, str) else "?"
+
+
+SENTENCES: Mapping[str, Sentence] = {
+    **{kind.value: _event for kind in EVENT_KINDS},
+    REQUEST_KIND: _bump_request,
+    DECISION_KIND: _bump_decided,
+    EXPIRY_KIND: _quota,
+    USED_KIND: _quota,
+    ASK_KIND: _idle_ask,
+    ACTION_KIND: _reclaimed,
+    DIGEST_KIND: _digest,
+}
