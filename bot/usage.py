@@ -18,10 +18,6 @@ INDENT = "  "
 SEPARATOR = {"en": ", ", "zh": "、"}
 # A key's traits in help: "(optional, default: 1)".
 TRAIT_SEPARATOR = {"en": ", ", "zh": "，"}
-# Kinds whose description names the longest value.
-LENGTH_KINDS = frozenset(
-    {ValueKind.TEXT, ValueKind.IMAGE, ValueKind.NAME, ValueKind.URL, ValueKind.DATA}
-)
 
 
 def expected_words(lang: str, rule: Expected) -> str:
@@ -33,7 +29,7 @@ def expected_words(lang: str, rule: Expected) -> str:
         return t(lang, "grammar.value.choice", choices=joined(lang, rule.choices))
     if kind is ValueKind.DATE:
         return t(lang, "grammar.value.date", earliest=rule.earliest, latest=rule.latest)
-    if kind in LENGTH_KINDS:
+    if rule.max_length is not None:  # text whose description names the longest value
         return t(lang, f"grammar.value.{kind.value}", length=rule.max_length)
     return t(lang, f"grammar.value.{kind.value}")
 

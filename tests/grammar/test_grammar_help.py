@@ -8,7 +8,7 @@ import pytest
 from bot.i18n import t
 from bot.said import problem
 from bot.usage import expected_words, help_lines
-from scheduler.grammar import SUBCOMMANDS, Help, ParseError, Subcommand, help_for
+from scheduler.grammar import SUBCOMMANDS, Help, Key, ParseError, Subcommand, help_for
 from scheduler.grammar.values import example_arg, expected
 
 
@@ -16,8 +16,8 @@ def help_text(path: tuple[str, ...] = ()) -> str:
     return "\n".join(help_lines("en", help_for(path)))
 
 
-def describe(command_key: object) -> str:
-    return expected_words("en", expected(command_key))  # type: ignore[arg-type]
+def describe(key: Key) -> str:
+    return expected_words("en", expected(key))
 
 
 def test_overview_lists_every_command_with_its_summary() -> None:
