@@ -8,10 +8,12 @@ from zoneinfo import ZoneInfo
 
 from bot.i18n import t, wait_words
 from bot.said import language_saved, listed, problem, say
+from bot.usage import help_lines
 from scheduler.errors import UserError
+from scheduler.grammar import Help
 from scheduler.policy.admission import Verdict
 from scheduler.policy.plan import Wait
-from scheduler.results import Listing, Notice, QuotaListing, Said
+from scheduler.results import Listing, QuotaListing, Said
 from scheduler.service.board import BoardResult, CardState, CardView, HostView
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
@@ -42,8 +44,8 @@ def _problem(error: UserError, zone: ZoneInfo) -> str:
 
 
 @render.register
-def _notice(result: Notice, zone: ZoneInfo) -> str:
-    return result.text
+def _help(result: Help, zone: ZoneInfo) -> str:
+    return "\n".join(help_lines("en", result))
 
 
 @render.register

@@ -7,6 +7,7 @@ from zoneinfo import ZoneInfo
 
 from bot.blocks.replies import Message, error, reply
 from bot.said import problem as problem_words
+from bot.said import problem_sentence
 from scheduler.app import Reply
 from scheduler.grammar.errors import ParseError
 
@@ -23,7 +24,8 @@ def message_for(outcome: Reply, lang: str, zone: ZoneInfo, now: datetime) -> Mes
     if problem is None:
         return error(outcome.text, lang, None)
     if isinstance(problem, ParseError):
-        return error(problem.message, lang, problem.example)
+        # The example goes in a context block of its own, shown as code.
+        return error(problem_sentence(lang, problem), lang, problem.example)
     return error(problem_words(lang, problem), lang, None)
 
 

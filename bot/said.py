@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from bot.i18n import LANGUAGES, has, language, t, term
+from bot.usage import expected_words
 from scheduler.errors import IllegalTransition, UserError
 from scheduler.errors import Value as ProblemValue
 from scheduler.grammar.errors import ParseError
@@ -20,10 +21,18 @@ from scheduler.service.prefs import LanguageChoice
 # sentence, and the catalogue group its names are in.
 TERMS = {"role": "role", "state": "host.health"}
 # The same for what a problem names (a job's states, a class, what the user tried to do).
-PROBLEM_TERMS = {"current": "state", "wanted": "state", "priority": "priority", "action": "action"}
+PROBLEM_TERMS = {
+    "current": "state",
+    "wanted": "state",
+    "priority": "priority",
+    "action": "action",
+    "char": "grammar.char",  # which character the grammar could not store
+}
 # Lists of rows a problem names, each row said by its own key.
 PROBLEM_ROWS = {"sizes": "problem.gpu_size"}
 LIST_SEPARATOR = {"en": ", ", "zh": "、"}
+# Lists a problem names as "a, b and c": everything the person still has to give.
+AND_LISTS = frozenset({"missing"})
 
 
 def say(lang: str, said: Said) -> str:
@@ -39,12 +48,21 @@ def listed(lang: str, listing: Listing) -> list[str]:
 
 def problem(lang: str, error: UserError) -> str:
     """What went wrong and how to fix it, in `lang` (a parse error's example on its own line)."""
+    lines = [problem_sentence(lang, error)]
+    if isinstance(error, ParseError) and error.example:
+        lines.append(t(lang, "error.example", example=error.example))
+    return "\n".join(lines)
+
+
+def problem_sentence(lang: str, error: UserError) -> str:
+    """What went wrong and how to fix it, without a parse error's example (Block Kit and the
+    submit modal show the example apart)."""
     values = {name: _problem_value(lang, name, value) for name, value in error.values.items()}
+    if isinstance(error, ParseError) and error.expected is not None:
+        values["expected"] = expected_words(lang, error.expected)
     lines = [t(lang, error.problem.value, **values)]
     if isinstance(error, IllegalTransition) and has(f"{error.problem.value}.{error.current}"):
         lines.append(t(lang, f"{error.problem.value}.{error.current}"))
-    if isinstance(error, ParseError) and error.example:
-        lines.append(t(lang, "error.example", example=error.example))
     return "\n".join(lines)
 
 
@@ -55,6 +73,13 @@ def _problem_value(lang: str, name: str, value: ProblemValue) -> object:
             t(lang, row_key, **row) if row_key and isinstance(row, Mapping) else str(row)
             for row in value
         ]
+        if name in AND_LISTS and len(items) > 1:
+            return t(
+                lang,
+                "grammar.and",
+                items=LIST_SEPARATOR[language(lang)].join(items[:-1]),
+                last=items[-1],
+            )
         return LIST_SEPARATOR[language(lang)].join(items) or t(lang, "list.none")
     group = PROBLEM_TERMS.get(name)
     return term(lang, group, str(value)) if group else value

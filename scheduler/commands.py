@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from scheduler.grammar import check_required, defaults, help_text, subcommand
+from scheduler.grammar import Help, check_required, defaults, help_for, subcommand
 from scheduler.grammar.values import convert
-from scheduler.results import Listing, Notice, QuotaListing, Said, SaidCode
+from scheduler.results import Listing, QuotaListing, Said, SaidCode
 from scheduler.service import admin, board, bumps, jobs, prefs, quotas, report, templates
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
@@ -220,6 +220,6 @@ HANDLERS: dict[tuple[str, ...], Handler] = {
 }
 
 
-def help_reply(words: tuple[str, ...]) -> Notice:
-    """`help [sub …]`, generated from the grammar's own definitions."""
-    return Notice(help_text(words))
+def help_reply(words: tuple[str, ...]) -> Help:
+    """`help [sub …]`, read from the grammar's own definitions."""
+    return help_for(words)

@@ -2,7 +2,7 @@
 
 The scheduler says what it did as a code and the plain values the sentence names; the
 faces hold the words (`bot/messages.yml`, where each `SaidCode` is a key) and say them in
-the reader's language. A `Notice` is still a sentence written here in English: only help.
+the reader's language.
 """
 
 from __future__ import annotations
@@ -66,13 +66,6 @@ class Listing:
 
     rows: Sequence[Said]
     empty: SaidCode
-
-
-@dataclass(frozen=True)
-class Notice:
-    """A reply that is just words written in English: help, generated from the grammar."""
-
-    text: str
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from bot.blocks.common import (
     mrkdwn_escape,
     section,
 )
+from bot.blocks.help import help_message
 from bot.blocks.job import (
     data,
     gpu_hours,
@@ -49,8 +50,9 @@ from bot.blocks.quotas import quota_line
 from bot.console import render
 from bot.i18n import t, term, when
 from bot.said import language_saved, listed, say
+from scheduler.grammar import Help
 from scheduler.policy.admission import Verdict
-from scheduler.results import Listing, Notice, QuotaListing, Said
+from scheduler.results import Listing, QuotaListing, Said
 from scheduler.service.board import BoardResult
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
@@ -89,8 +91,8 @@ def error(message: str, lang: str, example: str | None = None) -> Message:
 
 
 @reply.register
-def _notice(result: Notice, lang: str, zone: ZoneInfo, now: datetime) -> Message:
-    return _words(result.text, lang)
+def _help(result: Help, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    return help_message(result, lang)
 
 
 @reply.register

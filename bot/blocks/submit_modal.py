@@ -39,6 +39,8 @@ from bot.blocks.ids import (
     SUBMIT_TYPE,
 )
 from bot.i18n import t, term
+from bot.said import problem_sentence
+from bot.usage import key_help
 from scheduler.grammar import Key, ParseError, subcommand
 from scheduler.grammar.spec import PRIORITIES
 from scheduler.grammar.values import DataSpec, convert
@@ -84,14 +86,14 @@ def submit_modal(
             SUBMIT_NAME,
             t(lang, "modal.label.name"),
             keys["name"],
-            hint=t(lang, "modal.hint.name"),
+            hint=key_help(lang, keys["name"]),
             optional=False,
         ),
         _text(
             SUBMIT_GPUS,
             t(lang, "modal.label.gpus"),
             keys["gpus"],
-            hint=t(lang, "modal.hint.gpus"),
+            hint=key_help(lang, keys["gpus"]),
             placeholder=t(lang, "modal.default", value=keys["gpus"].default),
         ),
     ]
@@ -101,18 +103,20 @@ def submit_modal(
                 SUBMIT_TYPE,
                 t(lang, "modal.label.type"),
                 gpu_types,
-                hint=t(lang, "modal.hint.type"),
+                hint=key_help(lang, keys["type"]),
                 lang=lang,
                 multi=True,
             )
         )
     blocks += [
-        _text(SUBMIT_MEM, t(lang, "modal.label.mem"), keys["mem"], hint=t(lang, "modal.hint.mem")),
+        _text(
+            SUBMIT_MEM, t(lang, "modal.label.mem"), keys["mem"], hint=key_help(lang, keys["mem"])
+        ),
         _text(
             SUBMIT_HOURS,
             t(lang, "modal.label.hours"),
             keys["hours"],
-            hint=t(lang, "modal.hint.hours"),
+            hint=key_help(lang, keys["hours"]),
             optional=not required,
         ),
         _priority(lang),
@@ -128,7 +132,7 @@ def submit_modal(
             SUBMIT_CMD,
             t(lang, "modal.label.cmd"),
             keys["cmd"],
-            hint=t(lang, "modal.hint.cmd"),
+            hint=key_help(lang, keys["cmd"]),
             optional=not required,
             multiline=True,
         ),
@@ -136,7 +140,7 @@ def submit_modal(
             SUBMIT_IMAGE,
             t(lang, "modal.label.image"),
             keys["image"],
-            hint=t(lang, "modal.hint.image"),
+            hint=key_help(lang, keys["image"]),
         ),
     ]
     if teams:
@@ -145,7 +149,7 @@ def submit_modal(
                 SUBMIT_TEAM,
                 t(lang, "modal.label.team"),
                 teams,
-                hint=t(lang, "modal.hint.team"),
+                hint=key_help(lang, keys["team"]),
                 lang=lang,
             )
         )
@@ -185,7 +189,7 @@ def read_submission(
         try:
             args[name] = convert(key, raw, key.example)
         except ParseError as exc:
-            errors[block] = _inline(lang, exc.message, key.example)
+            errors[block] = _inline(lang, problem_sentence(lang, exc), key.example)
     _read_data(state_values, keys["data"], lang, args, errors)
     if "template" not in args and SUBMIT_TEMPLATE not in errors:
         for key in keys.values():
@@ -215,7 +219,7 @@ def _read_data(
     try:
         spec = convert(key, location, example)
     except ParseError as exc:
-        errors[SUBMIT_LOCATION] = _inline(lang, exc.message, example)
+        errors[SUBMIT_LOCATION] = _inline(lang, problem_sentence(lang, exc), example)
         return
     if not isinstance(spec, DataSpec) or spec.location is None:  # "ready" typed as a place
         errors[SUBMIT_LOCATION] = _inline(lang, t(lang, "modal.bad_location"), example)

@@ -11,6 +11,7 @@ from bot.blocks.submit_modal import block_for_key, read_submission
 from bot.messenger import Messenger
 from bot.replying import message_for
 from bot.said import problem as problem_words
+from bot.said import problem_sentence
 from bot.services import BotServices
 from scheduler.app import Answer
 from scheduler.grammar.errors import ParseError
@@ -48,7 +49,7 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
             problem = refused.error
             key = problem.key if isinstance(problem, ParseError) else None
             if isinstance(problem, ParseError):
-                text = problem.message
+                text = problem_sentence(lang, problem)
             else:
                 text = problem_words(lang, problem) if problem is not None else refused.text
             ack(response_action="errors", errors={block_for_key(key): _fit(text)})

@@ -1,7 +1,9 @@
-"""The /gpu command grammar: one pure parser and help text shared by Slack and the CLI."""
+"""The /gpu command grammar: one pure parser and its help, shared by Slack and the CLI.
 
-from scheduler.grammar.errors import ParseError
-from scheduler.grammar.help import help_text
+It speaks in codes and values (`Mistake`, `Help`); bot/ says them from the catalogue."""
+
+from scheduler.grammar.errors import Mistake, ParseError
+from scheduler.grammar.help import Help, help_for
 from scheduler.grammar.parser import ParsedCommand, check_required, defaults, parse, subcommand
 from scheduler.grammar.spec import SPEC, SUBCOMMANDS, Key, Subcommand
 from scheduler.grammar.tokens import Token, tokenize
@@ -13,7 +15,9 @@ __all__ = [
     "DataSpec",
     "JobRef",
     "Key",
+    "Help",
     "Metric",
+    "Mistake",
     "ParseError",
     "ParsedCommand",
     "Subcommand",
@@ -21,7 +25,7 @@ __all__ = [
     "ValueKind",
     "check_required",
     "defaults",
-    "help_text",
+    "help_for",
     "parse",
     "subcommand",
     "tokenize",

@@ -6,9 +6,9 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from scheduler.grammar.errors import ParseError
+from scheduler.grammar.errors import Mistake, ParseError
 from scheduler.grammar.spec import SUBCOMMANDS, Subcommand
-from scheduler.grammar.values import quote_got
+from scheduler.grammar.values import shorten
 
 
 @dataclass
@@ -76,26 +76,34 @@ def top_level_words() -> tuple[str, ...]:
 def unknown_command(path: tuple[str, ...], word: str) -> ParseError:
     """The error for `word` after the known command words `path`."""
     node = _node_at(path)
-    typed = " ".join((*path, word))
-    message = f"Unknown command {quote_got(typed)}."
+    typed = shorten(" ".join((*path, word)))
     suggestion = _suggest(path, word.lower())
-    if suggestion:
-        message += f' Did you mean "{suggestion}"?'
+    listed = tuple(node.children)
     if not path:
-        message += f" Commands: {', '.join(node.children)}. Try /gpu help."
-        return ParseError(message)
+        if suggestion:
+            return ParseError(
+                Mistake.UNKNOWN_COMMAND_MEANT, got=typed, meant=suggestion, commands=listed
+            )
+        return ParseError(Mistake.UNKNOWN_COMMAND, got=typed, commands=listed)
     group = " ".join(path)
-    if node.children:
-        message += f" {group} commands: {', '.join(node.children)}."
-    return ParseError(f"{message} Try /gpu help {group}.")
+    if not listed:
+        return ParseError(Mistake.UNKNOWN_AFTER_COMMAND, got=typed, group=group)
+    if suggestion:
+        return ParseError(
+            Mistake.UNKNOWN_IN_GROUP_MEANT,
+            got=typed,
+            meant=suggestion,
+            group=group,
+            commands=listed,
+        )
+    return ParseError(Mistake.UNKNOWN_IN_GROUP, got=typed, group=group, commands=listed)
 
 
 def _incomplete(path: tuple[str, ...]) -> ParseError:
-    listed = ", ".join(_node_at(path).children)
+    listed = tuple(_node_at(path).children)
     if not path:
-        return ParseError(f"Type a command after /gpu: {listed}. Try /gpu help.")
-    group = " ".join(path)
-    return ParseError(f"/gpu {group} needs one more word: {listed}. Try /gpu help {group}.")
+        return ParseError(Mistake.NO_COMMAND, commands=listed)
+    return ParseError(Mistake.GROUP_NEEDS_A_WORD, group=" ".join(path), commands=listed)
 
 
 def _node_at(path: tuple[str, ...]) -> _Node:

@@ -6,11 +6,11 @@ import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.grammar.errors import ParseError
+from scheduler.grammar.errors import Mistake, ParseError
 from scheduler.grammar.lookup import resolve_command, resolve_topic, top_level_words
 from scheduler.grammar.spec import SPEC, Key, Subcommand
 from scheduler.grammar.tokens import Token, tokenize
-from scheduler.grammar.values import convert, quote_got
+from scheduler.grammar.values import convert, shorten
 
 HELP_PATH = ("help",)
 
@@ -46,7 +46,10 @@ def check_required(path: Sequence[str], args: Mapping[str, object]) -> None:
     missing = [key.name for key in command.keys if key.required and key.name not in args]
     if missing:
         raise ParseError(
-            f"{command.invocation} is missing {_and_list(missing)}.", example=command.example
+            Mistake.MISSING_KEYS,
+            example=command.example,
+            command=command.invocation,
+            missing=tuple(missing),
         )
 
 
@@ -64,15 +67,16 @@ def subcommand(path: Sequence[str]) -> Subcommand:
     command = SPEC.get(tuple(path))
     if command is None:
         resolved, _ = resolve_command(path)  # raises the unknown-command error
-        raise ParseError(f"Unexpected words after {resolved.invocation}: {' '.join(path)}.")
+        raise ParseError(
+            Mistake.WORDS_AFTER_COMMAND, command=resolved.invocation, got=shorten(" ".join(path))
+        )
     return command
 
 
 def _command(tokens: Sequence[Token]) -> tuple[Subcommand, int]:
     if tokens[0].key is not None:
         raise ParseError(
-            f"Start with a command, not {quote_got(tokens[0].raw)}. "
-            f"Commands: {', '.join(top_level_words())}. Try /gpu help."
+            Mistake.KEY_BEFORE_COMMAND, got=shorten(tokens[0].raw), commands=top_level_words()
         )
     words = []
     for token in tokens:
@@ -117,8 +121,10 @@ class _Arguments:
         earlier = self._given.get(key.name)
         if earlier is not None and not key.repeatable:
             raise ParseError(
-                f"{key.name} is given twice: {quote_got(earlier.raw)} and {quote_got(token.raw)}. "
-                "Give it once."
+                Mistake.GIVEN_TWICE,
+                name=key.name,
+                first=shorten(earlier.raw),
+                second=shorten(token.raw),
             )
         self._given[key.name] = token
         # A bare word is best corrected by the command's example; key=value by the key's.
@@ -136,30 +142,42 @@ class _Arguments:
         command = self._command
         if not command.keys:
             raise ParseError(
-                f"{command.invocation} takes no keys, got {quote_got(token.raw)}.",
+                Mistake.TAKES_NO_KEYS,
                 example=command.example,
+                command=command.invocation,
+                got=shorten(token.raw),
             )
-        names = [key.name for key in command.keys]
-        message = f"Unknown key {quote_got(name)} for {command.invocation}."
+        names = tuple(key.name for key in command.keys)
         close = difflib.get_close_matches(name, names, n=1)
         if close:
-            message += f' Did you mean "{close[0]}"?'
-        raise ParseError(f"{message} Valid keys: {', '.join(names)}.")
+            raise ParseError(
+                Mistake.UNKNOWN_KEY_MEANT,
+                got=shorten(name),
+                command=command.invocation,
+                meant=close[0],
+                keys=names,
+            )
+        raise ParseError(
+            Mistake.UNKNOWN_KEY, got=shorten(name), command=command.invocation, keys=names
+        )
 
     def _too_many(self, word: Token) -> ParseError:
         command = self._command
         slots = command.positionals
+        # Where the command also has key=value keys, the error says to give the rest so.
+        takes_keys = any(not key.positional for key in command.keys)
+        got, usage = shorten(word.raw), command.usage
         if not slots:
-            message = f"{command.invocation} takes no words after it, got {quote_got(word.raw)}."
-        else:
-            taken = " ".join(key.placeholder for key in slots)
-            message = f"Unexpected {quote_got(word.raw)}: {command.invocation} takes only {taken}."
-        if any(not key.positional for key in command.keys):
-            message += " Give other values as key=value, in quotes if they contain spaces."
-        return ParseError(f"{message} Usage: {command.usage}.", example=command.example)
-
-
-def _and_list(names: Sequence[str]) -> str:
-    if len(names) == 1:
-        return names[0]
-    return f"{', '.join(names[:-1])} and {names[-1]}"
+            mistake = Mistake.TAKES_NO_WORDS_USE_KEYS if takes_keys else Mistake.TAKES_NO_WORDS
+            return ParseError(
+                mistake, example=command.example, command=command.invocation, got=got, usage=usage
+            )
+        mistake = Mistake.TOO_MANY_WORDS_USE_KEYS if takes_keys else Mistake.TOO_MANY_WORDS
+        return ParseError(
+            mistake,
+            example=command.example,
+            command=command.invocation,
+            got=got,
+            taken=" ".join(key.placeholder for key in slots),
+            usage=usage,
+        )

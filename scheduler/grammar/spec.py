@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from types import MappingProxyType
 
 from scheduler.grammar.values import ValueKind
@@ -21,17 +22,38 @@ JOB_HOURS_MAX = 100_000
 QUOTA_HOURS_MAX = 10_000_000  # about 1,100 GPU-years: more than any one grant
 
 
+class DefaultWord(StrEnum):
+    """A default that is not a value but depends on who asks; help names it in words."""
+
+    YOUR_TEAM = "your_team"
+    ALL_TEAMS = "all_teams"
+
+
+class Section(StrEnum):
+    """The part of the help overview a command is listed under."""
+
+    JOBS = "jobs"
+    QUOTA = "quota"
+    TEMPLATES = "templates"
+    OTHER = "other"
+    ADMIN = "admin"
+
+
 @dataclass(frozen=True)
 class Key:
     """One key a subcommand accepts, as key=value or, when positional, as a bare word."""
 
     name: str
     kind: ValueKind
-    help: str
     example: str  # the value only; see example_arg for "name=value"
+    # Which of the name's meanings this key has, where one name means different things in
+    # different commands (the team that pays, the team to show …); with the name it picks
+    # the key's help in the catalogue (see `help_code`).
+    about: str | None = None
     required: bool = False
     default: str | None = None  # typed form; defaults() converts it, help shows it
-    default_help: str | None = None  # shown instead when the default is not a literal value
+    default_shown: str | None = None  # shown instead when the service works the default out
+    default_word: DefaultWord | None = None  # the same, when the default is not a value
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     maximum: float | None = None
@@ -44,9 +66,14 @@ class Key:
     rest: bool = False  # positional that takes all remaining words
 
     @property
+    def help_code(self) -> str:
+        """The catalogue key of this key's help."""
+        return ".".join(("grammar.key", self.name, *((self.about,) if self.about else ())))
+
+    @property
     def shown_default(self) -> str | None:
-        """The default as help shows it."""
-        return self.default_help or self.default
+        """The default as help shows it, when it is a value (see `default_word` otherwise)."""
+        return self.default_shown or self.default
 
     @property
     def placeholder(self) -> str:
@@ -67,14 +94,18 @@ class Subcommand:
     """One /gpu command: the words that select it, its keys and a complete example."""
 
     path: tuple[str, ...]
-    summary: str
     keys: tuple[Key, ...]
     example: str
-    section: str
+    section: Section
     admin: bool = False
     # When this key is given, required keys may come from a saved template, so the parser
     # leaves the check to the caller (check_required after merging).
     template_key: str | None = None
+
+    @property
+    def summary_code(self) -> str:
+        """The catalogue key of the one line that says what the command does."""
+        return ".".join(("grammar.summary", *self.path))
 
     @property
     def invocation(self) -> str:
@@ -109,7 +140,6 @@ def _job() -> Key:
     return Key(
         "job",
         ValueKind.JOB_REF,
-        "The job: its id (42 or #42) or its name.",
         "42",
         required=True,
         positional=True,
@@ -118,37 +148,29 @@ def _job() -> Key:
 
 
 def _request() -> Key:
-    return Key(
-        "request",
-        ValueKind.ID,
-        "The request number from the approval message.",
-        "7",
-        required=True,
-        positional=True,
-    )
+    return Key("request", ValueKind.ID, "7", required=True, positional=True)
 
 
-def _reason(required: bool, help_: str) -> Key:
-    return Key("reason", ValueKind.TEXT, help_, "paper deadline on Friday", required=required)
+def _reason(required: bool, about: str) -> Key:
+    return Key("reason", ValueKind.TEXT, "paper deadline on Friday", about, required=required)
 
 
-def _team(help_: str, *, required: bool = False, default_help: str | None = None) -> Key:
+def _team(about: str, *, required: bool = False, default_word: DefaultWord | None = None) -> Key:
     return Key(
         "team",
         ValueKind.NAME,
-        help_,
         "vision",
+        about,
         required=required,
-        default_help=default_help,
+        default_word=default_word,
         max_length=limits.TEAM_NAME,
     )
 
 
-def _user(name: str, help_: str, *, positional: bool) -> Key:
+def _user(name: str, *, positional: bool) -> Key:
     return Key(
         name,
         ValueKind.USER,
-        help_,
         "@alice",
         required=True,
         positional=positional,
@@ -156,12 +178,12 @@ def _user(name: str, help_: str, *, positional: bool) -> Key:
     )
 
 
-def _named(help_: str, example: str, max_length: int) -> Key:
+def _named(about: str, example: str, max_length: int) -> Key:
     return Key(
         "name",
         ValueKind.NAME,
-        help_,
         example,
+        about,
         required=True,
         positional=True,
         max_length=max_length,
@@ -169,96 +191,75 @@ def _named(help_: str, example: str, max_length: int) -> Key:
 
 
 def _template_name() -> Key:
-    return _named("Template name.", "bert-base", limits.TEMPLATE_NAME)
+    return _named("template", "bert-base", limits.TEMPLATE_NAME)
 
 
 def _team_name() -> Key:
-    return _named("Team name.", "vision", limits.TEAM_NAME)
+    return _named("team", "vision", limits.TEAM_NAME)
 
 
-def _priority(name: str, help_: str) -> Key:
-    return Key(name, ValueKind.CHOICE, help_, "normal", required=True, choices=PRIORITIES)
+def _priority(name: str) -> Key:
+    return Key(name, ValueKind.CHOICE, "normal", required=True, choices=PRIORITIES)
 
 
 def _expires() -> Key:
-    return Key(
-        "expires", ValueKind.DATE, "Last day the hours can be used.", "2025-12-31", required=True
-    )
+    return Key("expires", ValueKind.DATE, "2025-12-31", required=True)
 
 
 def _quota_id() -> Key:
-    return Key(
-        "id",
-        ValueKind.ID,
-        "The quota grant's number from /gpu admin quota list.",
-        "3",
-        required=True,
-        positional=True,
-    )
+    return Key("id", ValueKind.ID, "3", required=True, positional=True)
 
 
 def _host() -> Key:
-    return _named("Host name, as registered.", "gpu-01", limits.HOST_NAME)
+    return _named("host", "gpu-01", limits.HOST_NAME)
+
+
+def _role(*, required: bool) -> Key:
+    default = None if required else "member"
+    return Key(
+        "role",
+        ValueKind.CHOICE,
+        "approver",
+        required=required,
+        default=default,
+        choices=ROLES,
+    )
 
 
 SUBMIT_KEYS: tuple[Key, ...] = (
     Key(
         "name",
         ValueKind.NAME,
-        "Job name, shown in the queue and in reports.",
         "bert-ft",
+        "job",
         required=True,
         max_length=limits.JOB_NAME,
     ),
-    Key(
-        "gpus",
-        ValueKind.INT,
-        "Number of GPUs the job needs.",
-        "2",
-        default="1",
-        minimum=1,
-        maximum=64,
-    ),
-    Key(
-        "type",
-        ValueKind.GPU_TYPES,
-        "GPU types the job may run on.",
-        "A100-80GB,H100",
-        max_length=limits.GPU_TYPE,
-    ),
-    Key(
-        "mem",
-        ValueKind.FLOAT,
-        "Minimum memory per GPU, in GiB (may be combined with type).",
-        "40",
-        minimum=1,
-        maximum=1024,
-    ),
-    Key("speed", ValueKind.FLOAT, "Minimum relative GPU speed.", "1.5", minimum=0.01, maximum=100),
+    Key("gpus", ValueKind.INT, "2", default="1", minimum=1, maximum=64),
+    Key("type", ValueKind.GPU_TYPES, "A100-80GB,H100", max_length=limits.GPU_TYPE),
+    Key("mem", ValueKind.FLOAT, "40", minimum=1, maximum=1024),
+    Key("speed", ValueKind.FLOAT, "1.5", minimum=0.01, maximum=100),
     Key(
         "hours",
         ValueKind.FLOAT,
-        "Estimated GPU-hours: GPUs × wall-clock hours.",
         "24",
         required=True,
         minimum=0,
         above_minimum=True,
         maximum=JOB_HOURS_MAX,
     ),
-    _priority("priority", "Priority class: core, normal or idle."),
+    _priority("priority"),
     Key(
         "data",
         ValueKind.DATA,
-        "Is the data on the GPU hosts? ready, pending, or where it is being copied to.",
         "ready",
         required=True,
         max_length=limits.DATA_LOCATION,
     ),
-    _team("Team whose quota pays for the job.", default_help="your team"),
+    _team("pays", default_word=DefaultWord.YOUR_TEAM),
     Key(
         "cmd",
         ValueKind.TEXT,
-        "The command the GPU host runs.",
         "python train.py --lr 3e-4",
         required=True,
         max_length=CMD_LIMIT,
@@ -266,62 +267,48 @@ SUBMIT_KEYS: tuple[Key, ...] = (
     Key(
         "image",
         ValueKind.IMAGE,
-        "Container image to run the command in.",
         "nvcr.io/nvidia/pytorch:24.05-py3",
         max_length=limits.IMAGE,
     ),
-    Key(
-        "template",
-        ValueKind.NAME,
-        "Saved template to fill the other keys from; keys you give win.",
-        "bert-base",
-        max_length=limits.TEMPLATE_NAME,
-    ),
+    Key("template", ValueKind.NAME, "bert-base", max_length=limits.TEMPLATE_NAME),
 )
 
 _TEMPLATE_KEYS = tuple(
     # A template stores only what was given, so nothing in it is required or defaulted.
-    replace(key, required=False, default=None, default_help=None)
+    replace(key, required=False, default=None, default_shown=None, default_word=None)
     for key in SUBMIT_KEYS
     if key.name not in ("name", "template")
 )
 
-_JOBS, _QUOTA, _TEMPLATES, _OTHER, _ADMIN = "Jobs", "Quota", "Templates", "Other", "Admin"
-
 SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         ("submit",),
-        "Queue a training job.",
         SUBMIT_KEYS,
         "/gpu submit name=bert-ft gpus=2 type=A100-80GB hours=12 priority=normal "
         'data=ready cmd="python train.py --lr 3e-4"',
-        _JOBS,
+        Section.JOBS,
         template_key="template",
     ),
     Subcommand(
         ("ready",),
-        "Mark a job's data ready on the GPU hosts.",
         (
             _job(),
             Key(
                 "location",
                 ValueKind.TEXT,
-                "Where the data is now, if it moved.",
                 "/mnt/nas/imagenet",
                 max_length=limits.DATA_LOCATION,
             ),
         ),
         "/gpu ready 42",
-        _JOBS,
+        Section.JOBS,
     ),
     Subcommand(
         ("queue",),
-        "Show the queue.",
         (
             Key(
                 "scope",
                 ValueKind.CHOICE,
-                "Whose jobs to show.",
                 "mine",
                 default="all",
                 choices=("mine", "team", "all"),
@@ -329,127 +316,78 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
             ),
         ),
         "/gpu queue mine",
-        _JOBS,
+        Section.JOBS,
     ),
-    Subcommand(
-        ("board",),
-        "Show every GPU and the queue in brief.",
-        (),
-        "/gpu board",
-        _JOBS,
-    ),
-    Subcommand(("status",), "Show one job.", (_job(),), "/gpu status 42", _JOBS),
+    Subcommand(("board",), (), "/gpu board", Section.JOBS),
+    Subcommand(("status",), (_job(),), "/gpu status 42", Section.JOBS),
     Subcommand(
         ("cancel",),
-        "Cancel a job.",
-        (_job(), _reason(False, "Why, for the job's owner and the log.")),
+        (_job(), _reason(False, "owner")),
         '/gpu cancel 42 reason="wrong learning rate"',
-        _JOBS,
+        Section.JOBS,
     ),
     Subcommand(
         ("bump",),
-        "Ask to change a job's priority class.",
-        (
-            _job(),
-            _priority("to", "The priority class to move to."),
-            _reason(True, "Why, for the approver."),
-        ),
+        (_job(), _priority("to"), _reason(True, "approver")),
         '/gpu bump 42 to=core reason="paper deadline on Friday"',
-        _JOBS,
+        Section.JOBS,
     ),
-    Subcommand(("approve",), "Approve a request.", (_request(),), "/gpu approve 7", _JOBS),
+    Subcommand(("approve",), (_request(),), "/gpu approve 7", Section.JOBS),
     Subcommand(
         ("deny",),
-        "Deny a request.",
-        (_request(), _reason(False, "Why, for the person who asked.")),
+        (_request(), _reason(False, "asker")),
         '/gpu deny 7 reason="core slots are full this week"',
-        _JOBS,
+        Section.JOBS,
     ),
     Subcommand(
         ("done",),
-        "Record what a finished job produced.",
         (
             _job(),
-            Key(
-                "output",
-                ValueKind.TEXT,
-                "What the run produced, e.g. a checkpoint path or report link.",
-                "s3://ckpt/bert-ft/final",
-            ),
-            Key(
-                "metric",
-                ValueKind.METRIC,
-                "A result as name:number; give it once per metric.",
-                "loss:0.31",
-                repeatable=True,
-            ),
+            Key("output", ValueKind.TEXT, "s3://ckpt/bert-ft/final"),
+            Key("metric", ValueKind.METRIC, "loss:0.31", repeatable=True),
         ),
         "/gpu done 42 output=s3://ckpt/bert-ft/final metric=loss:0.31 metric=top1:76.2",
-        _JOBS,
+        Section.JOBS,
     ),
     Subcommand(
         ("quota",),
-        "Show a team's GPU-hour quota.",
-        (_team("Team to show.", default_help="your team"),),
+        (_team("shown", default_word=DefaultWord.YOUR_TEAM),),
         "/gpu quota team=vision",
-        _QUOTA,
+        Section.QUOTA,
     ),
     Subcommand(
         ("report",),
-        "Show GPU-hours, cost and output by team and job.",
         (
-            _team("Only this team.", default_help="all teams"),
-            Key(
-                "days",
-                ValueKind.INT,
-                "Report the last N days, up to now (not together with since).",
-                "30",
-                default_help="7",
-                minimum=1,
-                maximum=366,
-            ),
-            Key(
-                "since",
-                ValueKind.DATE,
-                "Report from the start of this day (install's time zone) up to now "
-                "(not together with days).",
-                "2026-11-01",
-            ),
+            _team("only", default_word=DefaultWord.ALL_TEAMS),
+            Key("days", ValueKind.INT, "30", default_shown="7", minimum=1, maximum=366),
+            Key("since", ValueKind.DATE, "2026-11-01"),
         ),
         "/gpu report team=vision days=30",
-        _QUOTA,
+        Section.QUOTA,
     ),
     Subcommand(
         ("template", "save"),
-        "Save submit keys under a name for reuse.",
         (_template_name(), *_TEMPLATE_KEYS),
         "/gpu template save bert-base gpus=2 type=A100-80GB priority=normal data=ready "
         'cmd="python train.py"',
-        _TEMPLATES,
+        Section.TEMPLATES,
     ),
-    Subcommand(("template", "list"), "List saved templates.", (), "/gpu template list", _TEMPLATES),
+    Subcommand(("template", "list"), (), "/gpu template list", Section.TEMPLATES),
     Subcommand(
-        ("template", "show"),
-        "Show a saved template.",
-        (_template_name(),),
-        "/gpu template show bert-base",
-        _TEMPLATES,
+        ("template", "show"), (_template_name(),), "/gpu template show bert-base", Section.TEMPLATES
     ),
     Subcommand(
         ("template", "delete"),
-        "Delete a saved template.",
         (_template_name(),),
         "/gpu template delete bert-base",
-        _TEMPLATES,
+        Section.TEMPLATES,
     ),
     Subcommand(
         ("lang",),
-        "Choose the language of replies: en or zh (中文).",
         (
             Key(
                 "language",
                 ValueKind.CHOICE,
-                "The language: en for English, zh for Chinese (中文).",
                 "zh",
                 required=True,
                 choices=LANGUAGES,
@@ -457,232 +395,178 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
             ),
         ),
         "/gpu lang zh",
-        _OTHER,
+        Section.OTHER,
     ),
     Subcommand(
         ("help",),
-        "Explain a command.",
-        (
-            Key(
-                "topic",
-                ValueKind.WORDS,
-                "The command to explain.",
-                "submit",
-                positional=True,
-                rest=True,
-            ),
-        ),
+        (Key("topic", ValueKind.WORDS, "submit", positional=True, rest=True),),
         "/gpu help submit",
-        _OTHER,
+        Section.OTHER,
     ),
     Subcommand(
         ("admin", "team", "add"),
-        "Create a team.",
         (
             _team_name(),
-            Key(
-                "channel",
-                ValueKind.TEXT,
-                "Slack channel for the team's notices.",
-                "#vision-gpu",
-                max_length=limits.CHANNEL,
-            ),
+            Key("channel", ValueKind.TEXT, "#vision-gpu", max_length=limits.CHANNEL),
         ),
         "/gpu admin team add vision channel=#vision-gpu",
-        _ADMIN,
+        Section.ADMIN,
         admin=True,
     ),
-    Subcommand(
-        ("admin", "team", "list"), "List teams.", (), "/gpu admin team list", _ADMIN, admin=True
-    ),
+    Subcommand(("admin", "team", "list"), (), "/gpu admin team list", Section.ADMIN, admin=True),
     Subcommand(
         ("admin", "team", "remove"),
-        "Remove a team.",
         (_team_name(),),
         "/gpu admin team remove vision",
-        _ADMIN,
+        Section.ADMIN,
         admin=True,
     ),
     Subcommand(
         ("admin", "member", "add"),
-        "Add a person to a team.",
         (
-            _user("user", "The person: type @ and pick them.", positional=True),
-            _team("Team to join.", required=True),
-            Key(
-                "role",
-                ValueKind.CHOICE,
-                "What they may do.",
-                "approver",
-                default="member",
-                choices=ROLES,
-            ),
+            _user("user", positional=True),
+            _team("joined", required=True),
+            _role(required=False),
         ),
         "/gpu admin member add @alice team=vision role=approver",
-        _ADMIN,
+        Section.ADMIN,
         admin=True,
     ),
     Subcommand(
         ("admin", "member", "remove"),
-        "Remove a person from their team.",
-        (_user("user", "The person: type @ and pick them.", positional=True),),
+        (_user("user", positional=True),),
         "/gpu admin member remove @alice",
-        _ADMIN,
+        Section.ADMIN,
         admin=True,
     ),
     Subcommand(
         ("admin", "member", "role"),
-        "Change a person's role.",
-        (
-            _user("user", "The person: type @ and pick them.", positional=True),
-            Key(
-                "role",
-                ValueKind.CHOICE,
-                "What they may do.",
-                "approver",
-                required=True,
-                choices=ROLES,
-            ),
-        ),
+        (_user("user", positional=True), _role(required=True)),
         "/gpu admin member role @alice role=approver",
-        _ADMIN,
+        Section.ADMIN,
         admin=True,
     ),
     Subcommand(
         ("admin", "member", "list"),
-        "List people and their roles.",
-        (_team("Only this team."),),
+        (_team("only"),),
         "/gpu admin member list team=vision",
-        _ADMIN,
+        Section.ADMIN,
         admin=True,
     ),
     Subcommand(
         ("admin", "quota", "add"),
-        "Grant a team GPU-hours until a date.",
         (
-            _team("Team that gets the hours.", required=True),
+            _team("granted", required=True),
             Key(
                 "type",
                 ValueKind.GPU_TYPE_OR_ANY,
-                "GPU type the hours are for.",
                 "A100-80GB",
+                "quota",
                 default="any",
                 max_length=limits.GPU_TYPE,
             ),
             Key(
                 "hours",
                 ValueKind.FLOAT,
-                "GPU-hours granted.",
                 "5000",
+                "granted",
                 required=True,
                 minimum=0,
                 above_minimum=True,
                 maximum=QUOTA_HOURS_MAX,
             ),
             _expires(),
-            _user(
-                "owner", "Who gets the expiry reminders: type @ and pick them.", positional=False
-            ),
-            Key("note", ValueKind.TEXT, "Where the hours come from.", "Q4 grant"),
+            _user("owner", positional=False),
+            Key("note", ValueKind.TEXT, "Q4 grant"),
         ),
         "/gpu admin quota add team=vision type=A100-80GB hours=5000 expires=2025-12-31 "
         'owner=@alice note="Q4 grant"',
-        _ADMIN,
+        Section.ADMIN,
         admin=True,
     ),
     Subcommand(
         ("admin", "quota", "renew"),
-        "Extend a grant to a new date.",
         (
             _quota_id(),
             _expires(),
             Key(
                 "hours",
                 ValueKind.FLOAT,
-                "New total GPU-hours, if it changes.",
                 "8000",
+                "renewed",
                 minimum=0,
                 above_minimum=True,
                 maximum=QUOTA_HOURS_MAX,
             ),
         ),
         "/gpu admin quota renew 3 expires=2026-06-30 hours=8000",
-        _ADMIN,
+        Section.ADMIN,
         admin=True,
     ),
     Subcommand(
         ("admin", "quota", "adjust"),
-        "Set a grant's total GPU-hours.",
         (
             _quota_id(),
             Key(
                 "hours",
                 ValueKind.FLOAT,
-                "New total GPU-hours.",
                 "4000",
+                "adjusted",
                 required=True,
                 minimum=0,
                 maximum=QUOTA_HOURS_MAX,
             ),
-            _reason(True, "Why, for the log."),
+            _reason(True, "log"),
         ),
         '/gpu admin quota adjust 3 hours=4000 reason="returned unused hours"',
-        _ADMIN,
+        Section.ADMIN,
         admin=True,
     ),
     Subcommand(
         ("admin", "quota", "list"),
-        "List quota grants.",
-        (_team("Only this team."),),
+        (_team("only"),),
         "/gpu admin quota list team=vision",
-        _ADMIN,
+        Section.ADMIN,
         admin=True,
     ),
     Subcommand(
         ("admin", "host", "add"),
-        "Register a GPU host.",
         (
             _host(),
             Key(
                 "url",
                 ValueKind.URL,
-                "The host agent's base URL.",
                 "http://gpu-01.lab:8700",
                 required=True,
                 max_length=limits.HOST_URL,
             ),
         ),
         "/gpu admin host add gpu-01 url=http://gpu-01.lab:8700",
-        _ADMIN,
+        Section.ADMIN,
         admin=True,
     ),
     Subcommand(
         ("admin", "host", "drain"),
-        "Stop starting jobs on a host.",
         (_host(),),
         "/gpu admin host drain gpu-01",
-        _ADMIN,
+        Section.ADMIN,
         admin=True,
     ),
     Subcommand(
         ("admin", "host", "resume"),
-        "Start jobs on a drained host again.",
         (_host(),),
         "/gpu admin host resume gpu-01",
-        _ADMIN,
+        Section.ADMIN,
         admin=True,
     ),
     Subcommand(
         ("admin", "host", "remove"),
-        "Unregister a host.",
         (_host(),),
         "/gpu admin host remove gpu-01",
-        _ADMIN,
+        Section.ADMIN,
         admin=True,
     ),
-    Subcommand(
-        ("admin", "host", "list"), "List hosts.", (), "/gpu admin host list", _ADMIN, admin=True
-    ),
+    Subcommand(("admin", "host", "list"), (), "/gpu admin host list", Section.ADMIN, admin=True),
 )
 
 SPEC: Mapping[tuple[str, ...], Subcommand] = MappingProxyType(

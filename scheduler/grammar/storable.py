@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from scheduler.grammar.errors import ParseError
+from scheduler.grammar.errors import Mistake, ParseError
 
 # NUL is refused by PostgreSQL in text; a lone surrogate (half of an emoji pair, e.g. from a
 # broken copy and paste) cannot be encoded as UTF-8 at all, so every driver fails on it.
@@ -20,11 +20,14 @@ def check_storable(text: str, key: str | None = None, example: str | None = None
     if match is None:
         return
     char = match[0]
-    what = "an invisible NUL character" if char == "\x00" else "half of a broken emoji or symbol"
-    subject, fix = (key, "value") if key is not None else ("The text", "command")
+    # Which character it is, as a name bot/ says: an invisible NUL, or half an emoji.
+    kind = "nul" if char == "\x00" else "surrogate"
+    at = match.start() + 1
+    code_point = f"U+{ord(char):04X}"
+    if key is None:
+        raise ParseError(
+            Mistake.UNSTORABLE_IN_COMMAND, example=example, char=kind, code=code_point, at=at
+        )
     raise ParseError(
-        f"{subject} contains a character that cannot be stored: {what} (U+{ord(char):04X}) "
-        f"at character {match.start() + 1}. Retype the {fix} without it.",
-        key=key,
-        example=example,
+        Mistake.UNSTORABLE_IN_VALUE, key=key, example=example, char=kind, code=code_point, at=at
     )

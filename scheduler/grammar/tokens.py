@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from scheduler.grammar.errors import ParseError
+from scheduler.grammar.errors import Mistake, ParseError
 from scheduler.grammar.storable import check_storable
 
 # Closing quotes accepted for each opening quote. Slack clients "smarten" straight quotes and
@@ -161,7 +161,10 @@ def _unterminated(text: str, opening: int) -> ParseError:
     if len(text) - opening > _SNIPPET:
         near += "…"
     return ParseError(
-        f"Unterminated quote: the {quote} at character {opening + 1} ({near}) is never closed. "
-        f"Close it with {_CLOSERS[quote][0]}, and write \\{quote} for a quote inside the value.",
+        Mistake.UNTERMINATED_QUOTE,
         example='cmd="python train.py --lr 3e-4"',
+        quote=quote,
+        at=opening + 1,
+        near=near,
+        closer=_CLOSERS[quote][0],
     )

@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from scheduler.agent.protocol import IMAGE_RE
-from scheduler.grammar.errors import ParseError
+from scheduler.grammar.errors import Mistake, ParseError
 from scheduler.grammar.storable import check_storable
 from scheduler.grammar.tokens import quote_value
 from storage.limits import EARLIEST_DATE, LATEST_DATE, ROW_ID_MAX
@@ -84,11 +84,35 @@ class KeyRules(Protocol):
 
 
 class _Invalid(Exception):
-    """Raised by a converter; `got` replaces the quoted input in the message when set."""
+    """Raised by a converter: the value is not of the key's form (or, with `length`, too long;
+    with `largest`, a record number past the largest the column holds)."""
 
-    def __init__(self, got: str | None = None) -> None:
-        super().__init__(got)
-        self.got = got
+    def __init__(self, *, length: int | None = None, largest: int | None = None) -> None:
+        super().__init__(length, largest)
+        self.length = length
+        self.largest = largest
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a valid value for a key looks like, as data: its kind and only the bounds,
+    choices or length that kind is checked against. bot/ says it in words, in errors and
+    in help alike."""
+
+    kind: ValueKind
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    above_minimum: bool = False  # the minimum itself is not allowed
+    max_length: int | None = None
+    earliest: date | None = None
+    latest: date | None = None
+
+
+# Kinds whose values are text checked against the key's max_length.
+_LENGTH_KINDS = frozenset(
+    {ValueKind.TEXT, ValueKind.IMAGE, ValueKind.NAME, ValueKind.URL, ValueKind.DATA}
+)
 
 
 # Names and GPU types; how long one may be is the key's max_length (its column's length).
@@ -117,77 +141,52 @@ def convert(key: KeyRules, raw: str, example: str | None = None) -> object:
     # Values from the submit modal reach here without tokenize, which checks whole commands.
     check_storable(raw, key.name, shown)
     if not raw.strip():
-        raise ParseError(f"{key.name} needs a value.", key=key.name, example=shown)
+        raise ParseError(Mistake.EMPTY_VALUE, key=key.name, example=shown)
     try:
         return _CONVERTERS[key.kind](key, raw)
     except _Invalid as invalid:
-        got = invalid.got if invalid.got is not None else quote_got(raw)
-        message = f"{key.name} must be {describe(key)}, got {got}."
-        raise ParseError(message, key=key.name, example=shown) from None
+        rule = expected(key)
+        if invalid.length is not None:
+            raise ParseError(
+                Mistake.VALUE_TOO_LONG,
+                key=key.name,
+                example=shown,
+                expected=rule,
+                length=invalid.length,
+            ) from None
+        if invalid.largest is not None:
+            raise ParseError(
+                Mistake.ID_TOO_LARGE,
+                key=key.name,
+                example=shown,
+                expected=rule,
+                got=shorten(raw),
+                largest=invalid.largest,
+            ) from None
+        raise ParseError(
+            Mistake.BAD_VALUE, key=key.name, example=shown, expected=rule, got=shorten(raw)
+        ) from None
 
 
-def describe(key: KeyRules) -> str:
-    """What a valid value for `key` looks like, in words; shared by errors and help."""
+def expected(key: KeyRules) -> Expected:
+    """What a valid value for `key` looks like; shared by errors and help."""
     kind = key.kind
-    if kind is ValueKind.INT:
-        return "a whole number" + _range(key)
-    if kind is ValueKind.FLOAT:
-        return "a number" + _range(key)
-    if kind is ValueKind.CHOICE:
-        return "one of " + ", ".join(key.choices)
-    if kind is ValueKind.TEXT:
-        return f"text of at most {key.max_length} characters"
-    if kind is ValueKind.IMAGE:
-        # Short enough for the submit modal's 150-character error box, example included.
-        chars = "letters, digits and ._/:@+-"
-        return f"a container image reference of {chars} (at most {key.max_length})"
-    if kind is ValueKind.NAME:
-        return (
-            f"a name of letters, digits, '.', '_' or '-' (at most {key.max_length}, starting "
-            "with a letter or digit)"
+    if kind in (ValueKind.INT, ValueKind.FLOAT):
+        return Expected(
+            kind, minimum=key.minimum, maximum=key.maximum, above_minimum=key.above_minimum
         )
+    if kind is ValueKind.CHOICE:
+        return Expected(kind, choices=key.choices)
     if kind is ValueKind.DATE:
-        return f"a date written YYYY-MM-DD from {EARLIEST_DATE} to {LATEST_DATE}"
-    if kind in (ValueKind.URL, ValueKind.DATA):
-        return f"{_FIXED_DESCRIPTIONS[kind]} (at most {key.max_length} characters)"
-    return _FIXED_DESCRIPTIONS[kind]
+        return Expected(kind, earliest=EARLIEST_DATE, latest=LATEST_DATE)
+    if kind in _LENGTH_KINDS:
+        return Expected(kind, max_length=key.max_length)
+    return Expected(kind)
 
 
-def quote_got(raw: str) -> str:
-    """Show what the user typed, shortened so one bad paste does not flood the reply."""
-    shown = raw if len(raw) <= _GOT_LIMIT else raw[:_GOT_LIMIT] + "…"
-    return f'"{shown}"'
-
-
-_FIXED_DESCRIPTIONS: dict[ValueKind, str] = {
-    ValueKind.ID: "a number like 7 or #7",
-    ValueKind.URL: "a URL starting with http:// or https://",
-    ValueKind.JOB_REF: "a job id like 42 or #42, or a job name",
-    ValueKind.USER: "a Slack user mention (type @ and pick the person)",
-    ValueKind.GPU_TYPES: "GPU type names separated by commas (leave it out to allow any type)",
-    ValueKind.GPU_TYPE_OR_ANY: "one GPU type name, or any",
-    ValueKind.DATA: "ready, pending, or the path or URL the data is being copied to",
-    ValueKind.METRIC: "name:number, like loss:0.31",
-    ValueKind.WORDS: "command words",
-}
-
-
-def _range(key: KeyRules) -> str:
-    low, high, above = key.minimum, key.maximum, key.above_minimum
-    if low is not None and high is not None and above:
-        return f" greater than {_number(low)} and at most {_number(high)}"
-    if low is not None and high is not None:
-        return f" from {_number(low)} to {_number(high)}"
-    if low is not None:
-        return f" greater than {_number(low)}" if above else f" of at least {_number(low)}"
-    if high is not None:
-        return f" of at most {_number(high)}"
-    return ""
-
-
-def _number(value: float) -> str:
-    """A bound as the user would type it: 10000000, not 1e+07."""
-    return str(int(value)) if value == int(value) else f"{value:g}"
+def shorten(raw: str) -> str:
+    """What the user typed, shortened so one bad paste does not flood the reply."""
+    return raw if len(raw) <= _GOT_LIMIT else raw[:_GOT_LIMIT] + "…"
 
 
 def _check_range(key: KeyRules, value: float) -> None:
@@ -225,7 +224,7 @@ def _to_id(key: KeyRules, raw: str) -> int:
 def _row_id(raw: str, number: int) -> int:
     # A number the id column cannot hold is an "integer out of range" error on PostgreSQL.
     if number > ROW_ID_MAX:
-        raise _Invalid(f"{quote_got(raw)}, more than the largest record number ({ROW_ID_MAX})")
+        raise _Invalid(largest=ROW_ID_MAX)
     return number
 
 
@@ -245,7 +244,7 @@ def _to_choice(key: KeyRules, raw: str) -> str:
 def _check_length(key: KeyRules, raw: str) -> None:
     # Saying how long it was tells the user what to fix; quoting a long paste would not.
     if len(raw) > key.max_length:
-        raise _Invalid(f"{len(raw)} characters")
+        raise _Invalid(length=len(raw))
 
 
 def _to_text(key: KeyRules, raw: str) -> str:

@@ -39,13 +39,14 @@ from bot.blocks.home import home_view
 from bot.blocks.notices import bump_decision_dm, job_event
 from bot.blocks.replies import error, reply
 from bot.console import render
+from scheduler.grammar import help_for
 from scheduler.notices.events import Event, EventCode, EventKind, announcement_of
 from scheduler.notices.kinds import EVENT_KINDS
 from scheduler.notices.outbox import Announcement
 from scheduler.policy.admission import Admission, Verdict
 from scheduler.policy.plan import Wait, WaitCode
 from scheduler.policy.quota import QuotaState
-from scheduler.results import Listing, Notice, QuotaListing, Said, SaidCode
+from scheduler.results import Listing, QuotaListing, Said, SaidCode
 from scheduler.service.board import BoardResult, CardState, CardView, HostView, TypeSummary
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import (
@@ -388,7 +389,9 @@ CASES = [
     Case("quotas", _reply(QuotaListing([quota(), quota(4, days_left=10)]))),
     Case("quotas, none", _reply(QuotaListing([], SaidCode.QUOTA_NONE_FOR_TEAM))),
     Case("quotas, many", _reply(QuotaListing([quota(i) for i in range(400)]))),
-    Case("notice", _reply(Notice("Added <@U0NEW0001> to team vision as member."))),
+    Case("help", _reply(help_for())),
+    Case("help for a group", _reply(help_for(("admin",)))),
+    Case("help for submit", _reply(help_for(("submit",)))),
     Case(
         "said",
         _reply(
@@ -585,6 +588,11 @@ def test_listing_summarises_what_does_not_fit() -> None:
         (lambda lang: job_event(event(EventKind.JOB_STARTED), lang, ZONE), ["任务 #12 已开始运行"]),
         (_reply(QuotaListing([quota(days_left=10)])), ["配额", "还剩 10 天", "卡时"]),
         (lambda lang: error("hours must be a number.", lang, "hours=24"), ["无法完成", "示例"]),
+        (_reply(help_for()), ["/gpu 命令", "管理（仅管理员）", "提交一个训练任务到队列。"]),
+        (
+            _reply(help_for(("submit",))),
+            ["用法：", "参数：", "gpus（可选，默认：1）", "取值：整数，范围 1 到 64", "示例："],
+        ),
     ],
 )
 def test_chinese_replies_use_the_chinese_words(
@@ -668,6 +676,20 @@ class Unlisted:
 
 
 render.register(Unlisted, lambda result, zone: result.words)
+
+
+def test_help_lists_every_command_and_every_key_it_is_about() -> None:
+    overview = shown(reply(help_for(), "en", ZONE, NOW))
+    for command in help_for().commands:
+        assert f"`{mrkdwn_escape(command.heading)}`" in overview
+    assert "*Admin (admins only)*" in overview
+    submit = reply(help_for(("submit",)), "en", ZONE, NOW)
+    assert submit.text == "/gpu submit: Queue a training job."
+    text = shown(submit)
+    for key in help_for(("submit",)).commands[0].keys:
+        assert f"*{key.name} (" in text
+    assert "*team (optional, default: your team)*" in text
+    assert "Value: a whole number from 1 to 64. Example: gpus=2" in text
 
 
 def test_any_other_result_falls_back_to_its_plain_text() -> None:

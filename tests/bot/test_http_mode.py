@@ -321,3 +321,14 @@ def test_a_bump_request_waits_out_a_slack_outage_and_its_approvers_are_asked_onc
     announcer = SlackAnnouncer(team_bot.messenger, team_bot.services)
     assert deliver_pending(team_bot.paika.engine, announcer, clock.now()) == 0
     assert len(team_bot.slack.calls("chat.postMessage")) == posts_in_outage + 1
+
+
+def test_parse_errors_and_help_are_said_in_the_users_language(team_bot: Bot) -> None:
+    team_bot.answer("lang zh", name="lang")
+    wrong = text_of(team_bot.answer("submit gpus=two", name="wrong"))
+    assert "gpus 须为整数，范围 1 到 64，却收到“two”。" in wrong
+    assert "示例：" in wrong and "gpus=2" in wrong
+    shown = text_of(team_bot.answer("help submit", name="help"))
+    assert "提交一个训练任务到队列。" in shown and "gpus（可选，默认：1）" in shown
+    english = text_of(team_bot.answer("help submit", user=OTHER, name="help-en"))
+    assert "Queue a training job." in english and "提交" not in english

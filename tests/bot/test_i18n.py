@@ -13,6 +13,8 @@ import pytest
 from paika_test_time import T0
 
 import bot
+from bot.blocks.ids import SUBMIT_BLOCK_OF_KEY
+from bot.blocks.submit_modal import submit_modal
 from bot.digest.picture import CHART_WORDS
 from bot.i18n import (
     LANGUAGES,
@@ -28,9 +30,9 @@ from bot.i18n import (
     when,
 )
 from scheduler.errors import Action, Problem
-from scheduler.grammar import subcommand
+from scheduler.grammar import SUBCOMMANDS, ValueKind, subcommand
 from scheduler.grammar.errors import Mistake
-from scheduler.grammar.spec import PRIORITIES
+from scheduler.grammar.spec import PRIORITIES, DefaultWord, Section
 from scheduler.hosts.reconcile import ENDING_STOPS, REQUEUED_STOPS
 from scheduler.notices.events import EventCode, LostWhy
 from scheduler.notices.kinds import EVENT_KINDS
@@ -71,6 +73,16 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "action.": tuple(Action),
     # the hint after "it cannot become …", for the states a job never leaves
     "problem.cannot_become.": (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED),
+    # the grammar's help: each command's summary and each key's help, by their codes
+    "grammar.summary.": tuple(".".join(command.path) for command in SUBCOMMANDS),
+    "grammar.key.": tuple(
+        {key.help_code.removeprefix("grammar.key."): None for c in SUBCOMMANDS for key in c.keys}
+    ),
+    "grammar.value.": tuple(ValueKind),
+    "grammar.range.": ("between", "between_above", "above", "at_least", "at_most"),
+    "grammar.section.": tuple(Section),
+    "grammar.default.": tuple(DefaultWord),
+    "grammar.char.": ("nul", "surrogate"),  # what storable.py names a character it refuses
 }
 
 # Modal hints that are the grammar's own help text for the same key.
@@ -190,10 +202,13 @@ def test_times() -> None:
     assert T0 + timedelta(minutes=10) == datetime(2026, 11, 2, 9, 10, tzinfo=UTC)
 
 
-def test_modal_hints_are_the_grammars_help_where_it_describes_the_same_field() -> None:
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_modal_hints_are_the_grammars_help_where_it_describes_the_same_field(lang: str) -> None:
     keys = {key.name: key for key in subcommand(("submit",)).keys}
+    modal = submit_modal(lang, ["A100-80GB"], ["vision"], [])
+    hints = {block["block_id"]: block["hint"]["text"] for block in modal["blocks"]}
     for name in GRAMMAR_HINTS:
-        assert t("en", f"modal.hint.{name}") == keys[name].help
+        assert hints[SUBMIT_BLOCK_OF_KEY[name]] == t(lang, keys[name].help_code), name
 
 
 def _problem_calls() -> list[tuple[str, str, set[str]]]:
@@ -227,3 +242,45 @@ def test_every_problem_raised_names_exactly_what_its_sentence_says() -> None:
         if given != placeholders(catalogue()[Problem[name].value]["en"])
     ]
     assert not wrong, wrong
+
+
+def _mistake_calls() -> list[tuple[str, str, set[str]]]:
+    """Every `ParseError(Mistake.X, …)` under scheduler/grammar: where, which mistake, and
+    what it names (the key at fault is named `name`; `expected` is said from its data)."""
+    import ast
+
+    import scheduler.grammar
+
+    calls = []
+    for path in sorted(Path(scheduler.grammar.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and node.args):
+                continue
+            first = node.args[0]
+            if isinstance(first, ast.Attribute) and getattr(first.value, "id", "") == "Mistake":
+                named = {k.arg for k in node.keywords if k.arg} - {"example"}
+                if "key" in named:
+                    named = (named - {"key"}) | {"name"}
+                calls.append((f"{path.name}:{node.lineno}", first.attr, named))
+    return calls
+
+
+def test_every_mistake_raised_names_exactly_what_its_sentence_says() -> None:
+    calls = _mistake_calls()
+    assert len(calls) > 15, "the scan should find the grammar's raises"
+    raised = {name for _, name, _ in calls}
+    wrong = [
+        (where, name, sorted(given), sorted(placeholders(catalogue()[Mistake[name].value]["en"])))
+        for where, name, given in calls
+        if given != placeholders(catalogue()[Mistake[name].value]["en"])
+    ]
+    assert not wrong, wrong
+    # parser.py picks one of these by whether the command also takes key=value keys; the
+    # scan sees the variable, tests/grammar/test_grammar_errors.py sees each sentence.
+    chosen = {
+        "TAKES_NO_WORDS",
+        "TAKES_NO_WORDS_USE_KEYS",
+        "TOO_MANY_WORDS",
+        "TOO_MANY_WORDS_USE_KEYS",
+    }
+    assert raised | chosen == {mistake.name for mistake in Mistake}, "a mistake nobody raises"

@@ -230,3 +230,13 @@ def test_the_digest_announcement_posts_the_board_and_its_picture_to_the_channel(
     assert [c.args["channel"] for c in team_bot.slack.calls("chat.postMessage")] == ["C0GPUOPS"]
     assert [u.completed for u in team_bot.slack.uploads()][-1]
     team_bot.slack.assert_nothing_invalid()
+
+
+def test_a_bad_field_is_explained_in_the_users_language(team_bot: Bot) -> None:
+    team_bot.answer("lang zh", name="lang")
+    answer = _submit(team_bot, **{ids.SUBMIT_GPUS: "lots"})
+    assert answer["response_action"] == "errors"
+    errors = answer["errors"]
+    assert isinstance(errors, dict)
+    assert errors[ids.SUBMIT_GPUS].startswith("gpus 须为整数，范围 1 到 64，却收到“lots”。")
+    assert _jobs(team_bot) == []

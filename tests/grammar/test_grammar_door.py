@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.said import problem
 from scheduler.agent.protocol import IMAGE_RE
 from scheduler.grammar import SPEC, SUBCOMMANDS, Key, ParseError, ValueKind, parse
 from scheduler.grammar.values import convert
@@ -39,7 +40,7 @@ def _submit_key(name: str) -> Key:
 def test_image_with_a_space_is_refused_naming_image_with_an_example() -> None:
     error = _error(f'{SUBMIT_OK} image="ubuntu latest"')
     assert error.key == "image"
-    assert "container image" in str(error)
+    assert "container image" in problem("en", error)
     assert error.example is not None and error.example.startswith("image=")
     assert IMAGE_RE.fullmatch(error.example.removeprefix("image="))
 
@@ -115,7 +116,7 @@ def test_values_that_fit_their_column_pass(text: str, key: str, value: str) -> N
 
 
 def test_too_long_channel_says_how_long_it_may_be() -> None:
-    message = str(_error(f"admin team add vision channel=#{'c' * 200}"))
+    message = problem("en", _error(f"admin team add vision channel=#{'c' * 200}"))
     assert message.startswith(f"channel must be text of at most {limits.CHANNEL} characters")
 
 
@@ -133,7 +134,7 @@ def test_too_long_channel_says_how_long_it_may_be() -> None:
 def test_record_numbers_larger_than_the_database_holds_are_refused(text: str) -> None:
     error = _error(text)
     assert error.key in {"job", "request", "id"}
-    assert str(limits.ROW_ID_MAX) in str(error)
+    assert str(limits.ROW_ID_MAX) in problem("en", error)
 
 
 def test_the_largest_record_number_passes() -> None:
@@ -159,7 +160,7 @@ def test_dates_outside_the_window_are_refused_with_the_bounds(
 ) -> None:
     with pytest.raises(ParseError) as caught:
         convert(key, day)
-    message = str(caught.value)
+    message = problem("en", caught.value)
     assert caught.value.key == key.name
     assert message.startswith(f"{key.name} must be a date")
     assert "2000-01-01" in message and "2199-12-31" in message
@@ -207,8 +208,8 @@ def test_numbers_must_be_finite_and_in_range(command: str, key: Key, raw: str) -
     with pytest.raises(ParseError) as caught:
         convert(key, raw)
     assert caught.value.key == key.name
-    assert str(caught.value).startswith(f"{key.name} must be a")
-    assert f"Example: {key.name}=" in str(caught.value)
+    assert problem("en", caught.value).startswith(f"{key.name} must be a")
+    assert f"Example: {key.name}=" in problem("en", caught.value)
 
 
 @pytest.mark.parametrize("raw", ["loss:nan", "loss:inf", "loss:1e999", "loss:-1e999"])
@@ -237,7 +238,7 @@ def test_quota_hours_have_an_upper_bound() -> None:
     ],
 )
 def test_unstorable_characters_are_refused_before_tokenizing(text: str, where: int) -> None:
-    message = str(_error(text))
+    message = problem("en", _error(text))
     assert message.startswith("The text contains a character that cannot be stored")
     assert f"at character {where}" in message
     assert "Retype" in message
@@ -245,7 +246,7 @@ def test_unstorable_characters_are_refused_before_tokenizing(text: str, where: i
 
 def test_unterminated_quote_after_an_unstorable_character_reports_the_character() -> None:
     # The character check runs first, so the reply names the real problem.
-    assert "cannot be stored" in str(_error('cancel 42 reason="\x00'))
+    assert "cannot be stored" in problem("en", _error('cancel 42 reason="\x00'))
 
 
 @pytest.mark.parametrize("raw", ["a\x00b", "\ud83d", "ok\udfff"])
@@ -254,7 +255,7 @@ def test_converted_values_are_checked_too(raw: str) -> None:
     with pytest.raises(ParseError) as caught:
         convert(_submit_key("cmd"), raw)
     assert caught.value.key == "cmd"
-    assert str(caught.value).startswith("cmd contains a character that cannot be stored")
+    assert problem("en", caught.value).startswith("cmd contains a character that cannot be stored")
 
 
 def test_emoji_and_chinese_are_storable() -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from bot.said import problem
 from scheduler.errors import UserError
-from scheduler.grammar import ParseError, check_required, parse
+from scheduler.grammar import Mistake, ParseError, ValueKind, check_required, parse
+from scheduler.grammar.values import Expected
 
 COMMANDS = (
     "Commands: submit, ready, queue, board, status, cancel, bump, approve, deny, done, quota, "
@@ -179,6 +181,14 @@ INVALID = [
         id="positional-for-command-without-positionals",
     ),
     pytest.param(
+        "submit bert-ft",
+        '/gpu submit takes no words after it, got "bert-ft". Give other values as key=value, '
+        "in quotes if they contain spaces. Usage: /gpu submit name=… hours=… "
+        "priority=core|normal|idle data=… cmd=… [gpus=…] [type=…] [mem=…] [speed=…] [team=…] "
+        f"[image=…] [template=…].\n{SUBMIT_EXAMPLE}",
+        id="word-for-command-that-takes-only-keys",
+    ),
+    pytest.param(
         "admin quota renew 3 expires=2025-02-30",
         "expires must be a date written YYYY-MM-DD from 2000-01-01 to 2199-12-31, got "
         '"2025-02-30".\nExample: expires=2025-12-31',
@@ -302,7 +312,7 @@ INVALID = [
 def test_invalid_command_explains_exactly(text: str, message: str) -> None:
     with pytest.raises(ParseError) as caught:
         parse(text)
-    assert str(caught.value) == message
+    assert problem("en", caught.value) == message
 
 
 def test_error_names_the_key_and_its_example() -> None:
@@ -311,10 +321,28 @@ def test_error_names_the_key_and_its_example() -> None:
     assert (caught.value.key, caught.value.example) == ("gpus", "gpus=2")
 
 
-def test_parse_error_is_a_user_error_whose_hint_is_the_example() -> None:
+def test_parse_error_is_a_user_error_with_a_code_and_the_values_it_names() -> None:
     with pytest.raises(UserError) as caught:
         parse("status")
-    assert caught.value.hint == "Example: /gpu status 42"
+    error = caught.value
+    assert isinstance(error, ParseError)
+    assert error.problem is Mistake.MISSING_KEYS
+    assert dict(error.values) == {"command": "/gpu status", "missing": ("job",)}
+    assert error.example == "/gpu status 42"
+    assert problem("zh", error) == "/gpu status 缺少 job。\n示例：/gpu status 42"
+
+
+def test_a_bad_value_carries_what_a_valid_one_looks_like_as_data() -> None:
+    with pytest.raises(ParseError) as caught:
+        parse("submit gpus=65")
+    error = caught.value
+    assert (error.problem, error.key, dict(error.values)) == (
+        Mistake.BAD_VALUE,
+        "gpus",
+        {"name": "gpus", "got": "65"},
+    )
+    assert error.expected == Expected(ValueKind.INT, minimum=1, maximum=64)
+    assert problem("zh", error) == "gpus 须为整数，范围 1 到 64，却收到“65”。\n示例：gpus=2"
 
 
 def test_check_required_passes_after_template_merge() -> None:
@@ -327,7 +355,10 @@ def test_check_required_reports_what_the_template_did_not_fill() -> None:
     parsed = parse("submit template=bert-base name=run3")
     with pytest.raises(ParseError) as caught:
         check_required(parsed.path, {"hours": 12.0, **parsed.args})
-    assert str(caught.value) == f"/gpu submit is missing priority, data and cmd.\n{SUBMIT_EXAMPLE}"
+    assert (
+        problem("en", caught.value)
+        == f"/gpu submit is missing priority, data and cmd.\n{SUBMIT_EXAMPLE}"
+    )
 
 
 def test_check_required_rejects_unknown_path() -> None:

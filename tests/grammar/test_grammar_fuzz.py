@@ -1,11 +1,14 @@
-"""parse() and help_text() raise ParseError and nothing else, whatever is typed."""
+"""parse() and help_for() raise ParseError and nothing else, whatever is typed, and what
+they give is said in both languages."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.grammar import SPEC, ParseError, help_text, parse
+from bot.said import problem
+from bot.usage import help_lines
+from scheduler.grammar import SPEC, ParseError, help_for, parse
 
 FRAGMENTS = [
     "submit",
@@ -92,7 +95,7 @@ def _parse_only_raises_parse_error(text: str) -> None:
     try:
         parsed = parse(text)
     except ParseError as error:
-        assert str(error)
+        assert problem("en", error) and problem("zh", error)
     else:
         assert parsed.path in SPEC
 
@@ -113,6 +116,8 @@ def test_parse_command_like_text(text: str) -> None:
 @given(st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=6), max_size=4))
 def test_help_any_path(path: list[str]) -> None:
     try:
-        assert help_text(path)
+        shown = help_for(path)
     except ParseError as error:
-        assert str(error)
+        assert problem("en", error) and problem("zh", error)
+    else:
+        assert help_lines("en", shown) and help_lines("zh", shown)

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import scheduler.grammar.tokens as tokens_module
+from bot.said import problem
 from scheduler.grammar import ParseError, Token, tokenize
 from scheduler.grammar.tokens import quote_value
 
@@ -84,7 +85,7 @@ def test_a_megabyte_of_one_pattern_tokenizes(unit: str) -> None:
     try:
         tokens = tokenize(text)
     except ParseError as error:  # an unterminated quote is a fine answer too
-        assert str(error).startswith("Unterminated quote")
+        assert problem("en", error).startswith("Unterminated quote")
     else:
         assert "".join(token.raw for token in tokens) == text
 
