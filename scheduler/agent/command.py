@@ -21,7 +21,6 @@ from scheduler.agent.app import build_app
 from scheduler.agent.errors import AgentError
 from scheduler.agent.gpus import GpuReader
 from scheduler.agent.jobs import TOKEN_ENV, JobStore
-from scheduler.agent.nvml import NvmlReader
 from scheduler.agent.simulated import EXAMPLE_SPEC, SimulatedReader
 
 
@@ -107,6 +106,8 @@ def agent(
         if simulate is not None:
             reader = SimulatedReader(simulate, host=host_name, loads=store)
         else:
+            from scheduler.agent.nvml import NvmlReader  # not loaded for simulated GPUs
+
             reader = NvmlReader()
         gpus = reader.read()  # fail now, not at the scheduler's first poll
         app = build_app(reader, store, token, host=host_name, simulated=simulate is not None)
