@@ -547,6 +547,7 @@ class JobStore:
                 self._helpers.append(
                     subprocess.Popen(
                         [self.container_runtime, "kill", container_name(job.job_id)],
+                        env=self._runtime_client_env(),
                         stdin=subprocess.DEVNULL,
                         stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL,
