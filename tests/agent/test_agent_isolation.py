@@ -77,7 +77,8 @@ def users() -> Iterator[dict[str, User]]:
         yield made
     finally:
         for user in made.values():
-            subprocess.run(["userdel", user.name], capture_output=True, check=False)
+            # -f: even if a job of a failed test still runs as it
+            subprocess.run(["userdel", "-f", user.name], capture_output=True, check=False)
         subprocess.run(["groupdel", extra], capture_output=True, check=False)
         shutil.rmtree(base, ignore_errors=True)
 
@@ -145,9 +146,11 @@ def real_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealAgent]:
         wait_for(up, 60, "the agent to serve")
         yield RealAgent(url, client, process, state, token_file)
     finally:
-        for job in client.jobs() if process.poll() is None else []:
-            if job.running:
-                client.stop_job(job.job_id, grace_s=0)
+        if process.poll() is None:
+            for job in client.jobs():
+                if job.running:
+                    client.stop_job(job.job_id, grace_s=0)
+            wait_for(lambda: not any(j.running for j in client.jobs()), 10, "the jobs to end")
         client.close()
         process.terminate()
         process.wait(timeout=30)
