@@ -372,6 +372,7 @@ def start_world(world: World, count: int, spec: str) -> None:
             str(state_dir),
             "--name",
             name,
+            "--allow-root-jobs",  # a test rig: its jobs are its own `sleep`s, also as root
             "--grace-s",
             "5",
         ]

@@ -22,6 +22,8 @@ from pydantic import (
     model_validator,
 )
 
+from scheduler.agent.errors import BadRequest
+from scheduler.agent.protocol import ContainerOptions
 from scheduler.errors import ConfigError
 from scheduler.policy.matching import CardType
 from scheduler.policy.snapshot import Backfill, Knobs, WithinClass
@@ -201,6 +203,28 @@ class Reclaim(_Strict):
     action: dict[PriorityName, ReclaimAction] = Field(default_factory=_default_reclaim)
 
 
+class ContainerMount(_Strict):
+    """A host directory bound into every container job (read-only unless said otherwise)."""
+
+    source: str
+    target: str
+    read_only: bool = True
+
+
+class Containers(_Strict):
+    """What every container job (`image=`) gets on the hosts: the site's data mounts, IPC,
+    shared memory and network. The hosts' agents check the same rules again."""
+
+    mounts: tuple[ContainerMount, ...] = ()
+    ipc: Literal["host"] | None = None
+    shm_size: str | None = None
+    network: Literal["host", "none"] | None = None
+
+    def options(self) -> ContainerOptions:
+        """The options as the agents take them; BadRequest naming the field if unsafe."""
+        return ContainerOptions(**self.model_dump())
+
+
 class PolicyConfig(_Strict):
     """The whole policy file."""
 
@@ -218,6 +242,7 @@ class PolicyConfig(_Strict):
     digest: Digest = Digest()
     alerts: Alerts = Alerts()
     reclaim: Reclaim = Reclaim()
+    containers: Containers = Containers()
 
     @field_validator("timezone")
     @classmethod
@@ -249,6 +274,15 @@ class PolicyConfig(_Strict):
                 )
             if amount < 0:
                 raise ValueError(f"scheduler.headroom.{name}|must be 0 or more")
+        return self
+
+    @model_validator(mode="after")
+    def _container_options_are_safe(self) -> PolicyConfig:
+        try:
+            self.containers.options()
+        except BadRequest as exc:
+            where, _, problem = exc.message.partition(": ")
+            raise ValueError(f"containers.{where.removeprefix('container.')}|{problem}") from None
         return self
 
     def knobs(self) -> Knobs:

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from scheduler.agent.client import AgentClient
 from scheduler.agent.errors import AgentError, AnswerLost, BadRequest
-from scheduler.agent.protocol import StartRequest
+from scheduler.agent.protocol import ContainerOptions, StartRequest
 from scheduler.errors import PaikaError
 
 
@@ -70,11 +70,15 @@ class Dispatcher(Protocol):
 
 
 class AgentDispatcher:
-    """Dispatch through each host's paika agent over HTTP."""
+    """Dispatch through each host's paika agent over HTTP. `containers`: the site's options
+    for every container job (the policy file's `containers:`)."""
 
-    def __init__(self, token: str, *, timeout: float = 5.0) -> None:
+    def __init__(
+        self, token: str, *, timeout: float = 5.0, containers: ContainerOptions | None = None
+    ) -> None:
         self.token = token
         self.timeout = timeout
+        self.containers = containers
 
     def start(self, order: StartOrder) -> None:
         try:
@@ -88,6 +92,7 @@ class AgentDispatcher:
                     "PAIKA_ATTEMPT": str(order.attempt),
                 },
                 image=order.image,
+                container=self.containers if order.image is not None else None,
             )
         except BadRequest as exc:  # the job's own data: no host would take it
             raise DispatchError(
@@ -108,7 +113,9 @@ class AgentDispatcher:
 
 
 def _start_error(order: StartOrder, exc: AgentError) -> DispatchError:
-    """Whether a failed start surely did not start the run, and whose fault it was."""
+    """Whether a failed start surely did not start the run, and whose fault it was. A host
+    that will not run the job as its account (403) is the host's matter: the job is queued
+    again, the agent's reason in its history."""
     unknown = isinstance(exc, AnswerLost) or (exc.status is not None and exc.status >= 500)
     return DispatchError(
         order.host,

@@ -28,7 +28,7 @@ def agent_cycle(paika: Paika, observer: Observer) -> Cycle:
         paika.engine,
         paika.policy,
         paika.clock,
-        AgentDispatcher(token, timeout=timeout),
+        AgentDispatcher(token, timeout=timeout, containers=paika.policy.containers.options()),
         observer,
         poller,
     )

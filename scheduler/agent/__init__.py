@@ -12,6 +12,7 @@ scheduler. Modules, from the wire inwards:
     command.py    `paika agent`: checks, builds the app and serves it with uvicorn
     address.py    where an agent listens: its default port, and loopback
     jobs.py       JobStore: processes, logs, stop with grace, state that survives restarts
+    isolation.py  whom a job runs as (accounts, the root rules), its workdir, its cgroup
     wrapper.py    runs a job's command and records its exit code in a file
     gpus.py       the GpuReader protocol; nvml.py and simulated.py implement it
     errors.py     AgentError and friends

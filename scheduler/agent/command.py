@@ -1,8 +1,12 @@
 """`paika agent`: run the host agent.
 
-PAIKA_AGENT_TOKEN=… paika agent                       # real GPUs through NVML
+PAIKA_AGENT_TOKEN_FILE=/etc/paika/agent-token paika agent   # real GPUs through NVML
 PAIKA_AGENT_TOKEN=… paika agent --simulate 4xA100-80GB,2xT4-16GB --port 8471
-paika agent --simulate 2xT4 --insecure-no-token       # loopback only, no auth
+paika agent --simulate 2xT4 --insecure-no-token --allow-root-jobs   # loopback only, no auth
+
+The token file (0600, the agent's user's) is preferred to PAIKA_AGENT_TOKEN: a variable is
+easier to leak (shells' history, `ps e`, child processes). As root the agent runs each job
+as the account it names, never as root unless --allow-root-jobs.
 """
 
 from __future__ import annotations
@@ -21,8 +25,48 @@ from scheduler.agent.app import build_app
 from scheduler.agent.errors import AgentError
 from scheduler.agent.gpus import GpuReader
 from scheduler.agent.jobs import TOKEN_ENV, JobStore
-from scheduler.agent.nvml import NvmlReader
 from scheduler.agent.simulated import EXAMPLE_SPEC, SimulatedReader
+
+TOKEN_FILE_ENV = "PAIKA_AGENT_TOKEN_FILE"
+AGENT_UMASK = 0o077  # what the agent writes is its own: state, logs, records
+
+
+def read_token() -> str | None:
+    """The agent token: from the file PAIKA_AGENT_TOKEN_FILE names (preferred), else from
+    PAIKA_AGENT_TOKEN; None when neither is set. AgentError for a file others could read."""
+    named = os.environ.get(TOKEN_FILE_ENV, "").strip()
+    if not named:
+        return os.environ.get(TOKEN_ENV, "").strip() or None
+    path = Path(named)
+    try:
+        info = path.stat()
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AgentError(None, f"{TOKEN_FILE_ENV}: cannot read {path}: {exc}") from exc
+    if info.st_mode & 0o077:
+        raise AgentError(
+            None,
+            f"{TOKEN_FILE_ENV}: {path} can be read or changed by others (mode "
+            f"{info.st_mode & 0o777:o}); run: chmod 600 {path}",
+        )
+    if info.st_uid != os.geteuid():
+        raise AgentError(
+            None,
+            f"{TOKEN_FILE_ENV}: {path} belongs to uid {info.st_uid}, not to the agent's user "
+            f"(uid {os.geteuid()}); chown it to the agent's user",
+        )
+    if not token:
+        raise AgentError(None, f"{TOKEN_FILE_ENV}: {path} is empty; write the agent token in it")
+    return token
+
+
+def warn_root_jobs(allow_root_jobs: bool) -> None:
+    """Say it loudly when an agent running as root may run jobs as root."""
+    if allow_root_jobs and os.geteuid() == 0:
+        logging.getLogger(__name__).warning(
+            "--allow-root-jobs: jobs that name no account run as root on this host; "
+            "use it only on a single-user host or a test rig"
+        )
 
 
 def agent(
@@ -62,7 +106,15 @@ def agent(
         bool,
         typer.Option(
             "--insecure-no-token",
-            help=f"Run without {TOKEN_ENV} (no authentication); listens on {LOOPBACK} only. For local experiments.",
+            help=f"Run without a token (no authentication); listens on {LOOPBACK} only. For local experiments.",
+        ),
+    ] = False,
+    allow_root_jobs: Annotated[
+        bool,
+        typer.Option(
+            "--allow-root-jobs",
+            help="Let an agent running as root run jobs as root (jobs that name no account). "
+            "Only for single-user hosts and test rigs; by default such jobs are refused.",
         ),
     ] = False,
     name: Annotated[
@@ -73,12 +125,22 @@ def agent(
         ),
     ] = None,
 ) -> None:
-    """Run the GPU host agent: reports this host's GPUs and runs jobs for the scheduler."""
-    token = os.environ.get(TOKEN_ENV, "").strip() or None
+    """Run the GPU host agent: reports this host's GPUs and runs jobs for the scheduler.
+
+    The token the scheduler uses comes from the file PAIKA_AGENT_TOKEN_FILE names (preferred;
+    mode 600) or from PAIKA_AGENT_TOKEN. Run as root, the agent starts each job as its
+    owner's Unix account; run as another user, it runs jobs only as that user."""
+    os.umask(AGENT_UMASK)
+    try:
+        token = read_token()
+    except AgentError as exc:
+        typer.echo(f"paika agent: {exc.message}", err=True)
+        raise typer.Exit(2) from exc
     if token is None and not insecure_no_token:
         typer.echo(
-            f"paika agent: set {TOKEN_ENV} to the token the scheduler uses (or pass "
-            "--insecure-no-token for a local experiment).",
+            f"paika agent: put the token the scheduler uses in a file (chmod 600) and set "
+            f"{TOKEN_FILE_ENV} to its path, or set {TOKEN_ENV} (or pass --insecure-no-token "
+            "for a local experiment).",
             err=True,
         )
         raise typer.Exit(2)
@@ -96,9 +158,15 @@ def agent(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    warn_root_jobs(allow_root_jobs)
     host_name = name or socket.gethostname()
     try:
-        store = JobStore(state_dir, container_runtime=container_runtime, default_grace_s=grace_s)
+        store = JobStore(
+            state_dir,
+            container_runtime=container_runtime,
+            default_grace_s=grace_s,
+            allow_root_jobs=allow_root_jobs,
+        )
     except AgentError as exc:
         typer.echo(f"paika agent: {exc.message}", err=True)
         raise typer.Exit(2) from exc
@@ -107,6 +175,8 @@ def agent(
         if simulate is not None:
             reader = SimulatedReader(simulate, host=host_name, loads=store)
         else:
+            from scheduler.agent.nvml import NvmlReader  # not loaded for simulated GPUs
+
             reader = NvmlReader()
         gpus = reader.read()  # fail now, not at the scheduler's first poll
         app = build_app(reader, store, token, host=host_name, simulated=simulate is not None)

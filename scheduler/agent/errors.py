@@ -6,6 +6,8 @@
      │    └── AnswerLost  the request may have reached it, but no answer came back
      │                    (timed out or reset after sending): it may have acted on it
      ├── BadRequest       400: a field of a request is invalid; the message names it
+     ├── AccountRefused   403: this host will not run the job as that account (unknown
+     │                    here, root, or not the agent's own user); the message says why
      ├── JobNotFound      404: the agent has no job with that id
      ├── JobConflict      409: the GPUs are held by another live job, or the run was
      │                    stopped before it started
@@ -82,6 +84,13 @@ class BadRequest(_WithStatus):
     default_status = 400
 
 
+class AccountRefused(_WithStatus):
+    """This host will not run the job as the account asked for (HTTP 403): no such user
+    here, root without --allow-root-jobs, or another user than a non-root agent's own."""
+
+    default_status = 403
+
+
 class JobNotFound(_WithStatus):
     """The agent knows no job with this id (HTTP 404)."""
 
@@ -117,7 +126,7 @@ def error_for_status(status: int, message: str) -> AgentError:
     """The AgentError class that goes with an HTTP status from the agent."""
     if status == 401:
         return AgentAuthError(message)
-    for cls in (BadRequest, JobNotFound, JobConflict, BodyTooLarge, GpuReadError):
+    for cls in (BadRequest, AccountRefused, JobNotFound, JobConflict, BodyTooLarge, GpuReadError):
         if cls.default_status == status:
             return cls(message)
     return AgentError(status, message)

@@ -1,12 +1,23 @@
 """The jobs an agent runs: start, watch, stop with grace, and remember across restarts.
 
-Every job runs as `python -I wrapper.py --detach FD EXITFILE -- COMMAND…`: the wrapper forks
-away from the agent into a new session (so its pid is also the job's process group), reports
-its pid and start time through the pipe FD, and runs the command. Jobs are never the agent's
-children: they outlive it, and a fresh agent and a restarted one watch them the same way.
-Output (stdout and stderr) goes to `<state_dir>/logs/<job_id>.log`; the wrapper writes the
-command's exit status to `<state_dir>/exits/<job_id>.json`, so an exit is recorded even while
-no agent runs.
+Every job runs as `python -I wrapper.py --detach FD --spec FD EXITFILE -- COMMAND…`: the
+wrapper forks away from the agent into a new session (so its pid is also the job's process
+group), reports its pid and start time through the pipe FD, and runs the command. Jobs are
+never the agent's children: they outlive it, and a fresh agent and a restarted one watch
+them the same way. Output (stdout and stderr) goes to `<state_dir>/logs/<job_id>.log`; the
+wrapper writes the command's exit status to `<state_dir>/exits/<job_id>.json`, so an exit is
+recorded even while no agent runs.
+
+Jobs cannot reach the agent (see isolation.py for whom a job runs as). The wrapper keeps the
+agent's user and starts the command as the job's account, with an environment of its own
+(the spec: the job's variables, PATH, HOME, USER, LOGNAME, SHELL, CUDA_VISIBLE_DEVICES,
+PAIKA_JOB_ID; never the agent's, so never its token). The state dir and everything in it
+is the agent's alone: directories 0700, files 0600; a job's log is its account's, 0600,
+written through the descriptor the job inherits. So a job can neither read another's log
+nor write an exit record: the exit code reported is the one the wrapper saw. A container
+job's variables go to the runtime in an env file in `<state_dir>/envs/` (never in argv,
+where `ps` shows them), and its container runs as the account's uid:gid. Older state dirs
+are tightened to these modes when a store opens them.
 
 The job table lives in `<state_dir>/jobs.json` (written to a temp file, fsynced, then
 os.replace). A start writes it twice: a record without a pid before the launch, and the pid
@@ -46,8 +57,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from scheduler.agent import isolation
 from scheduler.agent.errors import AgentError, BadRequest, JobConflict, JobNotFound
 from scheduler.agent.gpus import GpuLoad
+from scheduler.agent.isolation import JOB_PATH, JOB_UMASK, Account, RunAs, workdir_for
 from scheduler.agent.protocol import MAX_LOG_LINES, JobInfo, JobState, StartRequest, is_job_id
 
 log = logging.getLogger(__name__)
@@ -57,6 +70,15 @@ LOCK_FILE = "agent.lock"
 STATE_VERSION = 1
 WRAPPER = Path(__file__).with_name("wrapper.py")
 TOKEN_ENV = "PAIKA_AGENT_TOKEN"  # never handed on to jobs
+# What a container runtime's client may take from the agent's environment (where its daemon is).
+RUNTIME_ENV = (
+    "DOCKER_HOST",
+    "DOCKER_CONFIG",
+    "DOCKER_CONTEXT",
+    "CONTAINER_HOST",
+    "XDG_RUNTIME_DIR",
+)
+PRIVATE_DIR, PRIVATE_FILE = 0o700, 0o600
 SIM_UTILIZATION_ENV = "PAIKA_SIM_UTILIZATION"
 SIM_MEMORY_ENV = "PAIKA_SIM_MEMORY_MIB"
 LOG_TAIL_MAX_BYTES = 8 * 1024 * 1024
@@ -123,6 +145,9 @@ class _Job:
     sim_utilization: float | None = None
     sim_memory_mib: int | None = None
     tombstone: bool = False
+    account: str | None = None
+    cgroup: str | None = None
+    env_file: str | None = None
 
     @classmethod
     def tombstone_for(cls, job_id: str, now: float) -> _Job:
@@ -153,6 +178,7 @@ class _Job:
             command=self.command,
             image=self.image,
             cwd=self.cwd,
+            account=self.account,
             started_at=datetime.fromtimestamp(self.started_at, UTC),
             ended_at=_utc(self.ended_at),
             exit_code=self.exit_code,
@@ -183,6 +209,9 @@ class _Job:
             "sim_utilization": self.sim_utilization,
             "sim_memory_mib": self.sim_memory_mib,
             "tombstone": self.tombstone,
+            "account": self.account,
+            "cgroup": self.cgroup,
+            "env_file": self.env_file,
         }
 
     @classmethod
@@ -208,6 +237,9 @@ class _Job:
             sim_utilization=rec.get("sim_utilization"),
             sim_memory_mib=rec.get("sim_memory_mib"),
             tombstone=bool(rec.get("tombstone", False)),
+            account=rec.get("account"),
+            cgroup=rec.get("cgroup"),
+            env_file=rec.get("env_file"),
         )
 
 
@@ -274,7 +306,9 @@ class JobStore:
     """The jobs of one agent, kept in `state_dir`. Thread-safe. Call close() when done; the
     jobs themselves keep running (an agent restart must not kill training runs).
 
-    `base_env` is the environment jobs start from (default: the agent's, less the agent token).
+    Jobs run as the account their request names (see isolation.RunAs for the rules);
+    `allow_root_jobs` lets an agent running as root run jobs as root. `use_cgroups` False keeps
+    jobs out of cgroups of their own even where the host has them.
     """
 
     def __init__(
@@ -285,43 +319,70 @@ class JobStore:
         default_grace_s: float = 30.0,
         poll_interval_s: float = 0.1,
         python: str = sys.executable,
-        base_env: Mapping[str, str] | None = None,
+        allow_root_jobs: bool = False,
+        run_as: RunAs | None = None,
+        use_cgroups: bool = True,
     ) -> None:
         self.state_dir = Path(state_dir).absolute()
         self.container_runtime = container_runtime
         self.default_grace_s = default_grace_s
         self.poll_interval_s = poll_interval_s
         self.python = python
-        self._base_env = dict(os.environ if base_env is None else base_env)
-        self._base_env.pop(TOKEN_ENV, None)
+        self.run_as = run_as or RunAs.for_this_process(allow_root_jobs=allow_root_jobs)
+        self._runtime_env = {k: os.environ[k] for k in RUNTIME_ENV if k in os.environ}
         self._lock = threading.RLock()
         self._jobs: dict[str, _Job] = {}
         self._helpers: list[subprocess.Popen[bytes]] = []  # `<runtime> kill` calls to reap
         self._stop = threading.Event()
         self._closed = False
-        try:
-            (self.state_dir / "logs").mkdir(parents=True, exist_ok=True)
-            (self.state_dir / "exits").mkdir(exist_ok=True)
-        except OSError as exc:
-            raise AgentError(
-                None, f"cannot create the agent state dir {self.state_dir}: {exc}"
-            ) from exc
+        self._make_private_dirs()
         self._lockfile = self._acquire_lock()
         try:
             self._load()
         except BaseException:
             self._lockfile.close()
             raise
+        self._cgroup_root = isolation.jobs_cgroup_root(self.state_dir) if use_cgroups else None
         self._thread = threading.Thread(
             target=self._watch, name=f"paika-agent-jobs:{self.state_dir.name}", daemon=True
         )
         self._thread.start()
 
+    def _make_private_dirs(self) -> None:
+        """The state dir and its folders, the agent's alone (0700; files 0600), also when an
+        older agent left them readable."""
+        try:
+            self.state_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+            owner = self.state_dir.stat().st_uid
+            if owner != os.geteuid():
+                raise AgentError(
+                    None,
+                    f"the agent state dir {self.state_dir} belongs to uid {owner}, not to the "
+                    f"agent's user (uid {os.geteuid()}); chown it to the agent's user or pick "
+                    "another --state-dir",
+                )
+            self.state_dir.chmod(PRIVATE_DIR)
+            for name in ("logs", "exits", "envs"):
+                folder = self.state_dir / name
+                folder.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+                folder.chmod(PRIVATE_DIR)
+                for item in folder.iterdir():
+                    if not item.is_symlink():
+                        item.chmod(PRIVATE_FILE)
+            for item in (self.state_file, self.state_dir / LOCK_FILE):
+                if item.exists():
+                    item.chmod(PRIVATE_FILE)
+        except OSError as exc:
+            raise AgentError(
+                None, f"cannot set up the agent state dir {self.state_dir}: {exc}"
+            ) from exc
+
     # -- lifecycle
 
     def _acquire_lock(self) -> IO[str]:
         path = self.state_dir / LOCK_FILE
-        lockfile = path.open("a+", encoding="utf-8")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, PRIVATE_FILE)
+        lockfile = open(fd, "a+", encoding="utf-8")  # noqa: SIM115 (held until close())
         try:
             fcntl.flock(lockfile.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -352,6 +413,7 @@ class JobStore:
             self._save()
             self._lockfile.close()
             helpers, self._helpers = self._helpers, []
+        isolation.release_cgroups(self._cgroup_root)
         for helper in helpers:
             try:
                 helper.wait(timeout=5)
@@ -404,7 +466,8 @@ class JobStore:
     def _save(self) -> None:
         data = {"version": STATE_VERSION, "jobs": [j.to_record() for j in self._jobs.values()]}
         tmp = self.state_file.with_suffix(".json.tmp")
-        with tmp.open("w", encoding="utf-8") as out:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+        with open(fd, "w", encoding="utf-8") as out:
             json.dump(data, out, indent=1)
             out.flush()
             os.fsync(out.fileno())
@@ -463,6 +526,9 @@ class JobStore:
             job.state = JobState.EXITED
         else:
             job.state = JobState.LOST
+        if job.env_file:
+            with contextlib.suppress(OSError):
+                os.unlink(job.env_file)
         log.info(
             "job %s %s (exit code %s, signal %s)", job.job_id, job.state, job.exit_code, job.signal
         )
@@ -473,12 +539,15 @@ class JobStore:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(job.pid, signal.SIGKILL)
             log.warning("job %s outlived its grace period: sent SIGKILL", job.job_id)
+        if job.cgroup:
+            isolation.kill_cgroup(job.cgroup)  # also what left the job's process group
         if job.image is not None:
             # Killing the runtime's client does not kill the container; ask the runtime.
             with contextlib.suppress(OSError):
                 self._helpers.append(
                     subprocess.Popen(
                         [self.container_runtime, "kill", container_name(job.job_id)],
+                        env=self._runtime_client_env(),
                         stdin=subprocess.DEVNULL,
                         stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL,
@@ -538,8 +607,11 @@ class JobStore:
                 for gpu in job.gpus
             ]
 
-    def build_command(self, req: StartRequest) -> list[str]:
-        """The argv the wrapper runs: the request's argv, `/bin/sh -c shell`, or a container."""
+    def build_command(
+        self, req: StartRequest, account: Account, env_file: Path | None = None
+    ) -> list[str]:
+        """The argv the wrapper runs: the request's argv, `/bin/sh -c shell`, or a container
+        run as the account's uid:gid with the job's variables read from `env_file`."""
         inner = list(req.argv) if req.argv is not None else ["/bin/sh", "-c", str(req.shell)]
         if req.image is None:
             return inner
@@ -553,22 +625,26 @@ class JobStore:
             container_name(req.job_id),
             "--label",
             f"paika.job_id={req.job_id}",
-            # The quotes are part of the value: docker reads --gpus as CSV, and a bare
-            # device=0,1 would split at the comma.
-            "--gpus",
-            f'"device={devices}"',
-            "-e",
-            "PAIKA_JOB_ID",
+            "--user",
+            f"{account.uid}:{account.gid}",
         ]
-        for name in req.env:
-            # `-e NAME` takes the value from the runtime's environment, so no value shows in ps.
-            command += ["-e", name]
+        for group in account.groups:
+            if group != account.gid:
+                command += ["--group-add", str(group)]
+        # The quotes are part of the value: docker reads --gpus as CSV, and a bare
+        # device=0,1 would split at the comma.
+        command += ["--gpus", f'"device={devices}"']
+        if env_file is not None:
+            # Values travel in a file only the agent can read: argv would show them in ps.
+            command += ["--env-file", str(env_file)]
+        if req.container is not None:
+            command += req.container.run_options()
         return [*command, str(req.image), *inner]
 
     def start(self, req: StartRequest) -> tuple[JobInfo, bool]:
         """Start a job; (job, True). A job id the agent already knows: (that job, False),
-        launching nothing; a tombstoned one: JobConflict. The job is in the state file
-        before this returns."""
+        launching nothing; a tombstoned one: JobConflict; an account this agent does not run
+        jobs as: AccountRefused. The job is in the state file before this returns."""
         with self._lock:
             if self._closed:
                 raise AgentError(503, "the agent is shutting down")
@@ -580,15 +656,15 @@ class JobStore:
             if taken:
                 owners = ", ".join(f"GPU {g} by job {holders[g]}" for g in taken)
                 raise JobConflict(f"gpus: {owners} (still running)")
-            cwd = req.cwd
-            if cwd is not None and not Path(cwd).is_dir():
-                raise BadRequest(f"cwd: {cwd} is not a directory on this host")
+            account = self.run_as.account_for(req.account)
+            cwd = workdir_for(account, req.cwd)
             sim_utilization, sim_memory = _sim_overrides(req.env)
-            command = self.build_command(req)
-            env = dict(self._base_env)
-            env.update(req.env)
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in req.gpus)
-            env["PAIKA_JOB_ID"] = req.job_id
+            paika_env = {
+                "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in req.gpus),
+                "PAIKA_JOB_ID": req.job_id,
+            }
+            env_file = self.state_dir / "envs" / f"{req.job_id}.env"
+            command = self.build_command(req, account, env_file if req.image else None)
             log_path = self.state_dir / "logs" / f"{req.job_id}.log"
             exit_path = self.state_dir / "exits" / f"{req.job_id}.json"
             with contextlib.suppress(FileNotFoundError):
@@ -606,50 +682,109 @@ class JobStore:
                 exit_path=str(exit_path),
                 sim_utilization=sim_utilization,
                 sim_memory_mib=sim_memory,
+                account=account.name,
+                cgroup=None if self._cgroup_root is None else str(self._cgroup_root / req.job_id),
+                env_file=str(env_file) if req.image else None,
             )
+            if req.image:
+                # Not CUDA_VISIBLE_DEVICES: the runtime numbers the container's GPUs from 0.
+                _write_private(env_file, _env_file_text({**req.env, "PAIKA_JOB_ID": req.job_id}))
+                spec = self._spec(job, None, {**self._runtime_client_env(), **paika_env})
+            else:
+                spec = self._spec(job, account, {**account.login_env(), **req.env, **paika_env})
             # On disk before the launch: an agent that dies mid-launch comes back knowing
             # the run (as lost), so a repeated start does not launch it a second time.
             self._jobs[job.job_id] = job
             try:
                 self._save()
-                job.pid, job.start_ticks = self._launch(command, log_path, exit_path, cwd, env)
+                job.pid, job.start_ticks = self._launch(job, account, spec)
             except BaseException:
                 del self._jobs[job.job_id]  # the launch failed: a retry may try again
                 with contextlib.suppress(OSError):
                     self._save()
                 raise
             self._save()  # before the answer: a restarted agent re-attaches to this pid
-            log.info("started job %s on GPUs %s: pid %s", job.job_id, job.gpus, job.pid)
+            log.info(
+                "started job %s as %s on GPUs %s: pid %s",
+                job.job_id,
+                account.name,
+                job.gpus,
+                job.pid,
+            )
             return job.info(), True
 
-    def _launch(
-        self,
-        command: list[str],
-        log_path: Path,
-        exit_path: Path,
-        cwd: str | None,
-        env: dict[str, str],
-    ) -> tuple[int, int]:
-        """Start the wrapper detached; return its pid and start time (from its report)."""
-        read_fd, write_fd = os.pipe()
-        argv = [self.python, "-I", str(WRAPPER), "--detach", str(write_fd), str(exit_path)]
+    def _runtime_client_env(self) -> dict[str, str]:
+        """The container runtime's client runs as the agent's user: only its own PATH, HOME
+        and where its daemon is; nothing a job chose."""
+        agent = self.run_as.agent
+        return {"PATH": JOB_PATH, "HOME": agent.home, **self._runtime_env}
+
+    def _spec(self, job: _Job, account: Account | None, env: dict[str, str]) -> dict[str, Any]:
+        """What the wrapper needs to start the job: as `account` (None: as the agent)."""
+        spec: dict[str, Any] = {
+            "env": env,
+            "cwd": job.cwd,
+            "umask": JOB_UMASK,
+            "cgroup": job.cgroup,
+        }
+        if account is not None and self.run_as.privileged and account.uid != 0:
+            spec.update(uid=account.uid, gid=account.gid, groups=list(account.groups))
+        return spec
+
+    def _open_log(self, path: Path, account: Account) -> int:
+        """The job's log: its account's, 0600; the job writes it through this descriptor."""
+        fd = os.open(
+            path,
+            os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+            PRIVATE_FILE,
+        )
         try:
-            with log_path.open("ab") as out:
+            if self.run_as.privileged:
+                os.fchown(fd, account.uid, account.gid)
+            os.fchmod(fd, PRIVATE_FILE)
+        except OSError:
+            os.close(fd)
+            raise
+        return fd
+
+    def _launch(self, job: _Job, account: Account, spec: dict[str, Any]) -> tuple[int, int]:
+        """Start the wrapper detached; return its pid and start time (from its report)."""
+        log_path = Path(job.log_path)
+        read_fd, write_fd = os.pipe()
+        spec_read, spec_write = os.pipe()
+        argv = [
+            self.python,
+            "-I",
+            str(WRAPPER),
+            "--detach",
+            str(write_fd),
+            "--spec",
+            str(spec_read),
+            job.exit_path,
+        ]
+        try:
+            out = self._open_log(log_path, account)
+            try:
                 launcher = subprocess.Popen(
-                    [*argv, "--", *command],
+                    [*argv, "--", *job.command],
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
-                    cwd=cwd,
-                    env=env,
-                    pass_fds=(write_fd,),
+                    cwd="/",
+                    env={},  # the wrapper keeps the agent's rights: nothing of the job's
+                    pass_fds=(write_fd, spec_read),
                     start_new_session=True,
                 )
+            finally:
+                os.close(out)
         except OSError as exc:
-            os.close(read_fd)
+            for fd in (read_fd, spec_write):
+                os.close(fd)
             raise AgentError(500, f"cannot start the job: {exc}") from exc
         finally:
             os.close(write_fd)
+            os.close(spec_read)
+        _send_spec(spec_write, spec)
         with os.fdopen(read_fd, "rb") as report:
             ready, _, _ = select.select([report], [], [], LAUNCH_TIMEOUT_S)
             line = report.readline().decode(errors="replace") if ready else ""
@@ -729,3 +864,20 @@ def _stopped_first(job: _Job) -> str:
 
 def container_name(job_id: str) -> str:
     return f"paika-{job_id}"
+
+
+def _send_spec(fd: int, spec: dict[str, Any]) -> None:
+    """Hand the launch spec to the wrapper; a wrapper that died first shows as no report."""
+    with os.fdopen(fd, "wb") as out, contextlib.suppress(BrokenPipeError):
+        out.write(json.dumps(spec).encode())
+
+
+def _env_file_text(env: Mapping[str, str]) -> str:
+    """Variables as the runtime's --env-file reads them: NAME=VALUE, one a line."""
+    return "".join(f"{name}={value}\n" for name, value in env.items())
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, PRIVATE_FILE)
+    with open(fd, "w", encoding="utf-8") as out:
+        out.write(text)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -60,6 +60,14 @@ JOB_ID_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # An image reference; never starts with '-', so it cannot be read as a runtime option.
 IMAGE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
+# A POSIX portable user name (letters, digits, '.', '_', '-'; not starting with '-'), at most
+# 32 characters, and not all digits (that would read as a uid): no path or shell characters.
+ACCOUNT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,31}")
+# A host path to mount: absolute, made of characters that cannot end the runtime's
+# `SOURCE:TARGET:ro` value early (no ':' or ',') nor start an option.
+MOUNT_PATH_RE = re.compile(r"/[A-Za-z0-9._/@+=-]*")
+SHM_SIZE_RE = re.compile(r"[1-9][0-9]{0,12}[bkmgBKMG]?")
+MAX_MOUNTS = 32
 MAX_LOG_LINES = 10_000
 MAX_GRACE_S = 24 * 3600.0
 
@@ -70,6 +78,16 @@ Time = Annotated[datetime, Strict()]
 def is_job_id(value: object) -> bool:
     """1-64 letters, digits, '.', '_', '-', and not '.' or '..' (it names files and URLs)."""
     return isinstance(value, str) and bool(JOB_ID_RE.fullmatch(value)) and value not in (".", "..")
+
+
+def is_account_name(value: object) -> bool:
+    """A POSIX portable user name of at most 32 characters, not all digits."""
+    return (
+        isinstance(value, str)
+        and bool(ACCOUNT_RE.fullmatch(value))
+        and not value.isdigit()
+        and value not in (".", "..")
+    )
 
 
 # ---------------------------------------------------------------- errors
@@ -228,14 +246,92 @@ class GpuList(WireModel):
 # ---------------------------------------------------------------- jobs
 
 
+def _mount_path(value: str) -> str:
+    if not MOUNT_PATH_RE.fullmatch(value) or any(
+        part in (".", "..") for part in value.split("/")[1:]
+    ):
+        raise ValueError(
+            f"{value!r} is not an absolute path of letters, digits and . _ / @ + = - "
+            "(no '..', ':' or ',')"
+        )
+    return value.rstrip("/") or "/"
+
+
+class Mount(WireModel):
+    """A host directory bound into a job's container (read-only unless `read_only` is false)."""
+
+    model_config = ConfigDict(extra="forbid")
+    WHAT = "mount"
+
+    source: StrictStr
+    target: StrictStr
+    read_only: StrictBool = True
+
+    @field_validator("source", "target")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        return _mount_path(value)
+
+    def volume(self) -> str:
+        """The value of the runtime's --volume option."""
+        return f"{self.source}:{self.target}" + (":ro" if self.read_only else "")
+
+
+class ContainerOptions(WireModel):
+    """The site's options for every container job (the policy file's `containers:` key).
+    Each value becomes its own argv element of `<runtime> run`; none can start an option."""
+
+    model_config = ConfigDict(extra="forbid")
+    WHAT = "container"
+
+    mounts: tuple[Mount, ...] = ()
+    ipc: Literal["host"] | None = None
+    shm_size: StrictStr | None = None
+    network: Literal["host", "none"] | None = None
+
+    @field_validator("mounts")
+    @classmethod
+    def _mounts(cls, value: tuple[Mount, ...]) -> tuple[Mount, ...]:
+        if len(value) > MAX_MOUNTS:
+            raise ValueError(f"{len(value)} mounts; at most {MAX_MOUNTS}")
+        targets = [m.target for m in value]
+        if len(set(targets)) != len(targets):
+            raise ValueError(f"{targets} mounts two directories at the same target")
+        return value
+
+    @field_validator("shm_size")
+    @classmethod
+    def _shm_size(cls, value: str | None) -> str | None:
+        if value is not None and not SHM_SIZE_RE.fullmatch(value):
+            raise ValueError(f"{value!r} is not a size such as 16g, 512m or 1073741824")
+        return value
+
+    def run_options(self) -> list[str]:
+        """The options for `<runtime> run`, one argv element per value."""
+        options: list[str] = []
+        for mount in self.mounts:
+            options += ["--volume", mount.volume()]
+        if self.ipc is not None:
+            options += ["--ipc", self.ipc]
+        if self.shm_size is not None:
+            options += ["--shm-size", self.shm_size]
+        if self.network is not None:
+            options += ["--network", self.network]
+        return options
+
+
 class StartRequest(WireModel):
     """POST /v1/jobs: start `argv` (a list, run as is) or `shell` (run with /bin/sh -c on the host).
 
-    `env` is merged over the agent's environment; the agent adds CUDA_VISIBLE_DEVICES (the
-    indices in `gpus`, comma-joined) and PAIKA_JOB_ID. With `image` the command runs in a
-    container: `<runtime> run --rm --gpus "device=<gpus>" -e NAME … <image> <argv…>`.
-    Invalid values raise BadRequest naming the field, on either side of the wire. Lists and
-    dicts may be given for `gpus`, `argv` and `env`; they are kept as tuples and a copy.
+    The job runs as `account` (a Unix user of the host; None: the agent's own user, which an
+    agent running as root refuses unless started with --allow-root-jobs), in `cwd` (else the
+    account's home). Its environment is `env` plus PATH, HOME, USER, LOGNAME, SHELL, and the
+    agent's CUDA_VISIBLE_DEVICES (the indices in `gpus`, comma-joined) and PAIKA_JOB_ID; never
+    the agent's own. With `image` the command runs in a container as the account's uid:gid:
+    `<runtime> run --rm --user UID:GID --gpus "device=<gpus>" --env-file FILE <container
+    options> <image> <argv…>`. Invalid values raise BadRequest naming the field, on either
+    side of the wire. Lists and dicts may be given for `gpus`, `argv` and `env`; they are kept
+    as tuples and a copy.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -248,6 +344,18 @@ class StartRequest(WireModel):
     env: dict[StrictStr, StrictStr] = {}
     cwd: StrictStr | None = None
     image: StrictStr | None = None
+    account: StrictStr | None = None
+    container: ContainerOptions | None = None
+
+    @field_validator("account")
+    @classmethod
+    def _account(cls, value: str | None) -> str | None:
+        if value is not None and not is_account_name(value):
+            raise ValueError(
+                f"{value!r} is not a Unix user name (1-32 letters, digits, '.', '_', '-', "
+                "not starting with '-' and not all digits)"
+            )
+        return value
 
     @field_validator("job_id")
     @classmethod
@@ -307,8 +415,10 @@ class StartRequest(WireModel):
     @field_validator("cwd")
     @classmethod
     def _cwd(cls, value: str | None) -> str | None:
-        if value is not None and not value:
-            raise ValueError("expected a directory path")
+        if value is not None and not value.startswith("/"):
+            raise ValueError(f"{value!r} is not an absolute directory path")
+        if value is not None and "\0" in value:
+            raise ValueError("expected a directory path without NUL bytes")
         return value
 
     @field_validator("image")
@@ -322,6 +432,13 @@ class StartRequest(WireModel):
     def _argv_or_shell(self) -> Self:
         if (self.argv is None) == (self.shell is None):
             raise ValueError("argv, shell: give exactly one of argv (a list) or shell (a string)")
+        if self.image is not None:
+            # A container's variables travel in an env file: one NAME=VALUE a line.
+            for key, text in self.env.items():
+                if "\n" in text or "\r" in text:
+                    raise ValueError(
+                        f"env.{key}: a container job's variable cannot hold a line break"
+                    )
         return self
 
 
@@ -337,7 +454,8 @@ class JobState(StrEnum):
 
 class JobInfo(WireModel):
     """A job the agent started. `command` is what the agent ran (after the container and
-    shell wrapping); `log_path` is on the agent's host. `stop_requested` is true once a stop
+    shell wrapping), `account` the Unix user it runs as (None in records of older agents);
+    `log_path` is on the agent's host. `stop_requested` is true once a stop
     was asked for, also while the job is still running out its grace period.
 
     A stop for an id the agent did not know leaves a tombstone: state `killed`,
@@ -353,6 +471,7 @@ class JobInfo(WireModel):
     command: tuple[StrictStr, ...]
     image: StrictStr | None = None
     cwd: StrictStr | None = None
+    account: StrictStr | None = None
     started_at: Time
     ended_at: Time | None = None
     exit_code: StrictInt | None = None

@@ -1,11 +1,20 @@
 """Runs one job's command and writes its exit status to a file.
 
-    python -I wrapper.py [--detach FD] EXITFILE -- PROGRAM [ARG …]
+    python -I wrapper.py [--detach FD] [--spec FD] EXITFILE -- PROGRAM [ARG …]
 
 With --detach (how the agent starts every job) the wrapper first forks: the parent writes
 "<pid> <starttime>\\n" of the child to file descriptor FD and exits at once; the child starts
 a new session and carries on. So the job is never the agent's child: it survives the
 agent, and a fresh agent and a restarted one watch it the same way (/proc and the exit file).
+
+With --spec the wrapper first reads a JSON launch spec from FD (to its end): the command's
+environment, working directory, umask, cgroup, and the uid, gid and groups to run it as.
+The wrapper itself keeps the agent's user and an empty environment: it forks, and the child
+joins the job's cgroup, drops to the job's account (groups, then gid, then uid: never back),
+changes into the working directory as that account and execs the command. So nothing of the
+job's own (its variables, its files) runs with the agent's rights, and the exit record stays
+in a directory the job cannot write. When the command ends, what it left in its cgroup is
+killed and the cgroup removed.
 
 The wrapper leads its own process group; the command runs in that group. A SIGTERM (or
 SIGINT, SIGHUP) sent to the wrapper is forwarded once to the whole group, so the command and
@@ -19,25 +28,37 @@ job's working directory or environment can shadow what it imports.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from types import FrameType
+from typing import Any
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-USAGE = "usage: wrapper.py [--detach FD] EXITFILE -- PROGRAM [ARG …]"
+USAGE = "usage: wrapper.py [--detach FD] [--spec FD] EXITFILE -- PROGRAM [ARG …]"
+CGROUP_EMPTY_WAIT_S = 5.0
 
 
 def write_exit(path: str, status: dict[str, int | float | None]) -> None:
     tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as out:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with open(fd, "w", encoding="utf-8") as out:
         json.dump(status, out)
         out.flush()
         os.fsync(out.fileno())
     os.replace(tmp, path)
+
+
+def read_spec(fd: int) -> dict[str, Any]:
+    with open(fd, "rb") as source:
+        spec = json.loads(source.read() or b"{}")
+    if not isinstance(spec, dict):
+        raise ValueError("the launch spec is not a JSON object")
+    return spec
 
 
 def start_ticks(pid: int) -> int:
@@ -57,7 +78,87 @@ def detach(report_fd: int) -> None:
     os.close(report_fd)
 
 
-def run(exit_path: str, command: list[str]) -> int:
+def become(spec: dict[str, Any]) -> None:
+    """In the child: join the job's cgroup, then drop to its account for good."""
+    cgroup = spec.get("cgroup")
+    if cgroup:
+        try:
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as procs:
+                procs.write(str(os.getpid()))
+        except OSError as exc:
+            print(f"paika: running without a cgroup: {exc.strerror or exc}", file=sys.stderr)
+    if spec.get("uid") is not None:
+        uid, gid = int(spec["uid"]), int(spec["gid"])
+        os.setgroups([int(g) for g in spec.get("groups") or [gid]])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+        if os.getresuid() != (uid, uid, uid) or (uid != 0 and _can_regain_root()):
+            raise PermissionError(errno.EPERM, f"could not drop to uid {uid}")
+    if spec.get("umask") is not None:
+        os.umask(spec["umask"])
+    if spec.get("cwd"):
+        os.chdir(spec["cwd"])  # as the account: the kernel checks its own rights
+
+
+def _can_regain_root() -> bool:
+    try:
+        os.setuid(0)
+    except PermissionError:
+        return False
+    return True
+
+
+def _close_inherited_fds() -> None:
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) > 2:
+            with contextlib.suppress(OSError):
+                os.close(int(name))
+
+
+def exec_job(command: list[str], spec: dict[str, Any]) -> None:
+    """In the child: become the job and exec its command; never returns."""
+    for signum in FORWARDED:
+        signal.signal(signum, signal.SIG_DFL)
+    try:
+        _close_inherited_fds()
+        become(spec)
+    except OSError as exc:
+        print(f"paika: cannot start the job as its account: {exc.strerror or exc}", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(126)
+    env = spec.get("env")
+    try:
+        if env is None:
+            os.execvp(command[0], command)
+        os.execvpe(command[0], command, env)
+    except OSError as exc:
+        print(f"paika: cannot run {command[0]!r}: {exc.strerror or exc}", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
+
+
+def end_cgroup(cgroup: str | None) -> None:
+    """Kill what the job left behind in its cgroup and remove it."""
+    if not cgroup:
+        return
+    with contextlib.suppress(OSError), open(os.path.join(cgroup, "cgroup.kill"), "w") as kill:
+        kill.write("1")
+    deadline = time.monotonic() + CGROUP_EMPTY_WAIT_S
+    while True:
+        try:
+            os.rmdir(cgroup)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:  # left for the agent to report; never block forever
+                print(f"paika: could not remove the job's cgroup {cgroup}", file=sys.stderr)
+                return
+            time.sleep(0.02)
+
+
+def run(exit_path: str, command: list[str], spec: dict[str, Any] | None = None) -> int:
+    spec = spec or {}
     pending: list[int] = []
     started = False
 
@@ -76,17 +177,23 @@ def run(exit_path: str, command: list[str]) -> int:
 
     for signum in FORWARDED:
         signal.signal(signum, forward)
-    try:
-        child = subprocess.Popen(command)
-    except OSError as exc:
-        print(f"paika: cannot run {command[0]!r}: {exc.strerror or exc}", file=sys.stderr)
-        code = 127 if isinstance(exc, FileNotFoundError) else 126
-        write_exit(exit_path, {"exit_code": code, "signal": None, "ended_at": time.time()})
-        return code
+    if spec.get("cgroup"):
+        try:
+            os.mkdir(spec["cgroup"], 0o755)
+        except OSError as exc:
+            print(f"paika: running without a cgroup: {exc.strerror or exc}", file=sys.stderr)
+            spec = {**spec, "cgroup": None}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child == 0:
+        exec_job(command, spec)
     started = True
     for pending_signum in pending:
         forward(pending_signum, None)
-    returncode = child.wait()
+    _, status = os.waitpid(child, 0)
+    returncode = os.waitstatus_to_exitcode(status)
+    end_cgroup(spec.get("cgroup"))
     if returncode < 0:
         write_exit(exit_path, {"exit_code": None, "signal": -returncode, "ended_at": time.time()})
         return 128 - returncode
@@ -96,14 +203,22 @@ def run(exit_path: str, command: list[str]) -> int:
 
 def main(args: list[str]) -> int:
     report_fd: int | None = None
+    spec: dict[str, Any] | None = None
     if args[:1] == ["--detach"] and len(args) > 1 and args[1].isdigit():
         report_fd, args = int(args[1]), args[2:]
+    if args[:1] == ["--spec"] and len(args) > 1 and args[1].isdigit():
+        try:
+            spec = read_spec(int(args[1]))
+        except (OSError, ValueError) as exc:
+            print(f"paika: cannot read the job's launch spec: {exc}", file=sys.stderr)
+            return 2
+        args = args[2:]
     if len(args) < 3 or args[1] != "--":
         print(USAGE, file=sys.stderr)
         return 2
     if report_fd is not None:
         detach(report_fd)
-    return run(args[0], args[2:])
+    return run(args[0], args[2:], spec)
 
 
 if __name__ == "__main__":

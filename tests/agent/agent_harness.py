@@ -52,8 +52,17 @@ class Agent:
         return self.client.job(job_id)
 
 
+# The tests run as root on CI: the agent may run their jobs as root only when told so.
+ALLOW_ROOT_JOBS = True
+
+
 def start_agent(state_dir: Path, *, container_runtime: str = "docker") -> Agent:
-    store = JobStore(state_dir, poll_interval_s=0.05, container_runtime=container_runtime)
+    store = JobStore(
+        state_dir,
+        poll_interval_s=0.05,
+        container_runtime=container_runtime,
+        allow_root_jobs=ALLOW_ROOT_JOBS,
+    )
     reader = SimulatedReader(SPEC, host="test-host", loads=store)
     server, thread, port = serve_in_thread(build_app(reader, store, TOKEN))
     url = f"http://127.0.0.1:{port}"

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from agent_harness import PY, Agent, wait_for
+from agent_harness import ALLOW_ROOT_JOBS, PY, Agent, wait_for
 
 from scheduler.agent.app import build_app
 from scheduler.agent.client import AgentClient, AsyncAgentClient, Endpoints, endpoint
@@ -117,7 +117,7 @@ class _SlowStarts(JobStore):
 
 
 def test_a_start_slower_than_the_client_timeout_is_answer_lost(tmp_path: Path) -> None:
-    store = _SlowStarts(tmp_path, poll_interval_s=0.05)
+    store = _SlowStarts(tmp_path, poll_interval_s=0.05, allow_root_jobs=ALLOW_ROOT_JOBS)
     reader = SimulatedReader("2xT4-16GB", loads=store)
     server, thread, port = serve_in_thread(build_app(reader, store, "tok"))
     url = f"http://127.0.0.1:{port}"

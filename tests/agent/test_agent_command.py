@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,15 @@ def _cli() -> typer.Typer:
         pass
 
     return app
+
+
+@pytest.fixture(autouse=True)
+def _keep_umask() -> Iterator[None]:
+    """`paika agent` sets the process's umask; these tests run it in pytest's process."""
+    old = os.umask(0o022)
+    os.umask(old)
+    yield
+    os.umask(old)
 
 
 @pytest.fixture
@@ -134,3 +145,71 @@ def test_serve_in_thread_picks_a_free_port_and_stops(tmp_path: Path) -> None:
         assert not first[1].is_alive() and not second[1].is_alive()
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"http://127.0.0.1:{first[2]}/v1/health")
+
+
+def _token_file(tmp_path: Path, mode: int, text: str = "file-token\n") -> Path:
+    path = tmp_path / "agent-token"
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+def test_the_token_comes_from_the_file_named_and_wins_over_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: list[dict[str, Any]]
+) -> None:
+    monkeypatch.setenv("PAIKA_AGENT_TOKEN", "variable-token")
+    monkeypatch.setenv("PAIKA_AGENT_TOKEN_FILE", str(_token_file(tmp_path, 0o600)))
+    args = ["agent", "--simulate", "1xT4", "--state-dir", str(tmp_path / "st")]
+    result = CliRunner().invoke(_cli(), args)
+    assert result.exit_code == 0, result.output
+    assert os.umask(0o022) == 0o077  # the agent's files are its own
+    server, thread, port = serve_in_thread(served[0]["app"])
+    try:
+        url = f"http://127.0.0.1:{port}/v1/gpus"
+        assert httpx.get(url, headers={"Authorization": "Bearer file-token"}).status_code == 200
+        assert httpx.get(url, headers={"Authorization": "Bearer variable-token"}).status_code == 401
+    finally:
+        stop_server(server, thread)
+
+
+@pytest.mark.parametrize(
+    ("mode", "text", "expected"),
+    [
+        (0o644, "t\n", "chmod 600"),
+        (0o640, "t\n", "chmod 600"),
+        (0o602, "t\n", "chmod 600"),
+        (0o600, "  \n", "is empty"),
+    ],
+)
+def test_a_token_file_others_could_read_or_an_empty_one_stops_the_agent(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    served: list[dict[str, Any]],
+    mode: int,
+    text: str,
+    expected: str,
+) -> None:
+    path = _token_file(tmp_path, mode, text)
+    monkeypatch.setenv("PAIKA_AGENT_TOKEN_FILE", str(path))
+    args = ["agent", "--simulate", "1xT4", "--state-dir", str(tmp_path / "st")]
+    result = CliRunner().invoke(_cli(), args)
+    assert result.exit_code == 2
+    assert "PAIKA_AGENT_TOKEN_FILE" in result.output and expected in result.output
+    assert str(path) in result.output and served == []
+
+
+def test_a_missing_token_file_stops_the_agent_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: list[dict[str, Any]]
+) -> None:
+    monkeypatch.setenv("PAIKA_AGENT_TOKEN_FILE", str(tmp_path / "nowhere"))
+    result = CliRunner().invoke(_cli(), ["agent", "--simulate", "1xT4"])
+    assert result.exit_code == 2
+    assert f"cannot read {tmp_path / 'nowhere'}" in result.output and served == []
+
+
+def test_the_help_prefers_the_token_file_and_offers_the_root_flag() -> None:
+    result = CliRunner().invoke(_cli(), ["agent", "--help"], terminal_width=200)
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "PAIKA_AGENT_TOKEN_FILE" in text and "(preferred" in text
+    assert "--allow-root-jobs" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,15 +11,17 @@ from pathlib import Path
 import pytest
 from agent_harness import Agent, shutdown_agent, start_agent, wait_for
 
-from scheduler.agent.protocol import JobState, StartRequest
+from scheduler.agent.errors import BadRequest
+from scheduler.agent.protocol import ContainerOptions, JobState, StartRequest
 
 FAKE_RUNTIME = """#!{python}
 import json, os, signal, sys, time
 with open({calls!r}, "a") as f:
     f.write(json.dumps(sys.argv[1:]) + "\\n")
 if sys.argv[1] == "run":
-    print(json.dumps({{"argv": sys.argv[1:], "FOO": os.environ.get("FOO"),
-                      "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")}}), flush=True)
+    env_file = sys.argv[sys.argv.index("--env-file") + 1]
+    print(json.dumps({{"argv": sys.argv[1:], "env_file": open(env_file).read(),
+                      "FOO": os.environ.get("FOO")}}), flush=True)
     if "stubborn" in sys.argv:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         time.sleep(30)
@@ -56,12 +59,18 @@ def test_an_image_job_runs_through_the_runtime_without_a_shell(
         "paika-img-1",
         "--label",
         "paika.job_id=img-1",
+        "--user",
+        f"{os.geteuid()}:{os.getegid()}",
+        *[
+            arg
+            for g in sorted(set(os.getgroups()))
+            if g != os.getegid()
+            for arg in ("--group-add", str(g))
+        ],
         "--gpus",
         '"device=0,2"',
-        "-e",
-        "PAIKA_JOB_ID",
-        "-e",
-        "FOO",
+        "--env-file",
+        str(agent.state_dir / "envs" / "img-1.env"),
         "registry.example.com/team/train:2.1",
         "python",
         "train.py",
@@ -72,8 +81,15 @@ def test_an_image_job_runs_through_the_runtime_without_a_shell(
     assert job.image == "registry.example.com/team/train:2.1"
     agent.wait_ended("img-1")
     seen = json.loads(agent.client.log("img-1").lines[0])
-    assert seen == {"argv": expected, "FOO": "s3cret value", "CUDA_VISIBLE_DEVICES": "0,2"}
-    assert "s3cret value" not in " ".join(job.command)  # values travel in the environment
+    # The values travel in a file only the agent reads, not in argv (ps) nor in the client's
+    # environment (the client runs as the agent's user: nothing of the job's reaches it).
+    assert seen == {
+        "argv": expected,
+        "env_file": "FOO=s3cret value\nPAIKA_JOB_ID=img-1\n",
+        "FOO": None,
+    }
+    assert "s3cret value" not in " ".join(job.command)
+    assert not (agent.state_dir / "envs" / "img-1.env").exists()  # removed when the job ended
 
 
 def test_a_shell_job_in_an_image_runs_sh_inside_the_container(
@@ -98,3 +114,71 @@ def test_killing_an_image_job_also_asks_the_runtime_to_kill_the_container(
     job = agent.wait_ended("img-3")
     assert (job.state, job.signal) == (JobState.KILLED, 9)
     wait_for(lambda: '["kill", "paika-img-3"]' in calls.read_text(), what="runtime kill")
+
+
+def test_the_sites_container_options_become_one_argv_element_per_value(
+    container_agent: tuple[Agent, Path],
+) -> None:
+    agent, _ = container_agent
+    options = ContainerOptions(
+        mounts=[
+            {"source": "/datasets", "target": "/data"},
+            {"source": "/scratch/ckpt/", "target": "/ckpt", "read_only": False},
+        ],
+        ipc="host",
+        shm_size="16g",
+        network="host",
+    )
+    job = agent.client.start_job(
+        StartRequest(
+            job_id="img-4", gpus=[0], argv=["true"], image="ubuntu:24.04", container=options
+        )
+    )
+    command = list(job.command)
+    at = command.index("ubuntu:24.04")
+    assert command[at - 10 : at] == [
+        "--volume", "/datasets:/data:ro", "--volume", "/scratch/ckpt:/ckpt",
+        "--ipc", "host", "--shm-size", "16g", "--network", "host",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"mounts": [{"source": "data", "target": "/data"}]}, "container.mounts.0.source:"),
+        ({"mounts": [{"source": "/a:/etc", "target": "/data"}]}, "container.mounts.0.source:"),
+        (
+            {"mounts": [{"source": "/a,readonly=false", "target": "/d"}]},
+            "container.mounts.0.source:",
+        ),
+        ({"mounts": [{"source": "/a/../etc", "target": "/data"}]}, "container.mounts.0.source:"),
+        ({"mounts": [{"source": "/a", "target": "-v"}]}, "container.mounts.0.target:"),
+        (
+            {"mounts": [{"source": "/a", "target": "/d"}, {"source": "/b", "target": "/d"}]},
+            "container.mounts:",
+        ),
+        (
+            {"mounts": [{"source": "/a", "target": "/d", "options": "rw"}]},
+            "container.mounts.0.options:",
+        ),
+        ({"ipc": "--privileged"}, "container.ipc:"),
+        ({"ipc": "container:other"}, "container.ipc:"),
+        ({"shm_size": "-1g"}, "container.shm_size:"),
+        ({"shm_size": "16g --privileged"}, "container.shm_size:"),
+        ({"network": "container:db"}, "container.network:"),
+        ({"privileged": True}, "container.privileged:"),
+    ],
+)
+def test_container_options_that_could_inject_or_escape_are_refused(
+    options: dict[str, object], message: str
+) -> None:
+    body = {"job_id": "a", "gpus": [0], "argv": ["true"], "image": "ubuntu", "container": options}
+    with pytest.raises(BadRequest) as caught:
+        StartRequest.from_json(json.dumps(body))
+    assert caught.value.message.startswith(message), caught.value.message
+
+
+def test_a_container_jobs_variable_cannot_hold_a_line_break() -> None:
+    with pytest.raises(BadRequest, match="^env.A: a container job's variable cannot hold"):
+        StartRequest(job_id="a", gpus=[0], argv=["x"], image="ubuntu", env={"A": "1\nB=2"})
+    assert StartRequest(job_id="a", gpus=[0], argv=["x"], env={"A": "1\nB=2"}).env["A"] == "1\nB=2"

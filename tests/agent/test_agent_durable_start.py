@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_harness import Agent, wait_for
+from agent_harness import ALLOW_ROOT_JOBS, Agent, wait_for
 
 from scheduler.agent.errors import AgentError, JobNotFound
 from scheduler.agent.jobs import JobStore
@@ -30,7 +30,7 @@ def test_a_started_run_is_on_disk_when_the_answer_arrives(agent: Agent, tmp_path
     # restart would find (the running agent still holds the lock on the original).
     crashed = tmp_path / "crashed"
     shutil.copytree(agent.state_dir, crashed, ignore=shutil.ignore_patterns("agent.lock"))
-    with JobStore(crashed) as restarted:
+    with JobStore(crashed, allow_root_jobs=ALLOW_ROOT_JOBS) as restarted:
         job = restarted.get("durable")
         assert (job.state, job.pid, job.started_at) == (
             JobState.RUNNING,
@@ -51,7 +51,7 @@ def test_the_record_is_written_before_the_launch(tmp_path: Path) -> None:
             seen.append(_records(self.state_dir)["durable"])
             return super()._launch(*args, **kwargs)
 
-    with Spy(tmp_path) as store:
+    with Spy(tmp_path, allow_root_jobs=ALLOW_ROOT_JOBS) as store:
         job, created = store.start(SLEEP)
         assert created and job.pid is not None
         assert (seen[0]["state"], seen[0]["pid"]) == ("running", None)
@@ -79,7 +79,7 @@ def test_a_run_whose_launch_was_cut_short_is_lost_and_not_launched_again(
         "state": "running",
     }
     (tmp_path / "jobs.json").write_text(json.dumps({"version": 1, "jobs": [record]}))
-    with JobStore(tmp_path) as store:
+    with JobStore(tmp_path, allow_root_jobs=ALLOW_ROOT_JOBS) as store:
         lost = store.get("durable")
         assert (lost.state, lost.pid, lost.exit_code) == (JobState.LOST, None, None)
         again, created = store.start(SLEEP)
@@ -87,7 +87,9 @@ def test_a_run_whose_launch_was_cut_short_is_lost_and_not_launched_again(
 
 
 def test_a_launch_that_fails_leaves_no_record(tmp_path: Path) -> None:
-    with JobStore(tmp_path, python=str(tmp_path / "no-such-python")) as store:
+    with JobStore(
+        tmp_path, python=str(tmp_path / "no-such-python"), allow_root_jobs=ALLOW_ROOT_JOBS
+    ) as store:
         with pytest.raises(AgentError, match="cannot start the job"):
             store.start(SLEEP)
         with pytest.raises(JobNotFound):

@@ -68,7 +68,7 @@ def test_a_missing_program_exits_127_with_a_message_in_the_log(agent: Agent) -> 
 
 
 def test_log_tail_returns_the_last_lines_of_stdout_and_stderr(agent: Agent) -> None:
-    script = "import sys\nfor i in range(1, 51): print(f'line {i}')\nprint('oops', file=sys.stderr)"
+    script = "import sys\nfor i in range(1, 51): print(f'line {i}', flush=True)\nprint('oops', file=sys.stderr)"
     agent.client.start_job(StartRequest(job_id="chatty", gpus=[0], argv=[PY, "-c", script]))
     agent.wait_ended("chatty")
     tail = agent.client.log("chatty", lines=4)
@@ -95,15 +95,19 @@ def test_the_child_sees_its_gpus_and_job_id(agent: Agent) -> None:
     assert agent.client.log("env-1").lines == ("3,1 env-1 no-token 42 /tmp",)
 
 
-def test_the_agent_token_is_not_handed_to_jobs(tmp_path: Path) -> None:
-    from scheduler.agent.jobs import JobStore
-
-    with JobStore(
-        tmp_path, base_env={"PAIKA_AGENT_TOKEN": "secret", "PATH": "/usr/bin:/bin"}
-    ) as store:
-        store.start(StartRequest(job_id="e", gpus=[0], shell='echo "[$PAIKA_AGENT_TOKEN]"'))
-        wait_for(lambda: store.get("e").state is not JobState.RUNNING)
-        assert store.log_tail("e") == ["[]"]
+def test_a_job_sees_only_its_own_variables_never_the_agents(
+    agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PAIKA_AGENT_TOKEN", "agent-secret")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "planted-in-the-agent")
+    agent.client.start_job(StartRequest(job_id="e", gpus=[2], argv=["env"], env={"MINE": "1"}))
+    agent.wait_ended("e")
+    seen = dict(line.split("=", 1) for line in agent.client.log("e").lines)
+    assert set(seen) == {
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "MINE", "CUDA_VISIBLE_DEVICES", "PAIKA_JOB_ID"
+    }  # fmt: skip
+    assert (seen["MINE"], seen["CUDA_VISIBLE_DEVICES"], seen["PAIKA_JOB_ID"]) == ("1", "2", "e")
+    assert ".venv" not in seen["PATH"]  # a sane PATH, not the agent's
 
 
 def test_stop_returns_at_once_and_a_job_that_exits_on_term_stops_promptly(agent: Agent) -> None:
@@ -181,6 +185,12 @@ def test_unknown_jobs_are_404(agent: Agent) -> None:
         ({"job_id": "a", "gpus": [0], "argv": ["true"], "env": {"1A": "x"}}, "env"),
         ({"job_id": "a", "gpus": [0], "argv": ["true"], "env": ["A=1"]}, "env"),
         ({"job_id": "a", "gpus": [0], "argv": ["true"], "cwd": "/no/such/dir"}, "cwd"),
+        ({"job_id": "a", "gpus": [0], "argv": ["true"], "cwd": "relative/dir"}, "cwd"),
+        ({"job_id": "a", "gpus": [0], "argv": ["true"], "account": "../etc"}, "account"),
+        ({"job_id": "a", "gpus": [0], "argv": ["true"], "account": "-oops"}, "account"),
+        ({"job_id": "a", "gpus": [0], "argv": ["true"], "account": "a;id"}, "account"),
+        ({"job_id": "a", "gpus": [0], "argv": ["true"], "account": "1000"}, "account"),
+        ({"job_id": "a", "gpus": [0], "argv": ["true"], "account": "x" * 33}, "account"),
         ({"job_id": "a", "gpus": [0], "argv": ["true"], "image": "--privileged"}, "image"),
         ({"job_id": "a", "gpus": [0], "argv": ["true"], "colour": "red"}, "colour"),
         (

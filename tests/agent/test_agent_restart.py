@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from agent_harness import PY, shutdown_agent, start_agent, wait_for
+from agent_harness import ALLOW_ROOT_JOBS, PY, shutdown_agent, start_agent, wait_for
 
 from scheduler.agent.errors import AgentError
 from scheduler.agent.jobs import JobStore, proc_start_ticks
@@ -93,7 +93,7 @@ def test_a_stop_deadline_survives_a_restart(tmp_path: Path) -> None:
 def test_a_reused_pid_is_not_mistaken_for_the_job(tmp_path: Path) -> None:
     """The start time in /proc/<pid>/stat must match, not just the pid."""
     state = tmp_path / "state"
-    with JobStore(state) as store:
+    with JobStore(state, allow_root_jobs=ALLOW_ROOT_JOBS) as store:
         store.start(StartRequest(job_id="j", gpus=[0], argv=["true"]))
         wait_for(lambda: store.get("j").state is not JobState.RUNNING)
     table = json.loads((state / "jobs.json").read_text())
@@ -101,7 +101,7 @@ def test_a_reused_pid_is_not_mistaken_for_the_job(tmp_path: Path) -> None:
     record.update(state="running", pid=os.getpid(), start_ticks=1, ended_at=None, exit_code=None)
     (state / "exits" / "j.json").unlink()
     (state / "jobs.json").write_text(json.dumps(table))
-    with JobStore(state) as store:
+    with JobStore(state, allow_root_jobs=ALLOW_ROOT_JOBS) as store:
         assert store.get("j").state is JobState.LOST
 
 

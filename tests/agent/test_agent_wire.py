@@ -113,7 +113,7 @@ def test_an_answer_may_carry_fields_this_client_does_not_know() -> None:
         ({"job_id": "a", "gpus": [0], "shell": "true", "argv": ["x"]}, "argv, shell: give"),
         ({"job_id": "a", "gpus": [0], "shell": "x", "env": {"A-B": "1"}}, "env: 'A-B' is not"),
         ({"job_id": "a", "gpus": [0], "shell": "x", "env": {"A": "\0"}}, "env: the value of A"),
-        ({"job_id": "a", "gpus": [0], "shell": "x", "cwd": ""}, "cwd: expected a directory"),
+        ({"job_id": "a", "gpus": [0], "shell": "x", "cwd": ""}, "cwd: '' is not an absolute"),
         ({"job_id": "a", "gpus": [0], "shell": "x", "image": "-v"}, "image: '-v' is not a"),
         ({"job_id": "a", "gpus": [0], "shell": "x", "user": "root"}, "user: unknown field"),
     ],

@@ -55,7 +55,9 @@ def _start_agent(state: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
         port = _free_port()
         with log.open("ab") as errors:
             process = subprocess.Popen(
+                # CI runs as root: the test's job may run as root only when the agent is told so.
                 [PAIKA, "agent", "--simulate", "2xA100-80GB", "--host", "127.0.0.1"]
+                + ["--allow-root-jobs"]
                 + ["--port", str(port), "--state-dir", str(state), "--grace-s", "0.5"],
                 env=env,
                 stdout=subprocess.DEVNULL,

@@ -29,6 +29,14 @@ def test_defaults_fill_what_a_small_file_leaves_out(policy_file: Path) -> None:
     policy_file.write_text(GOOD)
     policy = load_policy(policy_file)
     assert policy.scheduler.cycle_seconds == 10 and policy.timezone == "Asia/Shanghai"
+    assert policy.containers.options().run_options() == []  # no site options unless set
+
+
+def test_the_examples_container_options_are_what_the_agents_get() -> None:
+    options = load_policy(BUNDLED_POLICY).containers.options()
+    assert options.run_options() == [
+        "--volume", "/data/datasets:/datasets:ro", "--shm-size", "16g",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -60,6 +68,18 @@ def test_defaults_fill_what_a_small_file_leaves_out(policy_file: Path) -> None:
         ("gpu_types: {}\n", "gpu_types", "at least 1 item"),
         ("gpu_types: [\n", "line 2", "not valid YAML"),
         ("- a\n- b\n", "-", "must be a mapping"),
+        (
+            GOOD + "containers:\n  mounts: [{source: data, target: /data}]\n",
+            "containers.mounts.0.source",
+            "not an absolute path",
+        ),
+        (
+            GOOD + "containers:\n  mounts: [{source: /d, target: '/x,readonly=false'}]\n",
+            "containers.mounts.0.target",
+            "no '..', ':' or ','",
+        ),
+        (GOOD + "containers:\n  shm_size: '--privileged'\n", "containers.shm_size", "16g"),
+        (GOOD + "containers:\n  ipc: private\n", "containers.ipc", "'host'"),
     ],
     ids=[
         "unknown-key",
@@ -72,6 +92,10 @@ def test_defaults_fill_what_a_small_file_leaves_out(policy_file: Path) -> None:
         "empty-catalog",
         "yaml-syntax",
         "not-a-mapping",
+        "mount-relative",
+        "mount-injection",
+        "shm-option",
+        "ipc-choice",
     ],
 )
 def test_a_bad_file_names_the_file_the_key_and_the_problem(
