@@ -391,12 +391,18 @@ class JobStore:
             self._jobs[job.job_id] = job
             if job.state is JobState.RUNNING:
                 if process_alive(job.pid, job.start_ticks):
-                    log.info("re-attached to job %s (pid %s)", job.job_id, job.pid)
+                    log.info(
+                        "re-attached to job %s (pid %s)",
+                        job.job_id,
+                        job.pid,
+                        extra={"run_id": job.job_id},
+                    )
                 else:
                     if job.pid is None:
                         log.warning(
                             "job %s: the agent stopped while launching it; it may have run",
                             job.job_id,
+                            extra={"run_id": job.job_id},
                         )
                     self._finish(job, now)
         self._save()
@@ -464,7 +470,12 @@ class JobStore:
         else:
             job.state = JobState.LOST
         log.info(
-            "job %s %s (exit code %s, signal %s)", job.job_id, job.state, job.exit_code, job.signal
+            "job %s %s (exit code %s, signal %s)",
+            job.job_id,
+            job.state,
+            job.exit_code,
+            job.signal,
+            extra={"run_id": job.job_id},
         )
 
     def _sigkill(self, job: _Job) -> None:
@@ -472,7 +483,11 @@ class JobStore:
         if job.pid is not None and process_alive(job.pid, job.start_ticks):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(job.pid, signal.SIGKILL)
-            log.warning("job %s outlived its grace period: sent SIGKILL", job.job_id)
+            log.warning(
+                "job %s outlived its grace period: sent SIGKILL",
+                job.job_id,
+                extra={"run_id": job.job_id},
+            )
         if job.image is not None:
             # Killing the runtime's client does not kill the container; ask the runtime.
             with contextlib.suppress(OSError):
@@ -619,7 +634,13 @@ class JobStore:
                     self._save()
                 raise
             self._save()  # before the answer: a restarted agent re-attaches to this pid
-            log.info("started job %s on GPUs %s: pid %s", job.job_id, job.gpus, job.pid)
+            log.info(
+                "started job %s on GPUs %s: pid %s",
+                job.job_id,
+                job.gpus,
+                job.pid,
+                extra={"run_id": job.job_id},
+            )
             return job.info(), True
 
     def _launch(
@@ -688,7 +709,12 @@ class JobStore:
                 if job.pid is not None and process_alive(job.pid, job.start_ticks):
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.kill(job.pid, signal.SIGTERM)
-                log.info("stopping job %s (grace %.1f s)", job.job_id, grace)
+                log.info(
+                    "stopping job %s (grace %.1f s)",
+                    job.job_id,
+                    grace,
+                    extra={"run_id": job.job_id},
+                )
             self._save()
             return job.info()
 
@@ -707,7 +733,11 @@ class JobStore:
         except BaseException:
             del self._jobs[job_id]  # unsaved, it would not survive a restart: say so
             raise
-        log.info("job %s: stopped before it started; a start for it will be refused", job_id)
+        log.info(
+            "job %s: stopped before it started; a start for it will be refused",
+            job_id,
+            extra={"run_id": job_id},
+        )
         return job
 
     def log_tail(self, job_id: str, lines: int = 100) -> list[str]:
