@@ -44,6 +44,7 @@ from scheduler.hosts.report import HostReport
 from scheduler.notices.events import Event, EventKind, Observer, record
 from scheduler.policy.plan import Plan, Preempt, Start
 from scheduler.policy.scheduler import schedule
+from scheduler.policy.snapshot import Snapshot
 from scheduler.snapshots import build_snapshot
 from storage.db import lost_race, session_scope
 from storage.models import ON_HOST_STATES, Allocation, Gpu, Host, Job, JobState, Match
@@ -67,6 +68,7 @@ class CycleResult:
     unconfirmed: list[int] = field(default_factory=list)  # starts whose answer was lost
     events: list[Event] = field(default_factory=list)
     plan: Plan | None = None
+    snapshot: Snapshot | None = None  # what the policy was given (for the metrics)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per step
     errors: list[str] = field(default_factory=list)  # steps that failed (logged)
 
@@ -115,7 +117,8 @@ class Cycle:
             self._send_stops(found.stops, found.orphans)
         # 4. snapshot and policy
         with self._step(result, "policy"), Session(self.engine) as session:
-            result.plan = schedule(build_snapshot(session, self.policy, result.at))
+            result.snapshot = build_snapshot(session, self.policy, result.at)
+            result.plan = schedule(result.snapshot)
         # 5. admit the starts; 6. record the preemptions
         if result.plan is not None:
             with self._step(result, "admit"):
@@ -173,7 +176,11 @@ class Cycle:
                 where = f"{', '.join(start.hosts)} ({len(start.gpu_ids)}× {start.gpu_type})"
                 self._settle_start(start.job_id, orders[0].attempt, failure, result, where)
             except Exception:  # one job's trouble never stops the others' starts
-                log.exception("job #%s: its start could not be settled", start.job_id)
+                log.exception(
+                    "job #%s: its start could not be settled",
+                    start.job_id,
+                    extra={"job_id": start.job_id, "host": ",".join(start.hosts)},
+                )
                 result.errors.append(f"admit: job #{start.job_id}")
 
     def _dispatch(self, orders: list[StartOrder]) -> DispatchError | None:
@@ -183,7 +190,11 @@ class Cycle:
         except DispatchError as exc:
             return exc
         except Exception as exc:  # a bug in one order must not be taken for a lost answer
-            log.exception("start of job #%s raised", orders[0].job_id)
+            log.exception(
+                "start of job #%s raised",
+                orders[0].job_id,
+                extra={"job_id": orders[0].job_id, "host": orders[0].host},
+            )
             return DispatchError(orders[0].host, orders[0].job_id, f"{type(exc).__name__}: {exc}")
         return None
 
@@ -208,10 +219,15 @@ class Cycle:
             return
         if not failure.known:
             # It may be running there: ask that host again (same run id), never another one.
-            log.warning("start of job #%s: no answer, asked again next cycle: %s", job_id, failure)
+            log.warning(
+                "start of job #%s: no answer, asked again next cycle: %s",
+                job_id,
+                failure,
+                extra={"job_id": job_id, "host": failure.host},
+            )
             result.unconfirmed.append(job_id)
             return
-        log.warning("start refused: %s", failure)
+        log.warning("start refused: %s", failure, extra={"job_id": job_id, "host": failure.host})
         if failure.bad_order:
             reason = f"its start was refused on {failure.host}: {failure.problem}"
             kind, text = EventKind.JOB_FAILED, f"job #{job_id} cannot start: {failure.problem}"
@@ -262,7 +278,11 @@ class Cycle:
             except Exception as exc:
                 if not lost_race(exc):
                     raise
-        log.warning("job #%s kept changing; its start is settled next cycle", job_id)
+        log.warning(
+            "job #%s kept changing; its start is settled next cycle",
+            job_id,
+            extra={"job_id": job_id},
+        )
         return None
 
     def _persist_start(self, start: Start, now: datetime) -> list[StartOrder] | None:
@@ -318,9 +338,17 @@ class Cycle:
             if isinstance(exc, IntegrityError) or lost_race(exc):
                 # A GPU it was given is already held, or a user changed the job (a cancel
                 # won): nothing was written; the next cycle decides afresh.
-                log.warning("job #%s was not started: it or its GPUs changed", start.job_id)
+                log.warning(
+                    "job #%s was not started: it or its GPUs changed",
+                    start.job_id,
+                    extra={"job_id": start.job_id},
+                )
             else:
-                log.exception("job #%s could not be started; the others go on", start.job_id)
+                log.exception(
+                    "job #%s could not be started; the others go on",
+                    start.job_id,
+                    extra={"job_id": start.job_id},
+                )
             return None
 
     def _resend_starts(self, job_ids: list[int], result: CycleResult) -> None:
@@ -351,9 +379,11 @@ class Cycle:
             try:
                 self.dispatcher.stop(host, url, run, wait)
             except DispatchError as exc:
-                log.warning("stop failed: %s", exc)  # sent again next cycle
+                log.warning(
+                    "stop failed: %s", exc, extra={"job_id": exc.job_id, "host": host}
+                )  # again next cycle
             except Exception:
-                log.exception("stop of %s on %s failed", run, host)
+                log.exception("stop of %s on %s failed", run, host, extra={"host": host})
 
     def _record_preemptions(self, preemptions: tuple[Preempt, ...], result: CycleResult) -> None:
         for preempt in preemptions:
@@ -361,7 +391,11 @@ class Cycle:
                 self._record_preemption(preempt, result)
             except Exception as exc:
                 if not lost_race(exc):
-                    log.exception("job #%s: its preemption was not recorded", preempt.job_id)
+                    log.exception(
+                        "job #%s: its preemption was not recorded",
+                        preempt.job_id,
+                        extra={"job_id": preempt.job_id},
+                    )
         if result.preempted:
             self._send_stops(result.preempted, [])
 
