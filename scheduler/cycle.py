@@ -89,6 +89,7 @@ class Cycle:
         self.engine, self.policy, self.clock = engine, policy, clock
         self.dispatcher, self.observer, self.poller = dispatcher, observer, poller
         self._last_sample: datetime | None = None
+        self._silent: set[str] = set()  # hosts whose last poll failed
 
     def run_once(self) -> CycleResult:
         """One full cycle; returns what it did."""
@@ -96,6 +97,7 @@ class Cycle:
         # 1. poll every agent
         with self._step(result, "poll"):
             result.reports = self.poller(self._targets())
+            self._log_silences(result.reports)
         # 2. apply the reports; reconcile the jobs on hosts. Not when the poll itself failed:
         # no report is not the same as every host being silent.
         found = Reconciliation()
@@ -141,6 +143,17 @@ class Cycle:
         finally:
             result.timings[name] = took = time.perf_counter() - began
             log.debug("cycle step %s took %.1f ms", name, took * 1000)
+
+    def _log_silences(self, reports: Mapping[str, HostReport]) -> None:
+        """Log a host that stops answering its poll, and again when it answers: once per
+        change, not every cycle."""
+        silent = {host for host, report in reports.items() if not report.ok}
+        for host in sorted(silent - self._silent):
+            error = reports[host].error
+            log.warning("host %s did not answer its poll: %s", host, error, extra={"host": host})
+        for host in sorted(self._silent - silent):
+            log.info("host %s answers its poll again", host, extra={"host": host})
+        self._silent = silent
 
     def close(self) -> None:
         """Let go of the poller's connections (when it has any)."""

@@ -3,6 +3,8 @@ real database of each backend, a real HTTP server; then the cycle stops and heal
 
 from __future__ import annotations
 
+import io
+import json
 import time
 from collections.abc import Callable
 from functools import partial
@@ -12,8 +14,9 @@ import pytest
 from agent_world import Agent, make_cycle, submit
 from prometheus_client.parser import text_string_to_metric_families
 
+from scheduler.agent.observe import configure_logging
 from scheduler.app import Paika
-from scheduler.notices.events import RecordingObserver
+from scheduler.notices.events import LoggingObserver
 from scheduler.notices.outbox import backlog
 from scheduler.observe.health import check, stale_after
 from scheduler.observe.http import ops_app
@@ -67,12 +70,14 @@ def test_metrics_follow_the_cycles_and_health_turns_503_when_they_stop(
         world.engine,
         world.policy,
         world.clock,
-        make_cycle(world, RecordingObserver()),
+        make_cycle(world, LoggingObserver()),
         watch=watch,
         after_cycle=metrics.cycle_done,
     )
     server, thread, port = serve_in_thread(ops_app(metrics, health))
     url = f"http://127.0.0.1:{port}"
+    logged = io.StringIO()
+    configure_logging("json", "INFO", stream=logged)
     periodic.start()
     try:
         _wait(lambda: _value(_scrape(url), "paika_gpus", state="busy") == 2, "a job to start")
@@ -109,6 +114,12 @@ def test_metrics_follow_the_cycles_and_health_turns_503_when_they_stop(
     finally:
         periodic.stop()
         stop_server(server, thread)
+        configure_logging("text", "WARNING")
+    lines = [json.loads(line) for line in logged.getvalue().splitlines()]
+    started = [line for line in lines if line.get("event") == "job_started"]
+    assert [line["job_id"] for line in started] == [1]
+    silent = [line for line in lines if "did not answer its poll" in line["message"]]
+    assert [line["host"] for line in silent] == ["gpu-b"]  # once, not every cycle
 
 
 @pytest.mark.parametrize(
