@@ -72,6 +72,8 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+deploy_app = typer.Typer(help="Deployment files.", no_args_is_help=True)
+app.add_typer(deploy_app, name="deploy")
 
 
 def _start() -> Paika:
@@ -293,6 +295,38 @@ def db_current() -> None:
 
     engine = make_engine(Settings().resolved_database_url())
     typer.echo(f"database: {current_revision(engine) or 'empty'} · code: {head_revision()}")
+
+
+@deploy_app.command("units")
+def deploy_units(
+    exec_path: Annotated[
+        str | None,
+        typer.Option("--exec", help="The paika command the units run (default: this one)."),
+    ] = None,
+    write: Annotated[
+        Path | None, typer.Option("--write", help="Write the unit files into this folder.")
+    ] = None,
+) -> None:
+    """The systemd units for the scheduler (paika.service) and the GPU host agent
+    (paika-agent.service), printed, or written with --write (e.g. /etc/systemd/system)."""
+    from scheduler.deploy import units
+
+    command = exec_path or str(Path(sys.argv[0]).resolve())
+    try:
+        found = units(command)
+    except ValueError as exc:
+        typer.echo(f"paika deploy units: --exec {exc}", err=True)
+        raise typer.Exit(2) from exc
+    for name, text in found.items():
+        if write is None:
+            typer.echo(f"# ---- {name}\n{text}")
+            continue
+        try:
+            (write / name).write_text(text)
+        except OSError as exc:
+            typer.echo(f"paika deploy units: cannot write {write / name}: {exc.strerror}", err=True)
+            raise typer.Exit(1) from exc
+        typer.echo(f"wrote {write / name}", err=True)
 
 
 @app.command("version")
