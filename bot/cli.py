@@ -17,6 +17,7 @@ import logging
 import signal
 import sys
 import threading
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -26,8 +27,13 @@ from typer.main import get_command_from_info
 from typer.models import CommandInfo
 
 if TYPE_CHECKING:
+    from starlette.routing import Route
+
     from bot.runtime import SlackBot
     from scheduler.app import Paika
+    from scheduler.observe.metrics import ServiceMetrics
+
+log = logging.getLogger("paika")
 
 # Commands defined in modules of their own, as "module:function", in the order --help lists them.
 DEFERRED = {
@@ -66,6 +72,8 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+deploy_app = typer.Typer(help="Deployment files.", no_args_is_help=True)
+app.add_typer(deploy_app, name="deploy")
 
 
 def _start() -> Paika:
@@ -107,29 +115,59 @@ def cmd(
 def up() -> None:
     """Run the service: the scheduling cycle against the registered GPU hosts (Ctrl-C stops)."""
     from bot.console_notices import ConsoleAnnouncer
+    from scheduler.agent.observe import LogSettingError, configure_logging
     from scheduler.notices.events import LoggingObserver
+    from scheduler.notices.outbox import backlog
+    from scheduler.observe.health import check, stale_after
+    from scheduler.observe.http import ops_app, ops_routes
+    from scheduler.observe.metrics import ServiceMetrics
+    from scheduler.observe.watch import CycleWatch
     from scheduler.periodic import Periodic
     from scheduler.runner import MissingAgentToken, agent_cycle
 
     paika = _start()
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    try:
+        configure_logging(paika.settings.log_format, paika.settings.log_level)
+    except LogSettingError as exc:
+        typer.echo(f"paika: {exc}", err=True)
+        raise typer.Exit(2) from exc
     if not paika.settings.agent_token:
         typer.echo(f"paika: {MissingAgentToken()}", err=True)
         raise typer.Exit(2)
-    bot = _start_bot(paika)
+    cycle_seconds = paika.policy.scheduler.cycle_seconds
+    watch = CycleWatch()
+    metrics = ServiceMetrics(watch, lambda: backlog(paika.engine, paika.clock.now()))
+    knobs = paika.policy.scheduler
+    health = partial(check, watch, stale_after(cycle_seconds, knobs.hosts.poll_timeout_seconds))
+    bot = _start_bot(paika, metrics, ops_routes(metrics, health))
+    # Slack's HTTP mode serves /metrics and /healthz beside /slack/events; otherwise they
+    # get a server of their own on the same address.
+    ops = None
+    if bot is not None and bot.mode == "http":
+        where = bot.where.removesuffix("/slack/events")
+    else:
+        ops, where = _serve_ops(paika, ops_app(metrics, health))
     # Every notice goes through the outbox: to Slack, or printed when Slack is off.
     announcer = ConsoleAnnouncer() if bot is None else bot.announcer
     periodic = Periodic(
-        paika.engine, paika.policy, paika.clock, agent_cycle(paika, LoggingObserver()), announcer
+        paika.engine,
+        paika.policy,
+        paika.clock,
+        agent_cycle(paika, LoggingObserver()),
+        announcer,
+        watch=watch,
+        after_cycle=metrics.cycle_done,
     )
     paika.on_change = periodic.courier.wake  # a command's notices go out at once
     periodic.start()
     slack = "Slack off (no SLACK_BOT_TOKEN)" if bot is None else f"Slack on {bot.where}"
-    typer.echo(
-        f"paika is up: a cycle every {paika.policy.scheduler.cycle_seconds:g} s; {slack}. Ctrl-C stops it.",
-        err=True,
+    # Logged, not echoed: with PAIKA_LOG_FORMAT=json every line paika writes is JSON.
+    log.info(
+        "paika is up: a cycle every %g s; %s; metrics and health on %s/metrics, %s/healthz. Ctrl-C stops it.",
+        cycle_seconds,
+        slack,
+        where,
+        where,
     )
     stopping = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -138,18 +176,39 @@ def up() -> None:
     periodic.stop()
     if bot is not None:
         bot.stop()
-    typer.echo("paika stopped.", err=True)
+    if ops is not None:
+        from scheduler.serving import stop_server
+
+        stop_server(*ops)
+    log.info("paika stopped.")
 
 
-def _start_bot(paika: Paika) -> SlackBot | None:
-    """The Slack bot, when a bot token is set; its settings are checked before anything runs."""
+def _serve_ops(paika: Paika, ops: Any) -> tuple[tuple[Any, Any], str]:
+    """Serve /metrics and /healthz on PAIKA_HTTP_HOST:PAIKA_HTTP_PORT: ((server, thread), URL)."""
+    from scheduler.serving import serve_in_thread
+
+    host, port = paika.settings.http_host, paika.settings.http_port
+    try:
+        server, thread, bound = serve_in_thread(ops, host, port)
+    except OSError as exc:
+        typer.echo(
+            f"paika: cannot listen on {host}:{port} for /metrics and /healthz: {exc}", err=True
+        )
+        typer.echo("Set PAIKA_HTTP_HOST / PAIKA_HTTP_PORT to a free address.", err=True)
+        raise typer.Exit(2) from exc
+    return (server, thread), f"http://{host}:{bound}"
+
+
+def _start_bot(paika: Paika, metrics: ServiceMetrics, routes: list[Route]) -> SlackBot | None:
+    """The Slack bot, when a bot token is set; its settings are checked before anything runs.
+    It times its acks into `metrics` and, in HTTP mode, serves `routes` beside Slack's."""
     if paika.settings.slack_bot_token is None:
         return None
     from bot.runtime import start_bot  # Slack's libraries load only when Slack is used
     from scheduler.errors import ConfigError
 
     try:
-        return start_bot(paika)
+        return start_bot(paika, acked=metrics.slack_acked, more_routes=routes)
     except ConfigError as exc:
         typer.echo(f"paika: Slack settings: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -246,6 +305,38 @@ def db_current() -> None:
 
     engine = make_engine(Settings().resolved_database_url())
     typer.echo(f"database: {current_revision(engine) or 'empty'} · code: {head_revision()}")
+
+
+@deploy_app.command("units")
+def deploy_units(
+    exec_path: Annotated[
+        str | None,
+        typer.Option("--exec", help="The paika command the units run (default: this one)."),
+    ] = None,
+    write: Annotated[
+        Path | None, typer.Option("--write", help="Write the unit files into this folder.")
+    ] = None,
+) -> None:
+    """The systemd units for the scheduler (paika.service) and the GPU host agent
+    (paika-agent.service), printed, or written with --write (e.g. /etc/systemd/system)."""
+    from scheduler.deploy import units
+
+    command = exec_path or str(Path(sys.argv[0]).resolve())
+    try:
+        found = units(command)
+    except ValueError as exc:
+        typer.echo(f"paika deploy units: --exec {exc}", err=True)
+        raise typer.Exit(2) from exc
+    for name, text in found.items():
+        if write is None:
+            typer.echo(f"# ---- {name}\n{text}")
+            continue
+        try:
+            (write / name).write_text(text)
+        except OSError as exc:
+            typer.echo(f"paika deploy units: cannot write {write / name}: {exc.strerror}", err=True)
+            raise typer.Exit(1) from exc
+        typer.echo(f"wrote {write / name}", err=True)
 
 
 @app.command("version")

@@ -13,13 +13,15 @@ Content-Length, or, when it comes chunked, as soon as it grows past the limit.
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable, Sequence
 
 from slack_bolt import App, BoltRequest
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from bot.pacing import AcksFirst
 
@@ -29,17 +31,27 @@ SWITCH_INTERVAL_S = 0.001
 # Slack's payloads are well under this (a full modal's state is a few KiB); anything
 # larger is not Slack, and is not read.
 MAX_BODY_BYTES = 1024 * 1024  # 1 MiB
+# Hears, for each request, its kind (command, interactive, event) and seconds to its ack.
+Acked = Callable[[str, float], None]
 
 
-def http_app(bolt: App, pacing: AcksFirst | None = None) -> Starlette:
+def http_app(
+    bolt: App,
+    pacing: AcksFirst | None = None,
+    *,
+    acked: Acked | None = None,
+    more_routes: Sequence[BaseRoute] = (),
+) -> Starlette:
     """The ASGI app serving Slack's requests and a health check; `pacing` hears of each
-    request so the work after acks waits out a burst (bot.pacing)."""
+    request so the work after acks waits out a burst (bot.pacing); `acked` hears how long
+    each took to ack; `more_routes` are served beside them (the service's /metrics)."""
     # The answers are computed on a worker thread that holds the GIL for long stretches;
     # the event loop, which acks, waits up to this interval for it at every step. Python's
     # default (5 ms) let a burst of acks queue behind the answers (bench/slack_ack.py).
     sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
 
     async def events(request: Request) -> Response:
+        arrived = time.perf_counter()
         if pacing is not None:
             pacing.arrived()
         body = await body_within(request, MAX_BODY_BYTES)
@@ -54,6 +66,8 @@ def http_app(bolt: App, pacing: AcksFirst | None = None) -> Starlette:
             answer = await run_in_threadpool(bolt.dispatch, bolt_request)
         else:
             answer = bolt.dispatch(bolt_request)
+        if acked is not None:
+            acked(request_kind(body), time.perf_counter() - arrived)
         return Response(
             content=answer.body,
             status_code=answer.status,
@@ -67,8 +81,19 @@ def http_app(bolt: App, pacing: AcksFirst | None = None) -> Starlette:
         routes=[
             Route(EVENTS_PATH, events, methods=["POST"]),
             Route(HEALTH_PATH, health, methods=["GET"]),
+            *more_routes,
         ]
     )
+
+
+def request_kind(body: bytes) -> str:
+    """What Slack sent, by the shape of its body: a slash command and an interaction come
+    form-encoded (`command=…`, `payload=…`), an event as JSON."""
+    if body.startswith(b"{"):
+        return "event"
+    if body.startswith(b"payload=") or b"&payload=" in body:
+        return "interactive"
+    return "command"
 
 
 async def body_within(request: Request, limit: int) -> bytes | None:

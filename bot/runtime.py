@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import uvicorn
@@ -13,15 +15,18 @@ from slack_sdk import WebClient
 from slack_sdk.socket_mode.builtin import SocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
+from starlette.routing import BaseRoute
 
 from bot.announcer import SlackAnnouncer
 from bot.app import build_app
-from bot.http import EVENTS_PATH, http_app
+from bot.http import EVENTS_PATH, Acked, http_app
 from bot.services import BotServices
 from scheduler.app import Paika
 from scheduler.serving import serve_in_thread, stop_server
 
 log = logging.getLogger(__name__)
+# Socket Mode's envelope types, named as HTTP mode names its requests (bot.http.request_kind).
+SOCKET_KINDS = {"slash_commands": "command", "interactive": "interactive", "events_api": "event"}
 
 
 @dataclass
@@ -41,8 +46,17 @@ class SlackBot:
             stop_server(*self._server)
 
 
-def start_bot(paika: Paika, *, port: int | None = None) -> SlackBot:
-    """Build the Bolt app and start listening; raises ConfigError on missing Slack settings."""
+def start_bot(
+    paika: Paika,
+    *,
+    port: int | None = None,
+    acked: Acked | None = None,
+    more_routes: Sequence[BaseRoute] = (),
+) -> SlackBot:
+    """Build the Bolt app and start listening; raises ConfigError on missing Slack settings.
+
+    `acked` hears how long each request took to ack. `more_routes` are served beside
+    Slack's in HTTP mode; in Socket Mode there is no server here, so the caller serves them."""
     settings = paika.settings
     services = BotServices(paika)
     app, messenger = build_app(settings, services)
@@ -51,13 +65,19 @@ def start_bot(paika: Paika, *, port: int | None = None) -> SlackBot:
         # apps.connections.open is called with the app token, on the same API base URL.
         opener = WebClient(base_url=settings.slack_api_url or WebClient.BASE_URL)
         handler = OncePerEnvelope(
-            app, services, settings.slack_app_token.get_secret_value(), web_client=opener
+            app,
+            services,
+            settings.slack_app_token.get_secret_value(),
+            web_client=opener,
+            acked=acked,
         )
         handler.connect()  # type: ignore[no-untyped-call]
         return SlackBot("socket", "Socket Mode", announcer, _socket=handler)
     host = settings.http_host
     server, thread, bound = serve_in_thread(
-        http_app(app, messenger.pacing), host, settings.http_port if port is None else port
+        http_app(app, messenger.pacing, acked=acked, more_routes=more_routes),
+        host,
+        settings.http_port if port is None else port,
     )
     return SlackBot(
         "http",
@@ -76,14 +96,23 @@ class OncePerEnvelope(SocketModeHandler):
     """
 
     def __init__(
-        self, app: App, services: BotServices, app_token: str, web_client: WebClient
+        self,
+        app: App,
+        services: BotServices,
+        app_token: str,
+        web_client: WebClient,
+        acked: Acked | None = None,
     ) -> None:
         super().__init__(app, app_token, web_client=web_client)
         self.services = services
+        self.acked = acked
 
     def handle(self, client: SocketModeClient, req: SocketModeRequest) -> None:  # type: ignore[override]
+        arrived = time.perf_counter()
         envelope = req.envelope_id
         if envelope and not self.services.first_sighting(f"envelope:{envelope}"):
             client.send_socket_mode_response(SocketModeResponse(envelope_id=envelope))
             return
-        super().handle(client, req)
+        super().handle(client, req)  # returns once the ack is sent
+        if self.acked is not None:
+            self.acked(SOCKET_KINDS.get(req.type, req.type), time.perf_counter() - arrived)

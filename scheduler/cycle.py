@@ -44,6 +44,7 @@ from scheduler.hosts.report import HostReport
 from scheduler.notices.events import Event, EventCode, EventKind, Observer, record
 from scheduler.policy.plan import Plan, Preempt, Start
 from scheduler.policy.scheduler import schedule
+from scheduler.policy.snapshot import Snapshot
 from scheduler.snapshots import build_snapshot
 from storage.db import lost_race, session_scope
 from storage.models import ON_HOST_STATES, Allocation, Gpu, Host, Job, JobState, Match
@@ -67,6 +68,7 @@ class CycleResult:
     unconfirmed: list[int] = field(default_factory=list)  # starts whose answer was lost
     events: list[Event] = field(default_factory=list)
     plan: Plan | None = None
+    snapshot: Snapshot | None = None  # what the policy was given (for the metrics)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per step
     errors: list[str] = field(default_factory=list)  # steps that failed (logged)
 
@@ -87,6 +89,7 @@ class Cycle:
         self.engine, self.policy, self.clock = engine, policy, clock
         self.dispatcher, self.observer, self.poller = dispatcher, observer, poller
         self._last_sample: datetime | None = None
+        self._silent: set[str] = set()  # hosts whose last poll failed
 
     def run_once(self) -> CycleResult:
         """One full cycle; returns what it did."""
@@ -94,6 +97,7 @@ class Cycle:
         # 1. poll every agent
         with self._step(result, "poll"):
             result.reports = self.poller(self._targets())
+            self._log_silences(result.reports)
         # 2. apply the reports; reconcile the jobs on hosts. Not when the poll itself failed:
         # no report is not the same as every host being silent.
         found = Reconciliation()
@@ -115,7 +119,8 @@ class Cycle:
             self._send_stops(found.stops, found.orphans)
         # 4. snapshot and policy
         with self._step(result, "policy"), Session(self.engine) as session:
-            result.plan = schedule(build_snapshot(session, self.policy, result.at))
+            result.snapshot = build_snapshot(session, self.policy, result.at)
+            result.plan = schedule(result.snapshot)
         # 5. admit the starts; 6. record the preemptions
         if result.plan is not None:
             with self._step(result, "admit"):
@@ -138,6 +143,17 @@ class Cycle:
         finally:
             result.timings[name] = took = time.perf_counter() - began
             log.debug("cycle step %s took %.1f ms", name, took * 1000)
+
+    def _log_silences(self, reports: Mapping[str, HostReport]) -> None:
+        """Log a host that stops answering its poll, and again when it answers: once per
+        change, not every cycle."""
+        silent = {host for host, report in reports.items() if not report.ok}
+        for host in sorted(silent - self._silent):
+            error = reports[host].error
+            log.warning("host %s did not answer its poll: %s", host, error, extra={"host": host})
+        for host in sorted(self._silent - silent):
+            log.info("host %s answers its poll again", host, extra={"host": host})
+        self._silent = silent
 
     def close(self) -> None:
         """Let go of the poller's connections (when it has any)."""
@@ -177,7 +193,11 @@ class Cycle:
                 }
                 self._settle_start(start.job_id, orders[0].attempt, failure, result, where)
             except Exception:  # one job's trouble never stops the others' starts
-                log.exception("job #%s: its start could not be settled", start.job_id)
+                log.exception(
+                    "job #%s: its start could not be settled",
+                    start.job_id,
+                    extra={"job_id": start.job_id, "host": ",".join(start.hosts)},
+                )
                 result.errors.append(f"admit: job #{start.job_id}")
 
     def _dispatch(self, orders: list[StartOrder]) -> DispatchError | None:
@@ -187,7 +207,11 @@ class Cycle:
         except DispatchError as exc:
             return exc
         except Exception as exc:  # a bug in one order must not be taken for a lost answer
-            log.exception("start of job #%s raised", orders[0].job_id)
+            log.exception(
+                "start of job #%s raised",
+                orders[0].job_id,
+                extra={"job_id": orders[0].job_id, "host": orders[0].host},
+            )
             return DispatchError(orders[0].host, orders[0].job_id, f"{type(exc).__name__}: {exc}")
         return None
 
@@ -220,10 +244,15 @@ class Cycle:
             return
         if not failure.known:
             # It may be running there: ask that host again (same run id), never another one.
-            log.warning("start of job #%s: no answer, asked again next cycle: %s", job_id, failure)
+            log.warning(
+                "start of job #%s: no answer, asked again next cycle: %s",
+                job_id,
+                failure,
+                extra={"job_id": job_id, "host": failure.host},
+            )
             result.unconfirmed.append(job_id)
             return
-        log.warning("start refused: %s", failure)
+        log.warning("start refused: %s", failure, extra={"job_id": job_id, "host": failure.host})
         if failure.bad_order:
             reason = f"its start was refused on {failure.host}: {failure.problem}"
             kind, code = EventKind.JOB_FAILED, EventCode.START_REFUSED
@@ -275,7 +304,11 @@ class Cycle:
             except Exception as exc:
                 if not lost_race(exc):
                     raise
-        log.warning("job #%s kept changing; its start is settled next cycle", job_id)
+        log.warning(
+            "job #%s kept changing; its start is settled next cycle",
+            job_id,
+            extra={"job_id": job_id},
+        )
         return None
 
     def _persist_start(self, start: Start, now: datetime) -> list[StartOrder] | None:
@@ -331,9 +364,17 @@ class Cycle:
             if isinstance(exc, IntegrityError) or lost_race(exc):
                 # A GPU it was given is already held, or a user changed the job (a cancel
                 # won): nothing was written; the next cycle decides afresh.
-                log.warning("job #%s was not started: it or its GPUs changed", start.job_id)
+                log.warning(
+                    "job #%s was not started: it or its GPUs changed",
+                    start.job_id,
+                    extra={"job_id": start.job_id},
+                )
             else:
-                log.exception("job #%s could not be started; the others go on", start.job_id)
+                log.exception(
+                    "job #%s could not be started; the others go on",
+                    start.job_id,
+                    extra={"job_id": start.job_id},
+                )
             return None
 
     def _resend_starts(self, job_ids: list[int], result: CycleResult) -> None:
@@ -364,9 +405,11 @@ class Cycle:
             try:
                 self.dispatcher.stop(host, url, run, wait)
             except DispatchError as exc:
-                log.warning("stop failed: %s", exc)  # sent again next cycle
+                log.warning(
+                    "stop failed: %s", exc, extra={"job_id": exc.job_id, "host": host}
+                )  # again next cycle
             except Exception:
-                log.exception("stop of %s on %s failed", run, host)
+                log.exception("stop of %s on %s failed", run, host, extra={"host": host})
 
     def _record_preemptions(self, preemptions: tuple[Preempt, ...], result: CycleResult) -> None:
         for preempt in preemptions:
@@ -374,7 +417,11 @@ class Cycle:
                 self._record_preemption(preempt, result)
             except Exception as exc:
                 if not lost_race(exc):
-                    log.exception("job #%s: its preemption was not recorded", preempt.job_id)
+                    log.exception(
+                        "job #%s: its preemption was not recorded",
+                        preempt.job_id,
+                        extra={"job_id": preempt.job_id},
+                    )
         if result.preempted:
             self._send_stops(result.preempted, [])
 

@@ -18,11 +18,12 @@ from scheduler.alerts.idle import act_on_idle, check_idle
 from scheduler.alerts.quota import raise_quota_alerts
 from scheduler.clock import Clock
 from scheduler.config import PolicyConfig
-from scheduler.cycle import Cycle
+from scheduler.cycle import Cycle, CycleResult
 from scheduler.digest.schedule import raise_digest
 from scheduler.hosts.inventory import prune_samples
 from scheduler.notices.kinds import EVENT_KINDS
 from scheduler.notices.outbox import Announcer, Courier
+from scheduler.observe.watch import CycleWatch
 from storage.db import session_scope
 from storage.leader import LeaderLock
 from storage.queries.notices import prune_old
@@ -49,9 +50,15 @@ class Periodic:
         clock: Clock,
         cycle: Cycle,
         announcer: Announcer,
+        *,
+        watch: CycleWatch | None = None,
+        after_cycle: Callable[[CycleResult], None] | None = None,
     ) -> None:
         self.engine, self.policy, self.clock, self.cycle = engine, policy, clock, cycle
         self.announcer = announcer  # the face's: Slack's, or the console's (bot/)
+        # What the health check and the metrics read; `after_cycle` counts each cycle.
+        self.watch = watch or CycleWatch()
+        self.after_cycle = after_cycle
         self.courier = Courier(engine, self.announcer, clock)
         # The lease outlives a few missed cycles, so a slow cycle does not hand over leadership.
         self.lock = LeaderLock(
@@ -98,9 +105,14 @@ class Periodic:
 
     def tick(self) -> None:
         """One cycle, if this instance leads; then its notices go out at once."""
-        if not self._lead():
+        leading = self._lead()
+        self.watch.ticked(leading)
+        if not leading:
             return
         result = self.cycle.run_once()
+        self.watch.cycle_done(result)
+        if self.after_cycle is not None:
+            self.after_cycle(result)
         if result.events:
             self.courier.wake()
 

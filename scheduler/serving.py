@@ -9,7 +9,7 @@ import time
 import uvicorn
 from starlette.types import ASGIApp
 
-from scheduler.agent.address import LOOPBACK
+from scheduler.agent.protocol import LOOPBACK
 
 
 def serve_in_thread(

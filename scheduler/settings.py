@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     slack_api_url: str | None = None
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=3000, ge=0, le=65535)
+    # text, or json: one JSON object a line (scheduler/agent/observe.py); level by name.
+    log_format: str = "text"
+    log_level: str = "INFO"
 
     @field_validator("admins", mode="before")
     @classmethod

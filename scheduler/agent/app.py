@@ -28,6 +28,7 @@ from scheduler.agent.body import json_text
 from scheduler.agent.errors import AgentError, BadRequest, BodyTooLarge
 from scheduler.agent.gpus import GpuReader
 from scheduler.agent.jobs import JobStore
+from scheduler.agent.observe import metrics_route
 from scheduler.agent.protocol import (
     API_VERSION,
     GpuInfo,
@@ -202,6 +203,7 @@ def build_app(
         Route("/v1/jobs/{job_id}", get_job, methods=["GET"]),
         Route("/v1/jobs/{job_id}/stop", post_stop, methods=["POST"]),
         Route("/v1/jobs/{job_id}/log", get_log, methods=["GET"]),
+        metrics_route(reader, jobs_store, host_name),
     ]
     middleware = [] if token is None else [Middleware(BearerAuth, token=token)]
     return Starlette(

@@ -20,12 +20,17 @@ from typing import Annotated
 import typer
 import uvicorn
 
-from scheduler.agent.address import DEFAULT_PORT, LOOPBACK
 from scheduler.agent.app import build_app
 from scheduler.agent.errors import AgentError
 from scheduler.agent.gpus import GpuReader
 from scheduler.agent.jobs import TOKEN_ENV, JobStore
+from scheduler.agent.observe import LogSettingError, configure_logging
+from scheduler.agent.protocol import DEFAULT_PORT, LOOPBACK
 from scheduler.agent.simulated import EXAMPLE_SPEC, SimulatedReader
+
+log = logging.getLogger(__name__)
+FORMAT_ENV = "PAIKA_LOG_FORMAT"  # text (default) or json: one JSON object a line
+LEVEL_ENV = "PAIKA_LOG_LEVEL"  # DEBUG, INFO (default), WARNING, ERROR
 
 TOKEN_FILE_ENV = "PAIKA_AGENT_TOKEN_FILE"
 AGENT_UMASK = 0o077  # what the agent writes is its own: state, logs, records
@@ -155,11 +160,17 @@ def agent(
             "and stop jobs through this agent. Set PAIKA_AGENT_TOKEN for real use.",
             err=True,
         )
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    warn_root_jobs(allow_root_jobs)
     host_name = name or socket.gethostname()
+    try:
+        configure_logging(
+            os.environ.get(FORMAT_ENV, "text"),
+            os.environ.get(LEVEL_ENV, "INFO"),
+            fields={"host": host_name},
+        )
+    except LogSettingError as exc:
+        typer.echo(f"paika agent: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    warn_root_jobs(allow_root_jobs)
     try:
         store = JobStore(
             state_dir,
@@ -185,15 +196,28 @@ def agent(
         typer.echo(f"paika agent: {exc.message}", err=True)
         raise typer.Exit(2) from exc
     kinds = ", ".join(sorted({g.name for g in gpus})) or "no GPUs"
-    typer.echo(
-        f"paika agent on {host_name}: {len(gpus)} GPU(s) ({kinds})"
-        f"{' [simulated]' if simulate is not None else ''}; state in {store.state_dir}; "
-        f"listening on http://{host}:{port}/v1/",
-        err=True,
+    # Logged, not echoed: with PAIKA_LOG_FORMAT=json every line the agent writes is JSON.
+    log.info(
+        "paika agent on %s: %d GPU(s) (%s)%s; state in %s; listening on http://%s:%s/v1/",
+        host_name,
+        len(gpus),
+        kinds,
+        " [simulated]" if simulate is not None else "",
+        store.state_dir,
+        host,
+        port,
     )
     try:
         uvicorn.run(
-            app, host=host, port=port, log_level="info", http="h11", ws="none", lifespan="off"
+            app,
+            host=host,
+            port=port,
+            log_level=logging.getLevelName(logging.getLogger().level).lower(),
+            # None: uvicorn's loggers go through the root's handler, in its format (JSON too).
+            log_config=None,
+            http="h11",
+            ws="none",
+            lifespan="off",
         )
     finally:
         store.close()

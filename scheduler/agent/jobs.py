@@ -453,12 +453,18 @@ class JobStore:
             self._jobs[job.job_id] = job
             if job.state is JobState.RUNNING:
                 if process_alive(job.pid, job.start_ticks):
-                    log.info("re-attached to job %s (pid %s)", job.job_id, job.pid)
+                    log.info(
+                        "re-attached to job %s (pid %s)",
+                        job.job_id,
+                        job.pid,
+                        extra={"run_id": job.job_id},
+                    )
                 else:
                     if job.pid is None:
                         log.warning(
                             "job %s: the agent stopped while launching it; it may have run",
                             job.job_id,
+                            extra={"run_id": job.job_id},
                         )
                     self._finish(job, now)
         self._save()
@@ -530,7 +536,12 @@ class JobStore:
             with contextlib.suppress(OSError):
                 os.unlink(job.env_file)
         log.info(
-            "job %s %s (exit code %s, signal %s)", job.job_id, job.state, job.exit_code, job.signal
+            "job %s %s (exit code %s, signal %s)",
+            job.job_id,
+            job.state,
+            job.exit_code,
+            job.signal,
+            extra={"run_id": job.job_id},
         )
 
     def _sigkill(self, job: _Job) -> None:
@@ -538,7 +549,11 @@ class JobStore:
         if job.pid is not None and process_alive(job.pid, job.start_ticks):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(job.pid, signal.SIGKILL)
-            log.warning("job %s outlived its grace period: sent SIGKILL", job.job_id)
+            log.warning(
+                "job %s outlived its grace period: sent SIGKILL",
+                job.job_id,
+                extra={"run_id": job.job_id},
+            )
         if job.cgroup:
             isolation.kill_cgroup(job.cgroup)  # also what left the job's process group
         if job.image is not None:
@@ -710,6 +725,7 @@ class JobStore:
                 account.name,
                 job.gpus,
                 job.pid,
+                extra={"run_id": job.job_id},
             )
             return job.info(), True
 
@@ -823,7 +839,12 @@ class JobStore:
                 if job.pid is not None and process_alive(job.pid, job.start_ticks):
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.kill(job.pid, signal.SIGTERM)
-                log.info("stopping job %s (grace %.1f s)", job.job_id, grace)
+                log.info(
+                    "stopping job %s (grace %.1f s)",
+                    job.job_id,
+                    grace,
+                    extra={"run_id": job.job_id},
+                )
             self._save()
             return job.info()
 
@@ -842,7 +863,11 @@ class JobStore:
         except BaseException:
             del self._jobs[job_id]  # unsaved, it would not survive a restart: say so
             raise
-        log.info("job %s: stopped before it started; a start for it will be refused", job_id)
+        log.info(
+            "job %s: stopped before it started; a start for it will be refused",
+            job_id,
+            extra={"run_id": job_id},
+        )
         return job
 
     def log_tail(self, job_id: str, lines: int = 100) -> list[str]:

@@ -56,6 +56,10 @@ from pydantic_core import ErrorDetails
 from scheduler.agent.errors import BadRequest
 
 API_VERSION = 1
+# Where an agent listens by default, and the loopback address that an agent without a
+# token is confined to (`paika agent --insecure-no-token`).
+DEFAULT_PORT = 8470
+LOOPBACK = "127.0.0.1"
 JOB_ID_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # An image reference; never starts with '-', so it cannot be read as a runtime option.

@@ -184,14 +184,22 @@ def _settle_safely(
         except Exception as exc:
             if lost_race(exc):
                 continue  # a user's command changed it in between: read it again
-            log.exception("job #%s could not be reconciled; it is tried again next cycle", row.id)
+            log.exception(
+                "job #%s could not be reconciled; it is tried again next cycle",
+                row.id,
+                extra={"job_id": row.id},
+            )
             found.failed.append(row.id)
             return
         found.events += mine.events
         found.resend += mine.resend
         found.stops += mine.stops
         return
-    log.warning("job #%s kept changing while it was reconciled; next cycle", row.id)
+    log.warning(
+        "job #%s kept changing while it was reconciled; next cycle",
+        row.id,
+        extra={"job_id": row.id},
+    )
 
 
 def _settle(
@@ -436,6 +444,7 @@ def _close_leaks(
             allocation_id,
             job_id,
             state,
+            extra={"job_id": job_id},
         )
         try:
             with session_scope(engine) as session:

@@ -141,16 +141,20 @@ class Observer(Protocol):
 
 
 class LoggingObserver:
-    """Logs each event at debug level (`paika up`: people hear of it through the outbox)."""
+    """Logs each event (`paika up`: people hear of it through the outbox), with its job and
+    host as fields of the record, so JSON logs can be searched by them."""
 
     def notify(self, event: Event) -> None:
-        log.debug(
+        fields = {"job_id": event.job_id, "host": event.host, "event": event.kind.value}
+        extra = {key: value for key, value in fields.items() if value is not None}
+        log.info(
             "%s %s: job %s host %s %s",
             event.kind.value,
             event.code,
             event.job_id,
             event.host,
             dict(event.detail),
+            extra=extra,
         )
 
 

@@ -205,3 +205,9 @@ def _safely(send: Callable[[Announcement], bool], announcement: Announcement) ->
     except Exception:  # an announcer's bug must not stop the others; it is retried later
         log.exception("announcing %s failed", announcement.key)
         return False
+
+
+def backlog(engine: Engine, now: datetime) -> int:
+    """Notices raised and not yet delivered, leaving out those too old to be sent any more."""
+    with session_scope(engine) as session:
+        return notice_queries.backlog(session=session, since=now - GIVE_UP_AFTER)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, or_, update
+from sqlalchemy import delete, func, insert, or_, update
 from sqlmodel import Session, col, select
 
 from storage.models import Notice
@@ -136,3 +136,13 @@ def claimed_keys(*, session: Session, keys: Sequence[str]) -> set[str]:
         return set()
     query = select(col(Notice.key)).where(col(Notice.key).in_(keys))
     return set(session.exec(query).all())
+
+
+def backlog(*, session: Session, since: datetime) -> int:
+    """How many notices raised from `since` on are not sent yet (the outbox's backlog)."""
+    query = (
+        select(func.count())
+        .select_from(Notice)
+        .where(col(Notice.sent_at).is_(None), col(Notice.created_at) >= since)
+    )
+    return int(session.exec(query).one())
