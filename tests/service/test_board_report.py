@@ -166,7 +166,7 @@ def test_the_board_shows_each_card_as_the_scheduler_treats_it(cluster: Paika) ->
     )
     assert "A100-80GB: 6 GPUs · 1 free · 3 busy · 1 idle but held · 1 unavailable" in text
     assert (
-        "gpu-01: gpu0-1 ▣ #1 bert (<@UALICE>) · gpu2 ◌ #2 stalled (<@UBOB>) held but idle"
+        "gpu-01: gpu0-1 ▣ #1 bert (<@UALICE>) · gpu2 ◌ #2 stalled (<@UBOB>) idle but held"
         " · gpu3 □ free" in text
     )
     assert "gpu-02 (down): gpu0-1 ✕ down" in text
@@ -208,7 +208,7 @@ def test_the_board_counts_the_queue_and_names_the_next_jobs(cluster: Paika) -> N
 def test_an_empty_install_says_how_to_add_hosts(paika: Paika) -> None:
     board, text = _board(paika, "UADMIN")
     assert board.hosts == () and board.types == () and board.next_up == ()
-    assert "No GPU hosts yet. An admin adds one with /gpu admin host add" in text
+    assert "No GPU hosts are registered yet; an admin adds them with /gpu admin host add" in text
     assert "Queue: 0 running · 0 waiting" in text
 
 
@@ -312,7 +312,7 @@ def test_the_report_prorates_at_the_edge_and_counts_open_allocations(spent: Paik
         in text
     )
     assert (
-        "long-run · vision · <@UBOB> · running · 6.00 GPU-h · cost 13.20 → nothing recorded yet"
+        "long-run · vision · <@UBOB> · running · 6.00 GPU-h · cost 13.20 → no output recorded"
         in text
     )
 
