@@ -103,10 +103,31 @@ def _start() -> Paika:
 def cmd(
     text: Annotated[str, typer.Argument(help='The text of a /gpu command, e.g. "queue mine".')],
     user: Annotated[str, typer.Option("--user", "-u", help="The Slack user id to act as.")],
+    lang: Annotated[
+        str | None,
+        typer.Option(
+            "--lang", help="The reply's language: en or zh (default: USER's /gpu lang, else en)."
+        ),
+    ] = None,
 ) -> None:
     """Run a /gpu command as USER and print the reply (exit status 1 on a user error)."""
-    reply = _start().run(text, user.strip())
-    typer.echo(reply.text, err=not reply.ok)
+    from bot.console import render
+    from bot.i18n import LANGUAGES
+    from scheduler.service.slack import chosen_language
+
+    if lang is not None and lang not in LANGUAGES:
+        typer.echo(f"paika cmd: --lang {lang} is not known; use en or zh.", err=True)
+        raise typer.Exit(2)
+    paika = _start()
+    user = user.strip()
+    reply = paika.run(text, user)
+    # The reply's text is English; say it again in the reader's language when that differs.
+    said = lang or chosen_language(paika.engine, user) or "en"
+    result = reply.result if reply.ok else reply.error
+    words = (
+        reply.text if said == "en" or result is None else render(result, paika.policy.zone, said)
+    )
+    typer.echo(words, err=not reply.ok)
     if not reply.ok:
         raise typer.Exit(1)
 

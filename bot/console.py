@@ -1,12 +1,21 @@
-"""Plain-text replies: the console's face (`paika cmd`, the demo) and Slack's fallback text."""
+"""Plain-text replies: the console's face (`paika cmd`, the demo) and Slack's fallback text.
+
+Every word comes from the catalogue (`bot/messages.yml`), through the same keys Block Kit
+says the same things with, so the two faces cannot drift apart in their words; only their
+shape differs. Numbers, ids, names and `/gpu` examples are values.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import singledispatch
+from numbers import Real
+from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.i18n import t, wait_words
+from bot.blocks.quotas import expiry_words
+from bot.i18n import DEFAULT, t, term, wait_words, when
 from bot.said import language_saved, listed, problem, say
 from bot.usage import help_lines
 from scheduler.errors import UserError
@@ -14,71 +23,82 @@ from scheduler.grammar import Help
 from scheduler.policy.admission import Verdict
 from scheduler.policy.plan import Wait
 from scheduler.results import Listing, QuotaListing, Said
-from scheduler.service.board import BoardResult, CardState, CardView, HostView
+from scheduler.service.board import BoardResult, CardState, CardView, HostView, TypeSummary
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
 from scheduler.service.prefs import LanguageChoice
-from scheduler.service.records import JobRecord, JobState
-from scheduler.service.report import ReportResult
+from scheduler.service.quotas import QuotaView
+from scheduler.service.records import BumpRecord, JobRecord, JobState
+from scheduler.service.report import JobOutcome, ReportResult, UsageRow
 
 # How many waiting jobs a queue listing shows before it summarises the rest.
 QUEUE_LISTING_LIMIT = 30
-
-
-def when(moment: datetime | None, zone: ZoneInfo) -> str:
-    """A timestamp in the install's time zone, to the minute."""
-    if moment is None:
-        return "-"
-    return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z")
+# Separators between the parts of one line; they are punctuation, not words.
+PARTS = " · "
+EVENTS = "; "
 
 
 @singledispatch
-def render(result: object, zone: ZoneInfo) -> str:
-    """The plain text of a service result."""
+def render(result: object, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    """The plain text of a service result, in `lang`."""
     raise TypeError(f"no text form for {type(result).__name__}")
 
 
 @render.register
-def _problem(error: UserError, zone: ZoneInfo) -> str:
-    return problem("en", error)
+def _problem(error: UserError, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    return problem(lang, error)
 
 
 @render.register
-def _help(result: Help, zone: ZoneInfo) -> str:
-    return "\n".join(help_lines("en", result))
+def _help(result: Help, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    return "\n".join(help_lines(lang, result))
 
 
 @render.register
-def _said(result: Said, zone: ZoneInfo) -> str:
-    return say("en", result)
+def _said(result: Said, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    return say(lang, result)
 
 
 @render.register
-def _listing(result: Listing, zone: ZoneInfo) -> str:
-    return "\n".join(listed("en", result))
+def _listing(result: Listing, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    return "\n".join(listed(lang, result))
 
 
 @render.register
-def _submit(result: SubmitResult, zone: ZoneInfo) -> str:
-    job = result.view.job
+def _submit(result: SubmitResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    view, job = result.view, result.view.job
     lines = [
-        f"Queued job #{job.id} {job.name} for team {result.view.team}: {_needs(job)}, {job.est_gpu_hours:g} GPU-hours, {job.priority}."
+        t(
+            lang,
+            "console.submit",
+            id=job.id,
+            name=job.name,
+            team=view.team,
+            needs=_needs(lang, job),
+            estimate=t(lang, "unit.gpu_hours", n=job.est_gpu_hours),
+            priority=_priority(lang, job.priority),
+        ),
+        _where(lang, view, zone),
     ]
-    lines.append(_where(result.view, zone))
-    if result.view.likely_type:
-        lines.append(f"Likely card type: {result.view.likely_type}.")
+    if view.likely_type:
+        lines.append(t(lang, "console.likely_type", gpu_type=view.likely_type))
     if result.bump is not None:
         lines.append(
-            f"{result.bump.to_priority} needs an approver: it is queued as {job.priority}, and bump request "
-            f"#{result.bump.id} to {result.bump.to_priority} is waiting for a decision."
+            t(
+                lang,
+                "submit.bump",
+                asked=_priority(lang, result.bump.to_priority),
+                queued=_priority(lang, job.priority),
+                id=result.bump.id,
+            )
         )
     if not job.data_ready:
-        lines.append(f"When its data is in place: /gpu ready #{job.id}")
+        lines.append(t(lang, "submit.ready_hint", command=f"/gpu ready #{job.id}"))
     admission = result.admission
     if admission is not None and admission.verdict is not Verdict.ADMIT:
         lines.append(
             t(
-                "en",
+                lang,
                 "submit.admission",
                 backlog=admission.backlog_hours,
                 limit=admission.max_backlog_hours,
@@ -88,173 +108,255 @@ def _submit(result: SubmitResult, zone: ZoneInfo) -> str:
 
 
 @render.register
-def _change(result: ChangeResult, zone: ZoneInfo) -> str:
+def _change(result: ChangeResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     job = result.view.job
-    lines = [f"Job #{job.id} {job.name}: {t('en', result.note.value)}", _where(result.view, zone)]
+    note = t(lang, result.note.value)
+    lines = [t(lang, "console.change", id=job.id, name=job.name, note=note)]
+    lines.append(_where(lang, result.view, zone))
     return "\n".join(line for line in lines if line)
 
 
 @render.register
-def _status(result: StatusResult, zone: ZoneInfo) -> str:
+def _status(result: StatusResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     job = result.view.job
-    data = "ready" if job.data_ready else "not ready"
-    if job.data_location:
-        data += f" ({job.data_location})"
+    run = [t(lang, "console.status.command", command=job.command)]
+    if job.image:
+        run.append(t(lang, "console.status.image", image=job.image))
     lines = [
-        f"Job #{job.id} {job.name} — {job.state.replace('_', ' ')}",
-        f"owner <@{job.owner}> · team {result.view.team} · priority {job.priority}",
-        f"needs {_needs(job)} · {job.est_gpu_hours:g} GPU-hours estimated · data {data}",
-        f"command: {job.command}" + (f" · image {job.image}" if job.image else ""),
-        f"submitted {when(job.submitted_at, zone)}",
+        t(lang, "status.header", id=job.id, name=job.name, state=_state(lang, job.state)),
+        t(
+            lang,
+            "console.status.people",
+            owner=_mention(job.owner),
+            team=result.view.team,
+            priority=_priority(lang, job.priority),
+        ),
+        t(
+            lang,
+            "console.status.needs",
+            needs=_needs(lang, job),
+            estimate=t(lang, "unit.gpu_hours", n=job.est_gpu_hours),
+            data=_data(lang, job),
+        ),
+        PARTS.join(run),
+        t(lang, "console.status.submitted", at=when(lang, job.submitted_at, zone)),
     ]
-    where = _where(result.view, zone)
+    where = _where(lang, result.view, zone)
     if where:
         lines.append(where)
     if job.state_reason and job.state in (JobState.CANCELLED, JobState.FAILED, JobState.PREEMPTED):
-        lines.append(f"reason: {job.state_reason}")
-    for bump in result.bumps:
-        decided = f" by <@{bump.decided_by}>" if bump.decided_by else ""
-        lines.append(
-            f"bump #{bump.id} {bump.from_priority} → {bump.to_priority}: {bump.state}{decided} ({bump.reason})"
-        )
-    if result.ledger:
-        hours = sum(entry.gpu_hours for entry in result.ledger)
-        idle = sum(entry.idle_gpu_hours for entry in result.ledger)
-        cost = sum(entry.cost for entry in result.ledger)
-        lines.append(
-            f"used {hours:.2f} GPU-hours"
-            + (f" ({idle:.2f} of them idle)" if idle >= 0.005 else "")
-            + f", cost {cost:.2f}"
-        )
-    if job.output or job.metrics:
-        metrics = ", ".join(f"{k}={v:g}" for k, v in (job.metrics or {}).items())
-        lines.append("produced: " + " · ".join(part for part in (job.output, metrics) if part))
-    lines.append(
-        "history: " + "; ".join(f"{when(e.at, zone)} {e.to_state}" for e in result.history)
+        lines.append(t(lang, "console.status.reason", reason=job.state_reason))
+    lines += [_bump_line(lang, bump) for bump in result.bumps]
+    lines += _spent(lang, result)
+    produced = _produced(job.output, job.metrics or {})
+    if produced:
+        lines.append(t(lang, "status.produced", what=produced))
+    events = EVENTS.join(
+        f"{when(lang, e.at, zone)} {_state(lang, e.to_state)}" for e in result.history
     )
+    lines.append(t(lang, "console.status.history", events=events))
     return "\n".join(lines)
 
 
+def _bump_line(lang: str, bump: BumpRecord) -> str:
+    by = t(lang, "status.bump_by", user=_mention(bump.decided_by)) if bump.decided_by else ""
+    return t(
+        lang,
+        "status.bump",
+        id=bump.id,
+        source=_priority(lang, bump.from_priority),
+        target=_priority(lang, bump.to_priority),
+        state=term(lang, "bump_state", bump.state),
+        by=by,
+        reason=bump.reason,
+    )
+
+
+def _spent(lang: str, result: StatusResult) -> list[str]:
+    """What the job has cost so far, and how much of it its GPUs sat idle."""
+    if not result.ledger:
+        return []
+    hours = sum(entry.gpu_hours for entry in result.ledger)
+    cost = sum(entry.cost for entry in result.ledger)
+    lines = [t(lang, "status.used", hours=hours, cost=cost)]
+    idle = sum(entry.idle_gpu_hours for entry in result.ledger)
+    if idle >= 0.005:
+        lines.append(t(lang, "status.idle", hours=idle))
+    return lines
+
+
+def _produced(output: str | None, metrics: Mapping[str, Any]) -> str:
+    shown = ", ".join(_metric(name, value) for name, value in metrics.items())
+    return PARTS.join(part for part in (output, shown) if part)
+
+
+def _metric(name: str, value: object) -> str:
+    return f"{name}={value:g}" if isinstance(value, Real) else f"{name}={value}"
+
+
 @render.register
-def _queue(result: QueueResult, zone: ZoneInfo) -> str:
-    scope = {"mine": "your jobs", "team": "your team's jobs", "all": "all jobs"}[result.scope]
+def _queue(result: QueueResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    scope = term(lang, "queue.scope", result.scope)
     if not result.running and not result.waiting:
-        return f"Nothing is waiting or running ({scope})."
-    lines = [f"Running ({len(result.running)}):"]
-    lines += [
-        f"  #{v.job.id} {v.job.name} · {v.team} · {v.job.priority} · {_needs(v.job)} · since {when(v.job.started_at, zone)}"
-        for v in result.running
-    ]
-    lines.append(f"Waiting ({len(result.waiting)}), in queue order:")
+        return t(lang, "queue.empty", scope=scope)
+    lines = [_heading(lang, t(lang, "queue.running", n=len(result.running)))]
+    lines += [_running_line(lang, view, zone) for view in result.running]
+    lines.append(_heading(lang, t(lang, "queue.waiting", n=len(result.waiting))))
     shown = result.waiting[:QUEUE_LISTING_LIMIT]
-    for view in shown:
-        place = view.wait
-        why = _why(place) if place else view.job.state
-        lines.append(
-            f"  {place.position if place else '-'}. #{view.job.id} {view.job.name} · {view.team} · {view.job.priority} · {_needs(view.job)} · {view.job.est_gpu_hours:g} GPU-h — {why}"
-        )
-    if len(result.waiting) > len(shown):
-        rest = result.waiting[len(shown) :]
-        lines.append(
-            f"  … and {len(rest)} more ({sum(1 for v in rest if not v.job.data_ready)} waiting for data). See one with /gpu status #<id>"
-        )
+    lines += [_waiting_line(lang, view) for view in shown]
+    rest = result.waiting[len(shown) :]
+    if rest:
+        for_data = sum(1 for view in rest if not view.job.data_ready)
+        more = t(lang, "queue.more_waiting", n=len(rest), data=for_data, hint="/gpu status #<id>")
+        lines.append(f"  {more}")
     return "\n".join(lines)
 
 
+def _running_line(lang: str, view: JobView, zone: ZoneInfo) -> str:
+    since = t(lang, "queue.since", at=when(lang, view.job.started_at, zone))
+    return f"  {_summary(lang, view)}{PARTS}{since}"
+
+
+def _waiting_line(lang: str, view: JobView) -> str:
+    wait, job = view.wait, view.job
+    why = _why(lang, wait) if wait else _state(lang, job.state)
+    hours = t(lang, "console.gpu_h", n=f"{job.est_gpu_hours:g}")
+    return f"  {_place(wait)} {_summary(lang, view)}{PARTS}{hours} — {why}"
+
+
 @render.register
-def _bump(result: BumpResult, zone: ZoneInfo) -> str:
+def _bump(result: BumpResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     job = result.view.job
     if result.applied:
-        return f"Job #{job.id} {job.name} is now {job.priority}.\n{_where(result.view, zone)}"
+        applied = t(lang, "bump.applied", job=_ref(job), priority=_priority(lang, job.priority))
+        return f"{applied}\n{_where(lang, result.view, zone)}"
     request = result.request
     assert request is not None
-    return (
-        f"Bump request #{request.id} for job #{job.id} {job.name} ({request.from_priority} → {request.to_priority}) "
-        f"is waiting for an approver of team {result.view.team}.\nApprovers decide with /gpu approve {request.id} or /gpu deny {request.id}"
+    pending = t(
+        lang,
+        "bump.pending",
+        id=request.id,
+        job=_ref(job),
+        source=_priority(lang, request.from_priority),
+        target=_priority(lang, request.to_priority),
+        team=result.view.team,
     )
+    hint = t(
+        lang,
+        "console.bump.hint",
+        approve=f"/gpu approve {request.id}",
+        deny=f"/gpu deny {request.id}",
+    )
+    return f"{pending}\n{hint}"
 
 
 @render.register
-def _decision(result: DecisionResult, zone: ZoneInfo) -> str:
-    request = result.request
+def _decision(result: DecisionResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    request, job = result.request, result.view.job
+    state = term(lang, "bump_state", request.state)
     if not result.changed:
-        return f"Bump request #{request.id} was already {request.state} by <@{request.decided_by}> at {when(request.decided_at, zone)}; nothing changed."
-    job = result.view.job
-    return (
-        f"Bump request #{request.id} {request.state}. Job #{job.id} {job.name} is {job.priority}."
+        return t(
+            lang,
+            "decision.unchanged",
+            id=request.id,
+            state=state,
+            by=_mention(request.decided_by),
+            at=when(lang, request.decided_at, zone),
+        )
+    return t(
+        lang,
+        "decision.changed",
+        id=request.id,
+        state=state,
+        job=_ref(job),
+        priority=_priority(lang, job.priority),
     )
 
 
 @render.register
-def _quotas(result: QuotaListing, zone: ZoneInfo) -> str:
+def _quotas(result: QuotaListing, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     if not result.quotas:
-        return t("en", result.empty.value) if result.empty else ""
-    lines = []
-    for view in result.quotas:
-        q, state = view.quota, view.state
-        expiry = (
-            f"expired {-view.days_left} days ago"
-            if view.days_left < 0
-            else f"expires {q.expires_on} (in {view.days_left} days)"
-        )
-        lines.append(
-            f"#{q.id} {view.team} · {q.gpu_type or 'any type'} · {state.used_hours:.1f} of {q.gpu_hours:g} GPU-hours used, "
-            f"{state.left_hours:.1f} left · {expiry} · owner <@{q.owner}>"
-        )
-    return "\n".join(lines)
+        return t(lang, result.empty.value) if result.empty else ""
+    return "\n".join(_quota_line(lang, view) for view in result.quotas)
+
+
+def _quota_line(lang: str, view: QuotaView) -> str:
+    quota, state = view.quota, view.state
+    return t(
+        lang,
+        "quota.line",
+        quota=f"#{quota.id}",
+        team=view.team,
+        gpu_type=quota.gpu_type or t(lang, "quota.any_type"),
+        used=state.used_hours,
+        total=quota.gpu_hours,
+        left=state.left_hours,
+        expiry=expiry_words(lang, quota.expires_on, view.days_left),
+        owner=_mention(quota.owner),
+    )
 
 
 @render.register
-def _board(result: BoardResult, zone: ZoneInfo) -> str:
-    lines = [f"GPU board, {when(result.at, zone)}"]
+def _board(result: BoardResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    lines = [t(lang, "board.header", at=when(lang, result.at, zone))]
     if not result.hosts:
-        lines.append(
-            "No GPU hosts yet. An admin adds one with /gpu admin host add <name> url=http://host:8470"
-        )
-    for summary in result.types:
-        counts = [
-            f"{summary.free} free",
-            f"{summary.busy} busy" if summary.busy else "",
-            f"{summary.idle_held} idle but held" if summary.idle_held else "",
-            f"{summary.down} unavailable" if summary.down else "",
-        ]
-        lines.append(
-            f"{summary.gpu_type}: {summary.total} GPUs · " + " · ".join(c for c in counts if c)
-        )
-    lines += [_host_line(host) for host in result.hosts]
-    waiting = sum(result.waiting_by_class.values())
-    classes = ", ".join(f"{n} {name}" for name, n in result.waiting_by_class.items() if n)
-    queue = f"Queue: {result.running} running · {waiting} waiting"
-    if classes:
-        queue += f" ({classes})"
-    if result.waiting_for_data:
-        queue += f", {result.waiting_for_data} of them waiting for data"
-    lines.append(queue)
+        lines.append(t(lang, "board.no_hosts"))
+    lines += [_type_line(lang, summary) for summary in result.types]
+    lines += [_host_line(lang, host) for host in result.hosts]
+    lines.append(_board_queue(lang, result))
     if result.next_up:
-        lines.append("Next up:")
-        lines += [_next_up(view, zone) for view in result.next_up]
+        lines.append(_heading(lang, t(lang, "board.next_up")))
+        lines += [_next_up(lang, view, zone) for view in result.next_up]
     if any(host.cards for host in result.hosts):
-        lines.append("Key: " + " · ".join(f"{mark} {word}" for mark, word in _MARKS.values()))
+        marks = PARTS.join(f"{mark} {_card(lang, state)}" for state, mark in MARKS.items())
+        lines.append(t(lang, "console.board.key", marks=marks))
     return "\n".join(lines)
 
 
-_MARKS: dict[CardState, tuple[str, str]] = {
-    CardState.FREE: ("□", "free"),
-    CardState.BUSY: ("▣", "busy"),
-    CardState.IDLE_HELD: ("◌", "held but idle"),
-    CardState.FOREIGN: ("◆", "used outside paika"),
-    CardState.DRAINING: ("▭", "draining"),
-    CardState.DOWN: ("✕", "down"),
+# How each card looks on the console's board; its name is the catalogue's `card.*`.
+MARKS: dict[CardState, str] = {
+    CardState.FREE: "□",
+    CardState.BUSY: "▣",
+    CardState.IDLE_HELD: "◌",
+    CardState.FOREIGN: "◆",
+    CardState.DRAINING: "▭",
+    CardState.DOWN: "✕",
 }
 
 
-def _host_line(host: HostView) -> str:
-    notes = [host.state] if host.state != "up" else []
+def _type_line(lang: str, summary: TypeSummary) -> str:
+    counts = [t(lang, "console.board.free", n=summary.free)]
+    if summary.busy:
+        counts.append(t(lang, "console.board.busy", n=summary.busy))
+    if summary.idle_held:
+        counts.append(t(lang, "console.board.idle_held", n=summary.idle_held))
+    if summary.down:
+        counts.append(t(lang, "console.board.unavailable", n=summary.down))
+    head = t(lang, "console.board.type", gpu_type=summary.gpu_type, total=summary.total)
+    return PARTS.join([head, *counts])
+
+
+def _board_queue(lang: str, result: BoardResult) -> str:
+    waiting = sum(result.waiting_by_class.values())
+    classes = ", ".join(
+        t(lang, "console.board.class_count", n=n, priority=_priority(lang, name))
+        for name, n in result.waiting_by_class.items()
+        if n
+    )
+    key = "console.board.queue_by_class" if classes else "console.board.queue"
+    text = t(lang, key, running=result.running, waiting=waiting, classes=classes)
+    if result.waiting_for_data:
+        text = t(lang, "console.board.for_data", text=text, n=result.waiting_for_data)
+    return text
+
+
+def _host_line(lang: str, host: HostView) -> str:
+    notes = [term(lang, "host.health", host.state)] if host.state != "up" else []
     if host.draining:
-        notes.append("draining")
+        notes.append(t(lang, "board.draining"))
     name = host.name + (f" ({', '.join(notes)})" if notes else "")
     if not host.cards:
-        return f"{name}: no GPUs reported yet"
+        return t(lang, "console.board.no_gpus", host=name)
     # Neighbouring cards in the same state and held by the same job share one entry.
     runs: list[list[CardView]] = []
     for card in host.cards:
@@ -267,89 +369,154 @@ def _host_line(host: HostView) -> str:
             runs[-1].append(card)
         else:
             runs.append([card])
-    return f"{name}: " + " · ".join(_run(run) for run in runs)
+    return f"{name}: " + PARTS.join(_run(lang, run) for run in runs)
 
 
-def _run(cards: list[CardView]) -> str:
+def _run(lang: str, cards: list[CardView]) -> str:
     first, last = cards[0], cards[-1]
     where = f"gpu{first.index}" + (f"-{last.index}" if last is not first else "")
-    mark, word = _MARKS[first.state]
+    mark, word = MARKS[first.state], _card(lang, first.state)
     if first.job_id is None:
         return f"{where} {mark} {word}"
-    held = f"{where} {mark} #{first.job_id} {first.job_name} (<@{first.owner}>)"
+    held = f"{where} {mark} #{first.job_id} {first.job_name} ({_mention(first.owner)})"
     return held + (f" {word}" if first.state in (CardState.IDLE_HELD, CardState.DOWN) else "")
 
 
-def _next_up(view: JobView, zone: ZoneInfo) -> str:
-    job, wait = view.job, view.wait
-    line = f"  {wait.position if wait else '-'}. #{job.id} {job.name} · {view.team} · {job.priority} · {_needs(job)}"
+def _next_up(lang: str, view: JobView, zone: ZoneInfo) -> str:
+    wait = view.wait
+    line = f"  {_place(wait)} {_summary(lang, view)}"
     if wait is None:
         return line
-    line += f" — {_why(wait)}"
+    line += f" — {_why(lang, wait)}"
     if wait.eta is not None:
-        line += f"; estimated start {when(datetime.fromtimestamp(wait.eta, UTC), zone)}"
+        at = when(lang, datetime.fromtimestamp(wait.eta, UTC), zone)
+        line = t(lang, "console.board.estimated_start", text=line, at=at)
     return line
 
 
 @render.register
-def _report(result: ReportResult, zone: ZoneInfo) -> str:
-    who = f"team {result.team}" if result.team else "all teams"
-    lines = [f"GPU usage of {who}, {when(result.start, zone)} to {when(result.end, zone)}"]
+def _report(result: ReportResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    who = t(lang, "console.report.team", team=result.team) if result.team else None
+    header = t(
+        lang,
+        "console.report.header",
+        who=who or t(lang, "report.all_teams"),
+        start=when(lang, result.start, zone),
+        end=when(lang, result.end, zone),
+    )
     if not result.rows:
-        lines.append("No GPU time was used in this period.")
-        return "\n".join(lines)
+        return "\n".join([header, t(lang, "report.empty")])
     team_width = max(len(row.team) for row in result.rows)
     type_width = max(len(row.gpu_type) for row in result.rows)
-    for row in result.rows:
-        jobs = "1 job" if row.jobs == 1 else f"{row.jobs} jobs"
-        lines.append(
-            f"  {row.team.ljust(team_width)}  {row.gpu_type.ljust(type_width)}  "
-            f"{row.gpu_hours:9.2f} GPU-h  cost {row.cost:10.2f}  {jobs}"
-        )
+    lines = [header]
+    lines += [_usage_line(lang, row, team_width, type_width) for row in result.rows]
     lines.append(
-        f"Total: {result.total_gpu_hours:.2f} GPU-hours, cost {result.total_cost:.2f}, "
-        f"{result.job_count} {'job' if result.job_count == 1 else 'jobs'}"
-    )
-    lines.append("Jobs, costliest first:")
-    for job in result.jobs:
-        produced = [job.output or ""] + [f"{k}={v:g}" for k, v in job.metrics.items()]
-        line = (
-            f"  #{job.job_id} {job.name} · {job.team} · <@{job.owner}> · {job.state.replace('_', ' ')}"
-            f" · {job.gpu_hours:.2f} GPU-h · cost {job.cost:.2f}"
+        t(
+            lang,
+            "console.report.total",
+            hours=result.total_gpu_hours,
+            cost=result.total_cost,
+            jobs=_jobs(lang, result.job_count),
         )
-        shown = " · ".join(part for part in produced if part)
-        lines.append(line + (f" → {shown}" if shown else " → nothing recorded yet"))
+    )
+    lines.append(_heading(lang, t(lang, "report.jobs")))
+    lines += [_outcome_line(lang, job) for job in result.jobs]
     if result.job_count > len(result.jobs):
-        lines.append(f"  … and {result.job_count - len(result.jobs)} more")
+        lines.append("  " + t(lang, "status.more", n=result.job_count - len(result.jobs)))
     return "\n".join(lines)
 
 
+def _usage_line(lang: str, row: UsageRow, team_width: int, type_width: int) -> str:
+    spent = t(
+        lang, "console.report.row", hours=row.gpu_hours, cost=row.cost, jobs=_jobs(lang, row.jobs)
+    )
+    return f"  {row.team.ljust(team_width)}  {row.gpu_type.ljust(type_width)}  {spent}"
+
+
+def _outcome_line(lang: str, job: JobOutcome) -> str:
+    parts = [
+        f"#{job.job_id} {job.name}",
+        job.team,
+        _mention(job.owner),
+        _state(lang, job.state),
+        t(lang, "console.report.spent", hours=job.gpu_hours, cost=job.cost),
+    ]
+    shown = _produced(job.output, job.metrics) or t(lang, "report.nothing_recorded")
+    return f"  {PARTS.join(parts)} → {shown}"
+
+
+def _jobs(lang: str, n: int) -> str:
+    return t(lang, "console.report.one_job") if n == 1 else t(lang, "console.report.jobs", n=n)
+
+
 @render.register
-def _language(result: LanguageChoice, zone: ZoneInfo) -> str:
+def _language(result: LanguageChoice, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     return language_saved(result)
 
 
-def _needs(job: JobRecord) -> str:
-    parts = [f"{job.gpus}×GPU"]
+def _heading(lang: str, text: str) -> str:
+    return t(lang, "console.heading", text=text)
+
+
+def _ref(job: JobRecord) -> str:
+    return f"#{job.id} {job.name}"
+
+
+def _mention(user: str | None) -> str:
+    return f"<@{user}>"
+
+
+def _priority(lang: str, value: str) -> str:
+    return term(lang, "priority", value)
+
+
+def _state(lang: str, value: str) -> str:
+    return term(lang, "state", value)
+
+
+def _card(lang: str, state: CardState) -> str:
+    return term(lang, "card", state.value)
+
+
+def _place(wait: Wait | None) -> str:
+    return f"{wait.position}." if wait else "-."
+
+
+def _summary(lang: str, view: JobView) -> str:
+    """A job in a listing: id and name, team, class, needs."""
+    job = view.job
+    parts = [_ref(job), view.team, _priority(lang, job.priority), _needs(lang, job)]
+    return PARTS.join(parts)
+
+
+def _needs(lang: str, job: JobRecord) -> str:
+    parts = [t(lang, "needs.gpus", n=job.gpus)]
     if job.gpu_types:
         parts.append("/".join(job.gpu_types))
     if job.min_memory_gib:
-        parts.append(f"≥{job.min_memory_gib:g} GiB")
+        parts.append(t(lang, "needs.memory", gib=job.min_memory_gib))
     if job.min_speed:
-        parts.append(f"speed ≥{job.min_speed:g}")
+        parts.append(t(lang, "needs.speed", speed=job.min_speed))
     return " ".join(parts)
 
 
-def _why(wait: Wait) -> str:
+def _data(lang: str, job: JobRecord) -> str:
+    words = t(lang, "data.ready" if job.data_ready else "data.not_ready")
+    if job.data_location:
+        return t(lang, "data.with_location", state=words, location=job.data_location)
+    return words
+
+
+def _why(lang: str, wait: Wait) -> str:
     """Why a job waits, as of when the policy worked it out."""
-    return wait_words("en", wait, wait.as_of)
+    return wait_words(lang, wait, wait.as_of)
 
 
-def _where(view: JobView, zone: ZoneInfo) -> str:
+def _where(lang: str, view: JobView, zone: ZoneInfo) -> str:
     wait = view.wait
     if wait is None:
         return ""
-    text = f"Place in queue: {wait.position}. Waiting: {_why(wait)}."
-    if wait.eta is not None:
-        text += f" Estimated start: {when(datetime.fromtimestamp(wait.eta, UTC), zone)}."
-    return text
+    if wait.eta is None:
+        return t(lang, "console.where", position=wait.position, why=_why(lang, wait))
+    at = when(lang, datetime.fromtimestamp(wait.eta, UTC), zone)
+    return t(lang, "console.where_eta", position=wait.position, why=_why(lang, wait), at=at)

@@ -18,7 +18,7 @@ def quota_line(lang: str, view: QuotaView) -> str:
     text = t(
         lang,
         "quota.line",
-        id=quota.id,
+        quota=f"*#{quota.id}*",
         team=mrkdwn_escape(view.team),
         gpu_type=mrkdwn_escape(quota.gpu_type) if quota.gpu_type else t(lang, "quota.any_type"),
         used=state.used_hours,

@@ -84,3 +84,33 @@ def test_an_unreachable_database_is_named_without_its_password(env: dict[str, st
         in result.stderr
     )
     assert "s3cret" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_cmd_speaks_the_language_asked_for_else_the_users_choice(env: dict[str, str]) -> None:
+    run(["db", "upgrade"], env)
+    run(["cmd", "admin member add <@UALICE> team=vision", "--user", "UADMIN"], env)
+    submit = 'submit name=bert gpus=2 hours=8 priority=normal data=pending cmd="python train.py"'
+
+    queued = run(["cmd", submit, "--user", "UALICE", "--lang", "zh"], env)
+    assert queued.returncode == 0, queued.stderr
+    assert "任务 #1 bert 已为团队 vision 排队：2 张卡，8 卡时，普通。" in queued.stdout
+    assert "数据就位后运行：/gpu ready #1" in queued.stdout
+
+    refused = run(["cmd", "admin team add robotics", "--user", "UALICE", "--lang", "zh"], env)
+    assert refused.returncode == 1
+    assert "只有管理员可以添加团队。" in refused.stderr
+
+    # Without --lang, the console says what the user chose with /gpu lang.
+    assert (
+        "Job #1 bert — waiting for data"
+        in run(["cmd", "status #1", "--user", "UALICE"], env).stdout
+    )
+    run(["cmd", "lang zh", "--user", "UALICE"], env)
+    status = run(["cmd", "status #1", "--user", "UALICE"], env).stdout
+    assert "任务 #1 bert — 等待数据就绪" in status and "负责人 <@UALICE>" in status
+    english = run(["cmd", "status #1", "--user", "UALICE", "--lang", "en"], env).stdout
+    assert "Job #1 bert — waiting for data" in english
+
+    unknown = run(["cmd", "queue", "--user", "UALICE", "--lang", "fr"], env)
+    assert unknown.returncode == 2
+    assert "--lang fr is not known; use en or zh." in unknown.stderr

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import pytest
 from sqlmodel import Session, select
 
+from bot.console import render
 from bot.i18n import wait_words
 from scheduler.app import Paika, Reply
 from scheduler.policy.plan import WaitCode
@@ -166,7 +168,7 @@ def test_the_board_shows_each_card_as_the_scheduler_treats_it(cluster: Paika) ->
     )
     assert "A100-80GB: 6 GPUs · 1 free · 3 busy · 1 idle but held · 1 unavailable" in text
     assert (
-        "gpu-01: gpu0-1 ▣ #1 bert (<@UALICE>) · gpu2 ◌ #2 stalled (<@UBOB>) held but idle"
+        "gpu-01: gpu0-1 ▣ #1 bert (<@UALICE>) · gpu2 ◌ #2 stalled (<@UBOB>) idle but held"
         " · gpu3 □ free" in text
     )
     assert "gpu-02 (down): gpu0-1 ✕ down" in text
@@ -208,7 +210,7 @@ def test_the_board_counts_the_queue_and_names_the_next_jobs(cluster: Paika) -> N
 def test_an_empty_install_says_how_to_add_hosts(paika: Paika) -> None:
     board, text = _board(paika, "UADMIN")
     assert board.hosts == () and board.types == () and board.next_up == ()
-    assert "No GPU hosts yet. An admin adds one with /gpu admin host add" in text
+    assert "No GPU hosts are registered yet; an admin adds them with /gpu admin host add" in text
     assert "Queue: 0 running · 0 waiting" in text
 
 
@@ -312,7 +314,7 @@ def test_the_report_prorates_at_the_edge_and_counts_open_allocations(spent: Paik
         in text
     )
     assert (
-        "long-run · vision · <@UBOB> · running · 6.00 GPU-h · cost 13.20 → nothing recorded yet"
+        "long-run · vision · <@UBOB> · running · 6.00 GPU-h · cost 13.20 → no output recorded"
         in text
     )
 
@@ -404,3 +406,46 @@ def test_waits_carry_their_numbers_for_other_languages(cluster: Paika) -> None:
     assert wait_words("en", behind, behind.as_of) == (
         f"behind 1 job of higher priority for {behind.gpu_type}"
     )
+
+
+# Two English words in a row: a sentence or label the console wrote itself.
+ENGLISH = re.compile(r"\b[A-Za-z]{2,}(?: [A-Za-z]{2,})+\b")
+# What a reply may quote as it was typed or stored: `/gpu` examples and the job's command.
+QUOTED = re.compile(r"/gpu\b[^\n，。）]*|python train\.py")
+
+
+def _in_chinese(paika: Paika, user: str, text: str) -> str:
+    said = render(gpu(paika, user, text).result, paika.policy.zone, "zh")
+    assert re.search(r"[\u4e00-\u9fff]", said), said
+    assert not ENGLISH.findall(QUOTED.sub("", said)), said
+    return said
+
+
+def test_every_console_reply_reads_in_chinese(cluster: Paika) -> None:
+    gpu(cluster, "UADMIN", "admin member add <@UVERA> team=vision role=approver")
+    gpu(cluster, "UADMIN", "admin quota add team=vision hours=50 expires=2027-01-31 owner=<@UVERA>")
+    submitted = _in_chinese(
+        cluster,
+        "UALICE",
+        SUBMIT.format(name="copy", gpus=1, priority="normal", data="pending", team=""),
+    )
+    assert "任务 #4 copy 已为团队 vision 排队" in submitted and "排队位置：" in submitted
+    gpu(
+        cluster, "UBOB", SUBMIT.format(name="sweep", gpus=2, priority="idle", data="ready", team="")
+    )
+    assert "提优先级申请 #1" in _in_chinese(cluster, "UBOB", "bump #5 to=core reason=deadline")
+    assert "已批准" in _in_chinese(cluster, "UVERA", "approve 1")
+    assert "已于" in _in_chinese(cluster, "UVERA", "approve 1")  # decided before: unchanged
+    status = _in_chinese(cluster, "UALICE", "status #4")
+    assert "任务 #4 copy — 等待数据就绪" in status and "历史：" in status
+    assert "运行中（3）：" in _in_chinese(cluster, "UALICE", "queue all")
+    assert "已就绪" in _in_chinese(cluster, "UALICE", "ready #4")
+    board = _in_chinese(cluster, "UALICE", "board")
+    assert "图例：□ 空闲" in board and "gpu2 ◌ #2 stalled (<@UBOB>) 占用但闲置" in board
+    assert "剩余 50.0" in _in_chinese(cluster, "UALICE", "quota")
+
+
+def test_the_report_reads_in_chinese(spent: Paika) -> None:
+    report = _in_chinese(spent, "UBOB", "report")
+    assert "合计：208.00 卡时，费用 128.30，4 个任务" in report
+    assert "long-run · vision · <@UBOB> · 运行中 · 6.00 卡时 · 费用 13.20 → 未记录产出" in report

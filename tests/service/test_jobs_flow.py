@@ -135,7 +135,7 @@ def test_a_job_waiting_for_data_keeps_its_place_and_blocks_nobody(
     )  # not behind the job still copying
     status = gpu(team, "UALICE", "status copying").text
     assert (
-        "waiting data" in status
+        "copying — waiting for data" in status
         and "s3://datasets/imagenet" in status
         and "waiting for its data" in status
     )

@@ -116,7 +116,7 @@ def test_done_ends_the_run_and_charges_the_ledger_and_quota(
     quota = gpu(vision, "UALICE", "quota").text
     assert "6.0 of 50 GPU-hours used" in quota
     status = gpu(vision, "UALICE", f"status #{job.id}").text
-    assert "used 6.00 GPU-hours, cost 13.20" in status and "f1=91.2" in status
+    assert "Used 6.00 GPU-hours, cost 13.20" in status and "f1=91.2" in status
 
 
 def test_cancelling_a_running_job_frees_its_gpus(vision: Paika, clock: ManualClock) -> None:
