@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 # Commands defined in modules of their own, as "module:function", in the order --help lists them.
 DEFERRED = {
     "simulate": "scheduler.simulate.command:simulate_command",
-    "agent": "scheduler.agent.command:agent",
+    "agent": "scheduler.agent.command:agent_app",
 }
 
 
@@ -49,11 +49,16 @@ class _Commands(TyperGroup):
         if isinstance(command, _Placeholder):
             module, _, function = DEFERRED[cmd_name].partition(":")
             callback = getattr(importlib.import_module(module), function)
-            command = self.commands[cmd_name] = get_command_from_info(
-                CommandInfo(name=cmd_name, callback=callback),
-                pretty_exceptions_short=app.pretty_exceptions_short,
-                rich_markup_mode=self.rich_markup_mode,
-            )
+            if isinstance(callback, typer.Typer):  # a command with subcommands of its own
+                command = typer.main.get_group(callback)
+                command.name = cmd_name
+            else:
+                command = get_command_from_info(
+                    CommandInfo(name=cmd_name, callback=callback),
+                    pretty_exceptions_short=app.pretty_exceptions_short,
+                    rich_markup_mode=self.rich_markup_mode,
+                )
+            self.commands[cmd_name] = command
         return command
 
 

@@ -1,7 +1,8 @@
 """The agent's HTTP API: a Starlette application under /v1/ (see protocol.py for the shapes).
 
 `build_app(reader, jobs_store, token)` builds it; nothing happens at import time. Every route
-but GET /v1/health needs `Authorization: Bearer <token>`. The check runs before routing, so a
+but GET /v1/health needs `Authorization: Bearer <token>`: the one token of this host (a
+string, or a TokenFile read again when it changes; see token.py). The check runs before routing, so a
 refused request (401) never reaches a handler and changes nothing. Errors are JSON
 `{"error": message}` with the status of the AgentError behind them. Request bodies are
 bounded in size (413) and JSON nesting (400) before they are parsed: see body.py.
@@ -41,6 +42,7 @@ from scheduler.agent.protocol import (
     StopRequest,
     WireModel,
 )
+from scheduler.agent.token import FixedToken, TokenSource, TokenUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +64,9 @@ def agent_version() -> str:
 class BearerAuth:
     """ASGI middleware: 401 for any request but GET /v1/health without the right token."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        if not token:
-            raise ValueError("the agent token must not be empty")
+    def __init__(self, app: ASGIApp, token: str | TokenSource) -> None:
         self.app = app
-        self._token = token.encode()
+        self._token = FixedToken(token) if isinstance(token, str) else token
 
     def _refusal(self, header: str | None) -> str | None:
         if not header:
@@ -74,8 +74,13 @@ class BearerAuth:
         scheme, _, given = header.partition(" ")
         if scheme.lower() != "bearer" or not given.strip():
             return "the Authorization header must be 'Bearer <agent token>'"
-        if not hmac.compare_digest(given.strip().encode(), self._token):
-            return "wrong agent token"
+        try:
+            expected = self._token.current()
+        except TokenUnavailable as exc:
+            log.warning("refused a request: %s", exc.reason)
+            return "this agent has no token installed; install this host's token on it"
+        if not hmac.compare_digest(given.strip().encode(), expected):
+            return "wrong agent token (not this host's current token)"
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -93,14 +98,16 @@ class BearerAuth:
 def build_app(
     reader: GpuReader,
     jobs_store: JobStore,
-    token: str | None,
+    token: str | TokenSource | None,
     *,
     host: str | None = None,
     simulated: bool | None = None,
+    tls: bool = False,
 ) -> Starlette:
     """The agent's ASGI app. `token` None switches authentication off (only for
-    `--insecure-no-token` on loopback); an empty token is refused."""
-    if token is not None and not token:
+    `--insecure-no-token` on loopback); an empty token is refused. `tls` is what health
+    reports: whether the server in front of it speaks TLS."""
+    if isinstance(token, str) and not token:
         raise ValueError("the agent token must not be empty (None switches auth off)")
     host_name = host or str(getattr(reader, "host", "") or socket.gethostname())
     is_simulated = bool(getattr(reader, "simulated", False)) if simulated is None else simulated
@@ -110,6 +117,7 @@ def build_app(
         api_version=API_VERSION,
         host=host_name,
         simulated=is_simulated,
+        tls=tls,
     )
 
     def read_gpus() -> list[GpuInfo]:

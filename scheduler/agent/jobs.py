@@ -294,6 +294,7 @@ class JobStore:
         self.python = python
         self._base_env = dict(os.environ if base_env is None else base_env)
         self._base_env.pop(TOKEN_ENV, None)
+        self._base_env.pop(TOKEN_ENV + "_FILE", None)
         self._lock = threading.RLock()
         self._jobs: dict[str, _Job] = {}
         self._helpers: list[subprocess.Popen[bytes]] = []  # `<runtime> kill` calls to reap
