@@ -111,6 +111,7 @@ def cmd(
 @app.command()
 def up() -> None:
     """Run the service: the scheduling cycle against the registered GPU hosts (Ctrl-C stops)."""
+    from scheduler.hosts.credentials import AgentSecretError
     from scheduler.notices.events import LoggingObserver
     from scheduler.periodic import Periodic
     from scheduler.runner import MissingAgentToken, agent_cycle
@@ -119,15 +120,15 @@ def up() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    if not paika.settings.agent_token:
-        typer.echo(f"paika: {MissingAgentToken()}", err=True)
-        raise typer.Exit(2)
+    try:
+        cycle = agent_cycle(paika, LoggingObserver())
+    except (MissingAgentToken, AgentSecretError) as exc:
+        typer.echo(f"paika: {exc}", err=True)
+        raise typer.Exit(2) from exc
     bot = _start_bot(paika)
     # Every notice goes through the outbox: to Slack, or printed when Slack is off (None).
     announcer = None if bot is None else bot.announcer
-    periodic = Periodic(
-        paika.engine, paika.policy, paika.clock, agent_cycle(paika, LoggingObserver()), announcer
-    )
+    periodic = Periodic(paika.engine, paika.policy, paika.clock, cycle, announcer)
     paika.on_change = periodic.courier.wake  # a command's notices go out at once
     periodic.start()
     slack = "Slack off (no SLACK_BOT_TOKEN)" if bot is None else f"Slack on {bot.where}"
@@ -241,6 +242,33 @@ def db_current() -> None:
 
     engine = make_engine(Settings().resolved_database_url())
     typer.echo(f"database: {current_revision(engine) or 'empty'} · code: {head_revision()}")
+
+
+@app.command("agent-secret")
+def agent_secret(
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", help="Where the secret lives (default: PAIKA_AGENT_SECRET_FILE)."),
+    ] = None,
+) -> None:
+    """Make the scheduler's agent secret (0600) if it is missing; each host's token derives from it."""
+    from scheduler.hosts.credentials import AgentSecretError, create_secret, read_secret
+    from scheduler.settings import Settings
+
+    path = file or Settings().agent_secret_file
+    if path is None:
+        typer.echo("paika: give --file or set PAIKA_AGENT_SECRET_FILE.", err=True)
+        raise typer.Exit(2)
+    made = create_secret(path)
+    try:
+        read_secret(path)
+    except AgentSecretError as exc:
+        typer.echo(f"paika: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(
+        f"{'made' if made else 'kept'} the agent secret {path}; "
+        f"run paika with PAIKA_AGENT_SECRET_FILE={path}"
+    )
 
 
 @app.command("version")

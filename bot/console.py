@@ -234,6 +234,8 @@ def _host_line(host: HostView) -> str:
     notes = [host.state] if host.state != "up" else []
     if host.draining:
         notes.append("draining")
+    if host.insecure:
+        notes.append(t("en", "board.insecure"))
     name = host.name + (f" ({', '.join(notes)})" if notes else "")
     if not host.cards:
         return f"{name}: no GPUs reported yet"

@@ -683,6 +683,22 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         ("admin", "host", "list"), "List hosts.", (), "/gpu admin host list", _ADMIN, admin=True
     ),
+    Subcommand(
+        ("admin", "host", "rotate"),
+        "Issue a host's agent a new token (shown once); the old one stops working.",
+        (_host(),),
+        "/gpu admin host rotate gpu-01",
+        _ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "host", "revoke"),
+        "Revoke a host's agent token: the host is not used until a new one is issued.",
+        (_host(),),
+        "/gpu admin host revoke gpu-01",
+        _ADMIN,
+        admin=True,
+    ),
 )
 
 SPEC: Mapping[tuple[str, ...], Subcommand] = MappingProxyType(

@@ -40,10 +40,12 @@ class Host(SQLModel, table=True):
     # trust (a certificate that does not verify, a token refused or revoked): no job starts there.
     last_error: str | None = Field(default=None, sa_type=String(LAST_ERROR))
     untrusted: bool = False
-    # The host's own agent token. The scheduler derives it from its secret, the host name and
-    # the generation; only its SHA-256 is kept, to tell a token issued under another secret.
+    # The host's own agent token. The scheduler derives it from its secret, the host name, the
+    # generation and a salt (public: a host removed and added again under its old name gets a
+    # new token); only its SHA-256 is kept, to tell a token issued under another secret.
     # Generation 0: no token of its own (the shared PAIKA_AGENT_TOKEN).
     token_generation: int = 0
+    token_salt: str | None = Field(default=None, sa_type=String(32))
     token_sha256: str | None = Field(default=None, sa_type=String(64))
     token_issued_at: datetime | None = at_field(nullable=True)  # its first token
     token_rotated_at: datetime | None = at_field(nullable=True)  # its latest new one

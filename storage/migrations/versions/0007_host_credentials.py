@@ -28,6 +28,7 @@ def upgrade() -> None:
         batch_op.add_column(
             sa.Column("token_generation", sa.Integer(), nullable=False, server_default="0")
         )
+        batch_op.add_column(sa.Column("token_salt", sa.String(length=32), nullable=True))
         batch_op.add_column(sa.Column("token_sha256", sa.String(length=64), nullable=True))
         batch_op.add_column(
             sa.Column("token_issued_at", storage.types.UTCDateTime(), nullable=True)
@@ -49,6 +50,7 @@ def downgrade() -> None:
             "token_rotated_at",
             "token_issued_at",
             "token_sha256",
+            "token_salt",
             "token_generation",
             "untrusted",
             "last_error",
