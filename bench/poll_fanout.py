@@ -9,12 +9,14 @@
   processes, one path prefix per host), which start real jobs. It reports the cycle's poll
   part and the rest (paika's own work) apart: on a machine with few cores the agents' CPU,
   and their job processes, compete with paika's, which real hosts would not;
+- the poll round against the real agent apps once more over TLS (certificates from a private
+  CA, checked with host names) with each host's own token (goal: within +20% of plain HTTP);
 - the same steady-state cycle once more against stand-ins that answer each host's status as
   its real agent last answered it (the agents stopped): the cycle as it runs when the agents
   are other machines. The goal is judged on this one; both are printed.
 
     .venv/bin/python bench/poll_fanout.py [--hosts 256] [--latency 0.05] [--pending 2000]
-        [--rounds 10] [--agent-processes 8]
+        [--rounds 10] [--agent-processes 8] [--polls-only]
 
 Prints its figures and ends with one JSON line.
 """
@@ -27,6 +29,7 @@ import json
 import multiprocessing
 import os
 import signal
+import ssl
 import statistics
 import tempfile
 import time
@@ -42,8 +45,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from scheduler.agent.app import build_app
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.simulated import SimulatedReader
+from scheduler.agent.tls import make_host, make_or_load_ca
 from scheduler.app import Paika
 from scheduler.clock import SystemClock
+from scheduler.hosts.credentials import host_token
 from scheduler.hosts.poll import Poller, Target
 from scheduler.notices.events import RecordingObserver
 from scheduler.runner import agent_cycle
@@ -90,22 +95,37 @@ class Hosts:
         await app({**scope, "root_path": scope.get("root_path", "") + f"/{host}"}, receive, send)
 
 
-def serve_hosts(indices: range, delay: float, folder: Path) -> tuple[Any, Any, int, list[JobStore]]:
+SECRET = bytes(range(32))  # the bench's agent secret: each host's token derives from it
+
+
+def token_of(name: str, own_tokens: bool) -> str:
+    return host_token(SECRET, name, 1, "bench") if own_tokens else TOKEN
+
+
+def serve_hosts(
+    indices: range, delay: float, folder: Path, tls: tuple[str, str] | None = None
+) -> tuple[Any, Any, int, list[JobStore]]:
+    """Some hosts' agents behind one server; with `tls`, over TLS and each with its own token."""
     stores: list[JobStore] = []
     apps: dict[str, ASGIApp] = {}
     for index in indices:
         name = f"h{index:03d}"
-        store = JobStore(folder / name)
+        store = JobStore(
+            folder / name, allow_root_jobs=True
+        )  # bench agents run sleeps as this user
         reader = SimulatedReader("8xA100-80GB", host=name, loads=store)
-        apps[name] = Slow(build_app(reader, store, TOKEN, host=name), delay)
+        token = token_of(name, tls is not None)
+        apps[name] = Slow(build_app(reader, store, token, host=name, tls=bool(tls)), delay)
         stores.append(store)
-    server, thread, port = serve_in_thread(Hosts(apps))
+    server, thread, port = serve_in_thread(Hosts(apps), tls=tls)
     return server, thread, port, stores
 
 
-def _serve_forever(indices: range, delay: float, folder: str, ports: Any) -> None:
+def _serve_forever(
+    indices: range, delay: float, folder: str, ports: Any, tls: tuple[str, str] | None = None
+) -> None:
     """Child process: some hosts' agents, so their CPU is not the poller's (as on real hosts)."""
-    server, thread, port, stores = serve_hosts(indices, delay, Path(folder))
+    server, thread, port, stores = serve_hosts(indices, delay, Path(folder), tls)
 
     def stop_jobs(signum: int, frame: object) -> None:
         # Terminated by the parent: stop this process's own jobs (no one else's), then go.
@@ -159,7 +179,7 @@ def _serve_recorded(
         bodies = {}
         for index in range(count):
             name = f"h{index:03d}"
-            store = JobStore(Path(folder) / name)
+            store = JobStore(Path(folder) / name, allow_root_jobs=True)
             reader = SimulatedReader("8xA100-80GB", host=name, loads=store)
             bodies[name] = asyncio.run(_recorded_status(build_app(reader, store, TOKEN, host=name)))
     answers = {
@@ -229,9 +249,18 @@ def main() -> None:
     parser.add_argument("--pending", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--agent-processes", type=int, default=8)
+    parser.add_argument(
+        "--polls-only", action="store_true", help="Only the poll rounds: plain HTTP and TLS."
+    )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="paika-bench-"))
+    if args.polls_only:
+        plain, plain_answered = real_agent_rounds(args, folder / "plain", tls=False)
+        tls, tls_answered = real_agent_rounds(args, folder / "tls", tls=True)
+        _print(_wire_figures(args, plain, plain_answered, tls, tls_answered))
+        return
     recorded, recorded_answered = poll_rounds(_serve_recorded, args, folder / "recorded")
+    tls, tls_answered = real_agent_rounds(args, folder / "tls", tls=True)
     # The agents in several processes: each real host runs its own, and one Python process
     # holding all 256 (with their job watchers) would mostly measure its own GIL.
     ports: Any = multiprocessing.Queue()
@@ -300,11 +329,79 @@ def main() -> None:
         "goal_poll_le_150ms": statistics.median(recorded) <= 150,
         "goal_cycle_le_500ms": statistics.median(standin_cycles[1:]) <= 500,
         "goal_cycle_le_500ms_real_agents_here": statistics.median(cycles[1:]) <= 500,
+        **_wire_figures(args, rounds, answered, tls, tls_answered),
     }
+    _print(figures)
+
+
+def _print(figures: dict[str, Any]) -> None:
     width = max(len(key) for key in figures)
     for key, value in figures.items():
         print(f"{key:<{width}}  {value}")
     print(json.dumps(figures))
+
+
+def _wire_figures(
+    args: argparse.Namespace, plain: list[float], plain_ok: int, tls: list[float], tls_ok: int
+) -> dict[str, Any]:
+    """Plain HTTP with the shared token against TLS with each host's own token."""
+    ratio = statistics.median(tls) / statistics.median(plain)
+    return {
+        "hosts": args.hosts,
+        "poll_round_real_agents_ms_median": round(statistics.median(plain), 1),
+        "poll_round_real_agents_tls_own_tokens_ms_median": round(statistics.median(tls), 1),
+        "poll_round_real_agents_tls_own_tokens_ms_max": round(max(tls), 1),
+        "hosts_answered_plain": plain_ok,
+        "hosts_answered_tls_own_tokens": tls_ok,
+        "tls_own_tokens_over_plain": round(ratio, 3),
+        "goal_tls_within_20pct": ratio <= 1.2,
+    }
+
+
+def real_agent_rounds(
+    args: argparse.Namespace, folder: Path, *, tls: bool
+) -> tuple[list[float], int]:
+    """Poll rounds against the real agent apps in `--agent-processes` processes: plain HTTP
+    with the shared token, or TLS (a private CA's certificate for 127.0.0.1, host name
+    checked) with each host's own token."""
+    files = None
+    context = None
+    if tls:
+        ca = make_or_load_ca(folder / "ca")
+        made = make_host(ca, folder / "ca", "127.0.0.1")
+        files = (str(made.cert_path), str(made.key_path))
+        context = ssl.create_default_context(cafile=str(ca.cert_path))
+    ports: Any = multiprocessing.Queue()
+    per = -(-args.hosts // args.agent_processes)
+    children = [
+        multiprocessing.Process(
+            target=_serve_forever,
+            args=(range(first, min(first + per, args.hosts)), args.latency, str(folder), ports),
+            kwargs={"tls": files},
+            daemon=True,
+        )
+        for first in range(0, args.hosts, per)
+    ]
+    for child in children:
+        child.start()
+    port_of = dict(ports.get(timeout=120) for _ in children)
+    scheme = "https" if tls else "http"
+    targets = [
+        Target(
+            f"h{i:03d}",
+            f"{scheme}://127.0.0.1:{port_of[i - i % per]}/h{i:03d}",
+            token_of(f"h{i:03d}", tls),
+        )
+        for i in range(args.hosts)
+    ]
+    poller = Poller(TOKEN, timeout=5, tls=context)
+    try:
+        return timed_rounds(poller, targets, args.rounds)
+    finally:
+        poller.close()
+        for child in children:
+            child.terminate()
+            child.join(timeout=60)
 
 
 def _median(values: list[float]) -> float:

@@ -38,7 +38,7 @@ log = logging.getLogger("paika")
 # Commands defined in modules of their own, as "module:function", in the order --help lists them.
 DEFERRED = {
     "simulate": "scheduler.simulate.command:simulate_command",
-    "agent": "scheduler.agent.command:agent",
+    "agent": "scheduler.agent.command:agent_app",
 }
 
 
@@ -55,11 +55,16 @@ class _Commands(TyperGroup):
         if isinstance(command, _Placeholder):
             module, _, function = DEFERRED[cmd_name].partition(":")
             callback = getattr(importlib.import_module(module), function)
-            command = self.commands[cmd_name] = get_command_from_info(
-                CommandInfo(name=cmd_name, callback=callback),
-                pretty_exceptions_short=app.pretty_exceptions_short,
-                rich_markup_mode=self.rich_markup_mode,
-            )
+            if isinstance(callback, typer.Typer):  # a command with subcommands of its own
+                command = typer.main.get_group(callback)
+                command.name = cmd_name
+            else:
+                command = get_command_from_info(
+                    CommandInfo(name=cmd_name, callback=callback),
+                    pretty_exceptions_short=app.pretty_exceptions_short,
+                    rich_markup_mode=self.rich_markup_mode,
+                )
+            self.commands[cmd_name] = command
         return command
 
 
@@ -137,6 +142,7 @@ def up() -> None:
     """Run the service: the scheduling cycle against the registered GPU hosts (Ctrl-C stops)."""
     from bot.console_notices import ConsoleAnnouncer
     from scheduler.agent.observe import LogSettingError, configure_logging
+    from scheduler.hosts.credentials import AgentSecretError
     from scheduler.notices.events import LoggingObserver
     from scheduler.notices.outbox import backlog
     from scheduler.observe.health import check, stale_after
@@ -152,9 +158,11 @@ def up() -> None:
     except LogSettingError as exc:
         typer.echo(f"paika: {exc}", err=True)
         raise typer.Exit(2) from exc
-    if not paika.settings.agent_token:
-        typer.echo(f"paika: {MissingAgentToken()}", err=True)
-        raise typer.Exit(2)
+    try:
+        cycle = agent_cycle(paika, LoggingObserver())
+    except (MissingAgentToken, AgentSecretError) as exc:
+        typer.echo(f"paika: {exc}", err=True)
+        raise typer.Exit(2) from exc
     cycle_seconds = paika.policy.scheduler.cycle_seconds
     watch = CycleWatch()
     metrics = ServiceMetrics(watch, lambda: backlog(paika.engine, paika.clock.now()))
@@ -174,7 +182,7 @@ def up() -> None:
         paika.engine,
         paika.policy,
         paika.clock,
-        agent_cycle(paika, LoggingObserver()),
+        cycle,
         announcer,
         watch=watch,
         after_cycle=metrics.cycle_done,
@@ -358,6 +366,33 @@ def deploy_units(
             typer.echo(f"paika deploy units: cannot write {write / name}: {exc.strerror}", err=True)
             raise typer.Exit(1) from exc
         typer.echo(f"wrote {write / name}", err=True)
+
+
+@app.command("agent-secret")
+def agent_secret(
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", help="Where the secret lives (default: PAIKA_AGENT_SECRET_FILE)."),
+    ] = None,
+) -> None:
+    """Make the scheduler's agent secret (0600) if it is missing; each host's token derives from it."""
+    from scheduler.hosts.credentials import AgentSecretError, create_secret, read_secret
+    from scheduler.settings import Settings
+
+    path = file or Settings().agent_secret_file
+    if path is None:
+        typer.echo("paika: give --file or set PAIKA_AGENT_SECRET_FILE.", err=True)
+        raise typer.Exit(2)
+    made = create_secret(path)
+    try:
+        read_secret(path)
+    except AgentSecretError as exc:
+        typer.echo(f"paika: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(
+        f"{'made' if made else 'kept'} the agent secret {path}; "
+        f"run paika with PAIKA_AGENT_SECRET_FILE={path}"
+    )
 
 
 @app.command("version")

@@ -354,6 +354,8 @@ def _host_line(lang: str, host: HostView) -> str:
     notes = [term(lang, "host.health", host.state)] if host.state != "up" else []
     if host.draining:
         notes.append(t(lang, "board.draining"))
+    if host.insecure:
+        notes.append(t(lang, "board.insecure"))
     name = host.name + (f" ({', '.join(notes)})" if notes else "")
     if not host.cards:
         return t(lang, "console.board.no_gpus", host=name)

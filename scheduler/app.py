@@ -237,6 +237,7 @@ class Paika:
                 actor,
                 waits_board=self.waits_board,
                 defer_waits=defer_waits,
+                agent_secret_file=self.settings.agent_secret_file,
             )
 
     def _reply(self, result: object) -> Reply:

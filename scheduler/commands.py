@@ -7,7 +7,7 @@ from typing import Any
 
 from scheduler.grammar import Help, check_required, defaults, help_for, subcommand
 from scheduler.grammar.values import convert
-from scheduler.results import Listing, QuotaListing, Said, SaidCode
+from scheduler.results import Listing, QuotaListing, Said, SaidCode, Value
 from scheduler.service import admin, board, bumps, jobs, prefs, quotas, report, templates
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
@@ -154,8 +154,23 @@ def _quota_list(ctx: Context, args: Mapping[str, Any]) -> object:
 
 
 def _host_add(ctx: Context, args: Mapping[str, Any]) -> object:
-    host = admin.add_host(ctx, args["name"], args["url"])
-    return Said(SaidCode.HOST_ADDED, {"name": host.name, "url": host.url})
+    host, issued = admin.add_host(ctx, args["name"], args["url"])
+    if issued is None:
+        return Said(SaidCode.HOST_ADDED, {"name": host.name, "url": host.url})
+    return _token_said(SaidCode.HOST_ADDED_WITH_TOKEN, issued)
+
+
+def _token_said(code: SaidCode, issued: admin.IssuedToken) -> Said:
+    values: dict[str, Value] = {"name": issued.host, "url": issued.url, "token": issued.token}
+    return Said(code, {**values, "generation": issued.generation, "path": issued.path})
+
+
+def _host_rotate(ctx: Context, args: Mapping[str, Any]) -> object:
+    return _token_said(SaidCode.HOST_TOKEN_ROTATED, admin.rotate_token(ctx, args["name"]))
+
+
+def _host_revoke(ctx: Context, args: Mapping[str, Any]) -> object:
+    return Said(SaidCode.HOST_TOKEN_REVOKED, {"name": admin.revoke_token(ctx, args["name"]).name})
 
 
 def _host_drain(ctx: Context, args: Mapping[str, Any]) -> object:
@@ -173,14 +188,14 @@ def _host_remove(ctx: Context, args: Mapping[str, Any]) -> object:
 
 
 def _host_list(ctx: Context, args: Mapping[str, Any]) -> object:
-    rows = [
-        Said(
-            SaidCode.HOST_ROW_DRAINING if h.draining else SaidCode.HOST_ROW,
-            {"name": h.name, "url": h.url, "state": str(h.state)},
-        )
-        for h in admin.list_hosts(ctx)
-    ]
-    return Listing(rows, SaidCode.HOST_NONE)
+    return Listing([_host_row(h) for h in admin.list_hosts(ctx)], SaidCode.HOST_NONE)
+
+
+def _host_row(host: Any) -> Said:
+    values = {"name": host.name, "url": host.url, "state": str(host.state)}
+    if host.last_error:  # why its last poll failed: a certificate, a token, no answer
+        return Said(SaidCode.HOST_ROW_TROUBLE, {**values, "problem": host.last_error})
+    return Said(SaidCode.HOST_ROW_DRAINING if host.draining else SaidCode.HOST_ROW, values)
 
 
 HANDLERS: dict[tuple[str, ...], Handler] = {
@@ -217,6 +232,8 @@ HANDLERS: dict[tuple[str, ...], Handler] = {
     ("admin", "host", "resume"): _host_resume,
     ("admin", "host", "remove"): _host_remove,
     ("admin", "host", "list"): _host_list,
+    ("admin", "host", "rotate"): _host_rotate,
+    ("admin", "host", "revoke"): _host_revoke,
 }
 
 

@@ -30,6 +30,7 @@ from scheduler import lifecycle
 from scheduler.clock import Clock
 from scheduler.config import PolicyConfig
 from scheduler.dispatch import Dispatcher, DispatchError, StartOrder, agent_job_id
+from scheduler.hosts.credentials import AgentKeys
 from scheduler.hosts.inventory import apply_reports
 from scheduler.hosts.poll import Target
 from scheduler.hosts.reconcile import (
@@ -85,8 +86,11 @@ class Cycle:
         dispatcher: Dispatcher,
         observer: Observer,
         poller: Poller,
+        keys: AgentKeys | None = None,
     ) -> None:
+        """`keys`: each host's own token, shared with the dispatcher (None: one token for all)."""
         self.engine, self.policy, self.clock = engine, policy, clock
+        self.keys = keys
         self.dispatcher, self.observer, self.poller = dispatcher, observer, poller
         self._last_sample: datetime | None = None
         self._silent: set[str] = set()  # hosts whose last poll failed
@@ -170,9 +174,15 @@ class Cycle:
 
     def _targets(self) -> list[Target]:
         with Session(self.engine) as session:
-            return [
-                Target(host.name, host.url) for host in cluster_queries.host_rows(session=session)
-            ]
+            rows = cluster_queries.host_rows(session=session)
+        if self.keys is None:
+            return [Target(host.name, host.url) for host in rows]
+        self.keys.refresh(rows)
+        keys = [self.keys.key(host.name) for host in rows]
+        return [
+            Target(host.name, host.url, key.token, key.problem)
+            for host, key in zip(rows, keys, strict=True)
+        ]
 
     def _admit_all(self, starts: tuple[Start, ...], result: CycleResult) -> None:
         """Persist each start (the database refuses a GPU already held), then dispatch them

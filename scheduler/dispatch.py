@@ -5,6 +5,7 @@ A job's command runs through a shell on its GPU host only; the scheduler never r
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -13,6 +14,7 @@ from scheduler.agent.client import AgentClient
 from scheduler.agent.errors import AgentError, AnswerLost, BadRequest
 from scheduler.agent.protocol import ContainerOptions, StartRequest
 from scheduler.errors import PaikaError
+from scheduler.hosts.credentials import AgentKeys, HostKey
 
 
 class DispatchError(PaikaError):
@@ -70,15 +72,28 @@ class Dispatcher(Protocol):
 
 
 class AgentDispatcher:
-    """Dispatch through each host's paika agent over HTTP. `containers`: the site's options
-    for every container job (the policy file's `containers:`)."""
+    """Dispatch through each host's paika agent over HTTP, with that host's token (from
+    `keys` when given, else the shared `token`); `tls` is whom https:// agents must prove
+    they are; `containers`: the site's options for every container job (the policy file's
+    `containers:`)."""
 
     def __init__(
-        self, token: str, *, timeout: float = 5.0, containers: ContainerOptions | None = None
+        self,
+        token: str | None,
+        *,
+        timeout: float = 5.0,
+        keys: AgentKeys | None = None,
+        tls: ssl.SSLContext | None = None,
+        containers: ContainerOptions | None = None,
     ) -> None:
-        self.token = token
-        self.timeout = timeout
+        self.token, self.timeout, self.keys, self.tls = token, timeout, keys, tls
         self.containers = containers
+
+    def _client(self, host: str, job_id: int, url: str) -> AgentClient:
+        key = self.keys.key(host) if self.keys is not None else HostKey(self.token)
+        if key.token is None:  # revoked, or no usable token: the host is not asked at all
+            raise DispatchError(host, job_id, key.problem or "no agent token", reached=False)
+        return AgentClient(url, key.token, timeout=self.timeout, tls=self.tls)
 
     def start(self, order: StartOrder) -> None:
         try:
@@ -98,15 +113,17 @@ class AgentDispatcher:
             raise DispatchError(
                 order.host, order.job_id, exc.message, bad_order=True, reached=False
             ) from exc
+        client = self._client(order.host, order.job_id, order.url)
         try:
-            with AgentClient(order.url, self.token, timeout=self.timeout) as client:
+            with client:
                 client.start_job(request)
         except AgentError as exc:
             raise _start_error(order, exc) from exc
 
     def stop(self, host: str, url: str, agent_job: str, grace_s: float) -> None:
+        client = self._client(host, int(agent_job.split(".")[0]), url)
         try:
-            with AgentClient(url, self.token, timeout=self.timeout) as client:
+            with client:
                 client.stop_job(agent_job, grace_s)
         except AgentError as exc:
             raise DispatchError(host, int(agent_job.split(".")[0]), str(exc)) from exc

@@ -74,6 +74,9 @@ class Problem(StrEnum):
     KEPT_CHANGING = "problem.kept_changing"
     CANNOT_BECOME = "problem.cannot_become"
     DATABASE = "problem.database"
+    TOKEN_ALREADY_REVOKED = "problem.token_already_revoked"
+    NO_AGENT_SECRET = "problem.no_agent_secret"
+    AGENT_SECRET_UNUSABLE = "problem.agent_secret_unusable"
 
 
 class Action(StrEnum):
@@ -98,6 +101,8 @@ class Action(StrEnum):
     REMOVE_HOSTS = "remove_hosts"
     LIST_MEMBERS = "list_members"
     LIST_HOSTS = "list_hosts"
+    ISSUE_TOKENS = "issue_tokens"
+    REVOKE_TOKENS = "revoke_tokens"
 
 
 class PaikaError(Exception):

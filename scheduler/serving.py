@@ -13,9 +13,16 @@ from scheduler.agent.protocol import LOOPBACK
 
 
 def serve_in_thread(
-    app: ASGIApp, host: str = LOOPBACK, port: int = 0, *, timeout_s: float = 10.0
+    app: ASGIApp,
+    host: str = LOOPBACK,
+    port: int = 0,
+    *,
+    timeout_s: float = 10.0,
+    tls: tuple[str, str] | None = None,
 ) -> tuple[uvicorn.Server, threading.Thread, int]:
     """Serve `app` with uvicorn in a daemon thread; return once it accepts connections.
+
+    `tls`: (certificate file, key file) to serve HTTPS, as `paika agent --tls-cert/--tls-key`.
 
     port 0 picks a free port; the third value is the port it got. Stop it with
     `stop_server(server, thread)` (or `server.should_exit = True; thread.join()`).
@@ -31,8 +38,16 @@ def serve_in_thread(
         sock.close()
         raise
     actual_port = int(sock.getsockname()[1])
+    cert, key = tls if tls is not None else (None, None)
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, http="h11", ws="none", lifespan="off"
+        app,
+        log_level="warning",
+        access_log=False,
+        http="h11",
+        ws="none",
+        lifespan="off",
+        ssl_certfile=cert,
+        ssl_keyfile=key,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(

@@ -22,8 +22,13 @@ class Settings(BaseSettings):
     # Comma-separated Slack user ids that are admins from the first start, so a new
     # install can be bootstrapped without touching SQL.
     admins: Annotated[tuple[str, ...], NoDecode] = ()
-    # The bearer token every GPU host agent expects (the same on all hosts).
+    # The shared bearer token, for hosts without a token of their own (see hosts/credentials.py).
     agent_token: str | None = None
+    # The secret each host's own token is derived from (0600; `paika agent-secret` makes it).
+    # Unset: hosts are added without a token of their own and use agent_token.
+    agent_secret_file: Path | None = None
+    # The CA bundle https:// agents' certificates are checked against (default: the system's).
+    agent_ca_file: Path | None = None
 
     # Slack, under Slack's own variable names (no PAIKA_ prefix). With no bot token paika
     # runs without Slack and reports to the console.

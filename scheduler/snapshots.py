@@ -83,7 +83,9 @@ def _hosts(session: Session, holders: dict[int, int]) -> list[Host]:
             )
             for gpu in sorted(by_host.get(host.id, ()), key=lambda g: g.index)
         )
-        schedulable = not host.draining and host.state != HostState.DOWN
+        # An untrusted host (its certificate or token refused) gets no job: a job's command
+        # and environment would go to whoever answers there.
+        schedulable = not host.draining and host.state != HostState.DOWN and not host.untrusted
         hosts.append(Host(host.name, gpus, schedulable))
     return hosts
 

@@ -16,6 +16,7 @@ TEMPLATE_NAME = 64  # templates.name, jobs.template
 HOST_NAME = 64  # hosts.name
 GPU_TYPE = 64  # gpus.gpu_type, quotas.gpu_type, ledger_entries.gpu_type, matches.chosen_type
 HOST_URL = 300  # hosts.url
+LAST_ERROR = 300  # hosts.last_error (a longer reason is cut)
 IMAGE = 300  # jobs.image
 DATA_LOCATION = 500  # jobs.data_location
 CHANNEL = 100  # teams.channel

@@ -85,6 +85,8 @@ def host_line(lang: str, host: HostView) -> str:
         notes.append(term(lang, "host_state", host.state))
     if host.draining:
         notes.append(t(lang, "board.draining"))
+    if host.insecure:
+        notes.append(t(lang, "board.insecure"))
     if notes:
         line += " _" + ", ".join(notes) + "_"
     jobs = _jobs_on(lang, host.cards)

@@ -1,7 +1,8 @@
 """The agent's HTTP API: a Starlette application under /v1/ (see protocol.py for the shapes).
 
 `build_app(reader, jobs_store, token)` builds it; nothing happens at import time. Every route
-but GET /v1/health needs `Authorization: Bearer <token>`. The check runs before routing, so a
+but GET /v1/health needs `Authorization: Bearer <token>`: the one token of this host (a
+string, or a TokenFile read again when it changes: below). The check runs before routing, so a
 refused request (401) never reaches a handler and changes nothing. Errors are JSON
 `{"error": message}` with the status of the AgentError behind them. Request bodies are
 bounded in size (413) and JSON nesting (400) before they are parsed: see body.py.
@@ -11,8 +12,13 @@ from __future__ import annotations
 
 import hmac
 import logging
+import os
 import socket
+import stat
+import threading
+import time
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -45,6 +51,92 @@ from scheduler.agent.protocol import (
 
 log = logging.getLogger(__name__)
 
+# --- The one token this agent accepts ----------------------------------------------------
+# The one token this agent accepts, from its environment or from a file it watches.
+#
+# A token file (`PAIKA_AGENT_TOKEN_FILE`) is read again whenever it changes (its size, time or
+# inode) and at least once a second anyway (a rewrite within one tick of the file system's
+# clock keeps all three), so installing a rotated token on the host takes effect within a
+# second, with no restart. A file that goes missing or empty locks the agent: every request needing the token
+# is refused until a token is installed again.
+
+REREAD_S = 1.0
+
+
+class TokenUnavailable(Exception):
+    """The token file cannot be read or holds no token; `reason` says what to do."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class FixedToken:
+    """A token given once (the environment variable): it never changes."""
+
+    def __init__(self, token: str) -> None:
+        if not token.strip():
+            raise ValueError("the agent token must not be empty")
+        self._token = token.strip().encode()
+
+    def current(self) -> bytes:
+        return self._token
+
+
+class TokenFile:
+    """The token in a file, read again when the file changes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int, int] | None = None
+        self._token = b""
+        self._read_at = 0.0
+
+    def check(self) -> None:
+        """Raise TokenUnavailable when the file is unusable now (missing, empty, or readable
+        by others than its owner): for the agent's start, where a bad file is a setup error."""
+        self.current()
+        mode = os.stat(self.path).st_mode
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise TokenUnavailable(
+                f"{self.path} can be read by others (mode {stat.S_IMODE(mode):o}); "
+                f"run: chmod 600 {self.path}"
+            )
+
+    def current(self) -> bytes:
+        """The token now in the file; TokenUnavailable when there is none."""
+        try:
+            info = os.stat(self.path)
+        except OSError as exc:
+            raise TokenUnavailable(
+                f"the agent's token file {self.path} is missing: {exc.strerror}"
+            ) from exc
+        stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
+        now = time.monotonic()
+        with self._lock:
+            if stamp != self._stamp or now - self._read_at >= REREAD_S:
+                self._token = self._read()
+                self._stamp, self._read_at = stamp, now
+            token = self._token
+        if not token:
+            raise TokenUnavailable(f"the agent's token file {self.path} is empty")
+        return token
+
+    def _read(self) -> bytes:
+        try:
+            return self.path.read_bytes().strip()
+        except OSError as exc:
+            raise TokenUnavailable(
+                f"the agent's token file {self.path} cannot be read: {exc.strerror}"
+            ) from exc
+
+
+TokenSource = FixedToken | TokenFile
+
+
+# --- The HTTP API ------------------------------------------------------------------------
+
 HEALTH_PATH = "/v1/health"
 
 
@@ -63,11 +155,9 @@ def agent_version() -> str:
 class BearerAuth:
     """ASGI middleware: 401 for any request but GET /v1/health without the right token."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        if not token:
-            raise ValueError("the agent token must not be empty")
+    def __init__(self, app: ASGIApp, token: str | TokenSource) -> None:
         self.app = app
-        self._token = token.encode()
+        self._token = FixedToken(token) if isinstance(token, str) else token
 
     def _refusal(self, header: str | None) -> str | None:
         if not header:
@@ -75,8 +165,13 @@ class BearerAuth:
         scheme, _, given = header.partition(" ")
         if scheme.lower() != "bearer" or not given.strip():
             return "the Authorization header must be 'Bearer <agent token>'"
-        if not hmac.compare_digest(given.strip().encode(), self._token):
-            return "wrong agent token"
+        try:
+            expected = self._token.current()
+        except TokenUnavailable as exc:
+            log.warning("refused a request: %s", exc.reason)
+            return "this agent has no token installed; install this host's token on it"
+        if not hmac.compare_digest(given.strip().encode(), expected):
+            return "wrong agent token (not this host's current token)"
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -94,14 +189,16 @@ class BearerAuth:
 def build_app(
     reader: GpuReader,
     jobs_store: JobStore,
-    token: str | None,
+    token: str | TokenSource | None,
     *,
     host: str | None = None,
     simulated: bool | None = None,
+    tls: bool = False,
 ) -> Starlette:
     """The agent's ASGI app. `token` None switches authentication off (only for
-    `--insecure-no-token` on loopback); an empty token is refused."""
-    if token is not None and not token:
+    `--insecure-no-token` on loopback); an empty token is refused. `tls` is what health
+    reports: whether the server in front of it speaks TLS."""
+    if isinstance(token, str) and not token:
         raise ValueError("the agent token must not be empty (None switches auth off)")
     host_name = host or str(getattr(reader, "host", "") or socket.gethostname())
     is_simulated = bool(getattr(reader, "simulated", False)) if simulated is None else simulated
@@ -111,6 +208,7 @@ def build_app(
         api_version=API_VERSION,
         host=host_name,
         simulated=is_simulated,
+        tls=tls,
     )
 
     def read_gpus() -> list[GpuInfo]:

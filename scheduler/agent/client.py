@@ -30,6 +30,7 @@ import httpx
 
 from scheduler.agent.errors import (
     AgentError,
+    AgentNotTrusted,
     AnswerLost,
     BadRequest,
     HostUnreachable,
@@ -56,9 +57,12 @@ JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 @functools.cache
-def shared_tls() -> ssl.SSLContext:
-    """One TLS context for every client: building one loads the CA bundle (~30 ms of CPU),
-    which per request would serialise polling hundreds of hosts."""
+def shared_tls(ca_file: str | None = None) -> ssl.SSLContext:
+    """One TLS context for every client trusting `ca_file` (None: the system's CAs), with
+    host names checked: building one loads the CA bundle (~30 ms of CPU), which per request
+    would serialise polling hundreds of hosts."""
+    if ca_file:
+        return ssl.create_default_context(cafile=ca_file)
     return httpx.create_ssl_context()
 
 
@@ -86,10 +90,24 @@ _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.
 
 
 def transport_failure(base_url: str, exc: httpx.TransportError) -> HostUnreachable:
-    """The AgentError for a transport failure: HostUnreachable when nothing reached the agent,
-    AnswerLost when the request may have reached it but no answer came back."""
+    """The AgentError for a transport failure: AgentNotTrusted when the agent's certificate
+    did not verify, HostUnreachable when nothing else reached the agent, AnswerLost when the
+    request may have reached it but no answer came back."""
+    refused = _certificate_refusal(exc)
+    if refused is not None:
+        return AgentNotTrusted(base_url, refused.verify_message or str(refused))
     cls = HostUnreachable if isinstance(exc, _NOT_SENT) else AnswerLost
     return cls(base_url, f"{type(exc).__name__}: {exc}")
+
+
+def _certificate_refusal(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate check that failed under `exc` (in its causes), if that is what it was."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # causes are a short chain: httpx over httpcore over ssl
+        if seen is None or isinstance(seen, ssl.SSLCertVerificationError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 # ---------------------------------------------------------------- one request
@@ -243,9 +261,10 @@ class AgentClient(Endpoints):
         *,
         transport: httpx.BaseTransport | None = None,
         timeout: float = 5.0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        transport = transport or httpx.HTTPTransport(verify=shared_tls())
+        transport = transport or httpx.HTTPTransport(verify=tls or shared_tls())
         self._http = httpx.Client(
             base_url=self.base_url, headers=_headers(token), transport=transport, timeout=timeout
         )
@@ -285,9 +304,10 @@ class AsyncAgentClient(Endpoints):
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = 5.0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        transport = transport or httpx.AsyncHTTPTransport(verify=shared_tls())
+        transport = transport or httpx.AsyncHTTPTransport(verify=tls or shared_tls())
         self._http = httpx.AsyncClient(
             base_url=self.base_url, headers=_headers(token), transport=transport, timeout=timeout
         )

@@ -1,8 +1,13 @@
-"""`paika agent`: run the host agent.
+"""`paika agent`: run the host agent; `paika agent init`: a small private CA for the agents.
 
-PAIKA_AGENT_TOKEN_FILE=/etc/paika/agent-token paika agent   # real GPUs through NVML
-PAIKA_AGENT_TOKEN=… paika agent --simulate 4xA100-80GB,2xT4-16GB --port 8471
+PAIKA_AGENT_TOKEN_FILE=/etc/paika/agent.token paika agent \
+    --tls-cert /etc/paika/tls/gpu-01.pem --tls-key /etc/paika/tls/gpu-01-key.pem   # NVML, TLS
+PAIKA_AGENT_TOKEN=… paika agent --simulate 4xA100-80GB,2xT4-16GB --port 8471     # loopback
+PAIKA_AGENT_TOKEN=… paika agent --host 0.0.0.0 --insecure                         # plain HTTP
 paika agent --simulate 2xT4 --insecure-no-token --allow-root-jobs   # loopback only, no auth
+
+Without TLS the agent listens on loopback only, unless --insecure says plain HTTP on the
+network is meant: a token sent in clear over a LAN can be read by anyone on it.
 
 The token file (0600, the agent's user's) is preferred to PAIKA_AGENT_TOKEN: a variable is
 easier to leak (shells' history, `ps e`, child processes). As root the agent runs each job
@@ -11,16 +16,18 @@ as the account it names, never as root unless --allow-root-jobs.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import socket
+import ssl
 from pathlib import Path
 from typing import Annotated
 
 import typer
 import uvicorn
 
-from scheduler.agent.app import build_app
+from scheduler.agent.app import TokenFile, TokenSource, TokenUnavailable, build_app
 from scheduler.agent.errors import AgentError
 from scheduler.agent.gpus import GpuReader
 from scheduler.agent.jobs import TOKEN_ENV, JobStore
@@ -29,52 +36,68 @@ from scheduler.agent.protocol import DEFAULT_PORT, LOOPBACK
 from scheduler.agent.simulated import EXAMPLE_SPEC, SimulatedReader
 
 log = logging.getLogger(__name__)
+TOKEN_FILE_ENV = "PAIKA_AGENT_TOKEN_FILE"
+ALL_INTERFACES = "0.0.0.0"
+AGENT_UMASK = 0o077  # what the agent writes is its own: state, logs, records
 FORMAT_ENV = "PAIKA_LOG_FORMAT"  # text (default) or json: one JSON object a line
 LEVEL_ENV = "PAIKA_LOG_LEVEL"  # DEBUG, INFO (default), WARNING, ERROR
 
-TOKEN_FILE_ENV = "PAIKA_AGENT_TOKEN_FILE"
-AGENT_UMASK = 0o077  # what the agent writes is its own: state, logs, records
+agent_app = typer.Typer(
+    help="The GPU host agent, and its TLS set-up.", add_completion=False, no_args_is_help=False
+)
 
 
-def read_token() -> str | None:
-    """The agent token: from the file PAIKA_AGENT_TOKEN_FILE names (preferred), else from
-    PAIKA_AGENT_TOKEN; None when neither is set. AgentError for a file others could read."""
-    named = os.environ.get(TOKEN_FILE_ENV, "").strip()
-    if not named:
-        return os.environ.get(TOKEN_ENV, "").strip() or None
-    path = Path(named)
+def agent_token() -> TokenSource | str | None:
+    """This host's token: the file named by PAIKA_AGENT_TOKEN_FILE (read again when it
+    changes, so a rotation needs no restart), else PAIKA_AGENT_TOKEN, else None."""
+    path = os.environ.get(TOKEN_FILE_ENV, "").strip()
+    if path:
+        return TokenFile(Path(path))
+    return os.environ.get(TOKEN_ENV, "").strip() or None
+
+
+def is_loopback(address: str) -> bool:
+    """Whether listening on `address` keeps the agent to this machine."""
+    if address == "localhost":
+        return True
     try:
-        info = path.stat()
-        token = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AgentError(None, f"{TOKEN_FILE_ENV}: cannot read {path}: {exc}") from exc
-    if info.st_mode & 0o077:
-        raise AgentError(
-            None,
-            f"{TOKEN_FILE_ENV}: {path} can be read or changed by others (mode "
-            f"{info.st_mode & 0o777:o}); run: chmod 600 {path}",
-        )
-    if info.st_uid != os.geteuid():
-        raise AgentError(
-            None,
-            f"{TOKEN_FILE_ENV}: {path} belongs to uid {info.st_uid}, not to the agent's user "
-            f"(uid {os.geteuid()}); chown it to the agent's user",
-        )
-    if not token:
-        raise AgentError(None, f"{TOKEN_FILE_ENV}: {path} is empty; write the agent token in it")
-    return token
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to any interface
 
 
 def warn_root_jobs(allow_root_jobs: bool) -> None:
     """Say it loudly when an agent running as root may run jobs as root."""
     if allow_root_jobs and os.geteuid() == 0:
-        logging.getLogger(__name__).warning(
+        log.warning(
             "--allow-root-jobs: jobs that name no account run as root on this host; "
             "use it only on a single-user host or a test rig"
         )
 
 
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"paika agent: {message}", err=True)
+    return typer.Exit(2)
+
+
+def _check_tls(cert: Path | None, key: Path | None) -> bool:
+    """Whether TLS is on; a half-given pair or files that do not load stop the agent here."""
+    if cert is None and key is None:
+        return False
+    if cert is None or key is None:
+        raise _fail("give both --tls-cert and --tls-key (make them with: paika agent init)")
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise _fail(f"cannot load the TLS certificate {cert} with key {key}: {exc}") from exc
+    if key.stat().st_mode & 0o077:
+        raise _fail(f"the TLS key {key} can be read by others; run: chmod 600 {key}")
+    return True
+
+
+@agent_app.callback(invoke_without_command=True)
 def agent(
+    ctx: typer.Context,
     simulate: Annotated[
         str | None,
         typer.Option(
@@ -84,8 +107,27 @@ def agent(
     ] = None,
     port: Annotated[int, typer.Option("--port", help="TCP port to listen on.")] = DEFAULT_PORT,
     host: Annotated[
-        str, typer.Option("--host", help="Address to listen on (0.0.0.0: all interfaces).")
-    ] = "0.0.0.0",
+        str | None,
+        typer.Option(
+            "--host",
+            help="Address to listen on. Default: all interfaces (0.0.0.0) with TLS, "
+            f"{LOOPBACK} without.",
+        ),
+    ] = None,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option("--tls-cert", help="Serve TLS with this certificate (PEM; paika agent init)."),
+    ] = None,
+    tls_key: Annotated[
+        Path | None, typer.Option("--tls-key", help="The private key of --tls-cert (PEM, 0600).")
+    ] = None,
+    insecure: Annotated[
+        bool,
+        typer.Option(
+            "--insecure",
+            help="Allow plain HTTP on a non-loopback address: the token and jobs travel in clear.",
+        ),
+    ] = False,
     state_dir: Annotated[
         Path,
         typer.Option(
@@ -111,15 +153,7 @@ def agent(
         bool,
         typer.Option(
             "--insecure-no-token",
-            help=f"Run without a token (no authentication); listens on {LOOPBACK} only. For local experiments.",
-        ),
-    ] = False,
-    allow_root_jobs: Annotated[
-        bool,
-        typer.Option(
-            "--allow-root-jobs",
-            help="Let an agent running as root run jobs as root (jobs that name no account). "
-            "Only for single-user hosts and test rigs; by default such jobs are refused.",
+            help=f"Run without {TOKEN_ENV} (no authentication); listens on {LOOPBACK} only. For local experiments.",
         ),
     ] = False,
     name: Annotated[
@@ -129,26 +163,42 @@ def agent(
             help="Host name the agent reports (default: this machine's); simulated GPU UUIDs derive from it.",
         ),
     ] = None,
+    allow_root_jobs: Annotated[
+        bool,
+        typer.Option(
+            "--allow-root-jobs",
+            help="Let an agent running as root run jobs as root (jobs that name no account). "
+            "Only for single-user hosts and test rigs; by default such jobs are refused.",
+        ),
+    ] = False,
 ) -> None:
     """Run the GPU host agent: reports this host's GPUs and runs jobs for the scheduler.
 
     The token the scheduler uses comes from the file PAIKA_AGENT_TOKEN_FILE names (preferred;
     mode 600) or from PAIKA_AGENT_TOKEN. Run as root, the agent starts each job as its
     owner's Unix account; run as another user, it runs jobs only as that user."""
+    if ctx.invoked_subcommand is not None:
+        return
     os.umask(AGENT_UMASK)
-    try:
-        token = read_token()
-    except AgentError as exc:
-        typer.echo(f"paika agent: {exc.message}", err=True)
-        raise typer.Exit(2) from exc
+    token = agent_token()
     if token is None and not insecure_no_token:
-        typer.echo(
-            f"paika agent: put the token the scheduler uses in a file (chmod 600) and set "
-            f"{TOKEN_FILE_ENV} to its path, or set {TOKEN_ENV} (or pass --insecure-no-token "
-            "for a local experiment).",
-            err=True,
+        raise _fail(
+            f"set {TOKEN_FILE_ENV} (or {TOKEN_ENV}) to this host's token from "
+            "'/gpu admin host add' (or pass --insecure-no-token for a local experiment)."
         )
-        raise typer.Exit(2)
+    if isinstance(token, TokenFile):
+        try:
+            token.check()
+        except TokenUnavailable as exc:
+            raise _fail(f"{TOKEN_FILE_ENV}: {exc.reason}") from exc
+    tls = _check_tls(tls_cert, tls_key)
+    host = host or (ALL_INTERFACES if tls else LOOPBACK)
+    if token is not None and not tls and not insecure and not is_loopback(host):
+        raise _fail(
+            f"refusing to listen on {host} without TLS: the token would cross the network in "
+            "clear. Give --tls-cert and --tls-key (make them with: paika agent init), listen on "
+            f"{LOOPBACK}, or pass --insecure to accept plain HTTP."
+        )
     if token is None:
         if host != LOOPBACK:
             typer.echo(
@@ -168,8 +218,7 @@ def agent(
             fields={"host": host_name},
         )
     except LogSettingError as exc:
-        typer.echo(f"paika agent: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        raise _fail(str(exc)) from exc
     warn_root_jobs(allow_root_jobs)
     try:
         store = JobStore(
@@ -190,7 +239,9 @@ def agent(
 
             reader = NvmlReader()
         gpus = reader.read()  # fail now, not at the scheduler's first poll
-        app = build_app(reader, store, token, host=host_name, simulated=simulate is not None)
+        app = build_app(
+            reader, store, token, host=host_name, simulated=simulate is not None, tls=tls
+        )
     except AgentError as exc:
         store.close()
         typer.echo(f"paika agent: {exc.message}", err=True)
@@ -198,15 +249,18 @@ def agent(
     kinds = ", ".join(sorted({g.name for g in gpus})) or "no GPUs"
     # Logged, not echoed: with PAIKA_LOG_FORMAT=json every line the agent writes is JSON.
     log.info(
-        "paika agent on %s: %d GPU(s) (%s)%s; state in %s; listening on http://%s:%s/v1/",
+        "paika agent on %s: %d GPU(s) (%s)%s; state in %s; listening on %s://%s:%s/v1/",
         host_name,
         len(gpus),
         kinds,
         " [simulated]" if simulate is not None else "",
         store.state_dir,
+        "https" if tls else "http",
         host,
         port,
     )
+    if not tls and not is_loopback(host):
+        log.warning("--insecure: plain HTTP on the network")
     try:
         uvicorn.run(
             app,
@@ -218,6 +272,43 @@ def agent(
             http="h11",
             ws="none",
             lifespan="off",
+            ssl_certfile=str(tls_cert) if tls else None,
+            ssl_keyfile=str(tls_key) if tls else None,
         )
     finally:
         store.close()
+
+
+@agent_app.command("init")
+def init(
+    hosts: Annotated[
+        list[str],
+        typer.Option(
+            "--host",
+            help="A host to make a certificate for: the name in its agent URL (repeat for more; "
+            "an IP address works too).",
+        ),
+    ],
+    directory: Annotated[
+        Path, typer.Option("--dir", help="Where the CA and the host files are written.")
+    ] = Path("paika-tls"),
+    days: Annotated[
+        int, typer.Option("--days", min=1, max=3650, help="How long host certificates last.")
+    ] = 825,
+) -> None:
+    """Make a small private CA (once) and a certificate and key for each --host."""
+    from scheduler.agent.tls import TlsSetupError, make_host, make_or_load_ca
+
+    try:
+        ca = make_or_load_ca(directory)
+        made = [make_host(ca, directory, name, days=days) for name in hosts]
+    except TlsSetupError as exc:
+        raise _fail(str(exc)) from exc
+    typer.echo(f"CA certificate: {ca.cert_path} (give it to the scheduler as PAIKA_AGENT_CA_FILE)")
+    typer.echo(f"CA key: {ca.key_path} (keep it here, 0600; it signs new host certificates)")
+    for files in made:
+        typer.echo(
+            f"{files.name}: copy {files.cert_path} and {files.key_path} to that host and run "
+            f"paika agent --tls-cert {files.cert_path.name} --tls-key {files.key_path.name}; "
+            f"register it as url=https://{files.name}:{DEFAULT_PORT}"
+        )

@@ -3,8 +3,10 @@
     AgentError            `status` is the HTTP status that goes with it (None: no response)
      ├── AgentAuthError   401: the bearer token is missing or wrong
      ├── HostUnreachable  nothing reached the agent at `url` (refused, no route, bad address)
-     │    └── AnswerLost  the request may have reached it, but no answer came back
-     │                    (timed out or reset after sending): it may have acted on it
+     │    ├── AnswerLost  the request may have reached it, but no answer came back
+     │    │               (timed out or reset after sending): it may have acted on it
+     │    └── AgentNotTrusted  its TLS certificate does not verify (another CA, self-signed,
+     │                    a name that is not the host's, expired): nothing was sent
      ├── BadRequest       400: a field of a request is invalid; the message names it
      ├── AccountRefused   403: this host will not run the job as that account (unknown
      │                    here, root, or not the agent's own user); the message says why
@@ -69,6 +71,13 @@ class AnswerLost(HostUnreachable):
     write timeout, connection reset or closed mid-answer): the agent may have acted on it."""
 
     summary = "sent no answer (the request may have reached it)"
+
+
+class AgentNotTrusted(HostUnreachable):
+    """The agent's TLS certificate did not verify against the CA bundle: the connection was
+    dropped before any request (or token) was sent."""
+
+    summary = "is not trusted: its TLS certificate does not verify"
 
 
 class _WithStatus(AgentError):

@@ -194,6 +194,7 @@ class Health(WireModel):
     api_version: StrictInt
     host: StrictStr
     simulated: StrictBool = False
+    tls: StrictBool = False  # whether the agent serves TLS (older agents: absent, so False)
 
 
 # ---------------------------------------------------------------- GPUs

@@ -19,6 +19,7 @@ import httpx
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS"})
 MAX_HEAD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 64 * 1024 * 1024
+CLOSE_WAIT_S = 2.0
 
 
 class _BadResponse(Exception):
@@ -128,10 +129,17 @@ class LeanTransport(httpx.AsyncBaseTransport):
         raise AssertionError("unreachable")  # the loop returns or raises
 
     async def aclose(self) -> None:
-        for connections in self._idle.values():
-            for connection in connections:
-                connection.close()
+        connections = [c for kept in self._idle.values() for c in kept]
         self._idle.clear()
+        for connection in connections:
+            connection.close()
+        # A TLS connection closes in a few steps on the loop (close_notify, then the socket):
+        # wait for them, or a loop stopped right after would leave the sockets open.
+        closing = [asyncio.ensure_future(c.writer.wait_closed()) for c in connections]
+        if closing:
+            done, _ = await asyncio.wait(closing, timeout=CLOSE_WAIT_S)
+            for task in done:
+                task.exception()  # a reset while closing is no news: retrieved, not raised
 
     def _reuse(self, key: tuple[str, str, int]) -> _Connection | None:
         idle = self._idle.get(key)
@@ -157,14 +165,28 @@ class LeanTransport(httpx.AsyncBaseTransport):
         if scheme == "https":
             tls = self.ssl_context or ssl.create_default_context()
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, ssl=tls, limit=MAX_HEAD_BYTES), timeout
-            )
+            reader, writer = await asyncio.wait_for(self._open(host, port, tls), timeout)
         except TimeoutError as exc:
             raise httpx.ConnectTimeout(f"no connection to {host}:{port}", request=request) from exc
         except OSError as exc:
             raise httpx.ConnectError(f"{host}:{port}: {exc}", request=request) from exc
         return _Connection(reader, writer)
+
+    @staticmethod
+    async def _open(
+        host: str, port: int, tls: ssl.SSLContext | None
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A connection, TLS after TCP: a handshake that fails (a certificate that does not
+        verify) closes its socket here, where asyncio's own path would leave it open."""
+        reader, writer = await asyncio.open_connection(host, port, limit=MAX_HEAD_BYTES)
+        if tls is None:
+            return reader, writer
+        try:
+            await writer.start_tls(tls, server_hostname=host)
+        except BaseException:
+            writer.close()
+            raise
+        return reader, writer
 
 
 def _origin(url: httpx.URL) -> tuple[str, str, int]:

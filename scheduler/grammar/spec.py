@@ -567,6 +567,20 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         admin=True,
     ),
     Subcommand(("admin", "host", "list"), (), "/gpu admin host list", Section.ADMIN, admin=True),
+    Subcommand(
+        ("admin", "host", "rotate"),
+        (_host(),),
+        "/gpu admin host rotate gpu-01",
+        Section.ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "host", "revoke"),
+        (_host(),),
+        "/gpu admin host revoke gpu-01",
+        Section.ADMIN,
+        admin=True,
+    ),
 )
 
 SPEC: Mapping[tuple[str, ...], Subcommand] = MappingProxyType(

@@ -19,6 +19,7 @@ from scheduler.config import PolicyConfig
 from scheduler.dispatch import agent_job_id
 from scheduler.hosts.report import GpuReading, HostReport
 from scheduler.notices.events import Event, EventCode, EventKind
+from storage.limits import LAST_ERROR
 from storage.models import Gpu, GpuSample, Host, HostState
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
@@ -90,6 +91,8 @@ def _answered(session: Session, host: Row[Any], report: HostReport, ctx: _Round)
         change["failed_polls"] = 0
     if host.agent_version != report.agent_version:
         change["agent_version"] = report.agent_version
+    if host.last_error is not None or host.untrusted:
+        change.update(last_error=None, untrusted=False)
     if change or ctx.sample:
         ctx.host_changes.append({"id": host.id, "last_seen_at": ctx.now, **change})
     _update_gpus(session, host, report, ctx)
@@ -112,6 +115,9 @@ def _failed(host: Row[Any], report: HostReport, ctx: _Round) -> list[Event]:
             )
         )
     change: dict[str, Any] = {"id": host.id, "failed_polls": failed_polls}
+    error = (report.error or "no answer")[:LAST_ERROR]
+    if (host.last_error, host.untrusted) != (error, report.untrusted):
+        change.update(last_error=error, untrusted=report.untrusted)
     if state != host.state:
         change.update(state=state, state_since=ctx.now)
     ctx.host_changes.append(change)

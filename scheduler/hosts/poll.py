@@ -8,13 +8,14 @@ keep-alive client per agent, so a round costs requests, not connections and clie
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.agent.client import AsyncAgentClient, shared_tls
-from scheduler.agent.errors import AgentError
+from scheduler.agent.errors import AgentAuthError, AgentError, AgentNotTrusted
 from scheduler.agent.protocol import GpuInfo, JobInfo, Status
 from scheduler.agent.transport import LeanTransport
 from scheduler.hosts.report import AgentJobState, GpuReading, HostReport
@@ -24,23 +25,29 @@ MIB_PER_GIB = 1024.0
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """A host to poll: its name and its agent's base URL."""
+    """A host to poll: its name, its agent's base URL and the token to present there (None:
+    the poller's shared one), or why it must not be polled (`problem`: no usable token)."""
 
     name: str
     url: str
+    token: str | None = None
+    problem: str | None = None
 
 
 class Poller:
     """Polls agents concurrently from synchronous code (the cycle runs in a worker thread)."""
 
-    def __init__(self, token: str, *, timeout: float) -> None:
+    def __init__(self, token: str, *, timeout: float, tls: ssl.SSLContext | None = None) -> None:
+        """`token`: for targets that bring none; `tls`: whom https:// agents must prove they
+        are (default: the system's CAs), host names checked."""
         self.token, self.timeout = token, timeout
+        self.tls = tls or shared_tls()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="paika-poller", daemon=True
         )
         self._thread.start()
-        self._clients: dict[str, AsyncAgentClient] = {}
+        self._clients: dict[tuple[str, str], AsyncAgentClient] = {}
 
     def __call__(self, targets: Sequence[Target]) -> Mapping[str, HostReport]:
         """One round: every target's report, keyed by host name."""
@@ -59,13 +66,19 @@ class Poller:
 
     async def _poll(self, target: Target) -> HostReport:
         began = time.perf_counter()
-        client = self._clients.get(target.url)
+        if target.problem is not None:
+            return HostReport(target.name, False, error=target.problem, untrusted=True)
+        token = target.token or self.token
+        client = self._clients.get((target.url, token))
         if client is None:
-            client = self._clients[target.url] = AsyncAgentClient(
+            # By URL and token: after a rotation the old token's client goes, with its sockets.
+            for stale in [key for key in self._clients if key[0] == target.url]:
+                await self._clients.pop(stale).aclose()
+            client = self._clients[(target.url, token)] = AsyncAgentClient(
                 target.url,
-                self.token,
+                token,
                 timeout=self.timeout,
-                transport=LeanTransport(ssl_context=shared_tls()),
+                transport=LeanTransport(ssl_context=self.tls),
             )
         try:
             status = await asyncio.wait_for(client.status(), timeout=self.timeout)
@@ -75,6 +88,7 @@ class Poller:
                 False,
                 error=str(exc) or type(exc).__name__,
                 latency_s=time.perf_counter() - began,
+                untrusted=isinstance(exc, AgentNotTrusted | AgentAuthError),
             )
         return report_of(target.name, status, time.perf_counter() - began)
 

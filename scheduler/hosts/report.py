@@ -43,3 +43,5 @@ class HostReport:
     jobs: dict[str, AgentJobState] = field(default_factory=dict)
     agent_version: str | None = None
     latency_s: float = 0.0
+    # The poll failed on trust: a certificate that does not verify, a token refused or revoked.
+    untrusted: bool = False

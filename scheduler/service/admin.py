@@ -1,10 +1,19 @@
-"""Admin operations: teams, members and their roles, hosts."""
+"""Admin operations: teams, members and their roles, hosts and their agent tokens."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from scheduler.errors import Action, Conflict, NotFound, Problem
+from scheduler.hosts.credentials import (
+    HOST_TOKEN_PATH,
+    AgentSecretError,
+    host_token,
+    read_secret,
+    token_sha256,
+)
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
 from storage.models import ACTIVE_STATES, Host, HostState, Member, Role, Team
@@ -99,16 +108,80 @@ def list_members(ctx: Context, team: str | None) -> Sequence[Member]:
     return org_queries.members(session=ctx.session, team_id=team_id)
 
 
-def add_host(ctx: Context, name: str, url: str) -> Host:
-    """Register a GPU host by its agent's URL."""
+@dataclass(frozen=True)
+class IssuedToken:
+    """A host's new agent token, to show the admin once (it is kept nowhere in clear), and
+    where the host's agent reads it."""
+
+    host: str
+    url: str
+    generation: int
+    token: str
+    path: str = HOST_TOKEN_PATH
+
+
+def add_host(ctx: Context, name: str, url: str) -> tuple[Host, IssuedToken | None]:
+    """Register a GPU host by its agent's URL, with a token of its own when the scheduler
+    has an agent secret (None: it uses the shared PAIKA_AGENT_TOKEN)."""
     ctx.require_admin(Action.ADD_HOSTS)
     if cluster_queries.host_by_name(session=ctx.session, name=name) is not None:
         raise Conflict(Problem.HOST_EXISTS, name=name)
+    secret = None if ctx.agent_secret_file is None else _secret(ctx)
     host = Host(name=name, url=url.rstrip("/"), state=HostState.UNKNOWN, added_at=ctx.now)
     ctx.session.add(host)
     ctx.session.flush()
     ctx.audit("host.add", "host", host.id, name=name, url=host.url)
+    return host, None if secret is None else _issue(ctx, host, secret, "host.token_issue")
+
+
+def rotate_token(ctx: Context, name: str) -> IssuedToken:
+    """Issue a host a new token (its first, or after a revocation); the old one stops
+    working for the scheduler at once, and on the host when the new one is installed."""
+    ctx.require_admin(Action.ISSUE_TOKENS)
+    host = _host(ctx, name)
+    secret = _secret(ctx)
+    return _issue(ctx, host, secret, "host.token_rotate")
+
+
+def revoke_token(ctx: Context, name: str) -> Host:
+    """Stop using a host's token: no poll, start or stop goes there until a new token is issued."""
+    ctx.require_admin(Action.REVOKE_TOKENS)
+    host = _host(ctx, name)
+    if host.token_revoked_at is not None:
+        raise Conflict(Problem.TOKEN_ALREADY_REVOKED, host=host.name)
+    host.token_revoked_at = ctx.now
+    host.token_changed_by = ctx.actor.user_id
+    ctx.session.add(host)
+    ctx.audit(
+        "host.token_revoke", "host", host.id, name=host.name, generation=host.token_generation
+    )
     return host
+
+
+def _issue(ctx: Context, host: Host, secret: bytes, action: str) -> IssuedToken:
+    """A new generation of the host's token: its hash, salt and times stored, never the token."""
+    host.token_generation += 1
+    host.token_salt = secrets.token_hex(8)
+    token = host_token(secret, host.name, host.token_generation, host.token_salt)
+    host.token_sha256 = token_sha256(token)
+    if host.token_issued_at is None:
+        host.token_issued_at = ctx.now
+    host.token_rotated_at = ctx.now
+    host.token_revoked_at = None
+    host.token_changed_by = ctx.actor.user_id
+    ctx.session.add(host)
+    ctx.audit(action, "host", host.id, name=host.name, generation=host.token_generation)
+    return IssuedToken(host.name, host.url, host.token_generation, token)
+
+
+def _secret(ctx: Context) -> bytes:
+    path = ctx.agent_secret_file
+    if path is None:
+        raise Conflict(Problem.NO_AGENT_SECRET)
+    try:
+        return read_secret(path)
+    except AgentSecretError as exc:
+        raise Conflict(Problem.AGENT_SECRET_UNUSABLE, detail=str(exc)) from exc
 
 
 def set_draining(ctx: Context, name: str, draining: bool) -> Host:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from scheduler.hosts.credentials import travels_in_clear
 from scheduler.service import jobs
 from scheduler.service.context import Context
 from scheduler.service.jobs import JobView
@@ -55,6 +56,7 @@ class HostView:
     state: str  # HostState value: up, degraded, down, unknown
     draining: bool
     cards: tuple[CardView, ...]
+    insecure: bool = False  # reached over plain HTTP across a network
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ def board(ctx: Context) -> BoardResult:
                 _card(host, gpu, holders.get(gpu.id or 0), rules)
                 for gpu in sorted(by_host.get(host.id or 0, ()), key=lambda g: g.index)
             ),
+            travels_in_clear(host.url),
         )
         for host in cluster_queries.all_hosts(session=session)
     )
@@ -156,7 +159,7 @@ def _card(host: Host, gpu: Gpu, job: Job | None, rules: _Rules) -> CardView:
 
 
 def _state(host: Host, gpu: Gpu, job: Job | None, rules: _Rules) -> CardState:
-    if not gpu.healthy or host.state == HostState.DOWN:
+    if not gpu.healthy or host.state == HostState.DOWN or host.untrusted:
         return CardState.DOWN
     if job is not None:
         # No reading is not a reading of zero: only a measured low utilization is idle.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
@@ -81,6 +82,8 @@ class Context:
     # whether a command that changed something leaves them to be filled in after its commit.
     waits_board: WaitsBoard | None = None
     defer_waits: bool = False
+    # The secret hosts' own agent tokens derive from (None: hosts use the shared token).
+    agent_secret_file: Path | None = None
 
     @property
     def wrote(self) -> bool:

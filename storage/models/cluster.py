@@ -8,7 +8,7 @@ from enum import StrEnum
 from sqlalchemy import CheckConstraint, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from storage.limits import GPU_TYPE, HOST_NAME, HOST_URL
+from storage.limits import GPU_TYPE, HOST_NAME, HOST_URL, LAST_ERROR
 from storage.models.base import at_field, number_field
 
 
@@ -36,6 +36,21 @@ class Host(SQLModel, table=True):
     failed_polls: int = 0  # consecutive; the host is down after `down_after_failed_polls`
     state_since: datetime | None = at_field(nullable=True)
     agent_version: str | None = Field(default=None, sa_type=String(32))
+    # Why the last poll failed (cleared when the agent answers); `untrusted` when it failed on
+    # trust (a certificate that does not verify, a token refused or revoked): no job starts there.
+    last_error: str | None = Field(default=None, sa_type=String(LAST_ERROR))
+    untrusted: bool = False
+    # The host's own agent token. The scheduler derives it from its secret, the host name, the
+    # generation and a salt (public: a host removed and added again under its old name gets a
+    # new token); only its SHA-256 is kept, to tell a token issued under another secret.
+    # Generation 0: no token of its own (the shared PAIKA_AGENT_TOKEN).
+    token_generation: int = 0
+    token_salt: str | None = Field(default=None, sa_type=String(32))
+    token_sha256: str | None = Field(default=None, sa_type=String(64))
+    token_issued_at: datetime | None = at_field(nullable=True)  # its first token
+    token_rotated_at: datetime | None = at_field(nullable=True)  # its latest new one
+    token_revoked_at: datetime | None = at_field(nullable=True)  # set: the host is not used
+    token_changed_by: str | None = Field(default=None, sa_type=String(32))
 
 
 class Gpu(SQLModel, table=True):

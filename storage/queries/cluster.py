@@ -33,6 +33,12 @@ def host_rows(*, session: Session) -> Sequence[Row[Any]]:
         col(Host.draining),
         col(Host.failed_polls),
         col(Host.agent_version),
+        col(Host.last_error),
+        col(Host.untrusted),
+        col(Host.token_generation),
+        col(Host.token_salt),
+        col(Host.token_sha256),
+        col(Host.token_revoked_at),
     ).order_by(col(Host.name))
     return session.execute(query).all()
 

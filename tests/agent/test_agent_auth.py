@@ -56,6 +56,7 @@ def test_health_needs_no_token(agent: Agent) -> None:
         "api_version": 1,
         "host": "test-host",
         "simulated": True,
+        "tls": False,
     }
 
 

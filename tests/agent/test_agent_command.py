@@ -81,7 +81,8 @@ def test_the_served_app_uses_the_token_and_the_simulated_gpus(
     result = CliRunner().invoke(_cli(), [*args, "--state-dir", str(tmp_path / "st")])
     assert result.exit_code == 0, result.output
     assert "4 GPU(s)" in result.output and "[simulated]" in result.output
-    assert (served[0]["host"], served[0]["port"]) == ("0.0.0.0", 8471)
+    # Without TLS the default address is loopback (plain HTTP stays on this machine).
+    assert (served[0]["host"], served[0]["port"]) == ("127.0.0.1", 8471)
     assert (tmp_path / "st" / "jobs.json").exists()
     # The job store was closed when uvicorn returned; the app still answers reads.
     server, thread, port = serve_in_thread(served[0]["app"])
@@ -204,7 +205,8 @@ def test_a_missing_token_file_stops_the_agent_naming_it(
     monkeypatch.setenv("PAIKA_AGENT_TOKEN_FILE", str(tmp_path / "nowhere"))
     result = CliRunner().invoke(_cli(), ["agent", "--simulate", "1xT4"])
     assert result.exit_code == 2
-    assert f"cannot read {tmp_path / 'nowhere'}" in result.output and served == []
+    assert f"{tmp_path / 'nowhere'} is missing" in result.output and served == []
+    assert "PAIKA_AGENT_TOKEN_FILE" in result.output
 
 
 def test_the_help_prefers_the_token_file_and_offers_the_root_flag() -> None:

@@ -166,3 +166,34 @@ def test_the_words_are_english_on_the_console_and_translated_in_slack() -> None:
     ]
     assert template_fields("zh", {}) == "（无字段）"
     assert template_fields("en", {"cmd": "python a.py", "gpus": 2}) == 'cmd="python a.py" gpus=2'
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        SaidCode.HOST_ADDED_WITH_TOKEN,
+        SaidCode.HOST_TOKEN_ROTATED,
+        SaidCode.HOST_TOKEN_REVOKED,
+        SaidCode.HOST_ROW_TROUBLE,
+    ],
+)
+def test_the_token_answers_are_said_in_both_languages_with_the_install_command(
+    code: SaidCode,
+) -> None:
+    values = {
+        "name": "gpu-01",
+        "url": "https://gpu-01:8470",
+        "generation": 2,
+        "token": "pk1_abc",
+        "path": "/etc/paika/agent.token",
+        "state": "degraded",
+        "problem": "wrong agent token",
+    }
+    said = Said(code, values)
+    english, chinese = say("en", said), say("zh", said)
+    assert CHINESE.search(chinese) or code is SaidCode.HOST_ROW_TROUBLE
+    assert "gpu-01" in english and "gpu-01" in chinese
+    if code in (SaidCode.HOST_ADDED_WITH_TOKEN, SaidCode.HOST_TOKEN_ROTATED):
+        install = "echo 'pk1_abc' > /etc/paika/agent.token.new) && mv"
+        assert install in english and install in chinese
+    assert render(said, ZONE) == english

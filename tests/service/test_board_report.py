@@ -64,7 +64,7 @@ def _running(session: Session, name: str, owner: str, team: str, started: dateti
 def _host(
     session: Session, name: str, cards: Sequence[dict[str, object]], **fields: object
 ) -> list[Gpu]:
-    host = Host(name=name, url=f"http://{name}:8470", added_at=fields.pop("at"), **fields)  # type: ignore[arg-type]
+    host = Host(name=name, url=f"https://{name}:8470", added_at=fields.pop("at"), **fields)  # type: ignore[arg-type]
     session.add(host)
     session.flush()
     rows = [Gpu(host_id=host.id or 0, index=i, **card) for i, card in enumerate(cards)]  # type: ignore[arg-type]

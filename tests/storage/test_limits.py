@@ -73,6 +73,8 @@ STRING_COLUMNS: dict[tuple[str, str], tuple[int, list[str]]] = {
     ("admin host drain", "name"): _HOST,
     ("admin host resume", "name"): _HOST,
     ("admin host remove", "name"): _HOST,
+    ("admin host rotate", "name"): _HOST,
+    ("admin host revoke", "name"): _HOST,
 }
 
 # Free text that lands in unbounded TEXT columns (or JSON): the grammar's own limit applies.
