@@ -119,7 +119,8 @@ def _change(result: ChangeResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
 @render.register
 def _status(result: StatusResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     job = result.view.job
-    run = [t(lang, "console.status.command", command=job.command)]
+    command = job.command if result.shows_command else t(lang, "status.command_hidden")
+    run = [t(lang, "console.status.command", command=command)]
     if job.image:
         run.append(t(lang, "console.status.image", image=job.image))
     lines = [

@@ -8,7 +8,7 @@ from typing import Any
 from scheduler.grammar import Help, check_required, defaults, help_for, subcommand
 from scheduler.grammar.values import convert
 from scheduler.results import Listing, QuotaListing, Said, SaidCode, Value
-from scheduler.service import admin, board, bumps, jobs, prefs, quotas, report, templates
+from scheduler.service import accounts, admin, board, bumps, jobs, prefs, quotas, report, templates
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
 
@@ -234,6 +234,13 @@ HANDLERS: dict[tuple[str, ...], Handler] = {
     ("admin", "host", "list"): _host_list,
     ("admin", "host", "rotate"): _host_rotate,
     ("admin", "host", "revoke"): _host_revoke,
+    ("admin", "account", "set"): lambda ctx, a: accounts.set_account(
+        ctx, a.get("user"), a.get("team"), a["account"]
+    ),
+    ("admin", "account", "remove"): lambda ctx, a: accounts.remove_account(
+        ctx, a.get("user"), a.get("team")
+    ),
+    ("admin", "account", "list"): lambda ctx, a: accounts.list_accounts(ctx),
 }
 
 

@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from scheduler.agent.errors import BadRequest
-from scheduler.agent.protocol import ContainerOptions
+from scheduler.agent.protocol import ContainerOptions, is_account_name
 from scheduler.errors import ConfigError
 from scheduler.policy.matching import CardType
 from scheduler.policy.snapshot import Backfill, Knobs, WithinClass
@@ -225,6 +225,27 @@ class Containers(_Strict):
         return ContainerOptions(**self.model_dump())
 
 
+class Accounts(_Strict):
+    """Which Unix account GPU hosts run each person's jobs as (`/gpu admin account` sets the
+    same in the database, and wins). A person's own mapping wins over their team's."""
+
+    # true: a job whose owner maps to no account is refused at submit, with what to do.
+    required: bool = False
+    users: dict[str, str] = Field(default_factory=dict)  # Slack user id -> account
+    teams: dict[str, str] = Field(default_factory=dict)  # team name -> shared account
+
+    @field_validator("users", "teams")
+    @classmethod
+    def _accounts_are_user_names(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [name for name in value.values() if not is_account_name(name)]
+        if bad:
+            raise ValueError(
+                f"not a Unix user name: {', '.join(map(repr, bad))} (letters, digits, . _ -; "
+                "at most 32 characters, not starting with - and not all digits)"
+            )
+        return value
+
+
 class PolicyConfig(_Strict):
     """The whole policy file."""
 
@@ -243,6 +264,7 @@ class PolicyConfig(_Strict):
     alerts: Alerts = Alerts()
     reclaim: Reclaim = Reclaim()
     containers: Containers = Containers()
+    accounts: Accounts = Accounts()
 
     @field_validator("timezone")
     @classmethod

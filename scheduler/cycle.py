@@ -507,6 +507,7 @@ def _orders(session: Session, job: Job, gpus: list[Gpu]) -> list[StartOrder]:
                 job.command,
                 job.image,
                 env,
+                job.account,
             )
         )
     return orders

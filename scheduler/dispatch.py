@@ -61,6 +61,7 @@ class StartOrder:
     command: str
     image: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    account: str | None = None  # the Unix account it runs as (None: the agent's own user)
 
 
 class Dispatcher(Protocol):
@@ -108,6 +109,7 @@ class AgentDispatcher:
                 },
                 image=order.image,
                 container=self.containers if order.image is not None else None,
+                account=order.account,
             )
         except BadRequest as exc:  # the job's own data: no host would take it
             raise DispatchError(

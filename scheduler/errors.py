@@ -77,6 +77,10 @@ class Problem(StrEnum):
     TOKEN_ALREADY_REVOKED = "problem.token_already_revoked"
     NO_AGENT_SECRET = "problem.no_agent_secret"
     AGENT_SECRET_UNUSABLE = "problem.agent_secret_unusable"
+    NO_ACCOUNT = "problem.no_account"
+    BAD_ACCOUNT_NAME = "problem.bad_account_name"
+    ACCOUNT_FOR_WHOM = "problem.account_for_whom"
+    NO_ACCOUNT_MAPPING = "problem.no_account_mapping"
 
 
 class Action(StrEnum):
@@ -103,6 +107,7 @@ class Action(StrEnum):
     LIST_HOSTS = "list_hosts"
     ISSUE_TOKENS = "issue_tokens"
     REVOKE_TOKENS = "revoke_tokens"
+    MANAGE_ACCOUNTS = "manage_accounts"
 
 
 class PaikaError(Exception):

@@ -24,6 +24,7 @@ SLACK_ID = 32  # every Slack user id column; ids are short, this leaves room for
 PRIORITY = 8  # jobs.priority, bump_requests.from_priority / to_priority
 ROLE = 16  # members.role
 LANGUAGE = 8  # user_prefs.language
+UNIX_ACCOUNT = 32  # unix_accounts.account, jobs.account (a POSIX user name)
 
 # Integer primary keys are 32-bit on PostgreSQL and MariaDB; a larger number in a query is
 # an "integer out of range" error there, so record numbers above this are refused.

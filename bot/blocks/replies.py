@@ -193,7 +193,8 @@ def _status(result: StatusResult, lang: str, zone: ZoneInfo, now: datetime) -> M
         items.append(labelled(t(lang, "label.ended"), when(lang, job.ended_at, zone)))
     if view.likely_type:
         items.append(labelled(t(lang, "label.likely_type"), mrkdwn_escape(view.likely_type)))
-    run = f"*{t(lang, 'label.command')}*\n{code_block(job.command)}"
+    shown = code_block(job.command) if result.shows_command else t(lang, "status.command_hidden")
+    run = f"*{t(lang, 'label.command')}*\n{shown}"
     if job.image:
         run += "\n" + labelled_inline(lang, t(lang, "label.image"), code(job.image))
     blocks = [header(title), fields(items), section(run)]

@@ -178,6 +178,15 @@ def _user(name: str, *, positional: bool) -> Key:
     )
 
 
+def _someone() -> Key:
+    """The person an account mapping is for (or give team= instead)."""
+    return Key("user", ValueKind.USER, "@alice", positional=True, max_length=limits.SLACK_ID)
+
+
+def _account() -> Key:
+    return Key("account", ValueKind.NAME, "alice", required=True, max_length=limits.UNIX_ACCOUNT)
+
+
 def _named(about: str, example: str, max_length: int) -> Key:
     return Key(
         "name",
@@ -567,6 +576,23 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         admin=True,
     ),
     Subcommand(("admin", "host", "list"), (), "/gpu admin host list", Section.ADMIN, admin=True),
+    Subcommand(
+        ("admin", "account", "set"),
+        (_someone(), _team("mapped"), _account()),
+        "/gpu admin account set @alice account=alice",
+        Section.ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "account", "remove"),
+        (_someone(), _team("mapped")),
+        "/gpu admin account remove team=vision",
+        Section.ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "account", "list"), (), "/gpu admin account list", Section.ADMIN, admin=True
+    ),
     Subcommand(
         ("admin", "host", "rotate"),
         (_host(),),

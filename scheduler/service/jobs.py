@@ -17,6 +17,7 @@ from scheduler.policy.matching import CardNeeds, CardType, cheapest_fit, fitting
 from scheduler.policy.plan import Wait, WaitCode
 from scheduler.policy.ranking import ordered
 from scheduler.policy.scheduler import schedule
+from scheduler.service import accounts
 from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_by_name, team_name
 from scheduler.service.records import BumpRecord, EventRecord, JobRecord, LedgerRecord
@@ -130,6 +131,7 @@ def submit(ctx: Context, fields: Mapping[str, Any]) -> SubmitResult:
             limit=admission.max_backlog_hours,
             priority=priority,
         )
+    account = accounts.require_account(ctx, ctx.actor.user_id, team)
     data = fields["data"]
     job = Job(
         name=fields["name"],
@@ -146,6 +148,7 @@ def submit(ctx: Context, fields: Mapping[str, Any]) -> SubmitResult:
         data_ready_at=ctx.now if data.ready else None,
         command=fields["cmd"],
         image=fields.get("image"),
+        account=account,
         template=fields.get("template"),
         state=JobState.QUEUED if data.ready else JobState.WAITING_DATA,
         submitted_at=ctx.now,

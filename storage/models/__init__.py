@@ -17,7 +17,7 @@ from storage.models.jobs import (
     Template,
 )
 from storage.models.notices import Notice
-from storage.models.org import Member, Role, Team, UserPref
+from storage.models.org import AccountSubject, Member, Role, Team, UnixAccount, UserPref
 from storage.models.requests import SeenRequest
 from storage.models.slack import SlackDelivery
 
@@ -49,4 +49,6 @@ __all__ = [
     "Team",
     "Template",
     "UserPref",
+    "AccountSubject",
+    "UnixAccount",
 ]

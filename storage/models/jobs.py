@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import JSON, Column, Integer, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from storage.limits import UNIX_ACCOUNT
 from storage.models.base import SLACK_ID, at_field, json_field, number_field, text_field
 
 
@@ -69,6 +70,9 @@ class Job(SQLModel, table=True):
     data_ready_at: datetime | None = at_field(nullable=True)
     command: str = text_field(nullable=False)
     image: str | None = Field(default=None, sa_type=String(300))
+    # The Unix account its owner's mapping named when it was submitted (None: none mapped;
+    # the host's agent then runs it as its own user, or refuses it when that is root).
+    account: str | None = Field(default=None, sa_type=String(UNIX_ACCOUNT))
     template: str | None = Field(default=None, sa_type=String(64))
     state: str = Field(sa_type=String(16), index=True)
     state_reason: str | None = text_field()

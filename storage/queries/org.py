@@ -1,4 +1,4 @@
-"""Teams, members and their preferences."""
+"""Teams, members, their preferences, and the Unix accounts their jobs run as."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from storage.models import Member, Team, UserPref
+from storage.models import AccountSubject, Member, Team, UnixAccount, UserPref
 
 
 def team_by_name(*, session: Session, name: str) -> Team | None:
@@ -54,3 +54,34 @@ def set_language(*, session: Session, user_id: str, language: str, at: datetime)
     session.add(pref)
     session.flush()
     return pref
+
+
+def unix_account(*, session: Session, kind: AccountSubject, subject: str) -> UnixAccount | None:
+    """The account mapped to one person (a Slack user id) or one team (its name), if any."""
+    return session.exec(
+        select(UnixAccount).where(UnixAccount.subject_kind == kind, UnixAccount.subject == subject)
+    ).first()
+
+
+def unix_accounts(*, session: Session) -> Sequence[UnixAccount]:
+    """Every mapping set with /gpu admin account: people first, then teams."""
+    return session.exec(
+        select(UnixAccount).order_by(
+            UnixAccount.subject_kind.desc(),  # type: ignore[attr-defined]
+            UnixAccount.subject,
+        )
+    ).all()
+
+
+def set_unix_account(
+    *, session: Session, kind: AccountSubject, subject: str, account: str, by: str, at: datetime
+) -> UnixAccount:
+    """Map a person or a team to an account, replacing what was there."""
+    row = unix_account(session=session, kind=kind, subject=subject)
+    if row is None:
+        row = UnixAccount(subject_kind=kind, subject=subject, account=account, set_by=by, set_at=at)
+    else:
+        row.account, row.set_by, row.set_at = account, by, at
+    session.add(row)
+    session.flush()
+    return row

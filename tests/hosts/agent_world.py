@@ -39,10 +39,11 @@ class Agent:
     server: uvicorn.Server | None = None
     store: JobStore | None = None
     thread: object = None
+    # Tests run as root on CI: their jobs may run as root only when the agent is told so.
+    allow_root_jobs: bool = True
 
     def start(self) -> None:
-        # Tests run as root on CI: their jobs may run as root only when the agent is told so.
-        self.store = JobStore(self.state_dir, allow_root_jobs=True)
+        self.store = JobStore(self.state_dir, allow_root_jobs=self.allow_root_jobs)
         reader = SimulatedReader(self.spec, host=self.name, loads=self.store)
         self.server, self.thread, self.port = serve_in_thread(
             build_app(reader, self.store, TOKEN, host=self.name), port=self.port

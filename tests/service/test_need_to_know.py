@@ -34,6 +34,7 @@ def test_only_the_team_its_approvers_and_admins_see_a_jobs_command(team: Paika) 
         assert not seen.shows_command and seen.view.job.command == "", stranger
         text = team.run(f"status #{job_id}", stranger).text
         assert "hf_SECRET" not in text and "python train.py" not in text, stranger
+        assert "(hidden: only the job's team, its approvers and admins see it)" in text
 
 
 def test_host_addresses_and_the_member_list_are_for_admins(team: Paika) -> None:  # noqa: F811
@@ -51,3 +52,20 @@ def test_host_addresses_and_the_member_list_are_for_admins(team: Paika) -> None:
             assert reply.error.values == {"action": action}
             assert "10.0.0.7" not in reply.text and "UALICE" not in reply.text
     assert "Only admins can list hosts." in refused(team, "UALICE", "admin host list")
+
+
+def test_slack_shows_a_stranger_no_command_either(team: Paika) -> None:  # noqa: F811
+    import json
+    from datetime import UTC, datetime
+
+    from bot.replying import message_for
+
+    gpu(team, "UALICE", SECRET_RUN)
+    job_id = jobs(team)["secret"].id or 0
+    now = datetime.now(UTC)
+    for lang in ("en", "zh"):
+        stranger = message_for(team.run(f"status #{job_id}", "UNICK"), lang, team.policy.zone, now)
+        shown = json.dumps(stranger.blocks, ensure_ascii=False) + stranger.text
+        assert "hf_SECRET" not in shown and "python train.py" not in shown
+        owner = message_for(team.run(f"status #{job_id}", "UALICE"), lang, team.policy.zone, now)
+        assert "hf_SECRET" in json.dumps(owner.blocks)

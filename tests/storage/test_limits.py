@@ -74,6 +74,14 @@ STRING_COLUMNS: dict[tuple[str, str], tuple[int, list[str]]] = {
     ("admin host resume", "name"): _HOST,
     ("admin host remove", "name"): _HOST,
     ("admin host rotate", "name"): _HOST,
+    ("admin account set", "user"): _USER,
+    ("admin account set", "team"): _TEAM,
+    ("admin account set", "account"): (
+        limits.UNIX_ACCOUNT,
+        ["unix_accounts.account", "jobs.account"],
+    ),
+    ("admin account remove", "user"): _USER,
+    ("admin account remove", "team"): _TEAM,
     ("admin host revoke", "name"): _HOST,
 }
 
