@@ -18,6 +18,7 @@ from bot.blocks.bump import bump_decided, bump_request
 from bot.blocks.home import home_view
 from bot.blocks.notices import bump_decision_dm
 from bot.blocks.replies import Message
+from bot.channels import ChannelDirectory
 from bot.pacing import AcksFirst
 from bot.services import ApprovalRequest, BotServices
 from scheduler.app import Reply
@@ -38,6 +39,7 @@ class Messenger:
         self.services = services
         self.pacing = pacing or AcksFirst()  # the HTTP layer tells it when requests arrive
         self._dm_channels: dict[str, str] = {}
+        self.channels = ChannelDirectory(client)  # #names to ids, looked up once
         self._lock = threading.Lock()
         self._background = ThreadPoolExecutor(max_workers=4, thread_name_prefix="paika-slack-post")
 
@@ -59,6 +61,7 @@ class Messenger:
 
     def post(self, channel: str, message: Message) -> tuple[str, str] | None:
         """Post to a channel (id or #name); the channel id and ts Slack gives the message."""
+        channel = self.channels.id_of(channel)
         try:
             answer = self.client.chat_postMessage(
                 channel=channel, text=message.text, blocks=message.blocks

@@ -61,6 +61,11 @@ def start_bot(
     services = BotServices(paika)
     app, messenger = build_app(settings, services)
     announcer = SlackAnnouncer(messenger, services)
+    # Every channel the policy names, looked up once now: what it resolved to, or why not.
+    policy = paika.policy
+    named = [policy.slack.channel, policy.slack.approvals_channel]
+    named += [team.channel for team in policy.teams.values()]
+    messenger.later(messenger.channels.check, [name for name in named if name])
     if settings.slack_app_token is not None:
         # apps.connections.open is called with the app token, on the same API base URL.
         opener = WebClient(base_url=settings.slack_api_url or WebClient.BASE_URL)

@@ -384,6 +384,7 @@ class FakeSlack:
         self._messages: dict[tuple[str, str], dict[str, Any]] = {}
         self._views: dict[str, dict[str, Any]] = {}
         self._users: dict[str, dict[str, Any]] = {}
+        self._channels: dict[str, dict[str, Any]] = {}  # by id: name, is_member
         self._uploads: dict[str, Upload] = {}
         self._seq = 0
         self._server: _Server | None = None
@@ -398,6 +399,7 @@ class FakeSlack:
             "chat.delete": self._delete,
             "chat.getPermalink": self._permalink,
             "conversations.open": self._conversations_open,
+            "conversations.list": self._conversations_list,
             "users.info": self._users_info,
             "views.open": lambda a: self._view_show("views.open", a, need="trigger_id"),
             "views.push": lambda a: self._view_show("views.push", a, need="trigger_id"),
@@ -502,6 +504,11 @@ class FakeSlack:
             holds, self._holds = list(self._holds.values()), {}
         for hold in holds:
             hold.release()
+
+    def set_channel(self, channel_id: str, name: str, *, member: bool = True) -> None:
+        """A channel ``conversations.list`` shows (set it again with another name: a rename)."""
+        with self._lock:
+            self._channels[channel_id] = {"id": channel_id, "name": name, "is_member": member}
 
     def set_user(self, user_id: str, **fields: Any) -> dict[str, Any]:
         """Set what ``users.info`` says about a user (``tz="Europe/Berlin"``, ``profile=...``)."""
@@ -791,6 +798,16 @@ class FakeSlack:
         ts = str(args["message_ts"]).replace(".", "")
         link = f"https://{TEAM_DOMAIN}.slack.com/archives/{args['channel']}/p{ts}"
         return {"ok": True, "channel": args["channel"], "permalink": link}
+
+    def _conversations_list(self, args: dict[str, Any]) -> dict[str, Any]:
+        # Pages of `limit`, the cursor being the next index, as Slack's cursors are opaque.
+        limit = int(args.get("limit") or 100)
+        start = int(args.get("cursor") or 0)
+        with self._lock:
+            channels = [dict(c) for _, c in sorted(self._channels.items())]
+        page = channels[start : start + limit]
+        following = str(start + limit) if start + limit < len(channels) else ""
+        return {"ok": True, "channels": page, "response_metadata": {"next_cursor": following}}
 
     def _conversations_open(self, args: dict[str, Any]) -> dict[str, Any]:
         if args.get("channel"):

@@ -416,7 +416,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         ("admin", "team", "add"),
         (
             _team_name(),
-            Key("channel", ValueKind.TEXT, "#vision-gpu", max_length=limits.CHANNEL),
+            Key("channel", ValueKind.CHANNEL, "#vision-gpu", max_length=limits.CHANNEL),
         ),
         "/gpu admin team add vision channel=#vision-gpu",
         Section.ADMIN,

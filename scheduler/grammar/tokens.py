@@ -145,8 +145,9 @@ def _slack_markup(text: str, index: int) -> tuple[str, int] | None:
     after = end + 1
     if _USER.fullmatch(inner):
         return text[index:after], after  # the user kind reads the id out of the mention
-    if match := _CHANNEL.fullmatch(inner):
-        return "#" + decode_entities(match[2] or match[1]), after
+    if _CHANNEL.fullmatch(inner):
+        # Kept whole, like a user: the channel kind keeps its id (a rename changes the name).
+        return text[index:after], after
     if match := _SPECIAL.fullmatch(inner):
         return (decode_entities(match[2]) if match[2] else "@" + match[1]), after
     if match := _LINK.fullmatch(inner):

@@ -30,6 +30,7 @@ class ValueKind(StrEnum):
     NAME = "name"
     JOB_REF = "job_ref"
     USER = "user"
+    CHANNEL = "channel"  # a Slack channel: its mention <#C…|name> or id, or #name
     GPU_TYPES = "gpu_types"
     GPU_TYPE_OR_ANY = "gpu_type_or_any"
     DATE = "date"
@@ -111,7 +112,14 @@ class Expected:
 
 # Kinds whose values are text checked against the key's max_length.
 _LENGTH_KINDS = frozenset(
-    {ValueKind.TEXT, ValueKind.IMAGE, ValueKind.NAME, ValueKind.URL, ValueKind.DATA}
+    {
+        ValueKind.TEXT,
+        ValueKind.IMAGE,
+        ValueKind.NAME,
+        ValueKind.URL,
+        ValueKind.DATA,
+        ValueKind.CHANNEL,
+    }
 )
 
 
@@ -127,6 +135,12 @@ _USER_FORMS = (
     re.compile(r"<@([UW][A-Z0-9]{2,})(?:\|[^>]*)?>"),
     re.compile(r"@?([UW][A-Z0-9]{2,})"),
 )
+# A channel picked from Slack's autocomplete arrives escaped as <#C0123ABCD|name>: kept as its
+# id, so renaming the channel later does not break posting to it. A typed #name is kept as
+# a name (the bot looks its id up), and so is a bare id.
+_CHANNEL_MENTION = re.compile(r"<#([CG][A-Z0-9]{2,})(?:\|[^>]*)?>")
+_CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{8,}")
+_CHANNEL_NAME = re.compile(r"#?([a-z0-9][a-z0-9_-]*)")
 _GOT_LIMIT = 40
 
 
@@ -294,6 +308,18 @@ def _to_user(key: KeyRules, raw: str) -> str:
     raise _Invalid
 
 
+def _to_channel(key: KeyRules, raw: str) -> str:
+    if (match := _CHANNEL_MENTION.fullmatch(raw)) or (match := _CHANNEL_ID.fullmatch(raw)):
+        channel = match[1] if match.re is _CHANNEL_MENTION else match[0]
+    elif match := _CHANNEL_NAME.fullmatch(raw):
+        channel = "#" + match[1]
+    else:
+        raise _Invalid
+    if len(channel) > key.max_length:
+        raise _Invalid(length=len(channel))
+    return channel
+
+
 def _to_gpu_types(key: KeyRules, raw: str) -> tuple[str, ...]:
     # "any" would otherwise be read as a GPU type called "any" that no host has.
     if raw.lower() == "any":
@@ -361,6 +387,7 @@ _CONVERTERS: dict[ValueKind, Callable[[KeyRules, str], object]] = {
     ValueKind.NAME: _to_name,
     ValueKind.JOB_REF: _to_job_ref,
     ValueKind.USER: _to_user,
+    ValueKind.CHANNEL: _to_channel,
     ValueKind.GPU_TYPES: _to_gpu_types,
     ValueKind.GPU_TYPE_OR_ANY: _to_gpu_type_or_any,
     ValueKind.DATE: _to_date,

@@ -117,7 +117,9 @@ def test_values_that_fit_their_column_pass(text: str, key: str, value: str) -> N
 
 def test_too_long_channel_says_how_long_it_may_be() -> None:
     message = problem("en", _error(f"admin team add vision channel=#{'c' * 200}"))
-    assert message.startswith(f"channel must be text of at most {limits.CHANNEL} characters")
+    assert message.startswith(
+        f"channel must be a Slack channel (type # and pick it; at most {limits.CHANNEL} characters)"
+    )
 
 
 # ---------------------------------------------------------------- record numbers

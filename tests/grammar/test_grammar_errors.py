@@ -220,9 +220,15 @@ INVALID = [
     ),
     pytest.param(
         "admin team add vision channel=#" + "c" * 100,
-        "channel must be text of at most 100 characters, got 101 characters."
-        "\nExample: channel=#vision-gpu",
+        "channel must be a Slack channel (type # and pick it; at most 100 characters), got "
+        "101 characters.\nExample: channel=#vision-gpu",
         id="channel-longer-than-its-column",
+    ),
+    pytest.param(
+        "admin team add vision channel=#Vision GPU",
+        'channel must be a Slack channel (type # and pick it; at most 100 characters), got "#Vision".'
+        "\nExample: channel=#vision-gpu",
+        id="channel-not-a-channel-name",
     ),
     pytest.param(
         "admin host add gpu-01 url=http://gpu-01/" + "p" * 300,

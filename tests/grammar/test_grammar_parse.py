@@ -159,8 +159,14 @@ VALID = [
     pytest.param(
         "admin team add vision channel=<#C0123ABC|vision-gpu>",
         ("admin", "team", "add"),
-        {"name": "vision", "channel": "#vision-gpu"},
+        {"name": "vision", "channel": "C0123ABC"},  # its id: renaming it breaks nothing
         id="team-add-slack-channel",
+    ),
+    pytest.param(
+        "admin team add vision channel=#vision-gpu",
+        ("admin", "team", "add"),
+        {"name": "vision", "channel": "#vision-gpu"},
+        id="team-add-typed-channel-name",
     ),
     pytest.param(
         "admin member add <@U012AB3CD|alice> team=vision role=Approver",

@@ -26,8 +26,8 @@ def test_token_records_key_column_and_raw_text() -> None:
     ("text", "value"),
     [
         pytest.param("<@U012AB3CD|alice>", "<@U012AB3CD|alice>", id="user-kept-for-user-kind"),
-        pytest.param("<#C0123|general>", "#general", id="channel"),
-        pytest.param("<#C0123>", "#C0123", id="channel-without-name"),
+        pytest.param("<#C0123|general>", "<#C0123|general>", id="channel-kept-for-its-id"),
+        pytest.param("<#C0123>", "<#C0123>", id="channel-without-name"),
         pytest.param("<https://x.y/z?a=1&amp;b=2>", "https://x.y/z?a=1&b=2", id="link"),
         pytest.param("<mailto:a@b.c|a@b.c>", "a@b.c", id="mailto-label"),
         pytest.param("<http://train.py|train.py>", "train.py", id="autolinked-filename"),
