@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
@@ -94,6 +95,7 @@ class Cycle:
         self.dispatcher, self.observer, self.poller = dispatcher, observer, poller
         self._last_sample: datetime | None = None
         self._silent: set[str] = set()  # hosts whose last poll failed
+        self._revoked_unsent: list[Any] = []  # host rows whose agent still takes a revoked token
 
     def run_once(self) -> CycleResult:
         """One full cycle; returns what it did."""
@@ -121,6 +123,7 @@ class Cycle:
             self._resend_starts(found.resend, result)
         with self._step(result, "stops"):
             self._send_stops(found.stops, found.orphans)
+            self._send_revocations(result.at)
         # 4. snapshot and policy
         with self._step(result, "policy"), Session(self.engine) as session:
             result.snapshot = build_snapshot(session, self.policy, result.at)
@@ -172,9 +175,33 @@ class Cycle:
         self._last_sample = now
         return True
 
+    def _send_revocations(self, now: datetime) -> None:
+        """Tell each host whose token was revoked to refuse it, once it can be reached: the
+        scheduler stopped using it at once; this makes a leaked copy useless on the host too."""
+        if self.keys is None:
+            return
+        for row in self._revoked_unsent:
+            token = self.keys.revoked_token_of(row)
+            if token is None or not self.dispatcher.revoke(row.name, row.url, token):
+                continue
+            with session_scope(self.engine) as session:
+                cluster_queries.revocation_sent(
+                    session=session,
+                    host_id=row.id,
+                    revoked_at=row.token_revoked_at,
+                    generation=row.token_generation,
+                    at=now,
+                )
+            log.info("host %s refuses its revoked token now", row.name, extra={"host": row.name})
+
     def _targets(self) -> list[Target]:
         with Session(self.engine) as session:
             rows = cluster_queries.host_rows(session=session)
+        self._revoked_unsent = [
+            row
+            for row in rows
+            if row.token_revoked_at is not None and row.token_revocation_sent_at is None
+        ]
         if self.keys is None:
             return [Target(host.name, host.url) for host in rows]
         self.keys.refresh(rows)

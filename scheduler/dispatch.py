@@ -5,6 +5,7 @@ A job's command runs through a shell on its GPU host only; the scheduler never r
 
 from __future__ import annotations
 
+import logging
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,6 +16,8 @@ from scheduler.agent.errors import AgentError, AnswerLost, BadRequest
 from scheduler.agent.protocol import ContainerOptions, StartRequest
 from scheduler.errors import PaikaError
 from scheduler.hosts.credentials import AgentKeys, HostKey
+
+log = logging.getLogger(__name__)
 
 
 class DispatchError(PaikaError):
@@ -70,6 +73,8 @@ class Dispatcher(Protocol):
     def start(self, order: StartOrder) -> None: ...
 
     def stop(self, host: str, url: str, agent_job: str, grace_s: float) -> None: ...
+
+    def revoke(self, host: str, url: str, token: str) -> bool: ...
 
 
 class AgentDispatcher:
@@ -129,6 +134,19 @@ class AgentDispatcher:
                 client.stop_job(agent_job, grace_s)
         except AgentError as exc:
             raise DispatchError(host, int(agent_job.split(".")[0]), str(exc)) from exc
+
+    def revoke(self, host: str, url: str, token: str) -> bool:
+        """Tell a host's agent to refuse `token` (its revoked one) from now on; True once it
+        does, or already did not take it (401). False: not reached; try again later."""
+        try:
+            with AgentClient(url, token, timeout=self.timeout, tls=self.tls) as client:
+                client.revoke_token()
+        except AgentError as exc:
+            if exc.status == 401:
+                return True
+            log.warning("could not tell %s to refuse its revoked token: %s", host, exc)
+            return False
+        return True
 
 
 def _start_error(order: StartOrder, exc: AgentError) -> DispatchError:

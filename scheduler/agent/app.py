@@ -10,7 +10,9 @@ bounded in size (413) and JSON nesting (400) before they are parsed: see body.py
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import json
 import logging
 import os
 import socket
@@ -46,6 +48,7 @@ from scheduler.agent.protocol import (
     StartRequest,
     Status,
     StopRequest,
+    TokenRevoked,
     WireModel,
 )
 
@@ -138,6 +141,7 @@ TokenSource = FixedToken | TokenFile
 # --- The HTTP API ------------------------------------------------------------------------
 
 HEALTH_PATH = "/v1/health"
+REVOKE_PATH = "/v1/token/revoke"
 
 
 def answer(model: WireModel, status_code: int = 200) -> Response:
@@ -152,12 +156,47 @@ def agent_version() -> str:
         return "0+unknown"
 
 
+class RevokedTokens:
+    """Tokens the scheduler revoked, by SHA-256, kept in the agent's private state dir: the
+    agent refuses them even while its token file still holds one (an admin revoked a leaked
+    token before a new one is installed)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        try:
+            self._hashes = set(json.loads(path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            self._hashes = set()
+        except (OSError, ValueError) as exc:
+            raise AgentError(None, f"cannot read the revoked tokens {path}: {exc}") from exc
+
+    @staticmethod
+    def digest(token: bytes) -> str:
+        return hashlib.sha256(token).hexdigest()
+
+    def __contains__(self, token: bytes) -> bool:
+        return self.digest(token) in self._hashes
+
+    def add(self, token: bytes) -> None:
+        """Refuse `token` from now on, across restarts (on disk before this returns)."""
+        with self._lock:
+            self._hashes.add(self.digest(token))
+            partial = self.path.with_suffix(".partial")
+            partial.write_text(json.dumps(sorted(self._hashes)), encoding="utf-8")
+            os.chmod(partial, 0o600)
+            os.replace(partial, self.path)
+
+
 class BearerAuth:
     """ASGI middleware: 401 for any request but GET /v1/health without the right token."""
 
-    def __init__(self, app: ASGIApp, token: str | TokenSource) -> None:
+    def __init__(
+        self, app: ASGIApp, token: str | TokenSource, revoked: RevokedTokens | None = None
+    ) -> None:
         self.app = app
         self._token = FixedToken(token) if isinstance(token, str) else token
+        self._revoked = revoked
 
     def _refusal(self, header: str | None) -> str | None:
         if not header:
@@ -172,6 +211,8 @@ class BearerAuth:
             return "this agent has no token installed; install this host's token on it"
         if not hmac.compare_digest(given.strip().encode(), expected):
             return "wrong agent token (not this host's current token)"
+        if self._revoked is not None and expected in self._revoked:
+            return "this token was revoked; install the host's new token (/gpu admin host rotate)"
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -263,6 +304,13 @@ def build_app(
         job = await run_in_threadpool(jobs_store.stop, job_id, stop.grace_s)
         return answer(job, 202)
 
+    async def post_revoke(request: Request) -> Response:
+        # Only a caller holding the token reaches here (BearerAuth): it revokes that token.
+        given = request.headers["authorization"].partition(" ")[2].strip().encode()
+        await run_in_threadpool(revoked.add, given)
+        log.warning("the scheduler revoked this agent's token: it is refused from now on")
+        return answer(TokenRevoked(revoked=True))
+
     async def get_log(request: Request) -> Response:
         job_id = request.path_params["job_id"]
         raw = request.query_params.get("lines", "100")
@@ -303,7 +351,10 @@ def build_app(
         Route("/v1/jobs/{job_id}/log", get_log, methods=["GET"]),
         metrics_route(reader, jobs_store, host_name),
     ]
-    middleware = [] if token is None else [Middleware(BearerAuth, token=token)]
+    revoked = RevokedTokens(jobs_store.state_dir / "revoked-tokens.json")
+    if token is not None:
+        routes.append(Route(REVOKE_PATH, post_revoke, methods=["POST"]))
+    middleware = [] if token is None else [Middleware(BearerAuth, token=token, revoked=revoked)]
     return Starlette(
         routes=routes,
         middleware=middleware,

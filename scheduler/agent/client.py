@@ -46,6 +46,7 @@ from scheduler.agent.protocol import (
     StartRequest,
     Status,
     StopRequest,
+    TokenRevoked,
     WireModel,
     is_job_id,
 )
@@ -241,6 +242,11 @@ class Endpoints:
         flight is refused (409) rather than launched."""
         body = StopRequest(grace_s=grace_s)
         return Request("POST", _job_path(job_id, "/stop"), JobInfo.from_json, body=body)
+
+    @endpoint
+    def revoke_token() -> Request[TokenRevoked]:
+        """The token this client holds is refused by the agent from now on."""
+        return Request("POST", "/v1/token/revoke", TokenRevoked.from_json)
 
     @endpoint
     def log(job_id: str, lines: int = 100) -> Request[LogTail]:

@@ -541,3 +541,12 @@ class LogTail(WireModel):
     @property
     def text(self) -> str:
         return "".join(line + "\n" for line in self.lines)
+
+
+class TokenRevoked(WireModel):
+    """POST /v1/token/revoke: the token this request was sent with is refused from now on
+    (until the host's token file holds another one)."""
+
+    WHAT = "revocation"
+
+    revoked: bool

@@ -168,6 +168,14 @@ class AgentKeys:
             )
         return HostKey(token)
 
+    def revoked_token_of(self, row: HostCredentialRow) -> str | None:
+        """The token a host's agent should be told to refuse: its own, revoked one (None when
+        it has none, or this scheduler cannot work it out)."""
+        if row.token_revoked_at is None or not row.token_generation or self.secret is None:
+            return None
+        token = host_token(self.secret, row.name, row.token_generation, row.token_salt or "")
+        return token if hmac.compare_digest(token_sha256(token), row.token_sha256 or "") else None
+
     def _shared(self, host: str) -> HostKey:
         if self.shared_token:
             return HostKey(self.shared_token)

@@ -50,6 +50,8 @@ class Host(SQLModel, table=True):
     token_issued_at: datetime | None = at_field(nullable=True)  # its first token
     token_rotated_at: datetime | None = at_field(nullable=True)  # its latest new one
     token_revoked_at: datetime | None = at_field(nullable=True)  # set: the host is not used
+    # When the host's agent was told to refuse the revoked token (None: not yet).
+    token_revocation_sent_at: datetime | None = at_field(nullable=True)
     token_changed_by: str | None = Field(default=None, sa_type=String(32))
 
 

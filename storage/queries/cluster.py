@@ -39,8 +39,26 @@ def host_rows(*, session: Session) -> Sequence[Row[Any]]:
         col(Host.token_salt),
         col(Host.token_sha256),
         col(Host.token_revoked_at),
+        col(Host.token_revocation_sent_at),
     ).order_by(col(Host.name))
     return session.execute(query).all()
+
+
+def revocation_sent(
+    *, session: Session, host_id: int, revoked_at: datetime, generation: int, at: datetime
+) -> bool:
+    """Record that a host's agent refuses its revoked token now; only if the host's token is
+    still that revoked one (a rotation in between made the revocation moot)."""
+    changed = session.execute(
+        update(Host)
+        .where(
+            col(Host.id) == host_id,
+            col(Host.token_revoked_at) == revoked_at,
+            col(Host.token_generation) == generation,
+        )
+        .values(token_revocation_sent_at=at)
+    )
+    return bool(changed.rowcount)  # type: ignore[attr-defined]
 
 
 def gpus_of_host(*, session: Session, host_id: int) -> Sequence[Gpu]:

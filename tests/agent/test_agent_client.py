@@ -216,7 +216,17 @@ def test_job_ids_are_checked_before_they_go_into_a_url(agent: Agent) -> None:
 
 def test_both_clients_take_their_requests_from_one_list() -> None:
     requests = {name for name, value in vars(Endpoints).items() if isinstance(value, endpoint)}
-    assert requests == {"health", "gpus", "status", "jobs", "job", "start_job", "stop_job", "log"}
+    assert requests == {
+        "health",
+        "gpus",
+        "status",
+        "jobs",
+        "job",
+        "start_job",
+        "stop_job",
+        "log",
+        "revoke_token",
+    }
     for client in (AgentClient, AsyncAgentClient):
         assert issubclass(client, Endpoints)
         assert {name for name in vars(client) if not name.startswith("_")} <= {"close", "aclose"}

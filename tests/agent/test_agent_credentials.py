@@ -70,6 +70,35 @@ def test_the_agent_accepts_its_own_token_only(filed_agent: str) -> None:
     assert refused.value.status == 401 and "not this host's current token" in refused.value.message
 
 
+def test_a_revoked_token_is_refused_though_the_file_still_holds_it_and_after_a_restart(
+    tmp_path: Path, token_file: Path
+) -> None:
+    def serve() -> tuple[str, Any]:
+        store = JobStore(tmp_path / "state")
+        app = build_app(SimulatedReader("1xT4", host="host-a"), store, TokenFile(token_file))
+        server, thread, port = serve_in_thread(app)
+        return f"http://127.0.0.1:{port}", (server, thread, store)
+
+    url, running = serve()
+    with AgentClient(url, OURS) as client:
+        assert client.revoke_token().revoked
+    assert not _accepts(url, OURS)
+    with AgentClient(url, OURS) as client, pytest.raises(AgentAuthError) as refused:
+        client.gpus()
+    assert "revoked" in refused.value.message
+    stop_server(*running[:2])
+    running[2].close()
+    url, running = serve()  # a restarted agent still refuses it
+    try:
+        assert not _accepts(url, OURS)
+        assert (tmp_path / "state" / "revoked-tokens.json").stat().st_mode & 0o077 == 0
+        _write_token(token_file, THEIRS)  # the host's new token, installed
+        wait_for(lambda: _accepts(url, THEIRS), 10, "the new token to be taken")
+    finally:
+        stop_server(*running[:2])
+        running[2].close()
+
+
 def test_a_rotation_in_the_token_file_is_taken_without_a_restart(
     filed_agent: str, token_file: Path
 ) -> None:

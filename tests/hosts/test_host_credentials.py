@@ -229,6 +229,9 @@ def test_a_revoked_host_is_not_used_until_a_new_token_is_issued(
         row = _host(paika, "gpu-a")
         assert row.untrusted and "revoked" in (row.last_error or "")
         assert agent.store.all_jobs() == []
+        # The agent was told: its file still holds the revoked token, and it refuses it.
+        assert row.token_revocation_sent_at is not None
+        assert not _accepts(agent, revoked)
         listing = ok(paika, "UADMIN", "admin host list")
         assert "revoked" in listing and "/gpu admin host rotate gpu-a" in listing
         found = TOKEN_SHOWN.search(ok(paika, "UADMIN", "admin host rotate gpu-a"))

@@ -190,6 +190,9 @@ class FakeDispatcher:
     def stop(self, host: str, url: str, agent_job: str, grace_s: float) -> None:
         self.agents[host].stop(agent_job)
 
+    def revoke(self, host: str, url: str, token: str) -> bool:
+        return True  # these hosts hold no tokens of their own
+
 
 class FakePoller:
     """The cycle's Poller over the fake agents."""

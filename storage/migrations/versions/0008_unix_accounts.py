@@ -1,5 +1,6 @@
 """unix_accounts: the Unix account a person's or a team's jobs run as on GPU hosts; jobs.account:
-the account a job was submitted to run as
+the account a job was submitted to run as; hosts.token_revocation_sent_at: when the host's
+agent was told to refuse its revoked token
 
 Revision ID: 0008
 Revises: 0007
@@ -33,9 +34,15 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         batch_op.add_column(sa.Column("account", sa.String(length=32), nullable=True))
+    with op.batch_alter_table("hosts", schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column("token_revocation_sent_at", storage.types.UTCDateTime(), nullable=True)
+        )
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("hosts", schema=None) as batch_op:
+        batch_op.drop_column("token_revocation_sent_at")
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         batch_op.drop_column("account")
     op.drop_table("unix_accounts")
