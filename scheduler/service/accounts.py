@@ -22,17 +22,15 @@ from storage.queries import org as org_queries
 def account_for(ctx: Context, user_id: str, team: Team) -> str | None:
     """The account `user_id`'s jobs for `team` run as, or None when nothing maps them."""
     mapped = ctx.policy.accounts
-    own = org_queries.unix_account(session=ctx.session, kind=AccountSubject.USER, subject=user_id)
-    if own is not None:
-        return own.account
-    if user_id in mapped.users:
-        return mapped.users[user_id]
-    shared = org_queries.unix_account(
-        session=ctx.session, kind=AccountSubject.TEAM, subject=team.name
+    set_by_admins = org_queries.unix_accounts_of(
+        session=ctx.session, user_id=user_id, team=team.name
     )
-    if shared is not None:
-        return shared.account
-    return mapped.teams.get(team.name)
+    return (
+        set_by_admins.get(AccountSubject.USER)
+        or mapped.users.get(user_id)
+        or set_by_admins.get(AccountSubject.TEAM)
+        or mapped.teams.get(team.name)
+    )
 
 
 def require_account(ctx: Context, user_id: str, team: Team) -> str | None:

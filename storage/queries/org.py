@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func
-from sqlmodel import Session, select
+from sqlalchemy import and_, func, or_
+from sqlalchemy import select as sa_select
+from sqlmodel import Session, col, select
 
 from storage.models import AccountSubject, Member, Team, UnixAccount, UserPref
 
@@ -61,6 +62,26 @@ def unix_account(*, session: Session, kind: AccountSubject, subject: str) -> Uni
     return session.exec(
         select(UnixAccount).where(UnixAccount.subject_kind == kind, UnixAccount.subject == subject)
     ).first()
+
+
+def unix_accounts_of(*, session: Session, user_id: str, team: str) -> dict[str, str]:
+    """The accounts mapped to a person and to their team, by subject kind, in one query
+    (it runs for every submit)."""
+    rows = session.execute(
+        sa_select(col(UnixAccount.subject_kind), col(UnixAccount.account)).where(
+            or_(
+                and_(
+                    col(UnixAccount.subject_kind) == AccountSubject.USER,
+                    col(UnixAccount.subject) == user_id,
+                ),
+                and_(
+                    col(UnixAccount.subject_kind) == AccountSubject.TEAM,
+                    col(UnixAccount.subject) == team,
+                ),
+            )
+        )
+    ).all()
+    return {str(kind): str(account) for kind, account in rows}
 
 
 def unix_accounts(*, session: Session) -> Sequence[UnixAccount]:
