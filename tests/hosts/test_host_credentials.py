@@ -351,3 +351,32 @@ def test_the_board_marks_a_host_reached_in_clear_over_a_network(paika: Paika) ->
 
         marked = {host.name: host.insecure for host in board(ctx).hosts}
     assert marked == {"lan-01": True, "tls-01": False, "local": False}
+
+
+def test_a_revocation_reaches_an_agent_that_was_away_once_it_answers(
+    paika: Paika, clock: ManualClock, secret_file: Path, tmp_path: Path, hosts: dict[str, HostAgent]
+) -> None:
+    _paika_with_secret(paika, secret_file)
+    agent = hosts["gpu-a"] = HostAgent("gpu-a", "1xT4-16GB", tmp_path)
+    revoked = _add(paika, agent)
+    cycle = _cycle(paika, secret_file)
+    try:
+        cycle.run_once()
+        port = int(agent.url.rsplit(":", 1)[1])
+        stop_server(agent.server, agent.thread)  # the host is away when the admin revokes
+        ok(paika, "UADMIN", "admin host revoke gpu-a")
+        clock.advance(timedelta(seconds=5))
+        cycle.run_once()
+        assert _host(paika, "gpu-a").token_revocation_sent_at is None  # tried, not reached
+        app = build_app(
+            SimulatedReader("1xT4-16GB", host="gpu-a", loads=agent.store),
+            agent.store,
+            TokenFile(agent.token_file),
+            host="gpu-a",
+        )
+        agent.server, agent.thread, _ = serve_in_thread(app, port=port)
+        assert _accepts(agent, revoked)  # back, and its file still holds the revoked token
+        until(cycle, clock, lambda: _host(paika, "gpu-a").token_revocation_sent_at is not None)
+        assert not _accepts(agent, revoked)
+    finally:
+        cycle.close()
