@@ -14,6 +14,7 @@ from numbers import Real
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from bot.blocks.job import priority, state
 from bot.blocks.quotas import expiry_words
 from bot.i18n import DEFAULT, t, term, wait_words, when
 from bot.said import language_saved, listed, problem, say
@@ -76,7 +77,7 @@ def _submit(result: SubmitResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
             team=view.team,
             needs=_needs(lang, job),
             estimate=t(lang, "unit.gpu_hours", n=job.est_gpu_hours),
-            priority=_priority(lang, job.priority),
+            priority=priority(lang, job.priority),
         ),
         _where(lang, view, zone),
     ]
@@ -87,8 +88,8 @@ def _submit(result: SubmitResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
             t(
                 lang,
                 "submit.bump",
-                asked=_priority(lang, result.bump.to_priority),
-                queued=_priority(lang, job.priority),
+                asked=priority(lang, result.bump.to_priority),
+                queued=priority(lang, job.priority),
                 id=result.bump.id,
             )
         )
@@ -124,13 +125,13 @@ def _status(result: StatusResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     if job.image:
         run.append(t(lang, "console.status.image", image=job.image))
     lines = [
-        t(lang, "status.header", id=job.id, name=job.name, state=_state(lang, job.state)),
+        t(lang, "status.header", id=job.id, name=job.name, state=state(lang, job.state)),
         t(
             lang,
             "console.status.people",
             owner=_mention(job.owner),
             team=result.view.team,
-            priority=_priority(lang, job.priority),
+            priority=priority(lang, job.priority),
         ),
         t(
             lang,
@@ -153,7 +154,7 @@ def _status(result: StatusResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     if produced:
         lines.append(t(lang, "status.produced", what=produced))
     events = EVENTS.join(
-        f"{when(lang, e.at, zone)} {_state(lang, e.to_state)}" for e in result.history
+        f"{when(lang, e.at, zone)} {state(lang, e.to_state)}" for e in result.history
     )
     lines.append(t(lang, "console.status.history", events=events))
     return "\n".join(lines)
@@ -165,8 +166,8 @@ def _bump_line(lang: str, bump: BumpRecord) -> str:
         lang,
         "status.bump",
         id=bump.id,
-        source=_priority(lang, bump.from_priority),
-        target=_priority(lang, bump.to_priority),
+        source=priority(lang, bump.from_priority),
+        target=priority(lang, bump.to_priority),
         state=term(lang, "bump_state", bump.state),
         by=by,
         reason=bump.reason,
@@ -220,7 +221,7 @@ def _running_line(lang: str, view: JobView, zone: ZoneInfo) -> str:
 
 def _waiting_line(lang: str, view: JobView) -> str:
     wait, job = view.wait, view.job
-    why = _why(lang, wait) if wait else _state(lang, job.state)
+    why = _why(lang, wait) if wait else state(lang, job.state)
     hours = t(lang, "console.gpu_h", n=f"{job.est_gpu_hours:g}")
     return f"  {_place(wait)} {_summary(lang, view)}{PARTS}{hours} — {why}"
 
@@ -229,7 +230,7 @@ def _waiting_line(lang: str, view: JobView) -> str:
 def _bump(result: BumpResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     job = result.view.job
     if result.applied:
-        applied = t(lang, "bump.applied", job=_ref(job), priority=_priority(lang, job.priority))
+        applied = t(lang, "bump.applied", job=_ref(job), priority=priority(lang, job.priority))
         return f"{applied}\n{_where(lang, result.view, zone)}"
     request = result.request
     assert request is not None
@@ -238,8 +239,8 @@ def _bump(result: BumpResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
         "bump.pending",
         id=request.id,
         job=_ref(job),
-        source=_priority(lang, request.from_priority),
-        target=_priority(lang, request.to_priority),
+        source=priority(lang, request.from_priority),
+        target=priority(lang, request.to_priority),
         team=result.view.team,
     )
     hint = t(
@@ -270,7 +271,7 @@ def _decision(result: DecisionResult, zone: ZoneInfo, lang: str = DEFAULT) -> st
         id=request.id,
         state=state,
         job=_ref(job),
-        priority=_priority(lang, job.priority),
+        priority=priority(lang, job.priority),
     )
 
 
@@ -340,7 +341,7 @@ def _type_line(lang: str, summary: TypeSummary) -> str:
 def _board_queue(lang: str, result: BoardResult) -> str:
     waiting = sum(result.waiting_by_class.values())
     classes = ", ".join(
-        t(lang, "console.board.class_count", n=n, priority=_priority(lang, name))
+        t(lang, "console.board.class_count", n=n, priority=priority(lang, name))
         for name, n in result.waiting_by_class.items()
         if n
     )
@@ -441,7 +442,7 @@ def _outcome_line(lang: str, job: JobOutcome) -> str:
         f"#{job.job_id} {job.name}",
         job.team,
         _mention(job.owner),
-        _state(lang, job.state),
+        state(lang, job.state),
         t(lang, "console.report.spent", hours=job.gpu_hours, cost=job.cost),
     ]
     shown = _produced(job.output, job.metrics) or t(lang, "report.nothing_recorded")
@@ -469,14 +470,6 @@ def _mention(user: str | None) -> str:
     return f"<@{user}>"
 
 
-def _priority(lang: str, value: str) -> str:
-    return term(lang, "priority", value)
-
-
-def _state(lang: str, value: str) -> str:
-    return term(lang, "state", value)
-
-
 def _card(lang: str, state: CardState) -> str:
     return term(lang, "card", state.value)
 
@@ -488,7 +481,7 @@ def _place(wait: Wait | None) -> str:
 def _summary(lang: str, view: JobView) -> str:
     """A job in a listing: id and name, team, class, needs."""
     job = view.job
-    parts = [_ref(job), view.team, _priority(lang, job.priority), _needs(lang, job)]
+    parts = [_ref(job), view.team, priority(lang, job.priority), _needs(lang, job)]
     return PARTS.join(parts)
 
 

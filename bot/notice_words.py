@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from typing import Any
 
+from bot.blocks.digest import notification
 from bot.i18n import day, has, t, term
 from scheduler.alerts.idle import ACTION_KIND, ASK_KIND
 from scheduler.alerts.quota import EXPIRY_KIND, USED_KIND
@@ -219,17 +220,8 @@ def _reclaimed(lang: str, notice: Announcement) -> str:
 
 
 def _digest(lang: str, notice: Announcement) -> str:
-    digest = Digest.from_json(notice.detail)
-    return t(
-        lang,
-        "notice.digest",
-        day=day(lang, digest.day),
-        free=digest.free_gpus,
-        total=digest.total_gpus,
-        running=digest.running,
-        waiting=digest.waiting,
-        data=digest.waiting_for_data,
-    )
+    # The same line Slack's digest message carries as its notification text.
+    return notification(Digest.from_json(notice.detail), lang)
 
 
 def _day(lang: str, value: object) -> str:

@@ -123,6 +123,7 @@ class Cycle:
             self._resend_starts(found.resend, result)
         with self._step(result, "stops"):
             self._send_stops(found.stops, found.orphans)
+        with self._step(result, "revoke"):
             self._send_revocations(result.at)
         # 4. snapshot and policy
         with self._step(result, "policy"), Session(self.engine) as session:

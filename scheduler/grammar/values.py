@@ -309,10 +309,12 @@ def _to_user(key: KeyRules, raw: str) -> str:
 
 
 def _to_channel(key: KeyRules, raw: str) -> str:
-    if (match := _CHANNEL_MENTION.fullmatch(raw)) or (match := _CHANNEL_ID.fullmatch(raw)):
-        channel = match[1] if match.re is _CHANNEL_MENTION else match[0]
-    elif match := _CHANNEL_NAME.fullmatch(raw):
-        channel = "#" + match[1]
+    if mention := _CHANNEL_MENTION.fullmatch(raw):
+        channel = mention[1]
+    elif _CHANNEL_ID.fullmatch(raw):
+        channel = raw
+    elif name := _CHANNEL_NAME.fullmatch(raw):
+        channel = "#" + name[1]
     else:
         raise _Invalid
     if len(channel) > key.max_length:
