@@ -16,6 +16,7 @@ from storage.models.jobs import (
     PriorityClass,
     Template,
 )
+from storage.models.memory import ArchiveMark, ConfigVersion, Decision, TemplateVersion
 from storage.models.notices import Notice
 from storage.models.org import AccountSubject, Member, Role, Team, UnixAccount, UserPref
 from storage.models.requests import SeenRequest
@@ -50,5 +51,9 @@ __all__ = [
     "Template",
     "UserPref",
     "AccountSubject",
+    "ArchiveMark",
+    "ConfigVersion",
+    "Decision",
+    "TemplateVersion",
     "UnixAccount",
 ]

@@ -74,6 +74,10 @@ class Job(SQLModel, table=True):
     # the host's agent then runs it as its own user, or refuses it when that is root).
     account: str | None = Field(default=None, sa_type=String(UNIX_ACCOUNT))
     template: str | None = Field(default=None, sa_type=String(64))
+    # The template's version the job was submitted from, and the submission as given (the
+    # parsed keys after the template's were filled in): never changed, so it can be repeated.
+    template_version: int | None = None
+    spec: dict[str, Any] | None = json_field()
     state: str = Field(sa_type=String(16), index=True)
     state_reason: str | None = text_field()
     submitted_at: datetime = at_field(index=True)
@@ -165,6 +169,8 @@ class Template(SQLModel, table=True):
     team_id: int = Field(foreign_key="teams.id", index=True)
     name: str = Field(sa_type=String(64))
     fields: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+    # The latest version (template_versions keeps every one).
+    version: int = Field(default=1, sa_column_kwargs={"server_default": "1"})
     created_by: str = Field(sa_type=String(SLACK_ID))
     created_at: datetime = at_field()
     updated_at: datetime = at_field()
