@@ -6,6 +6,7 @@ versions too (local.py). Nothing outside storage/ calls boto3 or names an object
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,6 +20,37 @@ class StoreUnavailable(Exception):
 
 class NoSuchObject(KeyError):
     """No object (or no such version of it) under that key."""
+
+
+class BadKey(ValueError):
+    """A key or meta name no backend may store (empty segments, '..', an absolute path, a
+    meta name S3 would mangle): a bug in the caller, never worth retrying."""
+
+
+META_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
+
+
+def checked_key(key: str) -> str:
+    """`key` when every backend can hold it the same way: '/'-separated, relative, no empty,
+    '.' or '..' segments, no control characters (so a local folder can never be escaped)."""
+    parts = key.split("/")
+    if (
+        not key
+        or any(part in ("", ".", "..") for part in parts)
+        or "\\" in key
+        or any(ord(ch) < 32 or ord(ch) == 127 for ch in key)
+    ):
+        raise BadKey(f"object key {key!r} is not a relative '/'-separated path")
+    return key
+
+
+def checked_meta(meta: Mapping[str, str] | None) -> dict[str, str]:
+    """`meta` as a plain dict when every name is lower-case ASCII (S3 lower-cases names)."""
+    out = dict(meta or {})
+    for name, value in out.items():
+        if not META_NAME.fullmatch(name) or not isinstance(value, str):
+            raise BadKey(f"object meta {name!r} needs a lower-case name and a text value")
+    return out
 
 
 @dataclass(frozen=True)
