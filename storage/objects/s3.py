@@ -178,8 +178,10 @@ class S3Store:
         return sorted(found)
 
     def check(self) -> None:
-        with _mapped(self.where):
+        try:
             self._s3.head_bucket(Bucket=self.bucket)
+        except (ClientError, BotoCoreError) as exc:  # a missing bucket too: nothing can be stored
+            raise StoreUnavailable(f"{self.where}: {exc}") from exc
 
     def versioned(self) -> bool:
         """Whether the bucket keeps versions itself (asked once, on first use)."""
