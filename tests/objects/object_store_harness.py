@@ -48,6 +48,10 @@ class S3Server:
         self._lock = threading.Lock()
 
     @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
