@@ -7,20 +7,16 @@ no profile or file on this machine is read).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
-from object_store_harness import ACCESS_KEY, SECRET_KEY, S3Server
+from object_store_harness import ACCESS_KEY, SECRET_KEY, S3Server, s3_store
 
 from storage.objects.base import ObjectStore
 from storage.objects.local import LocalStore
-from storage.objects.s3 import S3Location, S3Store
 
 BACKENDS = ["local", "s3-versioned", "s3-stamped"]
-_buckets = itertools.count(1)
 
 
 @pytest.fixture(scope="session")
@@ -45,21 +41,6 @@ def s3_server(aws_env: None) -> Iterator[S3Server]:
     server.start()
     yield server
     server.kill()
-
-
-def new_bucket(endpoint: str, *, versioned: bool) -> str:
-    """A fresh bucket on the server at `endpoint`, with or without versioning."""
-    name = f"paika-test-{next(_buckets)}"
-    admin = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-    admin.create_bucket(Bucket=name)
-    if versioned:
-        admin.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
-    return name
-
-
-def s3_store(endpoint: str, *, versioned: bool) -> S3Store:
-    bucket = new_bucket(endpoint, versioned=versioned)
-    return S3Store(S3Location(bucket, "team-a/"), endpoint_url=endpoint, addressing_style="path")
 
 
 @pytest.fixture(params=BACKENDS)

@@ -10,12 +10,14 @@ on the same port finds them as a restarted S3 service finds its disks.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import socket
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+import boto3
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
     MotoRequestHandler,
@@ -23,9 +25,12 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from storage.objects.s3 import S3Location, S3Store
+
 # Credentials the fake server accepts and that must never show up anywhere paika writes.
 ACCESS_KEY = "AKIAPAIKATESTKEY0001"
 SECRET_KEY = "paika-test-secret-do-not-leak-0123456789"
+_buckets = itertools.count(1)
 
 
 def wait_for(check: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
@@ -87,3 +92,18 @@ class S3Server:
                     connection.shutdown(socket.SHUT_RDWR)
             self._connections.clear()
         self._server = None
+
+
+def new_bucket(endpoint: str, *, versioned: bool) -> str:
+    """A fresh bucket on the server at `endpoint`, with or without versioning."""
+    name = f"paika-test-{next(_buckets)}"
+    admin = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    admin.create_bucket(Bucket=name)
+    if versioned:
+        admin.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+    return name
+
+
+def s3_store(endpoint: str, *, versioned: bool) -> S3Store:
+    bucket = new_bucket(endpoint, versioned=versioned)
+    return S3Store(S3Location(bucket, "team-a/"), endpoint_url=endpoint, addressing_style="path")

@@ -8,8 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import s3_store
-from object_store_harness import S3Server, wait_for
+from object_store_harness import S3Server, s3_store, wait_for
 
 from scheduler.clock import ManualClock
 from storage.objects import keys
