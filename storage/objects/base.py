@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
+from urllib.parse import quote
 
 
 class StoreUnavailable(Exception):
@@ -45,12 +46,32 @@ def checked_key(key: str) -> str:
 
 
 def checked_meta(meta: Mapping[str, str] | None) -> dict[str, str]:
-    """`meta` as a plain dict when every name is lower-case ASCII (S3 lower-cases names)."""
+    """`meta` as a plain dict when every backend can hold it: lower-case ASCII names (S3
+    lower-cases them) and, all told, no more than S3's 2 KB of user metadata as sent."""
     out = dict(meta or {})
     for name, value in out.items():
         if not META_NAME.fullmatch(name) or not isinstance(value, str):
             raise BadKey(f"object meta {name!r} needs a lower-case name and a text value")
+    if meta_size(out) > META_BUDGET:
+        raise BadKey(
+            f"object meta takes {meta_size(out)} bytes as sent, over S3's {META_BUDGET}: "
+            "keep long texts in the object itself"
+        )
     return out
+
+
+# S3 refuses a put whose user metadata (names and values, as sent) passes 2 KB; the local
+# folder holds the same budget, so what works on one backend works on the other.
+META_BUDGET = 2048
+
+
+def meta_wire(value: str) -> str:
+    """A meta value as S3 carries it: ASCII, percent-encoded UTF-8 (a Chinese character is 9)."""
+    return quote(value, safe="")
+
+
+def meta_size(meta: Mapping[str, str]) -> int:
+    return sum(len(name) + len(meta_wire(value)) for name, value in meta.items())
 
 
 @dataclass(frozen=True)

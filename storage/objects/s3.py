@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 import boto3
 from botocore.config import Config
@@ -55,6 +55,7 @@ from storage.objects.base import (
     StoreUnavailable,
     checked_key,
     checked_meta,
+    meta_wire,
 )
 from storage.objects.keys import STAMP
 
@@ -127,7 +128,7 @@ class S3Store:
     def put(self, key: str, data: bytes, meta: Mapping[str, str] | None = None) -> ObjectVersion:
         name = self._name(key)
         meta = checked_meta(meta)
-        encoded = {k: quote(v, safe="") for k, v in meta.items()}
+        encoded = {k: meta_wire(v) for k, v in meta.items()}
         if self.versioned():
             with _mapped(key):
                 done = self._s3.put_object(

@@ -115,6 +115,7 @@ class Spool:
         meta = checked_meta(meta)
         meta.pop(IDEM, None)
         meta[IDEM] = idem_of(checked_key(key), data, meta)
+        checked_meta(meta)  # with its idem it must still fit the store's budget when sent
         header = json.dumps({"key": key, "meta": meta}, ensure_ascii=False).encode()
         payload = header + b"\n" + data
         with self._lock:

@@ -164,3 +164,13 @@ def test_an_unknown_kind_or_a_bad_key_is_refused_before_anything_is_written(
     with pytest.raises(BadKey):
         spool.add("../x", b"a", kind="config")
     assert len(spool) == 0 and list((tmp_path / "spool").iterdir()) == []
+
+
+def test_meta_too_big_for_s3_is_refused_when_added_not_when_sent(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "spool", 1 << 20)
+    with pytest.raises(BadKey, match="2048"):
+        spool.add("config/policy.yml", b"a", {"paika-reason": "原" * 230}, kind="config")
+    # Fits alone, not with the idem the spool adds.
+    with pytest.raises(BadKey, match="2048"):
+        spool.add("config/policy.yml", b"a", {"paika-reason": "原" * 224}, kind="config")
+    assert len(spool) == 0

@@ -126,3 +126,13 @@ def test_meta_names_the_store_would_mangle_are_refused(store: ObjectStore) -> No
 def test_the_store_answers_its_check(store: ObjectStore) -> None:
     store.check()
     assert store.where
+
+
+def test_meta_up_to_s3s_two_kilobytes_is_kept_and_more_is_refused(store: ObjectStore) -> None:
+    # 9 bytes a character once percent-encoded: 200 fit with the name, 230 do not.
+    store.put(POLICY, b"x", {"paika-reason": "配" * 200})
+    newest = store.head(POLICY)
+    assert newest is not None and newest.meta["paika-reason"] == "配" * 200
+    with pytest.raises(BadKey, match="2048"):
+        store.put(POLICY, b"y", {"paika-reason": "配" * 230})
+    assert store.get(POLICY) == b"x"
