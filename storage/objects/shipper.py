@@ -28,8 +28,8 @@ from storage.objects.spool import IDEM, Spool, SpoolEntry
 
 FIRST_WAIT_S = 1.0
 LONGEST_WAIT_S = 60.0
-# With nothing pending, look again this often even without a wake(): another process sharing
-# the spool folder may have added entries.
+# With nothing pending, look again this often even without a wake(), so an entry added without
+# one still goes within seconds.
 IDLE_WAIT_S = 5.0
 
 log = logging.getLogger(__name__)

@@ -6,6 +6,8 @@ the order they were added. Layout (default folder `<data_dir>/spool`, 0700):
 
     <folder>/<seq>.<kind>     one entry: a JSON header line {"key", "meta"}, then the bytes
     <folder>/.tmp-<random>    an entry being written (renamed into place; left-overs removed)
+    <folder>/.owner           locked while a Spool has the folder open: one process at a time
+                              (a second gets SpoolBusy; a dead owner's lock goes with it)
 
 `<seq>` (12 digits) grows by one per entry and orders the pending ones (a restart goes on after
 the highest left on disk); `<kind>` is
@@ -24,6 +26,7 @@ they alone pass the bound they are kept, with a warning. Each drop is logged, co
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -102,6 +105,7 @@ class Spool:
         self._lock = threading.Lock()
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(folder, 0o700)
+        self._owner = _own(folder)
         self._items = self._scan()
         self._bytes = sum(item.size for item in self._items)
         self._next = self._items[-1].seq + 1 if self._items else 1
@@ -155,6 +159,18 @@ class Spool:
                     self._forget(index)
                     _unlink(self.folder, item.path)
                     return
+
+    def close(self) -> None:
+        """Let another Spool (this process's or another's) open the folder."""
+        if self._owner is not None:
+            os.close(self._owner)
+            self._owner = None
+
+    def __enter__(self) -> Spool:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
     def __len__(self) -> int:
         with self._lock:
@@ -232,6 +248,24 @@ class Spool:
                 return str(json.loads(file.readline())["key"])
         except (OSError, ValueError, KeyError, TypeError):
             return item.path.name
+
+
+class SpoolBusy(RuntimeError):
+    """Another Spool holds the folder: two writers would give two entries one number."""
+
+
+def _own(folder: Path) -> int | None:
+    """Hold `folder` for this Spool until it closes (the lock goes with a dead process)."""
+    fd = os.open(folder / ".owner", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise SpoolBusy(
+            f"the object spool {folder} is in use by another paika process; give this one a "
+            "spool folder of its own"
+        ) from None
+    return fd
 
 
 def _write_atomically(folder: Path, path: Path, payload: bytes) -> None:

@@ -115,6 +115,7 @@ def test_an_entry_stored_before_a_crash_is_not_stored_again(
     crashed = spool.peek()
     assert crashed is not None
     store.put(crashed.key, crashed.data, crashed.meta)
+    spool.close()
 
     restarted = Shipper(store, Spool(tmp_path / "spool", 1 << 20), lambda: T0)
     assert restarted.flush() == 2

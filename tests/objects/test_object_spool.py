@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import logging
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from storage.objects.base import BadKey
-from storage.objects.spool import IDEM, Kind, Spool, SpoolEntry
+from storage.objects.spool import IDEM, Kind, Spool, SpoolBusy, SpoolEntry
 
 
 def _drain(spool: Spool) -> list[SpoolEntry]:
@@ -19,6 +21,10 @@ def _drain(spool: Spool) -> list[SpoolEntry]:
         taken.append(entry)
         spool.done(entry)
     return taken
+
+
+def _entries(folder: Path) -> list[Path]:
+    return [path for path in folder.iterdir() if path.name != ".owner"]
 
 
 def _key(kind: Kind, n: int) -> str:
@@ -35,7 +41,7 @@ def test_entries_come_out_in_the_order_they_went_in(tmp_path: Path) -> None:
     assert [e.key for e in taken] == [f"decisions/2026-12-01/{n}.jsonl" for n in range(5)]
     assert [e.data for e in taken] == [f"line {n}".encode() for n in range(5)]
     assert len(spool) == 0 and spool.bytes == 0
-    assert list((tmp_path / "spool").iterdir()) == []
+    assert _entries(tmp_path / "spool") == []
 
 
 def test_the_spool_survives_a_restart_and_goes_on_after_its_last_entry(tmp_path: Path) -> None:
@@ -43,6 +49,7 @@ def test_the_spool_survives_a_restart_and_goes_on_after_its_last_entry(tmp_path:
     first.add("config/policy.yml", b"a: 1\n", {"paika-reason": "调整"}, kind="config")
     first.add("snapshots/x.json.gz", b"\x1f\x8b\x00", kind="snapshot")
     before = first.peek()
+    first.close()
     again = Spool(tmp_path / "spool", 1 << 20)
     again.add("audit/2026-12-01.jsonl", b"{}", kind="audit")
     assert again.peek() == before
@@ -59,6 +66,7 @@ def test_the_spool_survives_a_restart_and_goes_on_after_its_last_entry(tmp_path:
 def test_a_write_cut_short_is_not_an_entry(tmp_path: Path) -> None:
     spool = Spool(tmp_path / "spool", 1 << 20)
     spool.add("config/policy.yml", b"a", kind="config")
+    spool.close()
     (tmp_path / "spool" / ".tmp-dead").write_bytes(b"half an entry")
     again = Spool(tmp_path / "spool", 1 << 20)
     assert len(again) == 1
@@ -163,7 +171,7 @@ def test_an_unknown_kind_or_a_bad_key_is_refused_before_anything_is_written(
         spool.add("config/policy.yml", b"a", kind="policy")  # type: ignore[arg-type]
     with pytest.raises(BadKey):
         spool.add("../x", b"a", kind="config")
-    assert len(spool) == 0 and list((tmp_path / "spool").iterdir()) == []
+    assert len(spool) == 0 and _entries(tmp_path / "spool") == []
 
 
 def test_meta_too_big_for_s3_is_refused_when_added_not_when_sent(tmp_path: Path) -> None:
@@ -174,3 +182,24 @@ def test_meta_too_big_for_s3_is_refused_when_added_not_when_sent(tmp_path: Path)
     with pytest.raises(BadKey, match="2048"):
         spool.add("config/policy.yml", b"a", {"paika-reason": "原" * 224}, kind="config")
     assert len(spool) == 0
+
+
+def test_one_spool_folder_has_one_owner_at_a_time(tmp_path: Path) -> None:
+    with Spool(tmp_path / "spool", 1 << 20) as owner:
+        owner.add("config/policy.yml", b"a", kind="config")
+        with pytest.raises(SpoolBusy, match="spool folder of its own"):
+            Spool(tmp_path / "spool", 1 << 20)
+    with Spool(tmp_path / "spool", 1 << 20) as next_owner:
+        assert len(next_owner) == 1
+
+
+def test_a_dead_owner_leaves_the_folder_to_the_next(tmp_path: Path) -> None:
+    folder = tmp_path / "spool"
+    code = (
+        "import os, sys; from pathlib import Path; from storage.objects.spool import Spool; "
+        f"s = Spool(Path({str(folder)!r}), 1 << 20); "
+        "s.add('config/policy.yml', b'a', kind='config'); os._exit(9)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 9
+    with Spool(folder, 1 << 20) as spool:
+        assert len(spool) == 1
