@@ -10,19 +10,24 @@ Layout under the root, one folder per key and one folder per version:
 
 `<seq>` (8 digits, then more if ever needed) counts the key's versions from 1 and orders them;
 `<stamp>` (`YYYYmmddTHHMMSSffffffZ`, UTC) is when the version was taken, and `<seq>-<stamp>` is
-its version id. A version is written into a hidden temporary folder beside it (data and meta,
-each fsync'ed) and renamed into place in one step, so a reader sees all of it or none of it;
-writers of one key take turns on a lock file (`.lock` in the key's folder) to pick `<seq>`. Key segments that end in `.versions`, are empty, `.` or `..`, or keys that start with
-'/', are refused (BadKey): a key never names a path outside the root. The folders are 0700
-and the files 0600: the store holds the team's config and its audit.
+its version id. A version is written into a hidden temporary folder beside it (`.tmp-<random>`:
+data and meta, each fsync'ed) and renamed into place in one step, so a reader sees all of it or
+none of it; one a crash left behind is removed by a later put after an hour. Writers of one key
+take turns on a lock file (`.lock` in the key's folder) to pick `<seq>`.
+
+Key segments that end in `.versions`, are empty, `.` or `..`, or keys that start with '/', are
+refused (BadKey): a key never names a path outside the root. The folders are 0700 and the files
+0600: the store holds the team's config and its audit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import re
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -43,6 +48,7 @@ SUFFIX = ".versions"
 VERSION_ID = re.compile(r"([0-9]{8,})-([0-9]{8}T[0-9]{12}Z)")
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+ABANDONED_AFTER_S = 3600
 
 
 class LocalStore:
@@ -157,6 +163,7 @@ class LocalStore:
                 version_id = f"{seq:08d}-{at.strftime(STAMP)}"
                 os.rename(staged, folder / version_id)
                 _sync_dir(folder)
+                _remove_abandoned(folder, staged)
         except BaseException:
             _remove_staged(staged)
             raise
@@ -221,6 +228,15 @@ def _sync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _remove_abandoned(folder: Path, mine: Path) -> None:
+    """Temporary folders a crashed writer left: an hour old is long past any live write."""
+    cutoff = time.time() - ABANDONED_AFTER_S
+    for staged in folder.glob(".tmp-*"):
+        with contextlib.suppress(OSError):  # another writer got there first
+            if staged != mine and staged.stat().st_mtime < cutoff:
+                _remove_staged(staged)
 
 
 def _remove_staged(staged: Path) -> None:

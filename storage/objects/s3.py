@@ -134,7 +134,8 @@ class S3Store:
                 done = self._s3.put_object(
                     Bucket=self.bucket, Key=name, Body=data, Metadata=encoded
                 )
-            head = self.head(key, done["VersionId"])
+            # No VersionId: versioning was suspended since this process asked; the newest it is.
+            head = self.head(key, done.get("VersionId"))
             if head is None:
                 raise StoreUnavailable(f"{key}: the store lost the version it just took")
             return head

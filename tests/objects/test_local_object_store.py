@@ -79,6 +79,15 @@ def test_a_write_cut_short_leaves_no_version(tmp_path: Path) -> None:
     assert [v.version_id for v in store.versions(keys.CONFIG)] == [first.version_id]
     assert store.get(keys.CONFIG) == b"one"
     assert store.put(keys.CONFIG, b"two").version_id.startswith("00000002-")
+    assert staged.exists()  # it might be a live write
+    os.utime(staged, (0, 0))  # it was not: an hour and more old
+    store.put(keys.CONFIG, b"three")
+    assert not staged.exists()
+    assert [store.get(keys.CONFIG, v.version_id) for v in store.versions(keys.CONFIG)] == [
+        b"three",
+        b"two",
+        b"one",
+    ]
 
 
 def test_a_store_that_cannot_write_says_so(tmp_path: Path) -> None:
