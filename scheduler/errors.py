@@ -81,6 +81,9 @@ class Problem(StrEnum):
     BAD_ACCOUNT_NAME = "problem.bad_account_name"
     ACCOUNT_FOR_WHOM = "problem.account_for_whom"
     NO_ACCOUNT_MAPPING = "problem.no_account_mapping"
+    # Template versions (issue 14)
+    TEMPLATE_VERSION_NOT_FOUND = "problem.template_version_not_found"
+    OTHER_TEAMS_TEMPLATES = "problem.other_teams_templates"
 
 
 class Action(StrEnum):

@@ -383,12 +383,28 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand(("template", "list"), (), "/gpu template list", Section.TEMPLATES),
     Subcommand(
-        ("template", "show"), (_template_name(),), "/gpu template show bert-base", Section.TEMPLATES
+        ("template", "show"),
+        (
+            _template_name(),
+            Key("version", ValueKind.INT, "2", "template", minimum=1, maximum=1_000_000),
+        ),
+        "/gpu template show bert-base version=2",
+        Section.TEMPLATES,
     ),
     Subcommand(
         ("template", "delete"),
         (_template_name(),),
         "/gpu template delete bert-base",
+        Section.TEMPLATES,
+    ),
+    Subcommand(
+        ("template", "history"),
+        (
+            _template_name(),
+            _team("templates"),
+            Key("limit", ValueKind.INT, "5", "template", minimum=1, maximum=1000),
+        ),
+        "/gpu template history bert-base limit=5",
         Section.TEMPLATES,
     ),
     Subcommand(
