@@ -38,6 +38,7 @@ from scheduler.service.templates import TemplateHistory, TemplateVersionView
 QUEUE_LISTING_LIMIT = 30
 # Separators between the parts of one line; they are punctuation, not words.
 PARTS = " · "
+COMMAND = "cmd"  # the submit key of a job's command
 EVENTS = "; "
 
 
@@ -175,8 +176,10 @@ def template_line(lang: str, name: str, version: int | None) -> str:
 
 def spec_line(lang: str, spec: Mapping[str, Any]) -> str:
     """The submission as given, as the `/gpu submit` that repeats it (the template's
-    version is said apart, and is no submit key)."""
-    keys = {key: value for key, value in spec.items() if key != specs.TEMPLATE_VERSION}
+    version is said apart, and is no submit key); the command last, as the longest, so a
+    cut spares the short keys."""
+    given = sorted(spec.items(), key=lambda item: item[0] == COMMAND)
+    keys = {key: value for key, value in given if key != specs.TEMPLATE_VERSION}
     return t(lang, "status.spec", spec=template_fields(lang, keys))
 
 

@@ -227,7 +227,7 @@ def test_a_job_keeps_the_version_it_came_from_and_its_spec(vision: Paika) -> Non
     assert "template bert-base v2" in status
     assert (
         "Submitted as: /gpu submit gpus=2 type=A100-80GB hours=30.0 priority=normal data=pending "
-        'cmd="python train.py --cfg base.yaml" template=bert-base name=bert-lr1'
+        'template=bert-base name=bert-lr1 cmd="python train.py --cfg base.yaml"'
     ) in status
     # Outside the team the command is hidden, and so is the spec that holds it.
     assert "Submitted as" not in gpu(vision, "UNICK", f"status {job.id}").text
