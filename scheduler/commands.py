@@ -27,14 +27,22 @@ Handler = Callable[[Context, Mapping[str, Any]], object]
 
 
 def _submit(ctx: Context, args: Mapping[str, Any]) -> object:
-    fields = dict(args)
+    given = {key: value for key, value in args.items() if key != "again"}
+    # What fills the keys not given, the later winning: a job's spec to repeat (again=),
+    # then a template's fields.
+    fields: dict[str, Any] = {}
     version = None
-    if "template" in fields:
-        team_id = team_by_name(ctx, fields["team"]).id if "team" in fields else None
-        saved = templates.get(ctx, fields["template"], team_id)
-        fields = {**_from_template(saved.fields), **fields}
-        fields["template"] = saved.name
+    if "again" in args:
+        earlier = specs.to_repeat(ctx, args["again"].id, args["again"].name)
+        fields = _from_stored(earlier)
+        version = earlier.get(specs.TEMPLATE_VERSION) if "template" in earlier else None
+    if "template" in given:
+        team_id = team_by_name(ctx, given["team"]).id if "team" in given else None
+        saved = templates.get(ctx, given["template"], team_id)
+        fields = {**fields, **_from_stored(saved.fields)}
+        given["template"] = saved.name
         version = saved.version
+    fields = {**fields, **given}
     check_required(("submit",), fields)
     # The spec is what was asked for, before the grammar's defaults (the policy's to change).
     spec = specs.spec_of(fields, version)
@@ -43,10 +51,17 @@ def _submit(ctx: Context, args: Mapping[str, Any]) -> object:
     )
 
 
-def _from_template(stored: Mapping[str, Any]) -> dict[str, Any]:
-    """Stored template fields back into parsed values, through the same converters."""
+def _from_stored(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """Stored submit values (a template's fields, a job's spec) back into parsed values,
+    through the same converters; a list of GPU types as it is typed, comma-joined."""
     keys = {key.name: key for key in subcommand(("submit",)).keys}
-    return {name: convert(keys[name], str(value)) for name, value in stored.items() if name in keys}
+    return {
+        name: convert(
+            keys[name], ",".join(map(str, value)) if isinstance(value, list) else str(value)
+        )
+        for name, value in stored.items()
+        if name in keys
+    }
 
 
 def _job(args: Mapping[str, Any]) -> tuple[int | None, str | None]:

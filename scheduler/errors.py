@@ -84,6 +84,7 @@ class Problem(StrEnum):
     # Template versions (issue 14)
     TEMPLATE_VERSION_NOT_FOUND = "problem.template_version_not_found"
     OTHER_TEAMS_TEMPLATES = "problem.other_teams_templates"
+    NO_SPEC_TO_REPEAT = "problem.no_spec_to_repeat"
 
 
 class Action(StrEnum):
@@ -111,6 +112,7 @@ class Action(StrEnum):
     ISSUE_TOKENS = "issue_tokens"
     REVOKE_TOKENS = "revoke_tokens"
     MANAGE_ACCOUNTS = "manage_accounts"
+    REPEAT = "repeat"  # submit again=<job> (issue 14)
 
 
 class PaikaError(Exception):

@@ -13,7 +13,10 @@ from collections.abc import Mapping
 from datetime import date, datetime
 from typing import Any
 
+from scheduler.errors import Action, PermissionDenied, Problem, UserError
 from scheduler.grammar.values import DataSpec
+from scheduler.service.context import Context
+from scheduler.service.lookup import job_by_ref, team_name
 
 TEMPLATE = "template"
 TEMPLATE_VERSION = "template_version"
@@ -40,3 +43,20 @@ def plain(value: Any) -> Any:
     if isinstance(value, datetime | date):
         return value.isoformat()
     return value
+
+
+def to_repeat(ctx: Context, job_id: int | None, name: str | None) -> Mapping[str, Any]:
+    """The spec of an earlier job, to submit it again (`submit again=<job>`): its team's
+    members (and admins) may, as its spec holds its command."""
+    job = job_by_ref(ctx, job_id, name)
+    if not ctx.actor.in_team(job.team_id):
+        raise PermissionDenied(
+            Problem.OTHER_TEAMS_JOB,
+            job_id=job.id or 0,
+            team=team_name(ctx, job.team_id),
+            action=Action.REPEAT,
+            owner=job.owner,
+        )
+    if job.spec is None:
+        raise UserError(Problem.NO_SPEC_TO_REPEAT, job_id=job.id or 0)
+    return job.spec

@@ -331,3 +331,49 @@ def test_saves_at_once_on_a_server_each_get_their_own_version(vision: Paika) -> 
         assert f"to v{number}:" in reply.text
     latest = template(vision)
     assert (latest.version, latest.fields) == (kept[-1].version, kept[-1].fields)
+
+
+def test_again_repeats_a_job_exactly_and_keys_given_win(vision: Paika) -> None:
+    gpu(vision, "UALICE", BASE)
+    gpu(vision, "UALICE", BASE.replace("gpus=4", "gpus=2"))
+    gpu(vision, "UBOB", "submit template=bert-base name=bert-lr1 hours=30")
+    first = jobs(vision)["bert-lr1"]
+    gpu(vision, "UALICE", BASE.replace("gpus=4", "gpus=1"))  # v3: again= still repeats v2
+
+    gpu(vision, "UALICE", f"submit again={first.id}")
+    same = [j for j in jobs(vision).values() if j.name == "bert-lr1" and j.id != first.id][0]
+    assert (same.gpus, same.est_gpu_hours, same.command, same.owner) == (
+        2,
+        30,
+        "python train.py --cfg base.yaml",
+        "UALICE",
+    )
+    assert (same.template, same.template_version, same.spec) == ("bert-base", 2, first.spec)
+
+    gpu(vision, "UBOB", "submit again=bert-lr1 name=bert-lr2 gpus=1")
+    changed = jobs(vision)["bert-lr2"]
+    assert (changed.gpus, changed.est_gpu_hours, changed.template_version) == (1, 30, 2)
+    assert changed.spec == {**(first.spec or {}), "name": "bert-lr2", "gpus": 1}
+
+    # again= with a template: the template's (latest) fields over the spec, given keys over both.
+    gpu(vision, "UBOB", "submit again=bert-lr2 template=bert-base name=bert-lr3")
+    third = jobs(vision)["bert-lr3"]
+    assert (third.gpus, third.est_gpu_hours, third.template_version) == (1, 24, 3)
+
+    # Another team's job holds its command: only its team repeats it.
+    other = refused(vision, "UNICK", f"submit again={first.id}")
+    assert f"Job #{first.id} belongs to team vision; only its members can submit it again" in other
+
+
+def test_again_refuses_a_job_from_before_specs_were_kept(vision: Paika) -> None:
+    gpu(vision, "UALICE", 'submit name=old hours=2 priority=normal data=ready cmd="python a.py"')
+    old = jobs(vision)["old"]
+    with Session(vision.engine) as session:
+        row = session.get(type(old), old.id)
+        assert row is not None
+        row.spec = None
+        session.add(row)
+        session.commit()
+    refusal = refused(vision, "UALICE", f"submit again={old.id}")
+    assert f"Job #{old.id} was submitted before paika kept each job's submission" in refusal
+    assert f"/gpu status {old.id}" in refusal

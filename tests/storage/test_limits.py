@@ -26,6 +26,7 @@ _SUBMIT = {
     "team": (limits.TEAM_NAME, ["teams.name"]),
     "image": (limits.IMAGE, ["jobs.image"]),
     "template": (limits.TEMPLATE_NAME, ["jobs.template", "templates.name"]),
+    "again": (limits.JOB_NAME, ["jobs.name"]),
 }
 _JOB = (limits.JOB_NAME, ["jobs.name"])
 _TEAM = (limits.TEAM_NAME, ["teams.name"])
@@ -39,7 +40,7 @@ STRING_COLUMNS: dict[tuple[str, str], tuple[int, list[str]]] = {
     **{
         ("template save", key): limit
         for key, limit in _SUBMIT.items()
-        if key not in ("name", "template")
+        if key not in ("name", "template", "again")
     },
     ("template save", "name"): _TEMPLATE,
     ("template show", "name"): _TEMPLATE,
