@@ -81,6 +81,10 @@ class Problem(StrEnum):
     BAD_ACCOUNT_NAME = "problem.bad_account_name"
     ACCOUNT_FOR_WHOM = "problem.account_for_whom"
     NO_ACCOUNT_MAPPING = "problem.no_account_mapping"
+    # Template versions (issue 14)
+    TEMPLATE_VERSION_NOT_FOUND = "problem.template_version_not_found"
+    OTHER_TEAMS_TEMPLATES = "problem.other_teams_templates"
+    NO_SPEC_TO_REPEAT = "problem.no_spec_to_repeat"
 
 
 class Action(StrEnum):
@@ -108,6 +112,7 @@ class Action(StrEnum):
     ISSUE_TOKENS = "issue_tokens"
     REVOKE_TOKENS = "revoke_tokens"
     MANAGE_ACCOUNTS = "manage_accounts"
+    REPEAT = "repeat"  # submit again=<job> (issue 14)
 
 
 class PaikaError(Exception):

@@ -75,6 +75,42 @@ def upgrade() -> None:
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         batch_op.add_column(sa.Column("template_version", sa.Integer(), nullable=True))
         batch_op.add_column(sa.Column("spec", sa.JSON(), nullable=True))
+    _keep_templates_as_version_1()
+
+
+def _keep_templates_as_version_1() -> None:
+    """Every template saved before versions were kept becomes its version 1: its fields, by
+    whoever created it, at its last save (templates.version is 1 already, its default)."""
+    templates = sa.table(
+        "templates",
+        sa.column("team_id", sa.Integer()),
+        sa.column("name", sa.String()),
+        sa.column("fields", sa.JSON()),
+        sa.column("created_by", sa.String()),
+        sa.column("updated_at", storage.types.UTCDateTime()),
+    )
+    versions = sa.table(
+        "template_versions",
+        sa.column("team_id", sa.Integer()),
+        sa.column("name", sa.String()),
+        sa.column("version", sa.Integer()),
+        sa.column("fields", sa.JSON()),
+        sa.column("author", sa.String()),
+        sa.column("at", storage.types.UTCDateTime()),
+    )
+    kept = sa.select(
+        templates.c.team_id,
+        templates.c.name,
+        sa.literal(1, sa.Integer()),
+        templates.c.fields,
+        templates.c.created_by,
+        templates.c.updated_at,
+    )
+    op.execute(
+        versions.insert().from_select(
+            ["team_id", "name", "version", "fields", "author", "at"], kept
+        )
+    )
 
 
 def downgrade() -> None:
