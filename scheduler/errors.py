@@ -81,6 +81,8 @@ class Problem(StrEnum):
     BAD_ACCOUNT_NAME = "problem.bad_account_name"
     ACCOUNT_FOR_WHOM = "problem.account_for_whom"
     NO_ACCOUNT_MAPPING = "problem.no_account_mapping"
+    # /gpu why
+    WHY_BEFORE_SUBMIT = "problem.why_before_submit"
 
 
 class Action(StrEnum):

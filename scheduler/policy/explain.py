@@ -49,6 +49,8 @@ def explain_waits(
     started = {start.job_id for start in starts}
     shadow = _Shadow(capacity)
     ahead: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # waiting jobs per type, per class
+    # The first waiting job per type, per class, with its place: whom a job waits behind.
+    first: dict[str, list[tuple[int, int] | None]] = defaultdict(lambda: [None, None, None])
     waits: dict[int, Wait] = {}
     for position, job in enumerate(queue, start=1):
         if job.id in started:
@@ -71,6 +73,11 @@ def explain_waits(
                 if earlier
                 else WaitCode.NO_TYPE_FREE
             )
+        behind = None
+        if code is WaitCode.BEHIND_HIGHER_PRIORITY and gpu_type:
+            behind = _first_of(first[gpu_type][:rank])
+        elif code is WaitCode.BEHIND_EARLIER and gpu_type:
+            behind = _first_of(first[gpu_type])  # no higher class counted: none of theirs
         waits[job.id] = Wait(
             job.id,
             code,
@@ -82,10 +89,19 @@ def explain_waits(
             costlier=note.costlier if note else "",
             free_at=note.eta if note and note.eta is not None and note.eta < NEVER else None,
             as_of=snapshot.now,
+            behind=behind,
         )
         if gpu_type:
-            counts[min(rank, 2)] += 1
+            counts[rank] += 1
+            if first[gpu_type][rank] is None:
+                first[gpu_type][rank] = (position, job.id)
     return waits
+
+
+def _first_of(firsts: list[tuple[int, int] | None]) -> int | None:
+    """The id of the earliest-placed of these classes' first jobs."""
+    found = [entry for entry in firsts if entry is not None]
+    return min(found)[1] if found else None
 
 
 class _Shadow:

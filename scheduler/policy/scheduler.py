@@ -12,7 +12,15 @@ from __future__ import annotations
 from scheduler.policy.capacity import NEVER, Capacity, Placement, Reservation
 from scheduler.policy.explain import Note, explain_waits
 from scheduler.policy.matching import CardNeeds, CardType, fitting_types
-from scheduler.policy.plan import Alternative, MatchDecision, Plan, Preempt, Start, WaitCode
+from scheduler.policy.plan import (
+    Alternative,
+    MatchDecision,
+    Plan,
+    Preempt,
+    Reserved,
+    Start,
+    WaitCode,
+)
 from scheduler.policy.quota import QuotaCheck, check_quota
 from scheduler.policy.ranking import ordered
 from scheduler.policy.snapshot import HOUR, Backfill, Pending, Running, Snapshot, TypeChoice
@@ -38,7 +46,16 @@ def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
     waits = {}
     if explain:
         waits = explain_waits(snapshot, capacity, queue, admission.notes, admission.types, starts)
-    return Plan(tuple(starts), tuple(preemptions), waits)
+    return Plan(tuple(starts), tuple(preemptions), waits, _reservations(capacity))
+
+
+def _reservations(capacity: Capacity) -> tuple[Reserved, ...]:
+    """The reservations admission made, one per pool at most (EASY backfill)."""
+    return tuple(
+        Reserved(held.job_id, held.gpu_type, held.start, len(held.gpu_ids))
+        for pool in capacity.pools.values()
+        if (held := pool.reservation) is not None
+    )
 
 
 class _Admission:
