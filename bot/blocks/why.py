@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from bot.blocks.common import MESSAGE_BLOCKS, Message, header, listing, mention, mrkdwn_escape
@@ -43,7 +44,7 @@ def story_lines(
         t(
             lang,
             "why.line",
-            at=when(lang, step.at, zone),
+            at=_moment(lang, step.at, zone),
             what=_what(lang, step, zone, escape, person),
         )
         for step in result.steps
@@ -132,3 +133,8 @@ def _what(
     if step.reason:
         what = t(lang, "why.step.because", what=what, reason=escape(step.reason))
     return what
+
+
+def _moment(lang: str, moment: datetime, zone: ZoneInfo) -> str:
+    """A step's moment to the second: a cycle's steps are seconds apart."""
+    return t(lang, "why.moment", moment=moment.astimezone(zone))

@@ -104,6 +104,7 @@ _NOT_STRING = {
     ValueKind.ID,
     ValueKind.FLOAT,
     ValueKind.DATE,
+    ValueKind.TIME,
     ValueKind.METRIC,
     ValueKind.WORDS,
 }
