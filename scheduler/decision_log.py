@@ -34,6 +34,11 @@ from storage.db import session_scope
 from storage.models import JobState
 from storage.queries import decisions as decision_queries
 
+# Codes whose GPU type is the shadow plan's estimate, not what the job waits for.
+_ESTIMATED_TYPE = frozenset(
+    code.value
+    for code in (WaitCode.BEHIND_HIGHER_PRIORITY, WaitCode.BEHIND_EARLIER, WaitCode.NO_TYPE_FREE)
+)
 # Jobs that wait, whose last reason the log keeps.
 WAITING_STATES = (JobState.WAITING_DATA, JobState.QUEUED, JobState.PREEMPTED)
 
@@ -158,16 +163,22 @@ def _no_hosts(wait: Wait) -> Wait:
 
 
 def _wait_said(wait: Wait) -> Said:
-    return (wait.code.value, wait.gpu_type, wait.costlier, wait.behind)
+    return _said(wait.code.value, wait.gpu_type, wait.costlier, wait.behind)
 
 
 def _detail_said(detail: Mapping[str, Any]) -> Said:
-    return (
-        detail.get("code"),
+    return _said(
+        str(detail.get("code")),
         detail.get("gpu_type"),
-        detail.get("costlier", ""),
+        str(detail.get("costlier") or ""),
         detail.get("behind"),
     )
+
+
+def _said(code: str, gpu_type: str | None, costlier: str, behind: int | None) -> Said:
+    """What makes a reason a different one. Where the type is the ETA's estimate (waiting
+    behind others, or for any free GPU), it drifts with the estimate and is left out."""
+    return (code, None if code in _ESTIMATED_TYPE else gpu_type, costlier, behind)
 
 
 def _reserve_said(held: Reserved) -> Said:

@@ -49,8 +49,13 @@ def explain_waits(
     started = {start.job_id for start in starts}
     shadow = _Shadow(capacity)
     ahead: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # waiting jobs per type, per class
-    # The first waiting job per type, per class, with its place: whom a job waits behind.
-    first: dict[str, list[tuple[int, int] | None]] = defaultdict(lambda: [None, None, None])
+    # The first waiting job per class that could take each type, with its place: whom a job
+    # waits behind. By the types a job fits, not the shadow's pick: that pick drifts from
+    # cycle to cycle like an ETA, and whom a job waits behind should not.
+    first: dict[str, list[tuple[int, int] | None]] = {}
+    unfilled = 3 * len(capacity.pools)  # once every slot is taken, nothing more to note
+    # Answers of _first_of for the slots as they are (jobs share a few sets of types).
+    looked_up: dict[tuple[int, int, int], int | None] = {}
     waits: dict[int, Wait] = {}
     for position, job in enumerate(queue, start=1):
         if job.id in started:
@@ -73,11 +78,19 @@ def explain_waits(
                 if earlier
                 else WaitCode.NO_TYPE_FREE
             )
+        fits = types.get(job.id, ())
         behind = None
-        if code is WaitCode.BEHIND_HIGHER_PRIORITY and gpu_type:
-            behind = _first_of(first[gpu_type][:rank])
-        elif code is WaitCode.BEHIND_EARLIER and gpu_type:
-            behind = _first_of(first[gpu_type])  # no higher class counted: none of theirs
+        if code is WaitCode.BEHIND_HIGHER_PRIORITY or code is WaitCode.BEHIND_EARLIER:
+            # Higher classes; else its own class or lower (any class when classes are off).
+            if code is WaitCode.BEHIND_HIGHER_PRIORITY:
+                low, high = 0, rank
+            else:
+                low, high = (rank if snapshot.knobs.respect_classes else 0), 3
+            key = (id(fits), low, high)  # jobs of one kind of need share their list
+            if key in looked_up:
+                behind = looked_up[key]
+            else:
+                behind = looked_up[key] = _first_of(first, fits, low, high)
         waits[job.id] = Wait(
             job.id,
             code,
@@ -92,15 +105,26 @@ def explain_waits(
             behind=behind,
         )
         if gpu_type:
-            counts[rank] += 1
-            if first[gpu_type][rank] is None:
-                first[gpu_type][rank] = (position, job.id)
+            counts[min(rank, 2)] += 1
+        if unfilled:
+            for fit in fits:
+                slots = first.setdefault(fit, [None, None, None])
+                if slots[rank] is None:
+                    slots[rank] = (position, job.id)
+                    unfilled -= 1
+                    looked_up.clear()
     return waits
 
 
-def _first_of(firsts: list[tuple[int, int] | None]) -> int | None:
-    """The id of the earliest-placed of these classes' first jobs."""
-    found = [entry for entry in firsts if entry is not None]
+def _first_of(
+    first: dict[str, list[tuple[int, int] | None]],
+    types: list[str] | tuple[()],
+    low: int,
+    high: int,
+) -> int | None:
+    """The earliest waiting job ahead, of a class ranked from `low` up to (not including)
+    `high`, that could take one of `types`."""
+    found = [entry for fit in types for entry in first.get(fit, [])[low:high] if entry is not None]
     return min(found)[1] if found else None
 
 

@@ -70,6 +70,7 @@ class _Admission:
         self.spent: dict[int, float] = {}  # quota hours promised this pass
         self._fits: dict[CardNeeds, list[CardType]] = {}
         self._fits_here: dict[tuple[CardNeeds, int, bool], list[CardType]] = {}
+        self._names: dict[int, list[str]] = {}  # type names of each cached _fits_here list
         self._quota_ends = dict(snapshot.quota_ends)
 
     def run(self, queue: list[Pending]) -> list[Start]:
@@ -101,7 +102,11 @@ class _Admission:
             self.notes[job.id] = Note(WaitCode.NEVER_FITS)
             return False
         if job.team not in self.snapshot.quotas:  # not limited by quota
-            self.types[job.id] = [card.name for card in fitting]
+            # One shared list per kind of need: nobody changes it, and explain keys on it.
+            names = self._names.get(id(fitting))
+            if names is None:
+                names = self._names[id(fitting)] = [card.name for card in fitting]
+            self.types[job.id] = names
             return True
         run_end = self.snapshot.now + job.run_seconds
         ok: list[str] = []
