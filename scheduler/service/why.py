@@ -98,7 +98,8 @@ def why(ctx: Context, job_id: int | None, name: str | None, at: datetime | None)
 
 def _story(lines: Sequence[Decision], events: Sequence[JobEvent]) -> tuple[StoryStep, ...]:
     """Both sources in time order. At one moment (a cycle and a command in the same tick):
-    the submission first, then the cycle's lines, then the history's other changes."""
+    the submission first, then the scheduler's own changes (the cycle makes them before it
+    logs), then the cycle's lines, then people's changes."""
     started_at = {_utc(line.at) for line in lines if line.kind == Kind.START}
     told: list[tuple[datetime, int, int, StoryStep]] = []
     for event in events:
@@ -106,11 +107,12 @@ def _story(lines: Sequence[Decision], events: Sequence[JobEvent]) -> tuple[Story
         if event.to_state == JobState.RUNNING and at in started_at:
             continue  # the log's start line says it, with where and why
         step = _event_step(at, event)
-        told.append((at, 0 if step.step is Step.SUBMITTED else 2, event.id or 0, step))
+        rank = 0 if step.step is Step.SUBMITTED else 1 if step.actor is None else 3
+        told.append((at, rank, event.id or 0, step))
     for line in lines:
         found = _line_step(_utc(line.at), line)
         if found is not None:
-            told.append((found.at, 1, line.id or 0, found))
+            told.append((found.at, 2, line.id or 0, found))
     told.sort(key=lambda entry: entry[:3])
     return tuple(step for *_, step in told)
 

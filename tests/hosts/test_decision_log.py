@@ -246,3 +246,28 @@ def test_a_bad_job_or_time_is_refused_with_how_to_fix_it(world: Paika, clock: Ma
     assert f"/gpu why {early} at=2026-11-02T17:00" in before.text
     later = _why(world, f"why #{early} at=2199-12-31T00:00")  # the future: the story so far
     assert later.until == clock.now()
+
+
+def test_a_preempted_job_is_told_for_whom_it_stopped_and_that_it_waits_again(
+    world: Paika, clock: ManualClock
+) -> None:
+    cycle = make_cycle(world, RecordingObserver())
+    submit(world, "sweep", SLEEP, gpus=2, priority="idle", extra="type=A100-80GB")
+    cycle.run_once()
+    submit(world, "paper", SLEEP, gpus=2, priority="core", user="UVERA", extra="type=A100-80GB")
+    paper = job(world, "paper").id or 0
+    clock.advance(timedelta(seconds=10))
+    assert cycle.run_once().preempted == [job(world, "sweep").id]
+    until(cycle, clock, lambda: job(world, "paper").state == JobState.RUNNING)
+    until(cycle, clock, lambda: _lines(world, job(world, "sweep").id or 0) >= 1)
+    told = _why(world, "why sweep")
+    kinds = [step.step for step in told.steps]
+    asked = kinds.index(Step.PREEMPT_ASKED)
+    assert kinds.index(Step.STARTED) < asked < len(kinds) - 1
+    assert told.steps[asked].for_job == paper and told.steps[asked].until is not None
+    assert told.steps[-1].step is Step.WAITED  # queued again, and why it waits now
+    states = [step.to_state for step in told.steps if step.step is Step.CHANGED]
+    assert states[-2:] == [JobState.PREEMPTED, JobState.QUEUED]
+    text = world.run("why sweep", "UALICE").text
+    assert f"for core job #{paper}" in text
+    assert _lines(world, paper, "start") == 1
