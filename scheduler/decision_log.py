@@ -118,9 +118,10 @@ class DecisionLog:
             start = planned.get(job_id) or self._sent.pop(job_id, None)
             if start is not None:
                 lines.append(_line(outcome.at, job_id, Kind.START, start_detail(start, attempt)))
-        waiting = set(plan.waits)
-        for job_id in [job_id for job_id in self._sent if job_id in waiting]:
-            del self._sent[job_id]  # its start came to nothing: it waits again
+        # Kept while its answer is awaited; a start settled another way (the host's report,
+        # a refusal) is told by the job's history instead.
+        awaited = set(outcome.unconfirmed)
+        self._sent = {job_id: s for job_id, s in self._sent.items() if job_id in awaited}
         return lines
 
 

@@ -14,6 +14,8 @@ from scheduler.policy.plan import WaitCode
 from scheduler.service.why import Step, StoryStep, WhyResult
 
 Escape = Callable[[str], str]
+# Steps a Slack reply shows (the latest); the console shows them all.
+STORY_SHOWN = 40
 # Codes whose story names the job first in line ahead of it.
 _BEHIND = (WaitCode.BEHIND_HIGHER_PRIORITY, WaitCode.BEHIND_EARLIER)
 
@@ -55,6 +57,9 @@ def why_message(result: WhyResult, lang: str, zone: ZoneInfo) -> Message:
     """The story as Block Kit: a header, then the steps (the latest kept when it is long)."""
     title = story_header(lang, result, zone)
     lines = story_lines(lang, result, zone, mrkdwn_escape, mention)
+    if len(lines) > STORY_SHOWN:  # a long story: its latest steps matter most
+        earlier = t(lang, "status.earlier", n=len(lines) - STORY_SHOWN)
+        lines = [earlier, *lines[-STORY_SHOWN:]]
     blocks = [header(title)]
     blocks += listing(
         lines, MESSAGE_BLOCKS - 2, lambda shown: t(lang, "status.more", n=len(lines) - shown)

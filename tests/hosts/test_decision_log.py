@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from agent_world import job, make_cycle, ok, submit, until
 from sqlalchemy import func
 from sqlmodel import Session, col, select
+from test_outages import LostAnswers
 
 from bot.blocks.replies import reply
 from bot.console import render
@@ -271,3 +272,20 @@ def test_a_preempted_job_is_told_for_whom_it_stopped_and_that_it_waits_again(
     text = world.run("why sweep", "UALICE").text
     assert f"for core job #{paper}" in text
     assert _lines(world, paper, "start") == 1
+
+
+def test_a_start_whose_answer_was_lost_is_logged_once_its_host_takes_it(
+    world: Paika, clock: ManualClock
+) -> None:
+    cycle = make_cycle(world, RecordingObserver())
+    cycle.dispatcher = LostAnswers(deliver=False)  # the first start never reaches the agent
+    submit(world, "dropped", SLEEP, gpus=2, extra="type=A100-80GB")
+    first = cycle.run_once()
+    dropped = job(world, "dropped").id or 0
+    assert first.unconfirmed == [dropped] and _lines(world, dropped, "start") == 0
+    clock.advance(timedelta(seconds=10))
+    assert cycle.run_once().started == [dropped]  # sent again, and taken
+    assert _lines(world, dropped, "start") == 1
+    start = next(s for s in _why(world, "why dropped").steps if s.step is Step.STARTED)
+    assert start.at == clock.now() and start.hosts == ("gpu-a",) and start.attempt == 1
+    assert start.reason  # the match it was planned with
