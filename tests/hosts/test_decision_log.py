@@ -161,26 +161,29 @@ def test_an_unchanged_reason_is_written_once_even_across_a_restart(
     world: Paika, clock: ManualClock
 ) -> None:
     cycle = make_cycle(world, RecordingObserver())
-    submit(world, "hog", SLEEP, gpus=2, hours=5, extra="type=T4-16GB")
+    submit(world, "hog", SLEEP, gpus=1, hours=5, extra="type=T4-16GB")  # one T4 left free
     submit(world, "hog2", SLEEP, gpus=2, hours=5, extra="type=A100-80GB")
     assert len(cycle.run_once().started) == 2
     ok(
         world,
         "UALICE",
-        f'submit name=later gpus=1 hours=1 priority=normal data=pending cmd="{SLEEP}"',
+        "submit name=later gpus=1 hours=1 priority=normal data=pending type=A100-80GB "
+        f'cmd="{SLEEP}"',
     )
-    submit(world, "queued", SLEEP, hours=1)
+    submit(world, "queued", SLEEP, gpus=2, hours=1, extra="type=T4-16GB")
     later, queued = job(world, "later").id or 0, job(world, "queued").id or 0
     for _ in range(12):  # places and ETAs drift; the reasons do not change
         clock.advance(timedelta(seconds=10))
         assert not cycle.run_once().errors
     assert (_lines(world, later), _lines(world, queued)) == (1, 1)
+    assert _lines(world, queued, "reserve") == 1  # EASY keeps the next free card for it
 
     restarted = make_cycle(world, RecordingObserver())  # a new process: memory read from SQL
     for _ in range(3):
         clock.advance(timedelta(seconds=10))
         assert not restarted.run_once().errors
     assert (_lines(world, later), _lines(world, queued)) == (1, 1)
+    assert _lines(world, queued, "reserve") == 1
 
     ok(world, "UALICE", "ready later")  # leaving the wait for data is a change
     clock.advance(timedelta(seconds=10))
