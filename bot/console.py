@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 from bot.blocks.job import priority, state
 from bot.blocks.quotas import expiry_words
+from bot.blocks.why import story_header, story_lines
 from bot.i18n import DEFAULT, t, term, wait_words, when
 from bot.said import language_saved, listed, problem, say, template_fields
 from bot.usage import help_lines
@@ -33,6 +34,7 @@ from scheduler.service.quotas import QuotaView
 from scheduler.service.records import BumpRecord, JobRecord, JobState
 from scheduler.service.report import JobOutcome, ReportResult, UsageRow
 from scheduler.service.templates import TemplateHistory, TemplateVersionView
+from scheduler.service.why import WhyResult
 
 # How many waiting jobs a queue listing shows before it summarises the rest.
 QUEUE_LISTING_LIMIT = 30
@@ -266,6 +268,13 @@ def _produced(output: str | None, metrics: Mapping[str, Any]) -> str:
 
 def _metric(name: str, value: object) -> str:
     return f"{name}={value:g}" if isinstance(value, Real) else f"{name}={value}"
+
+
+@render.register
+def _story(result: WhyResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    lines = [story_header(lang, result, zone)]
+    lines += [f"  {line}" for line in story_lines(lang, result, zone)]
+    return "\n".join(lines)
 
 
 @render.register

@@ -19,6 +19,7 @@ from scheduler.service import (
     report,
     specs,
     templates,
+    why,
 )
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
@@ -251,6 +252,7 @@ HANDLERS: dict[tuple[str, ...], Handler] = {
     ("queue",): lambda ctx, a: jobs.queue(ctx, a.get("scope", "all")),
     ("board",): lambda ctx, a: board.board(ctx),
     ("status",): lambda ctx, a: jobs.status(ctx, *_job(a)),
+    ("why",): lambda ctx, a: why.why(ctx, *_job(a), a.get("at")),
     ("cancel",): lambda ctx, a: jobs.cancel(ctx, *_job(a), a.get("reason")),
     ("done",): lambda ctx, a: jobs.done(ctx, *_job(a), a.get("output"), a.get("metric", ())),
     ("bump",): lambda ctx, a: bumps.bump(ctx, *_job(a), a["to"], a["reason"]),

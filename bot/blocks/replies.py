@@ -48,6 +48,7 @@ from bot.blocks.job import (
 )
 from bot.blocks.quotas import quota_line
 from bot.console import render, spec_line
+from bot.blocks.why import why_message
 from bot.i18n import t, term, when
 from bot.said import language_saved, listed, say
 from scheduler.grammar import Help
@@ -60,6 +61,7 @@ from scheduler.service.prefs import LanguageChoice
 from scheduler.service.records import BumpRecord, JobState
 from scheduler.service.report import JobOutcome, ReportResult
 from scheduler.service.templates import TemplateHistory, TemplateVersionView
+from scheduler.service.why import WhyResult
 
 # How many jobs a queue reply lists before it summarises the rest (as the CLI does).
 QUEUE_SHOWN = 30
@@ -282,6 +284,11 @@ def _history(result: StatusResult, lang: str, zone: ZoneInfo) -> list[Block]:
     if earlier:
         lines.insert(0, t(lang, "status.earlier", n=earlier))
     return [context(fit(f"*{t(lang, 'label.history')}*\n" + "\n".join(lines), 3000))]
+
+
+@reply.register
+def _story(result: WhyResult, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    return why_message(result, lang, zone)
 
 
 @reply.register

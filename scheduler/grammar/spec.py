@@ -341,6 +341,12 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(("board",), (), "/gpu board", Section.JOBS),
     Subcommand(("status",), (_job(),), "/gpu status 42", Section.JOBS),
     Subcommand(
+        ("why",),
+        (_job(), Key("at", ValueKind.TIME, "2026-11-30T14:30")),
+        "/gpu why 42",
+        Section.JOBS,
+    ),
+    Subcommand(
         ("cancel",),
         (_job(), _reason(False, "owner")),
         '/gpu cancel 42 reason="wrong learning rate"',

@@ -10,7 +10,7 @@ from scheduler.grammar import Mistake, ParseError, ValueKind, check_required, pa
 from scheduler.grammar.values import Expected
 
 COMMANDS = (
-    "Commands: submit, ready, queue, board, status, cancel, bump, approve, deny, done, quota, "
+    "Commands: submit, ready, queue, board, status, why, cancel, bump, approve, deny, done, quota, "
     "report, template, lang, help, admin."
 )
 SUBMIT_EXAMPLE = (

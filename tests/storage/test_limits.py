@@ -50,6 +50,7 @@ STRING_COLUMNS: dict[tuple[str, str], tuple[int, list[str]]] = {
     ("ready", "job"): _JOB,
     ("ready", "location"): (limits.DATA_LOCATION, ["jobs.data_location"]),
     ("status", "job"): _JOB,
+    ("why", "job"): _JOB,
     ("cancel", "job"): _JOB,
     ("bump", "job"): _JOB,
     ("bump", "to"): (limits.PRIORITY, ["bump_requests.to_priority", "jobs.priority"]),
@@ -106,6 +107,7 @@ _NOT_STRING = {
     ValueKind.ID,
     ValueKind.FLOAT,
     ValueKind.DATE,
+    ValueKind.TIME,
     ValueKind.METRIC,
     ValueKind.WORDS,
 }
