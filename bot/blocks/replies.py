@@ -47,8 +47,8 @@ from bot.blocks.job import (
     waiting_line,
 )
 from bot.blocks.quotas import quota_line
-from bot.console import render, spec_line
 from bot.blocks.why import why_message
+from bot.console import render, spec_line
 from bot.i18n import t, term, when
 from bot.said import language_saved, listed, say
 from scheduler.grammar import Help
