@@ -8,7 +8,18 @@ from typing import Any
 from scheduler.grammar import Help, check_required, defaults, help_for, subcommand
 from scheduler.grammar.values import convert
 from scheduler.results import Listing, QuotaListing, Said, SaidCode, Value
-from scheduler.service import accounts, admin, board, bumps, jobs, prefs, quotas, report, templates
+from scheduler.service import (
+    accounts,
+    admin,
+    board,
+    bumps,
+    configs,
+    jobs,
+    prefs,
+    quotas,
+    report,
+    templates,
+)
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
 
@@ -241,6 +252,12 @@ HANDLERS: dict[tuple[str, ...], Handler] = {
         ctx, a.get("user"), a.get("team")
     ),
     ("admin", "account", "list"): lambda ctx, a: accounts.list_accounts(ctx),
+    # The policy config under version control.
+    ("config", "show"): lambda ctx, a: configs.show(ctx, a.get("key")),
+    ("config", "set"): lambda ctx, a: configs.set_values(ctx, a["settings"], a["reason"]),
+    ("config", "history"): lambda ctx, a: configs.history(ctx, a.get("limit", 10)),
+    ("config", "diff"): lambda ctx, a: configs.diff(ctx, a["v1"], a["v2"]),
+    ("config", "rollback"): lambda ctx, a: configs.rollback(ctx, a["version"], a["reason"]),
 }
 
 

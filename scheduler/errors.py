@@ -81,6 +81,14 @@ class Problem(StrEnum):
     BAD_ACCOUNT_NAME = "problem.bad_account_name"
     ACCOUNT_FOR_WHOM = "problem.account_for_whom"
     NO_ACCOUNT_MAPPING = "problem.no_account_mapping"
+    # The policy config under version control (/gpu config …).
+    CONFIG_NOTHING_STORED = "problem.config_nothing_stored"
+    CONFIG_INVALID = "problem.config_invalid"
+    CONFIG_UNKNOWN_KEY = "problem.config_unknown_key"
+    CONFIG_UNCHANGED = "problem.config_unchanged"
+    CONFIG_VERSION_NOT_FOUND = "problem.config_version_not_found"
+    CONFIG_ALREADY_IN_FORCE = "problem.config_already_in_force"
+    CONFIG_KEY_NOT_FOUND = "problem.config_key_not_found"
 
 
 class Action(StrEnum):
@@ -108,6 +116,8 @@ class Action(StrEnum):
     ISSUE_TOKENS = "issue_tokens"
     REVOKE_TOKENS = "revoke_tokens"
     MANAGE_ACCOUNTS = "manage_accounts"
+    READ_CONFIG = "read_config"
+    CHANGE_CONFIG = "change_config"
 
 
 class PaikaError(Exception):
@@ -157,4 +167,5 @@ class ConfigError(PaikaError):
         self.path = path
         self.key = key
         self.problem = problem
+        self.unknown = False  # the key is not a key of the policy file at all
         super().__init__(f"{path}: {key}: {problem}")
