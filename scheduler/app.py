@@ -119,7 +119,11 @@ class Paika:
         upgrade(engine)
         clock = clock or SystemClock()
         author = "bundled" if settings.config is None else "PAIKA_CONFIG"
-        live = policy_at_start(engine, settings.policy_path(), author, clock.now())
+        try:
+            live = policy_at_start(engine, settings.policy_path(), author, clock.now())
+        except BaseException:  # a bad policy file: nothing is kept open
+            engine.dispose()
+            raise
         paika = cls(settings, live, engine, clock, words=words)
         paika.sync_teams()
         return paika

@@ -18,7 +18,7 @@ from scheduler.config import PolicyConfig, load_policy, policy_from_text
 from scheduler.configs import edit
 from scheduler.configs.live import LivePolicy
 from scheduler.errors import ConfigError
-from storage.db import session_scope
+from storage.db import lost_race, session_scope
 from storage.queries import config as config_queries
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,9 @@ def policy_at_start(engine: Engine, path: Path, author: str, now: datetime) -> L
     for _ in range(START_TRIES):
         try:
             return _settle(engine, policy, text, digest, author, now)
-        except config_queries.VersionTaken:
+        except Exception as exc:  # VersionTaken, or a deadlock's victim: look again
+            if not lost_race(exc):
+                raise
             log.info("another instance stored a config version at the same time; looking again")
     raise ConfigError(str(path), "-", "other instances kept storing config versions; start again")
 

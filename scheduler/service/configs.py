@@ -38,7 +38,7 @@ def show(ctx: Context, key: str | None) -> ConfigShown:
         return ConfigShown(_info(row), row.content)
     value = edit.value_at(edit.effective(_policy(row)), key)
     if not edit.has_value(value):
-        raise NotFound(Problem.CONFIG_KEY_NOT_FOUND, key=key, version=row.version)
+        raise NotFound(Problem.CONFIG_KEY_NOT_FOUND, setting=key, version=row.version)
     return ConfigShown(_info(row), row.content, key, edit.shown(value))
 
 
@@ -54,13 +54,14 @@ def set_values(ctx: Context, given: Mapping[str, FreeValue], reason: str) -> Con
         changed = edit.with_values(document, values)
     except edit.NotAMapping as exc:
         raise UserError(
-            Problem.CONFIG_UNKNOWN_KEY, key=_given_key(exc.key, values), example=_example(None)
+            Problem.CONFIG_UNKNOWN_KEY, setting=_given_key(exc.key, values), example=_example(None)
         ) from None
     after = _validated(changed, values, before)
     found = edit.changes(edit.effective(before), edit.effective(after))
     if not found:
-        raise Conflict(Problem.CONFIG_UNCHANGED, keys=tuple(values), version=row.version)
-    return _store(ctx, edit.document_text(changed), reason, "set", edit.as_detail(found), found)
+        raise Conflict(Problem.CONFIG_UNCHANGED, settings=tuple(values), version=row.version)
+    text = edit.document_text(changed)
+    return _store(ctx, row.version, text, reason, "set", edit.as_detail(found), found)
 
 
 def history(ctx: Context, limit: int) -> ConfigHistory:
@@ -89,11 +90,12 @@ def rollback(ctx: Context, version: int, reason: str) -> ConfigChanged:
         raise Conflict(Problem.CONFIG_ALREADY_IN_FORCE, version=version, current=newest.version)
     _policy(target)  # a version that no longer validates is refused, naming the key
     detail = {**edit.as_detail(found), "rolled_back_to": version}
-    return _store(ctx, target.content, reason, "rollback", detail, found, version)
+    return _store(ctx, newest.version, target.content, reason, "rollback", detail, found, version)
 
 
 def _store(
     ctx: Context,
+    read: int,
     content: str,
     reason: str,
     source: str,
@@ -101,9 +103,10 @@ def _store(
     found: tuple[edit.Change, ...],
     rolled_back_to: int | None = None,
 ) -> ConfigChanged:
-    newest = config_queries.newest_number(session=ctx.session) or 0
-    version = newest + 1
-    # VersionTaken when another admin stored this number first: the command runs again.
+    # The change was made to version `read`, so it is stored as the next one and only so:
+    # VersionTaken when another admin stored that number first, and the command runs again
+    # on their version (a later number would silently drop their change).
+    version = read + 1
     config_queries.add_version(
         session=ctx.session,
         version=version,
@@ -130,10 +133,12 @@ def _validated(
     except ConfigError as exc:
         key = _given_key(exc.key, values)
         if exc.unknown:
-            raise UserError(Problem.CONFIG_UNKNOWN_KEY, key=key, example=_example(None)) from None
+            raise UserError(
+                Problem.CONFIG_UNKNOWN_KEY, setting=key, example=_example(None)
+            ) from None
         raise UserError(
             Problem.CONFIG_INVALID,
-            key=key,
+            setting=key,
             problem=exc.problem,
             example=_example(key, edit.value_at(edit.effective(before), key)),
         ) from None
@@ -178,7 +183,7 @@ def _policy(row: ConfigVersion) -> PolicyConfig:
         )
     except ConfigError as exc:
         raise UserError(
-            Problem.CONFIG_INVALID, key=exc.key, problem=exc.problem, example=_example(None)
+            Problem.CONFIG_INVALID, setting=exc.key, problem=exc.problem, example=_example(None)
         ) from None
 
 
