@@ -15,9 +15,12 @@ from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
 from bot.console import render
+from bot.digest.text import render_text
 from scheduler.app import Paika, Reply
 from scheduler.clock import ManualClock
 from scheduler.configs.start import policy_at_start
+from scheduler.digest import Digest, digest_now
+from scheduler.digest.codec import decode, encode
 from scheduler.settings import BUNDLED_POLICY, Settings
 from storage.models import AuditEvent, ConfigVersion
 
@@ -331,3 +334,11 @@ def test_two_concurrent_sets_lose_no_change(
     newest = stored(engine, 1 + 2 * rounds)
     assert newest["scheduler"]["headroom"]["T4-16GB"] == rounds  # type: ignore[index]
     assert newest["limits"]["max_gpus_per_job"] == rounds + 1  # type: ignore[index]
+
+
+def test_the_digest_names_the_config_version_it_was_made_under(core: Paika) -> None:
+    ok(core, 'config set scheduler.cycle_seconds=5 reason="faster"')
+    digest = digest_now(core)
+    assert digest.config_version == 2
+    assert "config v2" in render_text(digest, core.policy.zone)
+    assert decode(Digest, encode(digest)).config_version == 2  # as it travels in the outbox
