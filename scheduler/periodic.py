@@ -54,7 +54,8 @@ class Periodic:
         watch: CycleWatch | None = None,
         after_cycle: Callable[[CycleResult], None] | None = None,
     ) -> None:
-        self.engine, self.policy, self.clock, self.cycle = engine, policy, clock, cycle
+        self.engine, self.clock, self.cycle = engine, clock, cycle
+        self._policy = policy
         self.announcer = announcer  # the face's: Slack's, or the console's (bot/)
         # What the health check and the metrics read; `after_cycle` counts each cycle.
         self.watch = watch or CycleWatch()
@@ -67,8 +68,19 @@ class Periodic:
         self.scheduler = BackgroundScheduler(timezone="UTC")
         self.leading = False
 
+    @property
+    def policy(self) -> PolicyConfig:
+        """The cycle's policy, which follows the config version in force (alerts, the digest
+        and pruning read the same one); the one given when the cycle keeps none."""
+        current = getattr(self.cycle, "policy", None)
+        return current if isinstance(current, PolicyConfig) else self._policy
+
     def start(self) -> None:
-        """Register the jobs and start the background scheduler."""
+        """Register the jobs and start the background scheduler.
+
+        The cycle's interval is read here only: a config version that changes
+        `scheduler.cycle_seconds` takes effect at the next start (everything else the
+        cycle reads follows the version in force within one cycle)."""
         every = self.policy.scheduler.cycle_seconds
         common = {"replace_existing": True, "max_instances": 1, "coalesce": True}
         self.scheduler.add_job(

@@ -14,6 +14,7 @@ from scheduler.service.context import Context
 from scheduler.service.jobs import JobView
 from storage.models import ON_HOST_STATES, Gpu, Host, HostState, Job, JobState, PriorityClass
 from storage.queries import cluster as cluster_queries
+from storage.queries import config as config_queries
 from storage.queries import jobs as job_queries
 
 
@@ -82,6 +83,7 @@ class BoardResult:
     waiting_by_class: dict[str, int]  # priority class -> pending jobs (core, normal, idle)
     waiting_for_data: int
     next_up: tuple[JobView, ...]  # the first waiting jobs in queue order, with reasons and ETAs
+    config_version: int | None = None  # the policy config version in force (none stored: None)
 
 
 # How many waiting jobs the board names; the rest are only counted.
@@ -133,6 +135,7 @@ def board(ctx: Context) -> BoardResult:
         waiting_by_class=waiting_by_class,
         waiting_for_data=sum(n for (s, _), n in counts.items() if s == JobState.WAITING_DATA),
         next_up=jobs.next_waiting(ctx, NEXT_UP),
+        config_version=config_queries.newest_number(session=session),
     )
 
 

@@ -29,6 +29,7 @@ from bot.i18n import (
     wait_words,
     when,
 )
+from scheduler.configs.results import SOURCES
 from scheduler.errors import Action, Problem
 from scheduler.grammar import SUBCOMMANDS, ValueKind, subcommand
 from scheduler.grammar.errors import Mistake
@@ -84,6 +85,7 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "grammar.section.": tuple(Section),
     "grammar.default.": tuple(DefaultWord),
     "grammar.char.": ("nul", "surrogate"),  # what storable.py names a character it refuses
+    "config.source.": SOURCES,  # where a config version came from
 }
 
 # Modal hints that are the grammar's own help text for the same key.
