@@ -29,6 +29,7 @@ from bot.i18n import (
     wait_words,
     when,
 )
+from scheduler.archive.state_diff import DiffField, DiffKind
 from scheduler.errors import Action, Problem
 from scheduler.grammar import SUBCOMMANDS, ValueKind, subcommand
 from scheduler.grammar.errors import Mistake
@@ -83,6 +84,9 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "grammar.section.": tuple(Section),
     "grammar.default.": tuple(DefaultWord),
     "grammar.char.": ("nul", "surrogate"),  # what storable.py names a character it refuses
+    # what `paika state diff` names: the kind of thing that changed, and which part of it
+    "snapshot.kind.": tuple(DiffKind),
+    "snapshot.field.": tuple(DiffField),
 }
 
 # Modal hints that are the grammar's own help text for the same key.
