@@ -5,15 +5,15 @@ two snapshots, and what a restore wrote. Every word comes from the catalogue."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.blocks.job import priority, state
 from bot.console import render
 from bot.i18n import DEFAULT, t, term, wait_words, when
-from scheduler.archive.state import RestoreResult, wait_of
+from scheduler.archive.state import RestoreResult
 from scheduler.archive.state_diff import Change, DiffField, DiffKind, StateDiff, Value
 from scheduler.archive.state_view import SnapshotView
+from scheduler.policy.plan import Wait, WaitCode
 
 
 @render.register
@@ -61,8 +61,8 @@ def _value(lang: str, change: Change, value: Value) -> str:
     if isinstance(value, bool):
         return t(lang, "snapshot.value.yes" if value else "snapshot.value.no")
     if isinstance(value, Mapping):  # a wait reason, said as the queue says it
-        wait: Mapping[str, Any] = value
-        return wait_words(lang, wait_of(0, wait), float(wait.get("as_of", 0.0)))
+        wait = Wait(**{**value, "code": WaitCode(value["code"])})
+        return wait_words(lang, wait, wait.as_of)
     if change.field is DiffField.STATE and isinstance(value, str):
         if change.kind is DiffKind.JOB:
             return state(lang, value)

@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from scheduler.archive.state import taken_at
+from scheduler.archive.state import ETA_COLUMNS, records, taken_at
 
 Plain = str | int | float | bool | None
 # A job's wait reason is given whole (code, numbers, ETA), for the faces to say it.
@@ -79,7 +79,7 @@ class StateDiff:
 Reader = Callable[[Mapping[str, Any]], Value]
 # A reason is its code and its numbers; its place in the queue and its ETA move with
 # every other job and with the clock, and are not a change of reason.
-_NOT_REASON = ("position", "eta", "free_at", "as_of")
+_NOT_REASON = ("job_id", "position", *ETA_COLUMNS)
 
 
 def _reason(row: Mapping[str, Any]) -> Value:
@@ -138,27 +138,38 @@ def diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> StateDiff:
 
 
 def _things(doc: Mapping[str, Any]) -> dict[DiffKind, dict[Any, Mapping[str, Any]]]:
-    """Each kind's rows by a key that survives a restore (ids; a GPU by host and index)."""
-    hosts = {host["id"]: host["name"] for host in doc.get("hosts", ())}
+    """Each kind's rows by a key that survives a restore (ids; a GPU by host and index); a
+    job with its placement and its wait (reason, place and ETA)."""
+    hosts = {host["id"]: host for host in records(doc, "hosts")}
     gpus = {
-        gpu["id"]: {**gpu, "host": hosts.get(gpu["host_id"], "?")} for gpu in doc.get("gpus", ())
+        gpu["id"]: {
+            **gpu,
+            "host": hosts[gpu["host_id"]]["name"] if gpu["host_id"] in hosts else "?",
+        }
+        for gpu in records(doc, "gpus")
     }
     placement: dict[int, list[str]] = {}
-    for allocation in doc.get("allocations", ()):
+    for allocation in records(doc, "allocations"):
         gpu = gpus.get(allocation["gpu_id"])
         where = f"{gpu['host']}/{gpu['index']}" if gpu else f"gpu {allocation['gpu_id']}"
         placement.setdefault(allocation["job_id"], []).append(where)
-    teams = {team["id"]: team["name"] for team in doc.get("teams", ())}
+    etas = {row["job_id"]: row for row in records(doc, "etas")}
+    waits = {row["job_id"]: {**row, **etas.get(row["job_id"], {})} for row in records(doc, "waits")}
+    teams = {team["id"]: team["name"] for team in records(doc, "teams")}
     return {
         DiffKind.JOB: {
-            job["id"]: {**job, "placement": ", ".join(sorted(placement.get(job["id"], [])))}
-            for job in doc.get("jobs", ())
+            job["id"]: {
+                **job,
+                "placement": ", ".join(sorted(placement.get(job["id"], []))),
+                "wait": waits.get(job["id"]),
+            }
+            for job in records(doc, "jobs")
         },
-        DiffKind.HOST: {host["name"]: host for host in doc.get("hosts", ())},
+        DiffKind.HOST: {host["name"]: host for host in hosts.values()},
         DiffKind.GPU: {(gpu["host"], gpu["index"]): gpu for gpu in gpus.values()},
         DiffKind.QUOTA: {
             quota["id"]: {**quota, "team": teams.get(quota["team_id"], "?")}
-            for quota in doc.get("quotas", ())
+            for quota in records(doc, "quotas")
         },
     }
 

@@ -12,10 +12,9 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from scheduler.archive.state import taken_at, wait_of
+from scheduler.archive.state import records, taken_at, waits_of
 from scheduler.config import PolicyConfig
 from scheduler.errors import Problem, UserError
-from scheduler.policy.plan import Wait
 from scheduler.service.board import NEXT_UP, BoardResult, assemble
 from scheduler.service.jobs import PENDING_STATES, JobView, QueueResult
 from scheduler.service.records import JobRecord
@@ -55,44 +54,39 @@ def parse_moment(text: str, zone: ZoneInfo) -> datetime | None:
 
 def snapshot_view(doc: Mapping[str, Any], policy: PolicyConfig) -> SnapshotView:
     """The board and the queue (everyone's) the document describes."""
-    teams = {team["id"]: team["name"] for team in doc["teams"]}
-    jobs = {row["id"]: Job(**typed(Job, _without_wait(row))) for row in doc["jobs"]}
-    views = {}
-    for row in doc["jobs"]:
-        wait = _wait(row)
+    teams = {team["id"]: team["name"] for team in records(doc, "teams")}
+    jobs = {row["id"]: Job(**typed(Job, row)) for row in records(doc, "jobs")}
+    waits = waits_of(doc)
+    views = []
+    for job_id, job in jobs.items():
+        wait = waits.get(job_id)
         likely = wait.gpu_type if wait is not None else None
-        views[row["id"]] = JobView(
-            JobRecord.of(jobs[row["id"]]), teams.get(row["team_id"], ""), wait, likely
-        )
+        views.append(JobView(JobRecord.of(job), teams.get(job.team_id, ""), wait, likely))
     running = sorted(
-        (v for v in views.values() if v.job.state in ON_HOST_STATES),
+        (v for v in views if v.job.state in ON_HOST_STATES),
         key=lambda v: (v.job.started_at or v.job.submitted_at, v.job.id),
     )
     waiting = sorted(
-        (v for v in views.values() if v.job.state in PENDING_STATES),
+        (v for v in views if v.job.state in PENDING_STATES),
         key=lambda v: (v.wait is None, v.wait.position if v.wait else 0, v.job.id),
     )
-    queue = QueueResult("all", list(running), list(waiting))
-    gpus = [Gpu(**typed(Gpu, row)) for row in doc["gpus"]]
-    holders = {a["gpu_id"]: jobs[a["job_id"]] for a in doc["allocations"] if a["job_id"] in jobs}
-    hosts = sorted((Host(**typed(Host, row)) for row in doc["hosts"]), key=lambda h: h.name)
-    counts = Counter((job.state, job.priority) for job in jobs.values())
+    holders = {
+        a["gpu_id"]: jobs[a["job_id"]] for a in records(doc, "allocations") if a["job_id"] in jobs
+    }
+    polls = {row["id"]: row["last_seen_at"] for row in records(doc, "polls")}
+    hosts = [
+        Host(**typed(Host, {**row, "last_seen_at": polls.get(row["id"])}))
+        for row in records(doc, "hosts")
+    ]
     board = assemble(
         taken_at(doc),
         policy,
-        hosts=hosts,
-        gpus=gpus,
+        hosts=sorted(hosts, key=lambda host: host.name),
+        gpus=[Gpu(**typed(Gpu, row)) for row in records(doc, "gpus")],
         holders=holders,
-        counts=counts,
+        counts=Counter((job.state, job.priority) for job in jobs.values()),
         next_up=tuple(v for v in waiting if v.wait is not None)[:NEXT_UP],
     )
-    return SnapshotView(taken_at(doc), doc.get("config_version"), board, queue)
-
-
-def _without_wait(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if k != "wait"}
-
-
-def _wait(row: Mapping[str, Any]) -> Wait | None:
-    found = row.get("wait")
-    return wait_of(row["id"], found) if found else None
+    return SnapshotView(
+        taken_at(doc), doc.get("config_version"), board, QueueResult("all", running, waiting)
+    )

@@ -10,7 +10,7 @@ afterwards (else the next submitted job would collide with job #1).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from sqlalchemy import Date, Table, func, insert, text
@@ -75,6 +75,8 @@ def _typed(table: Table, row: Mapping[str, Any]) -> dict[str, Any]:
         column = table.c[name]
         if value is not None and isinstance(column.type, UTCDateTime):
             value = datetime.fromisoformat(value)
+            if value.tzinfo is None:  # snapshots keep times as the database does: UTC
+                value = value.replace(tzinfo=UTC)
         elif value is not None and isinstance(column.type, Date):
             value = date.fromisoformat(value)
         typed[name] = value

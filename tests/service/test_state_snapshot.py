@@ -170,21 +170,24 @@ def start_on(engine: Engine, clock: ManualClock) -> Paika:
 def test_a_document_says_the_queue_and_the_cluster(world: Paika) -> None:
     doc = document(world)
     assert doc["schema"] == state.SCHEMA and doc["config_version"] == 7
-    names = {job["name"]: job for job in doc["jobs"]}
+    names = {job["name"]: job for job in state.records(doc, "jobs")}
     # Every job not yet ended, none that ended.
     assert sorted(names) == ["big", "later", "small", "tiny", "urgent", "wide"]
     assert names["big"]["state"] == "running" and names["big"]["account"] == "alice"
-    assert names["big"]["spec"] == {"name": "big", "gpus": 2} and "wait" not in names["big"]
-    assert names["later"]["wait"]["code"] == WaitCode.WAITING_FOR_DATA
-    assert names["urgent"]["wait"]["position"] == 1
-    quotas = {q["team_id"]: q for q in doc["quotas"]}
-    assert sorted(q["used_hours"] for q in quotas.values()) == [0.0, 40.0]
-    assert [h["name"] for h in doc["hosts"]] == ["gpu-a", "gpu-t"]
-    assert not any("token" in key and key != "token_revoked_at"
-                   for host in doc["hosts"] for key in host)  # fmt: skip
-    assert len(doc["allocations"]) == 2
-    assert [t["name"] for t in doc["templates"]] == ["bert"]
-    assert [a["account"] for a in doc["accounts"]] == ["alice"]
+    assert names["big"]["spec"] == {"name": "big", "gpus": 2}
+    waits = state.waits_of(doc)
+    assert waits == waits_of(world) and names["big"]["id"] not in waits
+    assert waits[names["later"]["id"]].code is WaitCode.WAITING_FOR_DATA
+    assert waits[names["urgent"]["id"]].position == 1
+    quotas = state.records(doc, "quotas")
+    assert sorted(q["used_hours"] for q in quotas) == [0.0, 40.0]
+    hosts = state.records(doc, "hosts")
+    assert [h["name"] for h in hosts] == ["gpu-a", "gpu-t"]
+    assert not any("token" in key and key != "token_revoked_at" for key in hosts[0])
+    assert len(state.records(doc, "allocations")) == 2
+    assert [t["name"] for t in state.records(doc, "templates")] == ["bert"]
+    assert [a["account"] for a in state.records(doc, "accounts")] == ["alice"]
+    assert names["big"]["submitted_at"].startswith("2026-11-02T06:00:00")
 
 
 def test_encode_is_deterministic_and_decode_gives_the_document_back(world: Paika) -> None:
@@ -240,7 +243,7 @@ def test_restore_gives_the_same_queue_under_the_same_numbers(
     # sequences do not follow ids written by hand).
     result = ok(restored, "UBOB", SUBMIT.format(name="next", gpus=1, hours=1,
                                                 priority="normal", data="ready"))  # fmt: skip
-    highest = max(job["id"] for job in doc["jobs"])
+    highest = max(job["id"] for job in state.records(doc, "jobs"))
     assert result.view.job.id > highest  # type: ignore[attr-defined]
     ok(restored, "UADMIN", "admin quota add team=nlp hours=5 expires=2027-01-31 owner=<@UNICK>")
     restored.engine.dispose()
@@ -298,6 +301,12 @@ def _copy(doc: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(doc))  # type: ignore[no-any-return]
 
 
+def _put(doc: dict[str, Any], name: str, rows: list[dict[str, Any]]) -> None:
+    """Write a table of dicts back into a document, in its columns."""
+    columns = doc[name]["columns"]
+    doc[name]["rows"] = [[row.get(c) for c in columns] for row in rows]
+
+
 def test_diff_says_what_changed_between_two_snapshots(world: Paika) -> None:
     from scheduler.archive.state_diff import Appeared, Change, DiffField, DiffKind, diff
 
@@ -305,26 +314,41 @@ def test_diff_says_what_changed_between_two_snapshots(world: Paika) -> None:
     assert diff(before, before).empty
     after = _copy(before)
     after["taken_at"] = "2026-11-02T10:00:00+00:00"
-    jobs_ = {job["name"]: job for job in after["jobs"]}
-    small, tiny, wide = jobs_["small"], jobs_["tiny"], jobs_["wide"]
+    jobs_ = state.records(after, "jobs")
+    by_name = {job["name"]: job for job in jobs_}
+    small, tiny, wide = by_name["small"], by_name["tiny"], by_name["wide"]
+    waits = {row["job_id"]: row for row in state.records(after, "waits")}
+    etas = {row["job_id"]: row for row in state.records(after, "etas")}
     # small started on gpu-a/2; tiny ended; wide's class changed, and only its place moved.
     small["state"] = "running"
-    del small["wait"]
-    after["allocations"].append({"id": 99, "job_id": small["id"], "gpu_id": 3,
-                                 "started_at": "2026-11-02T09:30:00+00:00"})  # fmt: skip
-    after["jobs"].remove(tiny)
+    del waits[small["id"]]
+    allocations = state.records(after, "allocations")
+    allocations.append({"id": 99, "job_id": small["id"], "gpu_id": 3,
+                        "started_at": "2026-11-02T09:30:00"})  # fmt: skip
+    _put(after, "allocations", allocations)
+    jobs_.remove(tiny)
     wide["priority"] = "core"
-    wide["wait"]["position"] += 1
-    wide["wait"]["eta"] = (wide["wait"].get("eta") or 0) + 600
-    after["jobs"].append({**small, "id": 50, "name": "new", "state": "queued",
-                          "wait": {"code": "waiting_for_data", "position": 9}})  # fmt: skip
-    after["hosts"][1]["state"] = "down"
-    after["gpus"][4]["healthy"] = True
-    after["quotas"][0]["gpu_hours"] = 400.0
-    after["quotas"].pop()
+    waits[wide["id"]]["position"] += 1
+    etas[wide["id"]]["eta"] = (etas[wide["id"]]["eta"] or 0) + 600
+    jobs_.append({**small, "id": 50, "name": "new", "state": "queued"})
+    waits[50] = {"job_id": 50, "code": "waiting_for_data", "position": 9, "higher": 0,
+                 "earlier": 0, "costlier": "", "left_hours": 0, "needs_hours": 0, "gpus": 0,
+                 "keeps_headroom": False}  # fmt: skip
+    _put(after, "jobs", jobs_)
+    _put(after, "waits", list(waits.values()))
+    _put(after, "etas", list(etas.values()))
+    hosts = state.records(after, "hosts")
+    hosts[1]["state"] = "down"
+    _put(after, "hosts", hosts)
+    gpus = state.records(after, "gpus")
+    gpus[4]["healthy"] = True
+    _put(after, "gpus", gpus)
+    quotas = state.records(after, "quotas")
+    quotas[0]["gpu_hours"] = 400.0
+    nlp = quotas.pop()
+    _put(after, "quotas", quotas)
     found = diff(before, after)
     assert found.added == (Appeared(DiffKind.JOB, "#50 new"),)
-    nlp = next(q for q in before["quotas"] if q["gpu_hours"] == 50.0)
     assert found.removed == (
         Appeared(DiffKind.JOB, f"#{tiny['id']} tiny"),
         Appeared(DiffKind.QUOTA, f"#{nlp['id']} nlp"),
@@ -340,7 +364,7 @@ def test_diff_says_what_changed_between_two_snapshots(world: Paika) -> None:
     assert (f"#{wide['id']} wide", DiffField.REASON) not in by  # a moved place is no new reason
     assert by[("gpu-t", DiffField.STATE)].new == "down"
     assert by[("gpu-t/0", DiffField.HEALTHY)].new is True
-    vision = next(q for q in before["quotas"] if q["gpu_hours"] == 300.0)
+    vision = quotas[0]
     assert by[(f"#{vision['id']} vision", DiffField.GPU_HOURS)].new == 400.0
     assert len(found.changed) == 7
 
