@@ -26,7 +26,7 @@ from scheduler.digest.model import Digest
 from scheduler.digest.schedule import KIND as DIGEST_KIND
 from scheduler.notices.approvals import DECISION_KIND, REQUEST_KIND
 from scheduler.notices.events import is_event
-from scheduler.notices.kinds import EVENT_KINDS
+from scheduler.notices.kinds import EVENT_KINDS, NoticeKind
 from scheduler.notices.outbox import Announcement
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,8 @@ RENDERERS: Mapping[str, Renderer] = {
     ASK_KIND: idle_ask,
     ACTION_KIND: reclaim_notice,
     **{kind: job_event for kind in EVENT_KINDS},
+    NoticeKind.STORE_DOWN: plain_alert,
+    NoticeKind.STORE_BACK: plain_alert,
 }
 
 

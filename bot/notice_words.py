@@ -20,7 +20,7 @@ from scheduler.digest.model import Digest
 from scheduler.digest.schedule import KIND as DIGEST_KIND
 from scheduler.notices.approvals import DECISION_KIND, REQUEST_KIND
 from scheduler.notices.events import Event, EventCode, event_of
-from scheduler.notices.kinds import EVENT_KINDS
+from scheduler.notices.kinds import EVENT_KINDS, NoticeKind
 from scheduler.notices.outbox import Announcement
 
 Sentence = Callable[[str, Announcement], str]
@@ -228,6 +228,24 @@ def _day(lang: str, value: object) -> str:
     return day(lang, date.fromisoformat(value)) if isinstance(value, str) else "?"
 
 
+# ---------------------------------------------------------------- the object store
+
+
+def _store(lang: str, notice: Announcement) -> str:
+    info = notice.detail
+    dropped = {str(kind): int(n) for kind, n in (info.get("dropped") or {}).items() if n}
+    values = {
+        "where": info.get("where", "?"),
+        "minutes": int(info.get("minutes") or 0),
+        "error": info.get("error") or "?",
+        "waiting": int(info.get("waiting") or 0),
+    }
+    text = t(lang, f"notice.{notice.kind}", **values)
+    if dropped:
+        text += t(lang, "notice.store_dropped", n=sum(dropped.values()))
+    return text
+
+
 SENTENCES: Mapping[str, Sentence] = {
     **{kind.value: _event for kind in EVENT_KINDS},
     REQUEST_KIND: _bump_request,
@@ -237,4 +255,6 @@ SENTENCES: Mapping[str, Sentence] = {
     ASK_KIND: _idle_ask,
     ACTION_KIND: _reclaimed,
     DIGEST_KIND: _digest,
+    NoticeKind.STORE_DOWN: _store,
+    NoticeKind.STORE_BACK: _store,
 }

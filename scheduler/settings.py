@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -50,6 +50,20 @@ class Settings(BaseSettings):
     log_format: str = "text"
     log_level: str = "INFO"
 
+    # The team's memory (storage/objects/): s3://bucket/prefix, or a folder (default
+    # <data_dir>/objects). The S3 settings name the service's dialect; credentials come only
+    # from boto3's own chain (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...), never from here.
+    object_store: str | None = None
+    s3_endpoint_url: str | None = None
+    s3_region: str | None = None
+    s3_addressing_style: Literal["path", "virtual", "auto"] | None = None
+    s3_signature_version: str | None = None
+    # Writes wait on local disk while the store is down, up to this size; then the oldest
+    # snapshots go first (never a config version or a log line).
+    spool_max_mb: int = Field(default=256, ge=1)
+    # The admins' channel hears once when the store has been down this long, and again on recovery.
+    store_down_alert_minutes: float = Field(default=10, gt=0)
+
     @field_validator("admins", mode="before")
     @classmethod
     def _split_admins(cls, value: object) -> object:
@@ -62,6 +76,12 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'paika.db').as_posix()}"
+
+    def object_store_spec(self) -> str:
+        """Where the team's memory lives: `PAIKA_OBJECT_STORE`, else <data_dir>/objects."""
+        if self.object_store:
+            return self.object_store
+        return (self.data_dir / "objects").as_posix()
 
     def policy_path(self) -> Path:
         """The policy file in force: `PAIKA_CONFIG`, else the bundled example."""

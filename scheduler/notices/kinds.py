@@ -30,6 +30,9 @@ class NoticeKind(StrEnum):
     GPUS_IDLE = "gpus_idle"
     GPUS_RECLAIMED = "gpus_reclaimed"
     DIGEST = "digest"
+    # The object store (scheduler.archive): unreachable past the threshold, and back
+    STORE_DOWN = "store_down"
+    STORE_BACK = "store_back"
 
 
 EVENT_KINDS = frozenset(

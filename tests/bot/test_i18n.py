@@ -36,7 +36,7 @@ from scheduler.grammar.errors import Mistake
 from scheduler.grammar.spec import PRIORITIES, DefaultWord, Section
 from scheduler.hosts.reconcile import ENDING_STOPS, REQUEUED_STOPS
 from scheduler.notices.events import EventCode, LostWhy
-from scheduler.notices.kinds import EVENT_KINDS
+from scheduler.notices.kinds import EVENT_KINDS, NoticeKind
 from scheduler.policy.plan import Wait, WaitCode
 from scheduler.results import SaidCode
 from scheduler.service.board import CardState
@@ -69,6 +69,7 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "notice.event.why.": tuple(LostWhy),
     "notice.event.stop.": tuple(REQUEUED_STOPS) + tuple(ENDING_STOPS),
     "notice.idle.then.": ("release", "requeue", "keep"),
+    "notice.": (NoticeKind.STORE_DOWN, NoticeKind.STORE_BACK),
     "digest.chart.": CHART_WORDS,
     "": tuple(SaidCode) + tuple(ChangeNote) + tuple(Problem) + tuple(Mistake),  # their keys
     "action.": tuple(Action),

@@ -196,7 +196,25 @@ def one_of_each(digest: Digest) -> list[Announcement]:
             for reclaim in ({"by": None}, {"by": APPROVER, "action": "release"})
         ),
         Announcement("d:1", NoticeKind.DIGEST, NOW, to_channel=True, detail=digest.to_json()),
+        *(
+            Announcement("s:1", kind, NOW, to_channel=True, detail=store_detail(**more))
+            for kind in (NoticeKind.STORE_DOWN, NoticeKind.STORE_BACK)
+            for more in ({}, {"dropped": {"snapshot": 3}})
+        ),
     ]
+
+
+def store_detail(**more: Any) -> dict[str, Any]:
+    return {
+        "subject": "object-store",
+        "where": "s3://paika/team at https://oos-cn.ctyunapi.cn",
+        "since": NOW.isoformat(),
+        "minutes": 12,
+        "error": "EndpointConnectionError",
+        "waiting": 40,
+        "dropped": {},
+        **more,
+    }
 
 
 @pytest.fixture
