@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paika_test_servers import create_database
-from sqlalchemy import Engine, func, text
+from paika_test_servers import fresh_engine
+from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
 from scheduler.app import Paika
@@ -24,7 +24,6 @@ from scheduler.errors import Conflict, Problem, UserError
 from scheduler.policy.plan import Wait, WaitCode
 from scheduler.service import jobs
 from scheduler.settings import Settings
-from storage.db import make_engine, upgrade
 from storage.models import (
     Allocation,
     Gpu,
@@ -141,21 +140,8 @@ def document(paika: Paika, *, config_version: int | None = 7) -> dict[str, Any]:
 @pytest.fixture
 def fresh(engine: Engine, tmp_path: Path) -> Iterator[Engine]:
     """A second, empty, migrated database on the same backend (a new install)."""
-    backend = engine.dialect.name
-    if backend == "sqlite":
-        url = f"sqlite:///{tmp_path / 'fresh.db'}"
-        admin = None
-    else:
-        url, admin = create_database("postgresql" if backend == "postgresql" else "mariadb")
-    new = make_engine(url)
-    upgrade(new)
-    yield new
-    new.dispose()
-    if admin is not None:
-        with admin.connect() as conn:
-            force = " WITH (FORCE)" if backend == "postgresql" else ""
-            conn.execute(text(f"DROP DATABASE {url.rsplit('/', 1)[1].split('?')[0]}{force}"))
-        admin.dispose()
+    with fresh_engine(engine.dialect.name, tmp_path) as new:
+        yield new
 
 
 def start_on(engine: Engine, clock: ManualClock) -> Paika:
