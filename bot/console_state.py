@@ -61,7 +61,7 @@ def _value(lang: str, change: Change, value: Value) -> str:
     if isinstance(value, bool):
         return t(lang, "snapshot.value.yes" if value else "snapshot.value.no")
     if isinstance(value, Mapping):  # a wait reason, said as the queue says it
-        wait = Wait(**{**value, "code": WaitCode(value["code"])})
+        wait = Wait(**{"eta": None, **value, "code": WaitCode(value["code"])})
         return wait_words(lang, wait, wait.as_of)
     if change.field is DiffField.STATE and isinstance(value, str):
         if change.kind is DiffKind.JOB:

@@ -19,12 +19,10 @@ AHEAD_DAYS = 2
 def latest_at(store: ObjectStore, at: datetime | None = None) -> str | None:
     """The key of the newest snapshot taken at or before `at` (None: the newest of all),
     walking day prefixes backwards from `at`'s day; None when there is none."""
-    if at is None:
-        at = datetime.max.replace(tzinfo=UTC)
-        day = datetime.now(UTC).date() + timedelta(days=AHEAD_DAYS)
-    else:
-        at = at.astimezone(UTC)
-        day = at.date()
+    # No day after a little past today holds one: a moment far ahead starts from there.
+    newest_day = datetime.now(UTC).date() + timedelta(days=AHEAD_DAYS)
+    at = datetime.max.replace(tzinfo=UTC) if at is None else at.astimezone(UTC)
+    day = min(at.date(), newest_day)
     for _ in range(SEARCH_DAYS):
         found = [
             key

@@ -51,6 +51,7 @@ def test_latest_finds_the_newest_even_stamped_a_little_ahead_of_this_clock(
     taken(store, now - timedelta(days=2), now - timedelta(minutes=5))
     (ahead,) = taken(store, now + timedelta(hours=20))  # an accelerated demo's clock
     assert snapshots.latest_at(store, None) == ahead
+    assert snapshots.latest_at(store, now + timedelta(days=5 * 365)) == ahead  # far ahead
     assert snapshots.latest_at(store, now) != ahead
 
 
