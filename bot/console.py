@@ -16,14 +16,16 @@ from zoneinfo import ZoneInfo
 
 from bot.blocks.job import priority, state
 from bot.blocks.quotas import expiry_words
+from bot.blocks.why import story_header, story_lines
 from bot.i18n import DEFAULT, t, term, wait_words, when
-from bot.said import language_saved, listed, problem, say
+from bot.said import language_saved, listed, problem, say, template_fields
 from bot.usage import help_lines
 from scheduler.errors import UserError
 from scheduler.grammar import Help
 from scheduler.policy.admission import Verdict
 from scheduler.policy.plan import Wait
 from scheduler.results import Listing, QuotaListing, Said
+from scheduler.service import specs
 from scheduler.service.board import BoardResult, CardState, CardView, HostView, TypeSummary
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
@@ -31,11 +33,14 @@ from scheduler.service.prefs import LanguageChoice
 from scheduler.service.quotas import QuotaView
 from scheduler.service.records import BumpRecord, JobRecord, JobState
 from scheduler.service.report import JobOutcome, ReportResult, UsageRow
+from scheduler.service.templates import TemplateHistory, TemplateVersionView
+from scheduler.service.why import WhyResult
 
 # How many waiting jobs a queue listing shows before it summarises the rest.
 QUEUE_LISTING_LIMIT = 30
 # Separators between the parts of one line; they are punctuation, not words.
 PARTS = " · "
+COMMAND = "cmd"  # the submit key of a job's command
 EVENTS = "; "
 
 
@@ -124,6 +129,8 @@ def _status(result: StatusResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     run = [t(lang, "console.status.command", command=command)]
     if job.image:
         run.append(t(lang, "console.status.image", image=job.image))
+    if job.template:
+        run.append(template_line(lang, job.template, job.template_version))
     lines = [
         t(lang, "status.header", id=job.id, name=job.name, state=state(lang, job.state)),
         t(
@@ -157,7 +164,74 @@ def _status(result: StatusResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
         f"{when(lang, e.at, zone)} {state(lang, e.to_state)}" for e in result.history
     )
     lines.append(t(lang, "console.status.history", events=events))
+    if result.spec is not None:
+        lines.append(spec_line(lang, result.spec))
     return "\n".join(lines)
+
+
+def template_line(lang: str, name: str, version: int | None) -> str:
+    """Which template (and version of it) a job was submitted from."""
+    if version is None:  # submitted before template versions were kept
+        return t(lang, "console.status.template_unversioned", name=name)
+    return t(lang, "console.status.template", name=name, version=version)
+
+
+def spec_line(lang: str, spec: Mapping[str, Any]) -> str:
+    """The submission as given, as the `/gpu submit` that repeats it (the template's
+    version is said apart, and is no submit key); the command last, as the longest, so a
+    cut spares the short keys."""
+    given = sorted(spec.items(), key=lambda item: item[0] == COMMAND)
+    keys = {key: value for key, value in given if key != specs.TEMPLATE_VERSION}
+    return t(lang, "status.spec", spec=template_fields(lang, keys))
+
+
+@render.register
+def _template_history(result: TemplateHistory, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    lines = [t(lang, "template.history.header", name=result.name, team=result.team)]
+    for view in result.versions:
+        line = _version_line(lang, view, zone)
+        if view.version == result.latest:
+            line += " " + t(lang, "template.history.in_use")
+        lines += [line, "  " + _changed(lang, view)]
+    if result.more:
+        lines.append(t(lang, "template.history.more", n=result.more, name=result.name))
+    if result.latest is None:
+        lines.append(t(lang, "template.history.deleted"))
+    return "\n".join(lines)
+
+
+@render.register
+def _template_version(result: TemplateVersionView, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    return t(
+        lang,
+        "template.version.shown",
+        name=result.name,
+        version=result.version,
+        at=when(lang, result.at, zone),
+        author=result.author,
+        fields=template_fields(lang, result.fields),
+        changes=_changed(lang, result),
+    )
+
+
+def _version_line(lang: str, view: TemplateVersionView, zone: ZoneInfo) -> str:
+    return t(
+        lang,
+        "template.history.version",
+        version=view.version,
+        at=when(lang, view.at, zone),
+        author=view.author,
+        fields=template_fields(lang, view.fields),
+    )
+
+
+def _changed(lang: str, view: TemplateVersionView) -> str:
+    """What a version changed against the one before it."""
+    if view.first:
+        return t(lang, "template.history.first")
+    if not view.changed:
+        return t(lang, "template.history.same")
+    return t(lang, "template.history.changed", keys=", ".join(view.changed))
 
 
 def _bump_line(lang: str, bump: BumpRecord) -> str:
@@ -194,6 +268,13 @@ def _produced(output: str | None, metrics: Mapping[str, Any]) -> str:
 
 def _metric(name: str, value: object) -> str:
     return f"{name}={value:g}" if isinstance(value, Real) else f"{name}={value}"
+
+
+@render.register
+def _story(result: WhyResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    lines = [story_header(lang, result, zone)]
+    lines += [f"  {line}" for line in story_lines(lang, result, zone)]
+    return "\n".join(lines)
 
 
 @render.register

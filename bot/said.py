@@ -98,8 +98,10 @@ def _value(lang: str, name: str, value: Value) -> object:
 
 
 def template_fields(lang: str, fields: Mapping[str, object]) -> str:
-    """A template's fields as they are typed after `/gpu submit` (quoted when spaced)."""
+    """A template's fields (or a job's spec) as they are typed after `/gpu submit` (quoted
+    when spaced; a list of GPU types comma-joined)."""
     return " ".join(
-        f'{key}="{value}"' if " " in str(value) else f"{key}={value}"
+        f'{key}="{text}"' if " " in text else f"{key}={text}"
         for key, value in fields.items()
+        for text in [",".join(map(str, value)) if isinstance(value, list) else str(value)]
     ) or t(lang, "template.no_fields")

@@ -27,8 +27,8 @@ def expected_words(lang: str, rule: Expected) -> str:
         return t(lang, f"grammar.value.{kind.value}", range=_range(lang, rule))
     if kind is ValueKind.CHOICE:
         return t(lang, "grammar.value.choice", choices=joined(lang, rule.choices))
-    if kind is ValueKind.DATE:
-        return t(lang, "grammar.value.date", earliest=rule.earliest, latest=rule.latest)
+    if kind in (ValueKind.DATE, ValueKind.TIME):
+        return t(lang, f"grammar.value.{kind.value}", earliest=rule.earliest, latest=rule.latest)
     if rule.max_length is not None:  # text whose description names the longest value
         return t(lang, f"grammar.value.{kind.value}", length=rule.max_length)
     return t(lang, f"grammar.value.{kind.value}")

@@ -8,7 +8,19 @@ from typing import Any
 from scheduler.grammar import Help, check_required, defaults, help_for, subcommand
 from scheduler.grammar.values import convert
 from scheduler.results import Listing, QuotaListing, Said, SaidCode, Value
-from scheduler.service import accounts, admin, board, bumps, jobs, prefs, quotas, report, templates
+from scheduler.service import (
+    accounts,
+    admin,
+    board,
+    bumps,
+    jobs,
+    prefs,
+    quotas,
+    report,
+    specs,
+    templates,
+    why,
+)
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
 
@@ -16,20 +28,41 @@ Handler = Callable[[Context, Mapping[str, Any]], object]
 
 
 def _submit(ctx: Context, args: Mapping[str, Any]) -> object:
-    fields = dict(args)
-    if "template" in fields:
-        team_id = team_by_name(ctx, fields["team"]).id if "team" in fields else None
-        saved = templates.get(ctx, fields["template"], team_id)
-        fields = {**_from_template(saved.fields), **fields}
-        fields["template"] = saved.name
+    given = {key: value for key, value in args.items() if key != "again"}
+    # What fills the keys not given, the later winning: a job's spec to repeat (again=),
+    # then a template's fields.
+    fields: dict[str, Any] = {}
+    version = None
+    if "again" in args:
+        earlier = specs.to_repeat(ctx, args["again"].id, args["again"].name)
+        fields = _from_stored(earlier)
+        version = earlier.get(specs.TEMPLATE_VERSION) if "template" in earlier else None
+    if "template" in given:
+        team_id = team_by_name(ctx, given["team"]).id if "team" in given else None
+        saved = templates.get(ctx, given["template"], team_id)
+        fields = {**fields, **_from_stored(saved.fields)}
+        given["template"] = saved.name
+        version = saved.version
+    fields = {**fields, **given}
     check_required(("submit",), fields)
-    return jobs.submit(ctx, {**defaults(("submit",)), **fields})
+    # The spec is what was asked for, before the grammar's defaults (the policy's to change).
+    spec = specs.spec_of(fields, version)
+    return jobs.submit(
+        ctx, {**defaults(("submit",)), **fields}, spec=spec, template_version=version
+    )
 
 
-def _from_template(stored: Mapping[str, Any]) -> dict[str, Any]:
-    """Stored template fields back into parsed values, through the same converters."""
+def _from_stored(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """Stored submit values (a template's fields, a job's spec) back into parsed values,
+    through the same converters; a list of GPU types as it is typed, comma-joined."""
     keys = {key.name: key for key in subcommand(("submit",)).keys}
-    return {name: convert(keys[name], str(value)) for name, value in stored.items() if name in keys}
+    return {
+        name: convert(
+            keys[name], ",".join(map(str, value)) if isinstance(value, list) else str(value)
+        )
+        for name, value in stored.items()
+        if name in keys
+    }
 
 
 def _job(args: Mapping[str, Any]) -> tuple[int | None, str | None]:
@@ -47,11 +80,18 @@ def _quota_show(ctx: Context, args: Mapping[str, Any]) -> object:
     return QuotaListing(found, SaidCode.QUOTA_NONE_FOR_TEAM)
 
 
+_SAVED = {
+    templates.SaveOutcome.CREATED: SaidCode.TEMPLATE_SAVED,
+    templates.SaveOutcome.UPDATED: SaidCode.TEMPLATE_UPDATED,
+    templates.SaveOutcome.UNCHANGED: SaidCode.TEMPLATE_UNCHANGED,
+}
+
+
 def _template_save(ctx: Context, args: Mapping[str, Any]) -> object:
     fields = {key: value for key, value in args.items() if key != "name"}
-    template, created = templates.save(ctx, args["name"], fields)
-    code = SaidCode.TEMPLATE_SAVED if created else SaidCode.TEMPLATE_UPDATED
-    return Said(code, {"name": template.name, "fields": dict(template.fields)})
+    template, outcome = templates.save(ctx, args["name"], fields)
+    values: dict[str, Value] = {"name": template.name, "version": template.version}
+    return Said(_SAVED[outcome], {**values, "fields": dict(template.fields)})
 
 
 def _template_list(ctx: Context, args: Mapping[str, Any]) -> object:
@@ -63,11 +103,19 @@ def _template_list(ctx: Context, args: Mapping[str, Any]) -> object:
 
 
 def _template_show(ctx: Context, args: Mapping[str, Any]) -> object:
+    if "version" in args:
+        return templates.version_of(ctx, args["name"], args["version"])
     template = templates.get(ctx, args["name"])
-    return Said(
-        SaidCode.TEMPLATE_SHOWN,
-        {"name": template.name, "author": template.created_by, "fields": dict(template.fields)},
-    )
+    values: dict[str, Value] = {
+        "name": template.name,
+        "version": template.version,
+        "author": template.created_by,
+    }
+    return Said(SaidCode.TEMPLATE_SHOWN, {**values, "fields": dict(template.fields)})
+
+
+def _template_history(ctx: Context, args: Mapping[str, Any]) -> object:
+    return templates.history(ctx, args["name"], args.get("team"), args.get("limit"))
 
 
 def _template_delete(ctx: Context, args: Mapping[str, Any]) -> object:
@@ -204,6 +252,7 @@ HANDLERS: dict[tuple[str, ...], Handler] = {
     ("queue",): lambda ctx, a: jobs.queue(ctx, a.get("scope", "all")),
     ("board",): lambda ctx, a: board.board(ctx),
     ("status",): lambda ctx, a: jobs.status(ctx, *_job(a)),
+    ("why",): lambda ctx, a: why.why(ctx, *_job(a), a.get("at")),
     ("cancel",): lambda ctx, a: jobs.cancel(ctx, *_job(a), a.get("reason")),
     ("done",): lambda ctx, a: jobs.done(ctx, *_job(a), a.get("output"), a.get("metric", ())),
     ("bump",): lambda ctx, a: bumps.bump(ctx, *_job(a), a["to"], a["reason"]),
@@ -216,6 +265,7 @@ HANDLERS: dict[tuple[str, ...], Handler] = {
     ("template", "list"): _template_list,
     ("template", "show"): _template_show,
     ("template", "delete"): _template_delete,
+    ("template", "history"): _template_history,
     ("admin", "team", "add"): _team_add,
     ("admin", "team", "list"): _team_list,
     ("admin", "team", "remove"): _team_remove,

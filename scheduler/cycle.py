@@ -7,6 +7,8 @@
 5. admit each start: persist first, then dispatch; a refused start is undone and requeued,
    a start whose answer was lost stays put (it is asked about again, never started elsewhere)
 6. record preemptions (their stops go out in step 3 of this and later cycles)
+7. log the decisions: starts the hosts took, preemptions, reservations, changed reasons
+   (decision_log.py; its own transaction: a failure there is logged and stops nothing)
 
 No step lets one job or one host stop the others: each job's change is its own conditional
 update, and an error in one is logged and left for the next cycle.
@@ -30,6 +32,7 @@ from sqlmodel import Session
 from scheduler import lifecycle
 from scheduler.clock import Clock
 from scheduler.config import PolicyConfig
+from scheduler.decision_log import DecisionLog, Outcome
 from scheduler.dispatch import Dispatcher, DispatchError, StartOrder, agent_job_id
 from scheduler.hosts.credentials import AgentKeys
 from scheduler.hosts.inventory import apply_reports
@@ -65,6 +68,7 @@ class CycleResult:
     at: datetime
     reports: Mapping[str, HostReport] = field(default_factory=dict)
     started: list[int] = field(default_factory=list)
+    attempts: dict[int, int] = field(default_factory=dict)  # started job → its attempt
     requeued: list[int] = field(default_factory=list)
     preempted: list[int] = field(default_factory=list)
     unconfirmed: list[int] = field(default_factory=list)  # starts whose answer was lost
@@ -96,6 +100,7 @@ class Cycle:
         self._last_sample: datetime | None = None
         self._silent: set[str] = set()  # hosts whose last poll failed
         self._revoked_unsent: list[Any] = []  # host rows whose agent still takes a revoked token
+        self.decisions = DecisionLog()
 
     def run_once(self) -> CycleResult:
         """One full cycle; returns what it did."""
@@ -128,13 +133,17 @@ class Cycle:
         # 4. snapshot and policy
         with self._step(result, "policy"), Session(self.engine) as session:
             result.snapshot = build_snapshot(session, self.policy, result.at)
-            result.plan = schedule(result.snapshot)
-        # 5. admit the starts; 6. record the preemptions
-        if result.plan is not None:
+            # With reasons: the decision log writes each waiting job's when it changes.
+            result.plan = schedule(result.snapshot, explain=True)
+        # 5. admit the starts; 6. record the preemptions; 7. log the decisions
+        if result.plan is not None and result.snapshot is not None:
             with self._step(result, "admit"):
                 self._admit_all(result.plan.starts, result)
             with self._step(result, "preempt"):
                 self._record_preemptions(result.plan.preemptions, result)
+            with self._step(result, "log"):
+                outcome = Outcome(result.at, result.attempts, result.unconfirmed, result.preempted)
+                self.decisions.write(self.engine, result.snapshot, result.plan, outcome)
         for event in result.events:
             self.observer.notify(event)
         return result
@@ -279,6 +288,7 @@ class Cycle:
 
             if self._update(job_id, attempt, lambda s, j: _confirm(j, now), started, result):
                 result.started.append(job_id)
+                result.attempts[job_id] = attempt
             return
         if not failure.known:
             # It may be running there: ask that host again (same run id), never another one.

@@ -87,6 +87,12 @@ class Problem(StrEnum):
     RESTORE_NOT_EMPTY = "problem.restore_not_empty"
     BAD_MOMENT = "problem.bad_moment"
     STORE_UNAVAILABLE = "problem.store_unavailable"
+    # Template versions (issue 14)
+    TEMPLATE_VERSION_NOT_FOUND = "problem.template_version_not_found"
+    OTHER_TEAMS_TEMPLATES = "problem.other_teams_templates"
+    NO_SPEC_TO_REPEAT = "problem.no_spec_to_repeat"
+    # /gpu why
+    WHY_BEFORE_SUBMIT = "problem.why_before_submit"
 
 
 class Action(StrEnum):
@@ -114,6 +120,7 @@ class Action(StrEnum):
     ISSUE_TOKENS = "issue_tokens"
     REVOKE_TOKENS = "revoke_tokens"
     MANAGE_ACCOUNTS = "manage_accounts"
+    REPEAT = "repeat"  # submit again=<job> (issue 14)
 
 
 class PaikaError(Exception):

@@ -23,6 +23,7 @@ class SaidCode(StrEnum):
     TEMPLATE_DELETED = "template.deleted"
     TEMPLATE_ROW = "template.row"
     TEMPLATE_NONE = "template.none"
+    TEMPLATE_UNCHANGED = "template.unchanged"
     TEAM_ADDED = "team.added"
     TEAM_ADDED_WITH_CHANNEL = "team.added_with_channel"
     TEAM_REMOVED = "team.removed"

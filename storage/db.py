@@ -13,7 +13,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm.exc import StaleDataError
 from sqlmodel import Session, create_engine
 
@@ -61,15 +61,20 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 # Errors that mean "another transaction got there first; run yours again": MySQL/MariaDB
-# deadlock and lock wait timeout; PostgreSQL deadlock and serialization failure.
+# deadlock and lock wait timeout; PostgreSQL deadlock and serialization failure. A unique
+# key taken in between is one too: two writers numbering the same next version (a template's,
+# the config's) both read N and insert N + 1; the loser, run again, reads N + 1 and goes on.
 _MYSQL_RACES = {1213, 1205}
 _POSTGRES_RACES = {"40P01", "40001"}
+_MYSQL_DUPLICATE = 1062
+_POSTGRES_UNIQUE = "23505"
+_SQLITE_UNIQUE = {"SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY"}
 
 
 def lost_race(exc: BaseException) -> bool:
     """Whether `exc` says the unit of work lost a race and may simply be run again: a
-    conditional update that matched no row (the row's version moved on), or the database
-    choosing it as a deadlock's victim."""
+    conditional update that matched no row (the row's version moved on), the database
+    choosing it as a deadlock's victim, or a unique key another writer took first."""
     if isinstance(exc, StaleDataError):
         return True
     if not isinstance(exc, DBAPIError):
@@ -77,7 +82,16 @@ def lost_race(exc: BaseException) -> bool:
     orig = exc.orig
     code = getattr(orig, "args", (None,))[0] if orig is not None else None
     sqlstate = getattr(orig, "sqlstate", None)
-    return code in _MYSQL_RACES or sqlstate in _POSTGRES_RACES
+    if code in _MYSQL_RACES or sqlstate in _POSTGRES_RACES:
+        return True
+    return isinstance(exc, IntegrityError) and _unique_taken(orig, code, sqlstate)
+
+
+def _unique_taken(orig: object, code: object, sqlstate: object) -> bool:
+    """A unique (or primary) key violation, as each driver says it; other integrity errors
+    (a missing foreign row, a check) would fail the same way again, so they are no race."""
+    errorname = getattr(orig, "sqlite_errorname", None)
+    return code == _MYSQL_DUPLICATE or sqlstate == _POSTGRES_UNIQUE or errorname in _SQLITE_UNIQUE
 
 
 @contextmanager

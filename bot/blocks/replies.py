@@ -47,7 +47,8 @@ from bot.blocks.job import (
     waiting_line,
 )
 from bot.blocks.quotas import quota_line
-from bot.console import render
+from bot.blocks.why import why_message
+from bot.console import render, spec_line
 from bot.i18n import t, term, when
 from bot.said import language_saved, listed, say
 from scheduler.grammar import Help
@@ -59,6 +60,8 @@ from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusRes
 from scheduler.service.prefs import LanguageChoice
 from scheduler.service.records import BumpRecord, JobState
 from scheduler.service.report import JobOutcome, ReportResult
+from scheduler.service.templates import TemplateHistory, TemplateVersionView
+from scheduler.service.why import WhyResult
 
 # How many jobs a queue reply lists before it summarises the rest (as the CLI does).
 QUEUE_SHOWN = 30
@@ -67,6 +70,8 @@ HISTORY_SHOWN = 15
 REPORT_JOBS_SHOWN = 20
 # Blocks of a queue reply for running jobs; the waiting ones get the rest.
 RUNNING_BLOCKS = 8
+# A job's spec holds its whole command; a context element holds 3,000 characters.
+SPEC_SHOWN = 2900
 # A notification shows one short line.
 NOTIFICATION_TEXT = 300
 
@@ -103,6 +108,18 @@ def _said(result: Said, lang: str, zone: ZoneInfo, now: datetime) -> Message:
 @reply.register
 def _listing(result: Listing, lang: str, zone: ZoneInfo, now: datetime) -> Message:
     return _words("\n".join(listed(lang, result)), lang)
+
+
+@reply.register
+def _template_history(result: TemplateHistory, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    return _words(render(result, zone, lang), lang)
+
+
+@reply.register
+def _template_version(
+    result: TemplateVersionView, lang: str, zone: ZoneInfo, now: datetime
+) -> Message:
+    return _words(render(result, zone, lang), lang)
 
 
 @reply.register
@@ -193,11 +210,18 @@ def _status(result: StatusResult, lang: str, zone: ZoneInfo, now: datetime) -> M
         items.append(labelled(t(lang, "label.ended"), when(lang, job.ended_at, zone)))
     if view.likely_type:
         items.append(labelled(t(lang, "label.likely_type"), mrkdwn_escape(view.likely_type)))
+    if job.template:
+        used = job.template
+        if job.template_version is not None:
+            used = t(lang, "template.ref", name=job.template, version=job.template_version)
+        items.append(labelled(t(lang, "label.template"), mrkdwn_escape(used)))
     shown = code_block(job.command) if result.shows_command else t(lang, "status.command_hidden")
     run = f"*{t(lang, 'label.command')}*\n{shown}"
     if job.image:
         run += "\n" + labelled_inline(lang, t(lang, "label.image"), code(job.image))
     blocks = [header(title), fields(items), section(run)]
+    if result.spec is not None:
+        blocks.append(context(fit(mrkdwn_escape(spec_line(lang, result.spec)), SPEC_SHOWN)))
     if view.wait is not None:
         blocks.append(section(wait_detail(lang, view.wait, zone, now)))
     if job.state_reason and job.state in (JobState.CANCELLED, JobState.FAILED, JobState.PREEMPTED):
@@ -260,6 +284,11 @@ def _history(result: StatusResult, lang: str, zone: ZoneInfo) -> list[Block]:
     if earlier:
         lines.insert(0, t(lang, "status.earlier", n=earlier))
     return [context(fit(f"*{t(lang, 'label.history')}*\n" + "\n".join(lines), 3000))]
+
+
+@reply.register
+def _story(result: WhyResult, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    return why_message(result, lang, zone)
 
 
 @reply.register

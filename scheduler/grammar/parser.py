@@ -32,7 +32,7 @@ def parse(text: str) -> ParsedCommand:
     args = _Arguments(command)
     args.bind(tokens[used:])
     values = args.values()
-    if command.template_key is None or command.template_key not in values:
+    if not command.fills_later(values):
         check_required(command.path, values)
     topic = values.get("topic")
     if command.path == HELP_PATH and isinstance(topic, tuple):

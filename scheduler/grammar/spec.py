@@ -101,6 +101,14 @@ class Subcommand:
     # When this key is given, required keys may come from a saved template, so the parser
     # leaves the check to the caller (check_required after merging).
     template_key: str | None = None
+    # The same for this key: an earlier job whose spec fills the keys not given (issue 14).
+    repeat_key: str | None = None
+
+    def fills_later(self, values: Mapping[str, object]) -> bool:
+        """Whether a saved template or an earlier job fills the required keys not given."""
+        return any(
+            key is not None and key in values for key in (self.template_key, self.repeat_key)
+        )
 
     @property
     def summary_code(self) -> str:
@@ -280,13 +288,15 @@ SUBMIT_KEYS: tuple[Key, ...] = (
         max_length=limits.IMAGE,
     ),
     Key("template", ValueKind.NAME, "bert-base", max_length=limits.TEMPLATE_NAME),
+    # A job to submit again: its spec fills the keys not given (issue 14).
+    Key("again", ValueKind.JOB_REF, "42", max_length=limits.JOB_NAME),
 )
 
 _TEMPLATE_KEYS = tuple(
     # A template stores only what was given, so nothing in it is required or defaulted.
     replace(key, required=False, default=None, default_shown=None, default_word=None)
     for key in SUBMIT_KEYS
-    if key.name not in ("name", "template")
+    if key.name not in ("name", "template", "again")
 )
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (
@@ -297,6 +307,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         'data=ready cmd="python train.py --lr 3e-4"',
         Section.JOBS,
         template_key="template",
+        repeat_key="again",
     ),
     Subcommand(
         ("ready",),
@@ -329,6 +340,12 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand(("board",), (), "/gpu board", Section.JOBS),
     Subcommand(("status",), (_job(),), "/gpu status 42", Section.JOBS),
+    Subcommand(
+        ("why",),
+        (_job(), Key("at", ValueKind.TIME, "2026-11-30T14:30")),
+        "/gpu why 42",
+        Section.JOBS,
+    ),
     Subcommand(
         ("cancel",),
         (_job(), _reason(False, "owner")),
@@ -383,12 +400,28 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand(("template", "list"), (), "/gpu template list", Section.TEMPLATES),
     Subcommand(
-        ("template", "show"), (_template_name(),), "/gpu template show bert-base", Section.TEMPLATES
+        ("template", "show"),
+        (
+            _template_name(),
+            Key("version", ValueKind.INT, "2", "template", minimum=1, maximum=1_000_000),
+        ),
+        "/gpu template show bert-base version=2",
+        Section.TEMPLATES,
     ),
     Subcommand(
         ("template", "delete"),
         (_template_name(),),
         "/gpu template delete bert-base",
+        Section.TEMPLATES,
+    ),
+    Subcommand(
+        ("template", "history"),
+        (
+            _template_name(),
+            _team("templates"),
+            Key("limit", ValueKind.INT, "5", "template", minimum=1, maximum=1000),
+        ),
+        "/gpu template history bert-base limit=5",
         Section.TEMPLATES,
     ),
     Subcommand(

@@ -6,7 +6,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Protocol
 
@@ -34,6 +34,7 @@ class ValueKind(StrEnum):
     GPU_TYPES = "gpu_types"
     GPU_TYPE_OR_ANY = "gpu_type_or_any"
     DATE = "date"
+    TIME = "time"  # a moment: YYYY-MM-DDTHH:MM[:SS], in the policy's zone unless an offset is given
     DATA = "data"
     METRIC = "metric"
     WORDS = "words"  # the rest of the line as lowercase words (help topics)
@@ -130,6 +131,10 @@ _WHOLE = re.compile(r"[0-9]{1,15}")  # bounded: int() refuses very long digit st
 _ID = re.compile(r"#?([0-9]{1,15})")
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_TIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2})?(?:Z|[+-][0-9]{2}:[0-9]{2})?",
+    re.IGNORECASE,
+)
 _URL = re.compile(r"https?://[^\s/?#]+\S*", re.IGNORECASE)
 _USER_FORMS = (
     re.compile(r"<@([UW][A-Z0-9]{2,})(?:\|[^>]*)?>"),
@@ -191,7 +196,7 @@ def expected(key: KeyRules) -> Expected:
         )
     if kind is ValueKind.CHOICE:
         return Expected(kind, choices=key.choices)
-    if kind is ValueKind.DATE:
+    if kind in (ValueKind.DATE, ValueKind.TIME):
         return Expected(kind, earliest=EARLIEST_DATE, latest=LATEST_DATE)
     if kind in _LENGTH_KINDS:
         return Expected(kind, max_length=key.max_length)
@@ -353,6 +358,20 @@ def _to_date(key: KeyRules, raw: str) -> date:
     return day
 
 
+def _to_time(key: KeyRules, raw: str) -> datetime:
+    """A moment; without an offset it is naive, and the service reads it in the policy's
+    zone (the grammar knows no zone)."""
+    if not _TIME.fullmatch(raw):
+        raise _Invalid
+    try:
+        moment = datetime.fromisoformat(raw.upper().replace("Z", "+00:00"))
+    except ValueError:  # well-formed but impossible: 2026-02-30T10:00, 25:00
+        raise _Invalid from None
+    if not EARLIEST_DATE <= moment.date() <= LATEST_DATE:
+        raise _Invalid
+    return moment
+
+
 def _to_data(key: KeyRules, raw: str) -> DataSpec:
     lowered = raw.lower()
     if lowered == "ready":
@@ -393,6 +412,7 @@ _CONVERTERS: dict[ValueKind, Callable[[KeyRules, str], object]] = {
     ValueKind.GPU_TYPES: _to_gpu_types,
     ValueKind.GPU_TYPE_OR_ANY: _to_gpu_type_or_any,
     ValueKind.DATE: _to_date,
+    ValueKind.TIME: _to_time,
     ValueKind.DATA: _to_data,
     ValueKind.METRIC: _to_metric,
     ValueKind.WORDS: _to_words,

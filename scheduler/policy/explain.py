@@ -49,6 +49,13 @@ def explain_waits(
     started = {start.job_id for start in starts}
     shadow = _Shadow(capacity)
     ahead: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # waiting jobs per type, per class
+    # The first waiting job per class that could take each type, with its place: whom a job
+    # waits behind. By the types a job fits, not the shadow's pick: that pick drifts from
+    # cycle to cycle like an ETA, and whom a job waits behind should not.
+    first: dict[str, list[tuple[int, int] | None]] = {}
+    unfilled = 3 * len(capacity.pools)  # once every slot is taken, nothing more to note
+    # Answers of _first_of for the slots as they are (jobs share a few sets of types).
+    looked_up: dict[tuple[int, int, int], int | None] = {}
     waits: dict[int, Wait] = {}
     for position, job in enumerate(queue, start=1):
         if job.id in started:
@@ -71,6 +78,19 @@ def explain_waits(
                 if earlier
                 else WaitCode.NO_TYPE_FREE
             )
+        fits = types.get(job.id, ())
+        behind = None
+        if code is WaitCode.BEHIND_HIGHER_PRIORITY or code is WaitCode.BEHIND_EARLIER:
+            # Higher classes; else its own class or lower (any class when classes are off).
+            if code is WaitCode.BEHIND_HIGHER_PRIORITY:
+                low, high = 0, rank
+            else:
+                low, high = (rank if snapshot.knobs.respect_classes else 0), 3
+            key = (id(fits), low, high)  # jobs of one kind of need share their list
+            if key in looked_up:
+                behind = looked_up[key]
+            else:
+                behind = looked_up[key] = _first_of(first, fits, low, high)
         waits[job.id] = Wait(
             job.id,
             code,
@@ -82,10 +102,30 @@ def explain_waits(
             costlier=note.costlier if note else "",
             free_at=note.eta if note and note.eta is not None and note.eta < NEVER else None,
             as_of=snapshot.now,
+            behind=behind,
         )
         if gpu_type:
             counts[min(rank, 2)] += 1
+        if unfilled:
+            for fit in fits:
+                slots = first.setdefault(fit, [None, None, None])
+                if slots[rank] is None:
+                    slots[rank] = (position, job.id)
+                    unfilled -= 1
+                    looked_up.clear()
     return waits
+
+
+def _first_of(
+    first: dict[str, list[tuple[int, int] | None]],
+    types: list[str] | tuple[()],
+    low: int,
+    high: int,
+) -> int | None:
+    """The earliest waiting job ahead, of a class ranked from `low` up to (not including)
+    `high`, that could take one of `types`."""
+    found = [entry for fit in types for entry in first.get(fit, [])[low:high] if entry is not None]
+    return min(found)[1] if found else None
 
 
 class _Shadow:

@@ -83,6 +83,20 @@ class Wait:
     gpus: int = 0  # never fits: the GPUs it asks for
     keeps_headroom: bool = False  # never fits: counting the headroom kept for core work
     as_of: float = 0.0  # the moment the policy worked this out (POSIX seconds)
+    # Waiting behind others: the first of them in the queue for its type (of a higher class
+    # when it waits behind higher priority), so the decision log can say behind whom.
+    behind: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reserved:
+    """EASY backfill: GPUs of a type kept for a blocked job from `start` (POSIX seconds);
+    others may use them only until then."""
+
+    job_id: int
+    gpu_type: str
+    start: float
+    gpus: int
 
 
 @dataclass(frozen=True)
@@ -92,3 +106,4 @@ class Plan:
     starts: tuple[Start, ...]
     preemptions: tuple[Preempt, ...]
     waits: dict[int, Wait]
+    reservations: tuple[Reserved, ...] = ()

@@ -12,7 +12,15 @@ from __future__ import annotations
 from scheduler.policy.capacity import NEVER, Capacity, Placement, Reservation
 from scheduler.policy.explain import Note, explain_waits
 from scheduler.policy.matching import CardNeeds, CardType, fitting_types
-from scheduler.policy.plan import Alternative, MatchDecision, Plan, Preempt, Start, WaitCode
+from scheduler.policy.plan import (
+    Alternative,
+    MatchDecision,
+    Plan,
+    Preempt,
+    Reserved,
+    Start,
+    WaitCode,
+)
 from scheduler.policy.quota import QuotaCheck, check_quota
 from scheduler.policy.ranking import ordered
 from scheduler.policy.snapshot import HOUR, Backfill, Pending, Running, Snapshot, TypeChoice
@@ -38,7 +46,16 @@ def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
     waits = {}
     if explain:
         waits = explain_waits(snapshot, capacity, queue, admission.notes, admission.types, starts)
-    return Plan(tuple(starts), tuple(preemptions), waits)
+    return Plan(tuple(starts), tuple(preemptions), waits, _reservations(capacity))
+
+
+def _reservations(capacity: Capacity) -> tuple[Reserved, ...]:
+    """The reservations admission made, one per pool at most (EASY backfill)."""
+    return tuple(
+        Reserved(held.job_id, held.gpu_type, held.start, len(held.gpu_ids))
+        for pool in capacity.pools.values()
+        if (held := pool.reservation) is not None
+    )
 
 
 class _Admission:
@@ -53,6 +70,7 @@ class _Admission:
         self.spent: dict[int, float] = {}  # quota hours promised this pass
         self._fits: dict[CardNeeds, list[CardType]] = {}
         self._fits_here: dict[tuple[CardNeeds, int, bool], list[CardType]] = {}
+        self._names: dict[int, list[str]] = {}  # type names of each cached _fits_here list
         self._quota_ends = dict(snapshot.quota_ends)
 
     def run(self, queue: list[Pending]) -> list[Start]:
@@ -84,7 +102,11 @@ class _Admission:
             self.notes[job.id] = Note(WaitCode.NEVER_FITS)
             return False
         if job.team not in self.snapshot.quotas:  # not limited by quota
-            self.types[job.id] = [card.name for card in fitting]
+            # One shared list per kind of need: nobody changes it, and explain keys on it.
+            names = self._names.get(id(fitting))
+            if names is None:
+                names = self._names[id(fitting)] = [card.name for card in fitting]
+            self.types[job.id] = names
             return True
         run_end = self.snapshot.now + job.run_seconds
         ok: list[str] = []

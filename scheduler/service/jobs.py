@@ -72,6 +72,9 @@ class StatusResult:
     # Whether the reader may see the job's command: its team, approvers and admins only
     # (people put secrets in commands); for anyone else `view.job.command` is empty.
     shows_command: bool = True
+    # The submission as given (scheduler.service.specs); None for a job from before specs
+    # were kept, and for a reader who may not see the command (the spec holds it).
+    spec: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -114,8 +117,15 @@ def needs_of(job: Job | JobRecord) -> CardNeeds:
     return CardNeeds(types, job.min_memory_gib, job.min_speed)
 
 
-def submit(ctx: Context, fields: Mapping[str, Any]) -> SubmitResult:
-    """Queue a job from checked submit fields (template already merged)."""
+def submit(
+    ctx: Context,
+    fields: Mapping[str, Any],
+    *,
+    spec: Mapping[str, Any] | None = None,
+    template_version: int | None = None,
+) -> SubmitResult:
+    """Queue a job from checked submit fields (template already merged), keeping its spec
+    (the submission as given, see scheduler.service.specs) and the template's version."""
     team = _submit_team(ctx, fields.get("team"))
     needs = _card_needs(ctx, fields)
     _check_limits(ctx, fields)
@@ -150,6 +160,8 @@ def submit(ctx: Context, fields: Mapping[str, Any]) -> SubmitResult:
         image=fields.get("image"),
         account=account,
         template=fields.get("template"),
+        template_version=template_version,
+        spec=dict(spec) if spec is not None else None,
         state=JobState.QUEUED if data.ready else JobState.WAITING_DATA,
         submitted_at=ctx.now,
     )
@@ -334,6 +346,7 @@ def status(ctx: Context, job_id: int | None, name: str | None) -> StatusResult:
         [BumpRecord.of(b) for b in job_queries.bumps_of_job(session=session, job_id=job_id)],
         [LedgerRecord.of(e) for e in accounting.ledger_of_job(session=session, job_id=job_id)],
         shows_command,
+        dict(job.spec) if job.spec is not None and shows_command else None,
     )
 
 

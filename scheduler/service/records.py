@@ -61,6 +61,7 @@ class JobRecord:
     command: str
     image: str | None
     template: str | None
+    template_version: int | None
     state: str
     state_reason: str | None
     submitted_at: datetime
@@ -88,6 +89,7 @@ class JobRecord:
             command=job.command,
             image=job.image,
             template=job.template,
+            template_version=job.template_version,
             state=job.state,
             state_reason=job.state_reason,
             submitted_at=job.submitted_at,

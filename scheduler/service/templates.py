@@ -3,36 +3,201 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from scheduler.errors import NotFound, PermissionDenied, Problem
 from scheduler.service.context import Context
-from storage.models import Template
+from scheduler.service.lookup import team_by_name
+from storage.models import Team, Template, TemplateVersion
 from storage.queries import jobs as job_queries
+from storage.queries import templates as template_queries
 
 
-def save(ctx: Context, name: str, fields: Mapping[str, Any]) -> tuple[Template, bool]:
-    """Create or replace a template of the actor's team; True when it was new."""
+class SaveOutcome(StrEnum):
+    """What a save did: made the template (version 1, or the next after a delete), made a
+    new version of it, or nothing, because the fields were already those."""
+
+    CREATED = "created"
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"
+
+
+@dataclass(frozen=True)
+class TemplateVersionView:
+    """One saved version of a template: who saved it, when, its fields, and which keys it
+    changed against the version before it (every key for the first)."""
+
+    name: str
+    version: int
+    author: str
+    at: datetime
+    fields: Mapping[str, Any]
+    changed: tuple[str, ...]
+    first: bool  # no version before it
+
+
+@dataclass(frozen=True)
+class TemplateHistory:
+    """A template's versions, newest first; `latest` is the version in use (None once the
+    template was deleted: its versions stay), `more` how many older ones were left out."""
+
+    name: str
+    team: str
+    versions: tuple[TemplateVersionView, ...]
+    latest: int | None
+    more: int
+
+
+def save(ctx: Context, name: str, fields: Mapping[str, Any]) -> tuple[Template, SaveOutcome]:
+    """Create or replace a template of the actor's team, keeping every version.
+
+    A save that changes the fields writes version N + 1 and moves the template on only if
+    it is still at N (see storage.queries.templates): two saves at once cannot both be N + 1,
+    and the one that lost is run again by the command's race retry. Saving the same fields
+    again makes no version.
+    """
     team = ctx.require_team()
+    team_id = team.id or 0
     stored = to_json(fields)
-    template = job_queries.template_named(session=ctx.session, team_id=team.id or 0, name=name)
-    created = template is None
+    template = job_queries.template_named(session=ctx.session, team_id=team_id, name=name)
     if template is None:
+        version = template_queries.last_version(session=ctx.session, team_id=team_id, name=name)
         template = Template(
-            team_id=team.id or 0,
+            team_id=team_id,
             name=name,
+            fields=stored,
+            version=version + 1,
             created_by=ctx.actor.user_id,
             created_at=ctx.now,
             updated_at=ctx.now,
         )
+        ctx.session.add(template)
+        ctx.session.flush()
+        outcome = SaveOutcome.CREATED
     else:
         _require_editor(ctx, template)
-    template.fields = stored
-    template.updated_at = ctx.now
-    ctx.session.add(template)
-    ctx.session.flush()
-    ctx.audit("template.save", "template", template.id, name=name, fields=stored, created=created)
-    return template, created
+        if template.fields == stored:
+            return template, SaveOutcome.UNCHANGED
+        read = template.version
+        template_queries.advance(
+            session=ctx.session,
+            template=template,
+            read_version=read,
+            version=read + 1,
+            fields=stored,
+            at=ctx.now,
+        )
+        outcome = SaveOutcome.UPDATED
+    template_queries.add_version(
+        session=ctx.session,
+        team_id=team_id,
+        name=template.name,
+        version=template.version,
+        fields=stored,
+        author=ctx.actor.user_id,
+        at=ctx.now,
+    )
+    ctx.audit(
+        "template.save",
+        "template",
+        template.id,
+        name=template.name,
+        fields=stored,
+        created=outcome is SaveOutcome.CREATED,
+        version=template.version,
+    )
+    return template, outcome
+
+
+def history(
+    ctx: Context, name: str, team: str | None = None, limit: int | None = None
+) -> TemplateHistory:
+    """A template's versions, newest first, each with the keys it changed; its team's
+    members (and admins) may read it, also after the template was deleted."""
+    found = _readable_team(ctx, team)
+    team_id = found.id or 0
+    # Every version (a template has tens, not thousands): the oldest shown needs the one
+    # before it to say what it changed, and the reply says how many were left out.
+    rows = template_queries.versions(session=ctx.session, team_id=team_id, name=name)
+    if not rows:
+        raise _not_found(ctx, name, team_id)
+    shown = rows if limit is None else rows[:limit]
+    views = tuple(
+        _view(row, rows[i + 1] if i + 1 < len(rows) else None) for i, row in enumerate(shown)
+    )
+    live = job_queries.template_named(session=ctx.session, team_id=team_id, name=name)
+    return TemplateHistory(
+        name=live.name if live is not None else rows[0].name,
+        team=found.name,
+        versions=views,
+        latest=live.version if live is not None else None,
+        more=len(rows) - len(views),
+    )
+
+
+def version_of(ctx: Context, name: str, number: int) -> TemplateVersionView:
+    """One saved version of a template of the actor's team."""
+    team_id = ctx.require_team().id or 0
+    row = template_queries.version(session=ctx.session, team_id=team_id, name=name, number=number)
+    if row is None:
+        rows = template_queries.versions(session=ctx.session, team_id=team_id, name=name)
+        if not rows:
+            raise _not_found(ctx, name, team_id)
+        raise NotFound(
+            Problem.TEMPLATE_VERSION_NOT_FOUND,
+            name=rows[0].name,
+            version=number,
+            versions=tuple(str(r.version) for r in reversed(rows)),
+        )
+    before = template_queries.version(
+        session=ctx.session, team_id=team_id, name=name, number=number - 1
+    )
+    return _view(row, before)
+
+
+def changed_keys(fields: Mapping[str, Any], before: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The keys whose value differs between two versions (added, changed or removed), in
+    the order the newer one lists them, removed ones last."""
+    if before is None:
+        return tuple(fields)
+    changed = [key for key, value in fields.items() if before.get(key, _ABSENT) != value]
+    return (*changed, *(key for key in before if key not in fields))
+
+
+_ABSENT = object()
+
+
+def _view(row: TemplateVersion, before: TemplateVersion | None) -> TemplateVersionView:
+    fields = dict(row.fields or {})
+    earlier = dict(before.fields or {}) if before is not None else None
+    return TemplateVersionView(
+        name=row.name,
+        version=row.version,
+        author=row.author,
+        at=row.at,
+        fields=fields,
+        changed=changed_keys(fields, earlier),
+        first=before is None,
+    )
+
+
+def _readable_team(ctx: Context, team: str | None) -> Team:
+    if team is None:
+        return ctx.require_team()
+    found = team_by_name(ctx, team)
+    if not ctx.actor.in_team(found.id or 0):
+        raise PermissionDenied(
+            Problem.OTHER_TEAMS_TEMPLATES, own=ctx.actor.team_name or "-", team=found.name
+        )
+    return found
+
+
+def _not_found(ctx: Context, name: str, team_id: int) -> NotFound:
+    names = tuple(t.name for t in job_queries.templates(session=ctx.session, team_id=team_id))
+    return NotFound(Problem.TEMPLATE_NOT_FOUND, name=name, templates=names)
 
 
 def listing(ctx: Context) -> Sequence[Template]:

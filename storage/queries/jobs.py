@@ -109,6 +109,7 @@ _SHOWN_COLUMNS = (
     col(Job.command),
     col(Job.image),
     col(Job.template),
+    col(Job.template_version),
     col(Job.state),
     col(Job.state_reason),
     col(Job.submitted_at),

@@ -228,6 +228,8 @@ def status() -> StatusResult:
         image="nvcr.io/nvidia/pytorch:24.05-py3",
         data_location="/mnt/nas/squad",
         command="python train.py " + "--flag & " * 300,  # escaping makes it grow
+        template="bert-base",
+        template_version=3,
     )
     history = [
         EventRecord.of(
@@ -249,7 +251,14 @@ def status() -> StatusResult:
             )
         )
     ]
-    return StatusResult(view(row), history, [bump("approved")], ledger)
+    spec = {
+        "name": "bert-ft",
+        "type": ["A100-80GB", "H100-80GB"],
+        "cmd": row.command,
+        "template": "bert-base",
+        "template_version": 3,
+    }
+    return StatusResult(view(row), history, [bump("approved")], ledger, spec=spec)
 
 
 def report(jobs: int = 40) -> ReportResult:
@@ -645,6 +654,21 @@ def test_status_shows_history_cost_output_and_summarises_old_history() -> None:
     assert "*Reason:* exited with 1" in text
     assert "Bump #7 normal → core: approved by <@U0APPROV1>" in text
     assert "--flag &amp;" in text
+
+
+def test_status_names_the_template_version_and_the_submission_as_given() -> None:
+    text = shown(reply(status(), "en", ZONE, NOW))
+    assert "*Template*\nbert-base v3" in text
+    assert (
+        "Submitted as: /gpu submit name=bert-ft type=A100-80GB,H100-80GB template=bert-base cmd="
+        in text
+    )
+    assert "template_version" not in text
+    chinese = shown(reply(status(), "zh", ZONE, NOW))
+    assert "bert-base v3" in chinese and "提交时的参数：/gpu submit name=bert-ft" in chinese
+    console = render(status(), ZONE)
+    assert "template bert-base v3" in console
+    assert "Submitted as: /gpu submit name=bert-ft" in console
 
 
 def test_the_submit_reply_says_why_it_waits_and_what_to_do() -> None:

@@ -100,12 +100,12 @@ def test_template_answers_are_in_chinese_for_a_member_who_chose_it(team_bot: Bot
     none, saved, updated, listed_, shown, deleted = _said_in_chinese(team_bot, MEMBER, TEMPLATES)
     assert "本团队还没有模板。" in none
     assert (
-        '已保存模板“sweep”：gpus=2 hours=4.0 cmd="python sweep.py"\n'
+        '已保存模板“sweep”（v1）：gpus=2 hours=4.0 cmd="python sweep.py"\n'
         "用法：/gpu submit template=sweep name=&lt;任务名称&gt;"
     ) in saved
     assert "已更新模板“sweep”" in updated
     assert "sweep：gpus=1 hours=4.0" in listed_
-    assert f"sweep（创建者 <@{MEMBER}>）：gpus=1 hours=4.0" in shown
+    assert f"sweep v2（创建者 <@{MEMBER}>）：gpus=1 hours=4.0" in shown
     assert "已删除模板“sweep”。" in deleted
     for words in (none, saved, updated, shown, deleted):
         assert not re.search(r"Saved|Updated|Deleted|Use it|by <@|no templates", words), words

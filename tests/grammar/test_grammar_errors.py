@@ -10,7 +10,7 @@ from scheduler.grammar import Mistake, ParseError, ValueKind, check_required, pa
 from scheduler.grammar.values import Expected
 
 COMMANDS = (
-    "Commands: submit, ready, queue, board, status, cancel, bump, approve, deny, done, quota, "
+    "Commands: submit, ready, queue, board, status, why, cancel, bump, approve, deny, done, quota, "
     "report, template, lang, help, admin."
 )
 SUBMIT_EXAMPLE = (
@@ -60,7 +60,7 @@ INVALID = [
     pytest.param(
         "submit gpu=2",
         'Unknown key "gpu" for /gpu submit. Did you mean "gpus"? Valid keys: name, gpus, type, '
-        "mem, speed, hours, priority, data, team, cmd, image, template.",
+        "mem, speed, hours, priority, data, team, cmd, image, template, again.",
         id="unknown-key-suggests",
     ),
     pytest.param(
@@ -185,7 +185,7 @@ INVALID = [
         '/gpu submit takes no words after it, got "bert-ft". Give other values as key=value, '
         "in quotes if they contain spaces. Usage: /gpu submit name=… hours=… "
         "priority=core|normal|idle data=… cmd=… [gpus=…] [type=…] [mem=…] [speed=…] [team=…] "
-        f"[image=…] [template=…].\n{SUBMIT_EXAMPLE}",
+        f"[image=…] [template=…] [again=…].\n{SUBMIT_EXAMPLE}",
         id="word-for-command-that-takes-only-keys",
     ),
     pytest.param(

@@ -40,8 +40,8 @@ def test_defaults_are_typed_and_cover_only_keys_with_defaults() -> None:
         }
 
 
-def test_template_save_takes_submit_keys_except_name_and_template() -> None:
+def test_template_save_takes_submit_keys_except_name_template_and_again() -> None:
     submit, save = SPEC[("submit",)], SPEC[("template", "save")]
     stored = {key.name for key in save.keys if not key.positional}
-    assert stored == {key.name for key in submit.keys} - {"name", "template"}
+    assert stored == {key.name for key in submit.keys} - {"name", "template", "again"}
     assert [key.name for key in save.keys if key.required] == ["name"]

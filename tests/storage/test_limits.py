@@ -26,12 +26,13 @@ _SUBMIT = {
     "team": (limits.TEAM_NAME, ["teams.name"]),
     "image": (limits.IMAGE, ["jobs.image"]),
     "template": (limits.TEMPLATE_NAME, ["jobs.template", "templates.name"]),
+    "again": (limits.JOB_NAME, ["jobs.name"]),
 }
 _JOB = (limits.JOB_NAME, ["jobs.name"])
 _TEAM = (limits.TEAM_NAME, ["teams.name"])
 _USER = (limits.SLACK_ID, ["members.slack_user_id"])
 _HOST = (limits.HOST_NAME, ["hosts.name"])
-_TEMPLATE = (limits.TEMPLATE_NAME, ["templates.name"])
+_TEMPLATE = (limits.TEMPLATE_NAME, ["templates.name", "template_versions.name"])
 _ROLE = (limits.ROLE, ["members.role"])
 
 STRING_COLUMNS: dict[tuple[str, str], tuple[int, list[str]]] = {
@@ -39,14 +40,17 @@ STRING_COLUMNS: dict[tuple[str, str], tuple[int, list[str]]] = {
     **{
         ("template save", key): limit
         for key, limit in _SUBMIT.items()
-        if key not in ("name", "template")
+        if key not in ("name", "template", "again")
     },
     ("template save", "name"): _TEMPLATE,
     ("template show", "name"): _TEMPLATE,
     ("template delete", "name"): _TEMPLATE,
+    ("template history", "name"): _TEMPLATE,
+    ("template history", "team"): _TEAM,
     ("ready", "job"): _JOB,
     ("ready", "location"): (limits.DATA_LOCATION, ["jobs.data_location"]),
     ("status", "job"): _JOB,
+    ("why", "job"): _JOB,
     ("cancel", "job"): _JOB,
     ("bump", "job"): _JOB,
     ("bump", "to"): (limits.PRIORITY, ["bump_requests.to_priority", "jobs.priority"]),
@@ -103,6 +107,7 @@ _NOT_STRING = {
     ValueKind.ID,
     ValueKind.FLOAT,
     ValueKind.DATE,
+    ValueKind.TIME,
     ValueKind.METRIC,
     ValueKind.WORDS,
 }

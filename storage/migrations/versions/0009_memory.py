@@ -79,6 +79,42 @@ def upgrade() -> None:
         batch_op.add_column(
             sa.Column("carried_hours", sa.Double(), server_default="0", nullable=False)
         )
+    _keep_templates_as_version_1()
+
+
+def _keep_templates_as_version_1() -> None:
+    """Every template saved before versions were kept becomes its version 1: its fields, by
+    whoever created it, at its last save (templates.version is 1 already, its default)."""
+    templates = sa.table(
+        "templates",
+        sa.column("team_id", sa.Integer()),
+        sa.column("name", sa.String()),
+        sa.column("fields", sa.JSON()),
+        sa.column("created_by", sa.String()),
+        sa.column("updated_at", storage.types.UTCDateTime()),
+    )
+    versions = sa.table(
+        "template_versions",
+        sa.column("team_id", sa.Integer()),
+        sa.column("name", sa.String()),
+        sa.column("version", sa.Integer()),
+        sa.column("fields", sa.JSON()),
+        sa.column("author", sa.String()),
+        sa.column("at", storage.types.UTCDateTime()),
+    )
+    kept = sa.select(
+        templates.c.team_id,
+        templates.c.name,
+        sa.literal(1, sa.Integer()),
+        templates.c.fields,
+        templates.c.created_by,
+        templates.c.updated_at,
+    )
+    op.execute(
+        versions.insert().from_select(
+            ["team_id", "name", "version", "fields", "author", "at"], kept
+        )
+    )
 
 
 def downgrade() -> None:
