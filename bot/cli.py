@@ -79,6 +79,11 @@ db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 deploy_app = typer.Typer(help="Deployment files.", no_args_is_help=True)
 app.add_typer(deploy_app, name="deploy")
+state_app = typer.Typer(
+    help="The queue and the GPUs as snapshots in the object store: show, diff, restore.",
+    no_args_is_help=True,
+)
+app.add_typer(state_app, name="state")
 
 
 def _start() -> Paika:
@@ -309,6 +314,152 @@ def digest_command(
             typer.echo(f"paika digest: cannot write {png}: {exc.strerror}", err=True)
             raise typer.Exit(1) from exc
         typer.echo(f"picture written to {png}", err=True)
+
+
+Moment = Annotated[
+    str,
+    typer.Option(
+        "--at",
+        help="ISO 8601, e.g. 2026-12-01T10:00 (the policy's time zone unless one is given), or latest.",
+    ),
+]
+Lang = Annotated[str, typer.Option("--lang", help="The language: en or zh.")]
+
+
+class _Snapshots:
+    """What the state commands share: settings, the policy, the store and the words."""
+
+    def __init__(self, command: str, lang: str) -> None:
+        from storage.objects.open import open_store
+
+        from bot.i18n import LANGUAGES
+        from scheduler.config import load_policy
+        from scheduler.errors import ConfigError
+        from scheduler.settings import Settings
+
+        if lang not in LANGUAGES:
+            typer.echo(
+                f"paika state {command}: --lang {lang} is not known; use en or zh.", err=True
+            )
+            raise typer.Exit(2)
+        self.command, self.lang = command, lang
+        self.settings = Settings()
+        try:
+            self.policy = load_policy(self.settings.policy_path())
+        except ConfigError as exc:
+            typer.echo(f"paika: the policy file is invalid: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        self.store = open_store(
+            self.settings.object_store_spec(),
+            endpoint_url=self.settings.s3_endpoint_url,
+            region=self.settings.s3_region,
+            addressing_style=self.settings.s3_addressing_style,
+            signature_version=self.settings.s3_signature_version,
+        )
+
+    def fail(self, error: Exception) -> typer.Exit:
+        """Say a user error in the reader's language; the command exits 2."""
+        from bot.console import render
+
+        typer.echo(render(error, self.policy.zone, self.lang), err=True)
+        return typer.Exit(2)
+
+    def at(self, moment: str) -> tuple[str, dict[str, Any]]:
+        """The key and document of the newest snapshot taken at or before `moment`."""
+        from scheduler.archive.state import decode
+        from scheduler.archive.state_view import parse_moment
+        from scheduler.errors import Problem, UserError
+        from storage.objects import snapshots
+        from storage.objects.base import StoreUnavailable
+
+        try:
+            when = parse_moment(moment, self.policy.zone)
+            key = snapshots.latest_at(self.store, when)
+            if key is None:
+                raise UserError(Problem.NO_SNAPSHOT, at=moment, where=self.store.where)
+            return key, decode(snapshots.read(self.store, key), key=key)
+        except UserError as exc:
+            raise self.fail(exc) from exc
+        except StoreUnavailable as exc:
+            raise self.fail(
+                UserError(Problem.STORE_UNAVAILABLE, where=self.store.where, detail=str(exc))
+            ) from exc
+
+    def echo(self, result: object) -> None:
+        from bot.console import render
+
+        typer.echo(render(result, self.policy.zone, self.lang))
+
+
+@state_app.command("show")
+def state_show(
+    at: Moment = "latest",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the snapshot's JSON.")] = False,
+    lang: Lang = "en",
+) -> None:
+    """The board and the queue as they were at a moment (the newest snapshot at or before it)."""
+    import json
+
+    import bot.console_state  # noqa: F401  (registers the snapshot's words)
+    from bot.i18n import t
+    from scheduler.archive.state_view import snapshot_view
+
+    found = _Snapshots("show", lang)
+    key, doc = found.at(at)
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
+        return
+    typer.echo(t(lang, "snapshot.store", snapshot=key, where=found.store.where), err=True)
+    found.echo(snapshot_view(doc, found.policy))
+
+
+@state_app.command("diff")
+def state_diff(
+    first: Annotated[str, typer.Argument(help="The earlier moment (ISO 8601, or latest).")],
+    second: Annotated[str, typer.Argument(help="The later moment (ISO 8601, or latest).")],
+    lang: Lang = "en",
+) -> None:
+    """What changed in the queue and the cluster between the snapshots at two moments."""
+    import bot.console_state  # noqa: F401  (registers the snapshot's words)
+    from scheduler.archive.state_diff import diff
+
+    found = _Snapshots("diff", lang)
+    _, before = found.at(first)
+    _, after = found.at(second)
+    found.echo(diff(before, after))
+
+
+@state_app.command("restore")
+def state_restore(at: Moment = "latest", lang: Lang = "en") -> None:
+    """Rebuild an empty database (PAIKA_DATABASE_URL) from the snapshot at a moment: the same
+    queue, jobs under the same numbers (a take-over). A database that holds rows is refused."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import OperationalError
+
+    from bot.console_state import restored
+    from scheduler.archive.state import restore
+    from scheduler.errors import UserError
+    from storage.db import make_engine, normalize_url, upgrade
+
+    found = _Snapshots("restore", lang)
+    _, doc = found.at(at)
+    url = found.settings.resolved_database_url()
+    shown = make_url(normalize_url(url)).render_as_string()  # no password
+    engine = make_engine(url)
+    try:
+        upgrade(engine)
+        result = restore(engine, doc, datetime.now(UTC))
+    except UserError as exc:
+        raise found.fail(exc) from exc
+    except OperationalError as exc:
+        typer.echo(f"paika: cannot reach the database at {shown}: {exc.orig}", err=True)
+        typer.echo("Check PAIKA_DATABASE_URL and that the server is running.", err=True)
+        raise typer.Exit(2) from exc
+    finally:
+        engine.dispose()
+    typer.echo(restored(lang, result, shown, found.policy.zone))
 
 
 @db_app.command("upgrade")

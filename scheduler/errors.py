@@ -81,6 +81,12 @@ class Problem(StrEnum):
     BAD_ACCOUNT_NAME = "problem.bad_account_name"
     ACCOUNT_FOR_WHOM = "problem.account_for_whom"
     NO_ACCOUNT_MAPPING = "problem.no_account_mapping"
+    SNAPSHOT_UNREADABLE = "problem.snapshot_unreadable"
+    SNAPSHOT_SCHEMA_NEWER = "problem.snapshot_schema_newer"
+    NO_SNAPSHOT = "problem.no_snapshot"
+    RESTORE_NOT_EMPTY = "problem.restore_not_empty"
+    BAD_MOMENT = "problem.bad_moment"
+    STORE_UNAVAILABLE = "problem.store_unavailable"
     # Template versions (issue 14)
     TEMPLATE_VERSION_NOT_FOUND = "problem.template_version_not_found"
     OTHER_TEAMS_TEMPLATES = "problem.other_teams_templates"

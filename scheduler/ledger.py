@@ -20,10 +20,16 @@ from storage.queries import reclaim as reclaim_queries
 
 
 def quota_states(session: Session, quotas: Sequence[Quota]) -> list[QuotaState]:
-    """Quotas with what has been used of them."""
+    """Quotas with what has been used of them (charged here, and carried over by a restore)."""
     used = accounting.used_hours_by_quota(session=session, quota_ids=[q.id or 0 for q in quotas])
     return [
-        QuotaState(q.id or 0, q.gpu_type, q.gpu_hours, used.get(q.id or 0, 0.0), q.expires_on)
+        QuotaState(
+            q.id or 0,
+            q.gpu_type,
+            q.gpu_hours,
+            used.get(q.id or 0, 0.0) + (q.carried_hours or 0.0),
+            q.expires_on,
+        )
         for q in quotas
     ]
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, create_engine, text
@@ -38,3 +41,27 @@ def create_database(backend: str) -> tuple[str, Engine]:
         pytest.skip(message)
     url = admin.url.set(database=name).render_as_string(hide_password=False)
     return url, admin
+
+
+@contextmanager
+def fresh_engine(backend: str, folder: Path) -> Iterator[Engine]:
+    """A second, empty, migrated database on `backend` (sqlite, postgresql or mysql, as an
+    engine's dialect names it): a new install beside the test's own database."""
+    from storage.db import make_engine, upgrade
+
+    admin = None
+    if backend == "sqlite":
+        url = f"sqlite:///{folder / 'fresh.db'}"
+    else:
+        url, admin = create_database("postgresql" if backend == "postgresql" else "mariadb")
+    engine = make_engine(url)
+    upgrade(engine)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+        if admin is not None:
+            with admin.connect() as conn:
+                force = " WITH (FORCE)" if backend == "postgresql" else ""
+                conn.execute(text(f"DROP DATABASE {url.rsplit('/', 1)[1].split('?')[0]}{force}"))
+            admin.dispose()

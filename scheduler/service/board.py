@@ -4,10 +4,12 @@ and the queue in brief. Slack's `/gpu board`, the App Home and the digest all dr
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from scheduler.config import PolicyConfig
 from scheduler.hosts.credentials import travels_in_clear
 from scheduler.service import jobs
 from scheduler.service.context import Context
@@ -101,14 +103,35 @@ def board(ctx: Context) -> BoardResult:
     it FREE. A held card on a down host stays DOWN and still names its job.
     """
     session = ctx.session
-    holders = cluster_queries.gpu_holders(session=session)
-    by_host: dict[int, list[Gpu]] = defaultdict(list)
-    for gpu in cluster_queries.all_gpus(session=session):
-        by_host[gpu.host_id].append(gpu)
-    rules = _Rules(
-        ctx.policy.reclaim.idle_utilization_pct, ctx.policy.knobs().foreign_memory_slack_gib
+    return assemble(
+        ctx.now,
+        ctx.policy,
+        hosts=cluster_queries.all_hosts(session=session),
+        gpus=cluster_queries.all_gpus(session=session),
+        holders=cluster_queries.gpu_holders(session=session),
+        # The queue in brief: counted by the database, and only the first few jobs loaded.
+        counts=job_queries.count_by_state_and_priority(session=session),
+        next_up=jobs.next_waiting(ctx, NEXT_UP),
     )
-    hosts = tuple(
+
+
+def assemble(
+    at: datetime,
+    policy: PolicyConfig,
+    *,
+    hosts: Sequence[Host],
+    gpus: Iterable[Gpu],
+    holders: Mapping[int, Job],
+    counts: Mapping[tuple[str, str], int],
+    next_up: tuple[JobView, ...],
+) -> BoardResult:
+    """The board from hosts (by name), their GPUs, the job holding each GPU (by GPU id) and
+    the jobs counted by (state, priority): from the database now, or from a snapshot."""
+    by_host: dict[int, list[Gpu]] = defaultdict(list)
+    for gpu in gpus:
+        by_host[gpu.host_id].append(gpu)
+    rules = _Rules(policy.reclaim.idle_utilization_pct, policy.knobs().foreign_memory_slack_gib)
+    views = tuple(
         HostView(
             host.name,
             host.state,
@@ -119,22 +142,20 @@ def board(ctx: Context) -> BoardResult:
             ),
             travels_in_clear(host.url),
         )
-        for host in cluster_queries.all_hosts(session=session)
+        for host in hosts
     )
-    # The queue in brief: counted by the database, and only the first few jobs loaded.
-    counts = job_queries.count_by_state_and_priority(session=session)
     waiting_by_class = {priority.value: 0 for priority in PriorityClass}
     for (state, priority), n in counts.items():
         if state in jobs.PENDING_STATES:
             waiting_by_class[priority] = waiting_by_class.get(priority, 0) + n
     return BoardResult(
-        at=ctx.now,
-        hosts=hosts,
-        types=_summaries(ctx, hosts),
+        at=at,
+        hosts=views,
+        types=_summaries(policy, views),
         running=sum(n for (state, _), n in counts.items() if state in ON_HOST_STATES),
         waiting_by_class=waiting_by_class,
         waiting_for_data=sum(n for (s, _), n in counts.items() if s == JobState.WAITING_DATA),
-        next_up=jobs.next_waiting(ctx, NEXT_UP),
+        next_up=next_up,
         config_version=config_queries.newest_number(session=session),
     )
 
@@ -179,13 +200,13 @@ def _state(host: Host, gpu: Gpu, job: Job | None, rules: _Rules) -> CardState:
     return CardState.FREE
 
 
-def _summaries(ctx: Context, hosts: tuple[HostView, ...]) -> tuple[TypeSummary, ...]:
+def _summaries(policy: PolicyConfig, hosts: tuple[HostView, ...]) -> tuple[TypeSummary, ...]:
     """Counts per type that has cards: catalog types cheapest first, then unknown ones by name."""
     counts: dict[str, Counter[CardState]] = defaultdict(Counter)
     for host in hosts:
         for card in host.cards:
             counts[card.gpu_type][card.state] += 1
-    priced = sorted(ctx.policy.catalog(), key=lambda card_type: card_type.price_per_gpu_hour)
+    priced = sorted(policy.catalog(), key=lambda card_type: card_type.price_per_gpu_hour)
     order = [card_type.name for card_type in priced if card_type.name in counts]
     order += sorted(name for name in counts if name not in order)
     return tuple(

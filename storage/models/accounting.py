@@ -23,6 +23,9 @@ class Quota(SQLModel, table=True):
     expires_on: date
     owner: str = Field(sa_type=String(SLACK_ID))
     note: str | None = text_field()
+    # GPU-hours used before a restore from a snapshot: the ledger entries that charged them
+    # stayed in the install the snapshot came from (scheduler/archive/state.py).
+    carried_hours: float = number_field(default=0.0, server_default="0")
     created_by: str = Field(sa_type=String(SLACK_ID))
     created_at: datetime = at_field()
 

@@ -7,9 +7,14 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 import bot.console
+import bot.console_state
 
 CONSOLE = Path(bot.console.__file__)
+# The console's words for snapshots (`paika state …`) live in a module of their own.
+FACES = (CONSOLE, Path(bot.console_state.__file__))
 # A catalogue key ("console.board.free") or group ("bump_state") is a name, not words.
 KEY = re.compile(r"[a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*")
 # A `/gpu …` example is a value: what the user types, the same in every language.
@@ -56,8 +61,9 @@ def _says_something(text: str) -> bool:
     return len(words) >= 2
 
 
-def test_the_console_holds_no_english_sentence_of_its_own() -> None:
-    found = sentences(CONSOLE.read_text(encoding="utf-8"))
+@pytest.mark.parametrize("face", FACES, ids=lambda path: path.name)
+def test_the_console_holds_no_english_sentence_of_its_own(face: Path) -> None:
+    found = sentences(face.read_text(encoding="utf-8"))
     assert not found, f"say these through the catalogue (bot/messages.yml): {found}"
 
 

@@ -1,6 +1,6 @@
 """config_versions, template_versions, decisions, archive_marks: the team's memory (policy
 config versions, template versions, the decision log) and how far each is archived to the
-object store; templates.version; jobs.template_version and jobs.spec
+object store; templates.version; jobs.template_version and jobs.spec; quotas.carried_hours
 
 Revision ID: 0009
 Revises: 0008
@@ -75,6 +75,10 @@ def upgrade() -> None:
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         batch_op.add_column(sa.Column("template_version", sa.Integer(), nullable=True))
         batch_op.add_column(sa.Column("spec", sa.JSON(), nullable=True))
+    with op.batch_alter_table("quotas", schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column("carried_hours", sa.Double(), server_default="0", nullable=False)
+        )
     _keep_templates_as_version_1()
 
 
@@ -114,6 +118,8 @@ def _keep_templates_as_version_1() -> None:
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("quotas", schema=None) as batch_op:
+        batch_op.drop_column("carried_hours")
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         batch_op.drop_column("spec")
         batch_op.drop_column("template_version")

@@ -1,0 +1,95 @@
+"""Plain text of queue-and-cluster snapshots (`paika state show | diff | restore`): the board
+and the queue as they were, drawn by the console's own board and queue, what changed between
+two snapshots, and what a restore wrote. Every word comes from the catalogue."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from zoneinfo import ZoneInfo
+
+from bot.blocks.job import priority, state
+from bot.console import render
+from bot.i18n import DEFAULT, t, term, wait_words, when
+from scheduler.archive.state import RestoreResult
+from scheduler.archive.state_diff import Change, DiffField, DiffKind, StateDiff, Value
+from scheduler.archive.state_view import SnapshotView
+from scheduler.policy.plan import Wait, WaitCode
+
+
+@render.register
+def _snapshot(result: SnapshotView, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    at = when(lang, result.taken_at, zone)
+    if result.config_version is None:
+        header = t(lang, "snapshot.header_unversioned", at=at)
+    else:
+        header = t(lang, "snapshot.header", at=at, version=result.config_version)
+    return "\n".join(
+        [header, "", render(result.board, zone, lang), "", render(result.queue, zone, lang)]
+    )
+
+
+@render.register
+def _diff(result: StateDiff, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    since, until = when(lang, result.since, zone), when(lang, result.until, zone)
+    if result.empty:
+        return t(lang, "snapshot.diff.none", since=since, until=until)
+    lines = [t(lang, "snapshot.diff.header", since=since, until=until)]
+    for key, found in (("snapshot.diff.added", result.added), ("snapshot.diff.removed", result.removed)):  # fmt: skip
+        lines += [
+            "  " + t(lang, key, kind=term(lang, "snapshot.kind", item.kind), subject=item.subject)
+            for item in found
+        ]
+    lines += ["  " + _change(lang, change) for change in result.changed]
+    return "\n".join(lines)
+
+
+def _change(lang: str, change: Change) -> str:
+    return t(
+        lang,
+        "snapshot.diff.changed",
+        kind=term(lang, "snapshot.kind", change.kind),
+        subject=change.subject,
+        field=term(lang, "snapshot.field", change.field),
+        old=_value(lang, change, change.old),
+        new=_value(lang, change, change.new),
+    )
+
+
+def _value(lang: str, change: Change, value: Value) -> str:
+    if value is None or value == "":
+        return t(lang, "snapshot.value.none")
+    if isinstance(value, bool):
+        return t(lang, "snapshot.value.yes" if value else "snapshot.value.no")
+    if isinstance(value, Mapping):  # a wait reason, said as the queue says it
+        wait = Wait(**{"eta": None, **value, "code": WaitCode(value["code"])})
+        return wait_words(lang, wait, wait.as_of)
+    if change.field is DiffField.STATE and isinstance(value, str):
+        if change.kind is DiffKind.JOB:
+            return state(lang, value)
+        if change.kind is DiffKind.HOST:
+            return term(lang, "host.health", value)
+    if change.field is DiffField.PRIORITY and isinstance(value, str):
+        return priority(lang, value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def restored(lang: str, result: RestoreResult, database: str, zone: ZoneInfo) -> str:
+    """What a restore wrote into `database` (its URL without a password), and what next."""
+    lines = [
+        t(
+            lang,
+            "snapshot.restored",
+            at=when(lang, result.taken_at, zone),
+            database=database,
+            teams=result.teams,
+            quotas=result.quotas,
+            hosts=result.hosts,
+            gpus=result.gpus,
+            jobs=result.jobs,
+            running=result.running,
+            allocations=result.allocations,
+        )
+    ]
+    if result.config_version is not None:
+        lines.append(t(lang, "snapshot.restored_policy", version=result.config_version))
+    return "\n".join(lines)

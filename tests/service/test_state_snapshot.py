@@ -1,0 +1,394 @@
+"""Queue-and-cluster snapshots (scheduler/archive/state.py) on every backend: a document
+read back gives the same rows, a restore into an empty database gives the same queue under
+the same job numbers, and a database that holds anything is refused untouched."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from paika_test_servers import fresh_engine
+from sqlalchemy import Engine, func
+from sqlmodel import Session, select
+
+from scheduler.app import Paika
+from scheduler.archive import state
+from scheduler.clock import ManualClock
+from scheduler.errors import Conflict, Problem, UserError
+from scheduler.policy.plan import Wait, WaitCode
+from scheduler.service import jobs
+from scheduler.settings import Settings
+from storage.models import (
+    Allocation,
+    Gpu,
+    Host,
+    Job,
+    JobState,
+    LedgerEntry,
+    Quota,
+    Team,
+    TemplateVersion,
+)
+
+SUBMIT = 'submit name={name} gpus={gpus} hours={hours} priority={priority} data={data} cmd="python {name}.py"'
+
+
+def ok(paika: Paika, user: str, text_: str) -> object:
+    reply = paika.run(text_, user)
+    assert reply.ok, reply.text
+    return reply.result
+
+
+@pytest.fixture
+def world(paika: Paika) -> Paika:
+    """vision and nlp with people, a quota part used, a template, a Unix account, two hosts
+    (one A100 host with a running job on two of its cards), and five waiting jobs."""
+    now = paika.clock.now()
+    for user, team, role in [
+        ("UALICE", "vision", "approver"),
+        ("UBOB", "vision", "member"),
+        ("UNICK", "nlp", "member"),
+    ]:
+        ok(paika, "UADMIN", f"admin member add <@{user}> team={team} role={role}")
+    ok(
+        paika,
+        "UADMIN",
+        "admin quota add team=vision type=A100-80GB hours=300 expires=2027-06-30 owner=<@UALICE>",
+    )
+    ok(paika, "UADMIN", "admin quota add team=nlp hours=50 expires=2026-12-31 owner=<@UNICK>")
+    ok(paika, "UADMIN", "admin account set <@UALICE> account=alice")
+    ok(paika, "UALICE", 'template save bert gpus=2 type=A100-80GB data=ready cmd="python bert.py"')
+    with Session(paika.engine) as session:
+        vision = session.exec(select(Team).where(Team.name == "vision")).one()
+        a100 = Host(name="gpu-a", url="https://gpu-a:8470", state="up", added_at=now)
+        t4 = Host(name="gpu-t", url="https://gpu-t:8470", state="up", added_at=now, draining=True)
+        session.add_all([a100, t4])
+        session.flush()
+        cards = [
+            Gpu(host_id=a100.id or 0, index=i, uuid=f"GPU-a{i}", gpu_type="A100-80GB",
+                memory_gib=80, utilization_pct=50.0)
+            for i in range(4)
+        ] + [Gpu(host_id=t4.id or 0, index=0, gpu_type="T4-16GB", memory_gib=16, healthy=False)]  # fmt: skip
+        session.add_all(cards)
+        session.flush()
+        # A finished run charged 40 GPU-hours to vision's quota.
+        done = Job(name="old", owner="UBOB", team_id=vision.id or 0, est_gpu_hours=40,
+                   command="python old.py", state=JobState.SUCCEEDED,
+                   submitted_at=now - timedelta(days=2), started_at=now - timedelta(days=2),
+                   ended_at=now - timedelta(days=1))  # fmt: skip
+        running = Job(name="big", owner="UALICE", team_id=vision.id or 0, gpus=2,
+                      est_gpu_hours=64, command="python big.py", state=JobState.RUNNING,
+                      submitted_at=now - timedelta(hours=3), started_at=now - timedelta(hours=2),
+                      confirmed_at=now - timedelta(hours=2), attempts=1, account="alice",
+                      spec={"name": "big", "gpus": 2})  # fmt: skip
+        session.add_all([done, running])
+        session.flush()
+        quota = session.exec(select(Quota).where(Quota.team_id == vision.id)).one()
+        session.add(
+            LedgerEntry(
+                job_id=done.id or 0,
+                team_id=vision.id or 0,
+                quota_id=quota.id,
+                gpu_type="A100-80GB",
+                gpu_hours=40,
+                cost=88,
+                started_at=now - timedelta(days=2),
+                ended_at=now - timedelta(days=1),
+                recorded_at=now - timedelta(days=1),
+            )  # fmt: skip
+        )
+        session.add_all(
+            Allocation(
+                job_id=running.id or 0,
+                gpu_id=card.id or 0,
+                active_gpu_id=card.id,
+                started_at=now - timedelta(hours=2),
+            )  # fmt: skip
+            for card in cards[:2]
+        )
+        session.commit()
+    for name, user, gpus, hours, priority, data in [
+        ("wide", "UALICE", 4, 40, "normal", "ready"),
+        ("small", "UBOB", 1, 2, "normal", "ready"),
+        ("tiny", "UNICK", 1, 1, "idle", "ready"),
+        ("later", "UNICK", 1, 3, "normal", "s3://bucket/later"),
+        ("urgent", "UADMIN", 2, 8, "core", "ready"),
+    ]:
+        team = " team=vision" if user == "UADMIN" else ""
+        ok(paika, user, SUBMIT.format(name=name, gpus=gpus, hours=hours, priority=priority,
+                                      data=data) + team)  # fmt: skip
+    return paika
+
+
+def waits_of(paika: Paika) -> dict[int, Wait]:
+    with paika.context("UADMIN") as ctx:
+        return jobs.current_waits(ctx)
+
+
+def document(paika: Paika, *, config_version: int | None = 7) -> dict[str, Any]:
+    waits = waits_of(paika)
+    with Session(paika.engine) as session:
+        return state.build_document(session, paika.policy, waits, paika.clock.now(), config_version)
+
+
+@pytest.fixture
+def fresh(engine: Engine, tmp_path: Path) -> Iterator[Engine]:
+    """A second, empty, migrated database on the same backend (a new install)."""
+    with fresh_engine(engine.dialect.name, tmp_path) as new:
+        yield new
+
+
+def start_on(engine: Engine, clock: ManualClock) -> Paika:
+    settings = Settings(
+        database_url=engine.url.render_as_string(hide_password=False),
+        admins=("UADMIN",),
+        config=None,
+    )
+    return Paika.start(settings, clock=clock)
+
+
+def test_a_document_says_the_queue_and_the_cluster(world: Paika) -> None:
+    doc = document(world)
+    assert doc["schema"] == state.SCHEMA and doc["config_version"] == 7
+    names = {job["name"]: job for job in state.records(doc, "jobs")}
+    # Every job not yet ended, none that ended.
+    assert sorted(names) == ["big", "later", "small", "tiny", "urgent", "wide"]
+    assert names["big"]["state"] == "running" and names["big"]["account"] == "alice"
+    assert names["big"]["spec"] == {"name": "big", "gpus": 2}
+    waits = state.waits_of(doc)
+    assert waits == waits_of(world) and names["big"]["id"] not in waits
+    assert waits[names["later"]["id"]].code is WaitCode.WAITING_FOR_DATA
+    assert waits[names["urgent"]["id"]].position == 1
+    quotas = state.records(doc, "quotas")
+    assert sorted(q["used_hours"] for q in quotas) == [0.0, 40.0]
+    hosts = state.records(doc, "hosts")
+    assert [h["name"] for h in hosts] == ["gpu-a", "gpu-t"]
+    assert not any("token" in key and key != "token_revoked_at" for key in hosts[0])
+    assert len(state.records(doc, "allocations")) == 2
+    assert [t["name"] for t in state.records(doc, "templates")] == ["bert"]
+    assert [a["account"] for a in state.records(doc, "accounts")] == ["alice"]
+    assert names["big"]["submitted_at"].startswith("2026-11-02T06:00:00")
+
+
+def test_encode_is_deterministic_and_decode_gives_the_document_back(world: Paika) -> None:
+    doc = document(world)
+    data = state.encode(doc)
+    assert data == state.encode(json.loads(json.dumps(doc)))
+    assert data[:2] == b"\x1f\x8b" and state.decode(data) == doc
+
+
+def test_decode_refuses_a_newer_schema_and_what_is_not_a_snapshot() -> None:
+    newer = gzip.compress(json.dumps({"schema": state.SCHEMA + 1}).encode())
+    with pytest.raises(UserError) as found:
+        state.decode(newer, key="snapshots/x.json.gz")
+    assert found.value.problem is Problem.SNAPSHOT_SCHEMA_NEWER
+    assert found.value.values["found"] == state.SCHEMA + 1
+    for junk in (b"not gzip", gzip.compress(b"[1, 2]"), gzip.compress(b"{")):
+        with pytest.raises(UserError) as found:
+            state.decode(junk)
+        assert found.value.problem is Problem.SNAPSHOT_UNREADABLE
+
+
+def test_the_digest_is_the_same_for_the_same_state_and_moves_when_it_changes(
+    world: Paika, clock: ManualClock
+) -> None:
+    before = document(world)
+    clock.advance(timedelta(minutes=3))
+    again = document(world)
+    assert again["taken_at"] != before["taken_at"]
+    assert state.content_digest(again) == state.content_digest(before)
+    ok(world, "UNICK", "ready later")
+    assert state.content_digest(document(world)) != state.content_digest(before)
+    assert state.content_digest(document(world, config_version=8)) != state.content_digest(before)
+
+
+def test_restore_gives_the_same_queue_under_the_same_numbers(
+    world: Paika, fresh: Engine, clock: ManualClock
+) -> None:
+    doc = state.decode(state.encode(document(world)))
+    done = state.restore(fresh, doc, clock.now())
+    assert (done.jobs, done.running, done.allocations, done.quotas) == (6, 1, 2, 2)
+    restored = start_on(fresh, clock)
+    # The same rows, read back from the new install, with the policy's own reasons there.
+    assert document(restored) == doc
+    assert waits_of(restored) == waits_of(world)
+    with Session(fresh) as session:
+        versions = session.exec(select(TemplateVersion)).all()
+        assert [(v.name, v.version) for v in versions] == [("bert", 1)]
+        # Quotas keep what was used of them (the ledger stayed behind).
+        assert session.exec(select(func.sum(Quota.carried_hours))).one() == 40
+    listing = ok(restored, "UALICE", "quota team=vision")
+    assert [(v.state.used_hours, v.state.left_hours) for v in listing.quotas] == [(40, 260)]  # type: ignore[attr-defined]
+    # A job submitted after the restore gets a number above every restored one (PostgreSQL's
+    # sequences do not follow ids written by hand).
+    result = ok(restored, "UBOB", SUBMIT.format(name="next", gpus=1, hours=1,
+                                                priority="normal", data="ready"))  # fmt: skip
+    highest = max(job["id"] for job in state.records(doc, "jobs"))
+    assert result.view.job.id > highest  # type: ignore[attr-defined]
+    ok(restored, "UADMIN", "admin quota add team=nlp hours=5 expires=2027-01-31 owner=<@UNICK>")
+    restored.engine.dispose()
+
+
+def test_restore_refuses_a_database_that_holds_jobs_and_writes_nothing(
+    world: Paika, clock: ManualClock
+) -> None:
+    doc = document(world)
+    with Session(world.engine) as session:
+        counts = [
+            session.exec(select(func.count()).select_from(m)).one() for m in (Job, Team, Host)
+        ]
+    with pytest.raises(Conflict) as found:
+        state.restore(world.engine, doc, clock.now())
+    assert found.value.problem is Problem.RESTORE_NOT_EMPTY
+    assert found.value.values["tables"][0] == "jobs"  # type: ignore[index]
+    with Session(world.engine) as session:
+        assert [session.exec(select(func.count()).select_from(m)).one()
+                for m in (Job, Team, Host)] == counts  # fmt: skip
+
+
+def test_restore_refuses_a_new_install_that_already_has_teams(
+    world: Paika, fresh: Engine, clock: ManualClock
+) -> None:
+    doc = document(world)
+    start_on(fresh, clock).engine.dispose()  # a first start creates the policy file's teams
+    with pytest.raises(Conflict) as found:
+        state.restore(fresh, doc, clock.now())
+    assert found.value.values["tables"] == ("teams",)
+    with Session(fresh) as session:
+        assert session.exec(select(func.count()).select_from(Job)).one() == 0
+
+
+def test_moments_people_type() -> None:
+    from zoneinfo import ZoneInfo
+
+    from scheduler.archive.state_view import parse_moment
+
+    zone = ZoneInfo("Asia/Shanghai")
+    assert parse_moment("latest", zone) is None
+    assert parse_moment("2026-12-01T10:00", zone) == datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
+    assert parse_moment("2026-12-01 10:00", zone) == datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
+    assert parse_moment("2026-12-01T10:00Z", zone) == datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    assert parse_moment("2026-12-01T10:00+01:00", zone) == datetime(2026, 12, 1, 9, tzinfo=UTC)
+    assert parse_moment("2026-12-01", zone) == datetime(2026, 12, 1, tzinfo=zone)
+    for bad in ("yesterday", "2026-13-01T10:00", "10:00", "2026-12-01T25:00"):
+        with pytest.raises(UserError) as found:
+            parse_moment(bad, zone)
+        assert found.value.problem is Problem.BAD_MOMENT
+        assert found.value.values == {"given": bad, "example": "2026-12-01T10:00"}
+
+
+def _copy(doc: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(doc))  # type: ignore[no-any-return]
+
+
+def _put(doc: dict[str, Any], name: str, rows: list[dict[str, Any]]) -> None:
+    """Write a table of dicts back into a document, in its columns."""
+    columns = doc[name]["columns"]
+    doc[name]["rows"] = [[row.get(c) for c in columns] for row in rows]
+
+
+def test_diff_says_what_changed_between_two_snapshots(world: Paika) -> None:
+    from scheduler.archive.state_diff import Appeared, Change, DiffField, DiffKind, diff
+
+    before = _copy(document(world))
+    assert diff(before, before).empty
+    after = _copy(before)
+    after["taken_at"] = "2026-11-02T10:00:00+00:00"
+    jobs_ = state.records(after, "jobs")
+    by_name = {job["name"]: job for job in jobs_}
+    small, tiny, wide = by_name["small"], by_name["tiny"], by_name["wide"]
+    waits = {row["job_id"]: row for row in state.records(after, "waits")}
+    etas = {row["job_id"]: row for row in state.records(after, "etas")}
+    # small started on gpu-a/2; tiny ended; wide's class changed, and only its place moved.
+    small["state"] = "running"
+    del waits[small["id"]]
+    allocations = state.records(after, "allocations")
+    allocations.append({"id": 99, "job_id": small["id"], "gpu_id": 3,
+                        "started_at": "2026-11-02T09:30:00"})  # fmt: skip
+    _put(after, "allocations", allocations)
+    jobs_.remove(tiny)
+    wide["priority"] = "core"
+    waits[wide["id"]]["position"] += 1
+    etas[wide["id"]]["eta"] = (etas[wide["id"]]["eta"] or 0) + 600
+    jobs_.append({**small, "id": 50, "name": "new", "state": "queued"})
+    waits[50] = {"job_id": 50, "code": "waiting_for_data", "position": 9, "higher": 0,
+                 "earlier": 0, "costlier": "", "left_hours": 0, "needs_hours": 0, "gpus": 0,
+                 "keeps_headroom": False}  # fmt: skip
+    _put(after, "jobs", jobs_)
+    _put(after, "waits", list(waits.values()))
+    _put(after, "etas", list(etas.values()))
+    hosts = state.records(after, "hosts")
+    hosts[1]["state"] = "down"
+    _put(after, "hosts", hosts)
+    gpus = state.records(after, "gpus")
+    gpus[4]["healthy"] = True
+    _put(after, "gpus", gpus)
+    quotas = state.records(after, "quotas")
+    quotas[0]["gpu_hours"] = 400.0
+    nlp = quotas.pop()
+    _put(after, "quotas", quotas)
+    found = diff(before, after)
+    assert found.added == (Appeared(DiffKind.JOB, "#50 new"),)
+    assert found.removed == (
+        Appeared(DiffKind.JOB, f"#{tiny['id']} tiny"),
+        Appeared(DiffKind.QUOTA, f"#{nlp['id']} nlp"),
+    )
+    ref = f"#{small['id']} small"
+    by = {(c.subject, c.field): c for c in found.changed}
+    assert by[(ref, DiffField.STATE)] == Change(
+        DiffKind.JOB, ref, DiffField.STATE, "queued", "running"
+    )
+    assert by[(ref, DiffField.PLACEMENT)].new == "gpu-a/2"
+    assert by[(ref, DiffField.REASON)].new is None
+    assert by[(f"#{wide['id']} wide", DiffField.PRIORITY)].new == "core"
+    assert (f"#{wide['id']} wide", DiffField.REASON) not in by  # a moved place is no new reason
+    assert by[("gpu-t", DiffField.STATE)].new == "down"
+    assert by[("gpu-t/0", DiffField.HEALTHY)].new is True
+    vision = quotas[0]
+    assert by[(f"#{vision['id']} vision", DiffField.GPU_HOURS)].new == 400.0
+    assert len(found.changed) == 7
+
+    from bot.console import render
+    from bot.console_state import restored  # noqa: F401  (registers the snapshot's words)
+
+    zone = world.policy.zone
+    text = render(found, zone, "en")
+    assert "+ job #50 new" in text and f"- job #{tiny['id']} tiny" in text
+    assert f"~ job {ref}: state queued → running" in text
+    assert "~ host gpu-t: state up → down" in text and "healthy no → yes" in text
+    assert "why it waits waiting for its data" not in text
+    assert "任务" in render(found, zone, "zh")
+    assert "Nothing changed" in render(diff(before, before), zone, "en")
+
+
+def test_show_draws_the_board_and_the_queue_as_they_were(world: Paika) -> None:
+    from bot.console import render
+    from bot.console_state import restored  # noqa: F401  (registers the snapshot's words)
+    from scheduler.archive.state_view import snapshot_view
+
+    doc = _copy(document(world))
+    view = snapshot_view(doc, world.policy)
+    assert [v.job.name for v in view.queue.running] == ["big"]
+    live = waits_of(world)
+    order = sorted(live.values(), key=lambda w: w.position)
+    assert [v.job.id for v in view.queue.waiting] == [w.job_id for w in order]
+    assert [v.wait for v in view.queue.waiting] == order
+    now_board = ok(world, "UALICE", "board")
+    # A snapshot keeps no utilization readings (they change at every poll).
+    unread = tuple(
+        replace(host, cards=tuple(replace(card, utilization_pct=None) for card in host.cards))
+        for host in now_board.hosts  # type: ignore[attr-defined]
+    )
+    assert view.board.hosts == unread
+    assert view.board.types == now_board.types  # type: ignore[attr-defined]
+    assert view.board.waiting_by_class == now_board.waiting_by_class  # type: ignore[attr-defined]
+    text = render(view, world.policy.zone, "en")
+    assert "policy config version 7" in text and "gpu-a" in text and "urgent" in text
+    assert text.index("urgent") < text.index("small")
+    assert "策略配置版本 7" in render(view, world.policy.zone, "zh")
