@@ -330,12 +330,11 @@ class _Snapshots:
     """What the state commands share: settings, the policy, the store and the words."""
 
     def __init__(self, command: str, lang: str) -> None:
-        from storage.objects.open import open_store
-
         from bot.i18n import LANGUAGES
         from scheduler.config import load_policy
         from scheduler.errors import ConfigError
         from scheduler.settings import Settings
+        from storage.objects.open import open_store
 
         if lang not in LANGUAGES:
             typer.echo(

@@ -112,6 +112,7 @@ def board(ctx: Context) -> BoardResult:
         # The queue in brief: counted by the database, and only the first few jobs loaded.
         counts=job_queries.count_by_state_and_priority(session=session),
         next_up=jobs.next_waiting(ctx, NEXT_UP),
+        config_version=config_queries.newest_number(session=session),
     )
 
 
@@ -124,6 +125,7 @@ def assemble(
     holders: Mapping[int, Job],
     counts: Mapping[tuple[str, str], int],
     next_up: tuple[JobView, ...],
+    config_version: int | None = None,
 ) -> BoardResult:
     """The board from hosts (by name), their GPUs, the job holding each GPU (by GPU id) and
     the jobs counted by (state, priority): from the database now, or from a snapshot."""
@@ -156,7 +158,7 @@ def assemble(
         waiting_by_class=waiting_by_class,
         waiting_for_data=sum(n for (s, _), n in counts.items() if s == JobState.WAITING_DATA),
         next_up=next_up,
-        config_version=config_queries.newest_number(session=session),
+        config_version=config_version,
     )
 
 
