@@ -415,6 +415,19 @@ class _Snapshots:
                 UserError(Problem.STORE_UNAVAILABLE, where=self.store.where, detail=str(exc))
             ) from exc
 
+    def config_history(self) -> list[Any]:
+        """The policy config's versions the store keeps, oldest first."""
+        from scheduler.archive.history import config_history
+        from scheduler.errors import Problem, UserError
+        from storage.objects.base import StoreUnavailable
+
+        try:
+            return config_history(self.store)
+        except StoreUnavailable as exc:
+            raise self.fail(
+                UserError(Problem.STORE_UNAVAILABLE, where=self.store.where, detail=str(exc))
+            ) from exc
+
     def echo(self, result: object) -> None:
         from bot.console import render
 
@@ -475,12 +488,13 @@ def state_restore(at: Moment = "latest", lang: Lang = "en") -> None:
 
     found = _Snapshots("restore", lang)
     _, doc = found.at(at)
+    config = found.config_history()
     url = found.settings.resolved_database_url()
     shown = make_url(normalize_url(url)).render_as_string()  # no password
     engine = make_engine(url)
     try:
         upgrade(engine)
-        result = restore(engine, doc, datetime.now(UTC))
+        result = restore(engine, doc, datetime.now(UTC), config)
     except UserError as exc:
         raise found.fail(exc) from exc
     except OperationalError as exc:

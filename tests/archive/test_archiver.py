@@ -14,11 +14,15 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session, select
 
+from bot.console import render
 from scheduler.app import Paika
+from scheduler.archive import state
 from scheduler.archive.archiver import GAP_SETTLES, ArchivePace, Archiver, settled
+from scheduler.archive.history import config_history
 from scheduler.clock import ManualClock
 from scheduler.notices.outbox import Announcement
-from storage.db import session_scope
+from scheduler.settings import Settings
+from storage.db import make_engine, session_scope, upgrade
 from storage.models import ConfigVersion, Decision, Notice
 from storage.objects import keys
 from storage.objects.local import LocalStore
@@ -255,3 +259,43 @@ def test_an_outage_past_the_threshold_is_told_once_and_its_end_once(
     down = told[[row.kind for row in told].index("store_down")]
     assert down.detail is not None and down.detail["to_channel"] is True
     assert down.detail["detail"]["where"] == store.where and down.detail["detail"]["waiting"] > 0
+
+
+def test_a_take_over_keeps_the_config_history_and_stores_nothing_twice(
+    team: Paika, archiver: Archiver, tmp_path: Path
+) -> None:
+    """A new install restored from the store has the same config versions, the same one in
+    force (the same policy file does not override it), and its archiver adds nothing the
+    store already holds."""
+    run(team, "UADMIN", 'config set scheduler.cycle_seconds=5 reason="faster cycle, 更快"')
+    run(team, "UALICE", 'submit name=a gpus=1 hours=1 priority=normal data=ready cmd="sleep 1"')
+    later(team, 120)
+    archive(archiver, team)
+    store = archiver.shipper.store
+    assert [v.meta["paika-version"] for v in store.versions(keys.CONFIG)] == ["2", "1"]
+    with Session(team.engine) as session:
+        doc = state.build_document(session, team.policy, None, team.clock.now(), 2)
+
+    fresh = make_engine(f"sqlite:///{tmp_path / 'new.db'}")
+    upgrade(fresh)
+    history = config_history(store)
+    assert [(c.version, c.source) for c in history] == [(1, "file"), (2, "set")]
+    assert history[1].reason == "faster cycle, 更快" and history[1].author == "UADMIN"
+    state.restore(fresh, doc, team.clock.now(), history)
+    settings = Settings(database_url=str(fresh.url), admins=("UADMIN",), config=None)
+    new = Paika.start(settings, clock=team.clock, words=render)
+    try:
+        assert new.live.version == 2 and new.policy.scheduler.cycle_seconds == 5
+        assert "faster cycle" in new.run("config history", "UADMIN").text
+        again = open_archiver(new, tmp_path / "new")
+        again.shipper.store = store  # the same store, a spool of its own
+        try:
+            later(new, 120)
+            archive(again, new)
+        finally:
+            again.spool.close()
+        assert len(store.versions(keys.CONFIG)) == 2
+        assert len(store.versions(keys.spec(1))) == 1
+    finally:
+        new.engine.dispose()
+        fresh.dispose()
