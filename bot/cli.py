@@ -17,6 +17,7 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
     from bot.runtime import SlackBot
     from scheduler.app import Paika
+    from scheduler.archive.archiver import Archiver
     from scheduler.observe.metrics import ServiceMetrics
 
 log = logging.getLogger("paika")
@@ -183,6 +185,7 @@ def up() -> None:
         ops, where = _serve_ops(paika, ops_app(metrics, health))
     # Every notice goes through the outbox: to Slack, or printed when Slack is off.
     announcer = ConsoleAnnouncer() if bot is None else bot.announcer
+    archiver = _open_archive(paika)
     periodic = Periodic(
         paika.engine,
         paika.policy,
@@ -191,17 +194,20 @@ def up() -> None:
         announcer,
         watch=watch,
         after_cycle=metrics.cycle_done,
+        archiver=archiver,
     )
     paika.on_change = periodic.courier.wake  # a command's notices go out at once
     periodic.start()
     slack = "Slack off (no SLACK_BOT_TOKEN)" if bot is None else f"Slack on {bot.where}"
     # Logged, not echoed: with PAIKA_LOG_FORMAT=json every line paika writes is JSON.
     log.info(
-        "paika is up: a cycle every %g s; %s; metrics and health on %s/metrics, %s/healthz. Ctrl-C stops it.",
+        "paika is up: a cycle every %g s; %s; metrics and health on %s/metrics, %s/healthz; "
+        "the team's memory in %s. Ctrl-C stops it.",
         cycle_seconds,
         slack,
         where,
         where,
+        archiver.where,
     )
     stopping = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -215,6 +221,31 @@ def up() -> None:
 
         stop_server(*ops)
     log.info("paika stopped.")
+
+
+def _open_archive(paika: Paika) -> Archiver:
+    """The object store the settings name, its spool and shipper; the digest's picture is
+    drawn here (bot/ knows pictures) for the archive."""
+    from bot.digest.picture import render_png
+    from scheduler.archive.setup import open_archive
+    from scheduler.digest.model import Digest
+    from storage.objects.base import BadKey
+    from storage.objects.spool import SpoolBusy
+
+    def picture(detail: Mapping[str, Any]) -> bytes:
+        return render_png(Digest.from_json(detail), paika.policy.slack.default_language)
+
+    try:
+        return open_archive(paika.settings, paika.engine, paika.clock, picture=picture)
+    except (BadKey, ValueError) as exc:
+        typer.echo(f"paika: PAIKA_OBJECT_STORE is not usable: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    except SpoolBusy as exc:
+        typer.echo(f"paika: {exc}", err=True)
+        typer.echo(
+            "Another paika up uses this data folder; give each its own PAIKA_DATA_DIR.", err=True
+        )
+        raise typer.Exit(2) from exc
 
 
 def _serve_ops(paika: Paika, ops: Any) -> tuple[tuple[Any, Any], str]:
@@ -330,12 +361,11 @@ class _Snapshots:
     """What the state commands share: settings, the policy, the store and the words."""
 
     def __init__(self, command: str, lang: str) -> None:
-        from storage.objects.open import open_store
-
         from bot.i18n import LANGUAGES
         from scheduler.config import load_policy
         from scheduler.errors import ConfigError
         from scheduler.settings import Settings
+        from storage.objects.open import open_store
 
         if lang not in LANGUAGES:
             typer.echo(
@@ -380,6 +410,19 @@ class _Snapshots:
             return key, decode(snapshots.read(self.store, key), key=key)
         except UserError as exc:
             raise self.fail(exc) from exc
+        except StoreUnavailable as exc:
+            raise self.fail(
+                UserError(Problem.STORE_UNAVAILABLE, where=self.store.where, detail=str(exc))
+            ) from exc
+
+    def config_history(self) -> list[Any]:
+        """The policy config's versions the store keeps, oldest first."""
+        from scheduler.archive.history import config_history
+        from scheduler.errors import Problem, UserError
+        from storage.objects.base import StoreUnavailable
+
+        try:
+            return config_history(self.store)
         except StoreUnavailable as exc:
             raise self.fail(
                 UserError(Problem.STORE_UNAVAILABLE, where=self.store.where, detail=str(exc))
@@ -445,12 +488,13 @@ def state_restore(at: Moment = "latest", lang: Lang = "en") -> None:
 
     found = _Snapshots("restore", lang)
     _, doc = found.at(at)
+    config = found.config_history()
     url = found.settings.resolved_database_url()
     shown = make_url(normalize_url(url)).render_as_string()  # no password
     engine = make_engine(url)
     try:
         upgrade(engine)
-        result = restore(engine, doc, datetime.now(UTC))
+        result = restore(engine, doc, datetime.now(UTC), config)
     except UserError as exc:
         raise found.fail(exc) from exc
     except OperationalError as exc:

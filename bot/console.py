@@ -14,12 +14,14 @@ from numbers import Real
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from bot import config_words
 from bot.blocks.job import priority, state
 from bot.blocks.quotas import expiry_words
 from bot.blocks.why import story_header, story_lines
 from bot.i18n import DEFAULT, t, term, wait_words, when
 from bot.said import language_saved, listed, problem, say, template_fields
 from bot.usage import help_lines
+from scheduler.configs.results import ConfigChanged, ConfigDiff, ConfigHistory, ConfigShown
 from scheduler.errors import UserError
 from scheduler.grammar import Help
 from scheduler.policy.admission import Verdict
@@ -393,6 +395,9 @@ def _board(result: BoardResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     if any(host.cards for host in result.hosts):
         marks = PARTS.join(f"{mark} {_card(lang, state)}" for state, mark in MARKS.items())
         lines.append(t(lang, "console.board.key", marks=marks))
+    version = config_words.in_force(lang, result.config_version)
+    if version:
+        lines.append(version)
     return "\n".join(lines)
 
 
@@ -597,3 +602,27 @@ def _where(lang: str, view: JobView, zone: ZoneInfo) -> str:
         return t(lang, "console.where", position=wait.position, why=_why(lang, wait))
     at = when(lang, datetime.fromtimestamp(wait.eta, UTC), zone)
     return t(lang, "console.where_eta", position=wait.position, why=_why(lang, wait), at=at)
+
+
+# --- The policy config under version control (/gpu config …) ------------------------------
+@render.register
+def _config_shown(result: ConfigShown, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    lines = config_words.shown_lines(lang, result, zone)
+    if result.key is None:
+        lines.append(result.content.rstrip("\n"))
+    return "\n".join(lines)
+
+
+@render.register
+def _config_changed(result: ConfigChanged, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    return "\n".join(config_words.changed_lines(lang, result, zone))
+
+
+@render.register
+def _config_history(result: ConfigHistory, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    return "\n".join(config_words.history_lines(lang, result, zone))
+
+
+@render.register
+def _config_diff(result: ConfigDiff, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    return "\n".join(config_words.diff_lines(lang, result))

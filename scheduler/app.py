@@ -15,7 +15,9 @@ from sqlalchemy.exc import DBAPIError
 
 from scheduler.clock import Clock, SystemClock
 from scheduler.commands import HANDLERS, help_reply
-from scheduler.config import PolicyConfig, load_policy
+from scheduler.config import PolicyConfig
+from scheduler.configs.live import LivePolicy
+from scheduler.configs.start import policy_at_start
 from scheduler.errors import Conflict, PermissionDenied, Problem, UserError
 from scheduler.grammar import parse
 from scheduler.service import jobs
@@ -79,7 +81,9 @@ class Paika:
     """Everything a command needs, built once per process."""
 
     settings: Settings
-    policy: PolicyConfig
+    # The policy in force, following the stored config versions (scheduler/configs/).
+    # A PolicyConfig given here is held fixed (never looks for versions).
+    live: LivePolicy
     engine: Engine
     clock: Clock
     # Every waiting job's reason and ETA, shared by this process's commands.
@@ -91,15 +95,36 @@ class Paika:
     # console's words): the scheduler decides, it does not speak.
     words: Words = wordless
 
+    def __post_init__(self) -> None:
+        if isinstance(self.live, PolicyConfig):
+            self.live = LivePolicy.fixed(self.live)
+
+    @property
+    def policy(self) -> PolicyConfig:
+        """The policy in force (commands look for a new version as they start)."""
+        return self.live.current
+
+    @policy.setter
+    def policy(self, policy: PolicyConfig) -> None:
+        # The demo and tests adjust timings in memory; a newer stored version replaces it.
+        self.live.pin(policy)
+
     @classmethod
     def start(
         cls, settings: Settings, clock: Clock | None = None, words: Words = wordless
     ) -> Paika:
-        """Load the policy (failing on a bad file), bring the schema up to date, sync teams."""
-        policy = load_policy(settings.policy_path())
+        """Bring the schema up to date, settle which config version is in force (failing on
+        a bad policy file), sync teams."""
         engine = make_engine(settings.resolved_database_url())
         upgrade(engine)
-        paika = cls(settings, policy, engine, clock or SystemClock(), words=words)
+        clock = clock or SystemClock()
+        author = "bundled" if settings.config is None else "PAIKA_CONFIG"
+        try:
+            live = policy_at_start(engine, settings.policy_path(), author, clock.now())
+        except BaseException:  # a bad policy file: nothing is kept open
+            engine.dispose()
+            raise
+        paika = cls(settings, live, engine, clock, words=words)
         paika.sync_teams()
         return paika
 
@@ -155,6 +180,8 @@ class Paika:
         if isinstance(outcome, Reply):
             return _answered(outcome)
         result, deferred = outcome
+        if path[0] == "config":  # a new version is in force here at once, not within 2 s
+            self.live.refresh(self.engine)
         self.on_change()
         if not deferred:
             return _answered(self._reply(result))
@@ -227,6 +254,7 @@ class Paika:
     @contextmanager
     def context(self, user_id: str, *, defer_waits: bool = False) -> Iterator[Context]:
         """One unit of work as `user_id`, now: committed on success, rolled back on error."""
+        self.live.refresh_if_due(self.engine)
         with session_scope(self.engine) as session:
             track_writes(session)
             actor = resolve_actor(session, user_id, self.admins)

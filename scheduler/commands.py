@@ -13,6 +13,7 @@ from scheduler.service import (
     admin,
     board,
     bumps,
+    configs,
     jobs,
     prefs,
     quotas,
@@ -291,6 +292,12 @@ HANDLERS: dict[tuple[str, ...], Handler] = {
         ctx, a.get("user"), a.get("team")
     ),
     ("admin", "account", "list"): lambda ctx, a: accounts.list_accounts(ctx),
+    # The policy config under version control.
+    ("config", "show"): lambda ctx, a: configs.show(ctx, a.get("key")),
+    ("config", "set"): lambda ctx, a: configs.set_values(ctx, a["settings"], a["reason"]),
+    ("config", "history"): lambda ctx, a: configs.history(ctx, a.get("limit", 10)),
+    ("config", "diff"): lambda ctx, a: configs.diff(ctx, a["v1"], a["v2"]),
+    ("config", "rollback"): lambda ctx, a: configs.rollback(ctx, a["version"], a["reason"]),
 }
 
 

@@ -382,17 +382,36 @@ def _name_matches(type_name: str, nvml_name: str, memory_gib: float) -> bool:
 def load_policy(path: Path) -> PolicyConfig:
     """Read and validate the policy file, or raise ConfigError naming file, key and problem."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise ConfigError(
             str(path), "-", "file not found; set PAIKA_CONFIG to a policy file"
         ) from exc
+    return policy_from_text(text, str(path))
+
+
+def policy_from_text(text: str, where: str) -> PolicyConfig:
+    """Validate a policy document (a file's text, or a stored config version), or raise
+    ConfigError naming `where`, the key and the problem."""
+    return policy_from_document(document_from_text(text, where), where)
+
+
+def document_from_text(text: str, where: str) -> dict[str, Any]:
+    """The policy document as YAML reads it (a mapping), or ConfigError."""
+    try:
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "-"
-        raise ConfigError(str(path), where, f"not valid YAML: {exc}") from exc
+        place = f"line {mark.line + 1}" if mark is not None else "-"
+        raise ConfigError(where, place, f"not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):
-        raise ConfigError(str(path), "-", "the file must be a mapping of keys (gpu_types: …)")
+        raise ConfigError(where, "-", "the file must be a mapping of keys (gpu_types: …)")
+    return raw
+
+
+def policy_from_document(raw: dict[str, Any], where: str) -> PolicyConfig:
+    """Validate a parsed policy document, or raise ConfigError naming the key at fault;
+    an unknown key's error has kind "unknown" (config set names it apart)."""
     try:
         return PolicyConfig.model_validate(raw)
     except ValidationError as exc:
@@ -401,7 +420,9 @@ def load_policy(path: Path) -> PolicyConfig:
         problem = _plain(first["msg"], first["type"])
         if not key and "|" in problem:  # whole-file checks name their key themselves
             key, problem = problem.split("|", 1)
-        raise ConfigError(str(path), key or "-", problem) from exc
+        error = ConfigError(where, key or "-", problem)
+        error.unknown = first["type"] == "extra_forbidden"
+        raise error from exc
 
 
 def _plain(message: str, kind: str) -> str:

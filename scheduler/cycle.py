@@ -32,10 +32,18 @@ from sqlmodel import Session
 from scheduler import lifecycle
 from scheduler.clock import Clock
 from scheduler.config import PolicyConfig
+from scheduler.configs.live import LivePolicy
 from scheduler.decision_log import DecisionLog, Outcome
-from scheduler.dispatch import Dispatcher, DispatchError, StartOrder, agent_job_id
+from scheduler.dispatch import (
+    AgentDispatcher,
+    Dispatcher,
+    DispatchError,
+    StartOrder,
+    agent_job_id,
+)
 from scheduler.hosts.credentials import AgentKeys
 from scheduler.hosts.inventory import apply_reports
+from scheduler.hosts.poll import Poller as HostPoller
 from scheduler.hosts.poll import Target
 from scheduler.hosts.reconcile import (
     ACTOR,
@@ -86,15 +94,19 @@ class Cycle:
     def __init__(
         self,
         engine: Engine,
-        policy: PolicyConfig,
+        policy: PolicyConfig | LivePolicy,
         clock: Clock,
         dispatcher: Dispatcher,
         observer: Observer,
         poller: Poller,
         keys: AgentKeys | None = None,
     ) -> None:
-        """`keys`: each host's own token, shared with the dispatcher (None: one token for all)."""
-        self.engine, self.policy, self.clock = engine, policy, clock
+        """`policy`: a holder following the stored config versions (the policy is taken
+        afresh at the start of each cycle), or one policy kept as given.
+        `keys`: each host's own token, shared with the dispatcher (None: one token for all)."""
+        self.live = policy if isinstance(policy, LivePolicy) else None
+        self.policy = policy.current if isinstance(policy, LivePolicy) else policy
+        self.engine, self.clock = engine, clock
         self.keys = keys
         self.dispatcher, self.observer, self.poller = dispatcher, observer, poller
         self._last_sample: datetime | None = None
@@ -105,6 +117,13 @@ class Cycle:
     def run_once(self) -> CycleResult:
         """One full cycle; returns what it did."""
         result = CycleResult(self.clock.now())
+        # 0. the config version in force: a new one is taken here, without a restart
+        if self.live is not None:
+            try:
+                self.live.refresh(self.engine)
+            except Exception:  # the database is away: the cycle's own steps will say so
+                log.exception("could not look for a new config version; keeping the one in force")
+            self._follow(self.live.current)
         # 1. poll every agent
         with self._step(result, "poll"):
             result.reports = self.poller(self._targets())
@@ -147,6 +166,18 @@ class Cycle:
         for event in result.events:
             self.observer.notify(event)
         return result
+
+    def _follow(self, policy: PolicyConfig) -> None:
+        """Take a new policy, with what the agents are told on every start and poll."""
+        if policy is self.policy:
+            return
+        self.policy = policy
+        timeout = policy.scheduler.hosts.poll_timeout_seconds
+        if isinstance(self.dispatcher, AgentDispatcher):
+            self.dispatcher.containers = policy.containers.options()
+            self.dispatcher.timeout = timeout
+        if isinstance(self.poller, HostPoller):
+            self.poller.timeout = timeout
 
     @contextmanager
     def _step(self, result: CycleResult, name: str) -> Iterator[None]:

@@ -29,6 +29,8 @@ from scheduler.agent.app import build_app
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.simulated import SimulatedReader
 from scheduler.app import Paika, Words, wordless
+from scheduler.archive.archiver import Archiver
+from scheduler.archive.setup import open_archive
 from scheduler.notices.events import RecordingObserver
 from scheduler.notices.outbox import Announcer, RecordingAnnouncer
 from scheduler.periodic import Periodic
@@ -138,7 +140,16 @@ def run_demo(
     recorder = RecordingObserver()
     # The demo's notices go through the outbox like any paika's: printed, or kept quiet.
     teller = RecordingAnnouncer() if quiet or announcer is None else announcer
-    periodic = Periodic(paika.engine, paika.policy, clock, agent_cycle(paika, recorder), teller)
+    # The team's memory goes to a local folder that keeps versions, as on any embedded install.
+    archiver = open_archive(settings, paika.engine, clock)
+    periodic = Periodic(
+        paika.engine,
+        paika.policy,
+        clock,
+        agent_cycle(paika, recorder),
+        teller,
+        archiver=archiver,
+    )
     try:
         _setup(paika, agents, out)
         periodic.start()
@@ -152,9 +163,24 @@ def run_demo(
             stop_server(agent.server, agent.thread)
             agent.store.close()
     summary = _summary(paika, clock)
+    summary["archive"] = _archived(archiver)
     _print_summary(summary, out)
     paika.engine.dispose()
     return summary
+
+
+def _archived(archiver: Archiver) -> dict[str, object]:
+    """What the demo left in its object store, by the store's top-level folders."""
+    store = archiver.shipper.store
+    counts = {
+        folder: len(store.keys(folder + "/"))
+        for folder in ("config", "templates", "specs", "snapshots", "decisions", "digests", "audit")
+    }
+    return {
+        "where": store.where,
+        "objects": {folder: n for folder, n in counts.items() if n},
+        "waiting": len(archiver.spool),
+    }
 
 
 @dataclass
@@ -302,6 +328,13 @@ def _summary(paika: Paika, clock: AcceleratedClock) -> dict[str, object]:
 
 def _print_summary(summary: dict[str, object], out: TextIO) -> None:
     print("── summary " + "─" * 50, file=out)
+    archive = summary.get("archive")
+    if isinstance(archive, dict):
+        kept = ", ".join(f"{n} {folder}" for folder, n in archive["objects"].items()) or "nothing"
+        print(f"the team's memory (object store): {archive['where']}: {kept}", file=out)
+        print(
+            "  see it with: PAIKA_DATA_DIR=paika-data/demo paika state show --at latest", file=out
+        )
     print(f"jobs: {summary['jobs']}  {summary['states']}", file=out)
     print(f"mean wait by class (minutes): {summary['mean_wait_min']}", file=out)
     print(

@@ -93,6 +93,14 @@ class Problem(StrEnum):
     NO_SPEC_TO_REPEAT = "problem.no_spec_to_repeat"
     # /gpu why
     WHY_BEFORE_SUBMIT = "problem.why_before_submit"
+    # The policy config under version control (/gpu config …).
+    CONFIG_NOTHING_STORED = "problem.config_nothing_stored"
+    CONFIG_INVALID = "problem.config_invalid"
+    CONFIG_UNKNOWN_KEY = "problem.config_unknown_key"
+    CONFIG_UNCHANGED = "problem.config_unchanged"
+    CONFIG_VERSION_NOT_FOUND = "problem.config_version_not_found"
+    CONFIG_ALREADY_IN_FORCE = "problem.config_already_in_force"
+    CONFIG_KEY_NOT_FOUND = "problem.config_key_not_found"
 
 
 class Action(StrEnum):
@@ -121,6 +129,8 @@ class Action(StrEnum):
     REVOKE_TOKENS = "revoke_tokens"
     MANAGE_ACCOUNTS = "manage_accounts"
     REPEAT = "repeat"  # submit again=<job> (issue 14)
+    READ_CONFIG = "read_config"
+    CHANGE_CONFIG = "change_config"
 
 
 class PaikaError(Exception):
@@ -170,4 +180,5 @@ class ConfigError(PaikaError):
         self.path = path
         self.key = key
         self.problem = problem
+        self.unknown = False  # the key is not a key of the policy file at all
         super().__init__(f"{path}: {key}: {problem}")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import Engine
@@ -28,6 +29,9 @@ from storage.db import session_scope
 from storage.leader import LeaderLock
 from storage.queries.notices import prune_old
 from storage.queries.slack import prune_deliveries
+
+if TYPE_CHECKING:
+    from scheduler.archive.archiver import Archiver
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +57,17 @@ class Periodic:
         *,
         watch: CycleWatch | None = None,
         after_cycle: Callable[[CycleResult], None] | None = None,
+        archiver: Archiver | None = None,
     ) -> None:
-        self.engine, self.policy, self.clock, self.cycle = engine, policy, clock, cycle
+        self.engine, self.clock, self.cycle = engine, clock, cycle
+        self._policy = policy
         self.announcer = announcer  # the face's: Slack's, or the console's (bot/)
         # What the health check and the metrics read; `after_cycle` counts each cycle.
         self.watch = watch or CycleWatch()
         self.after_cycle = after_cycle
         self.courier = Courier(engine, self.announcer, clock)
+        # The team's memory in the object store (scheduler/archive/): None keeps none.
+        self.archiver = archiver
         # The lease outlives a few missed cycles, so a slow cycle does not hand over leadership.
         self.lock = LeaderLock(
             engine, ttl=timedelta(seconds=max(30.0, policy.scheduler.cycle_seconds * 4))
@@ -67,8 +75,19 @@ class Periodic:
         self.scheduler = BackgroundScheduler(timezone="UTC")
         self.leading = False
 
+    @property
+    def policy(self) -> PolicyConfig:
+        """The cycle's policy, which follows the config version in force (alerts, the digest
+        and pruning read the same one); the one given when the cycle keeps none."""
+        current = getattr(self.cycle, "policy", None)
+        return current if isinstance(current, PolicyConfig) else self._policy
+
     def start(self) -> None:
-        """Register the jobs and start the background scheduler."""
+        """Register the jobs and start the background scheduler.
+
+        The cycle's interval is read here only: a config version that changes
+        `scheduler.cycle_seconds` takes effect at the next start (everything else the
+        cycle reads follows the version in force within one cycle)."""
         every = self.policy.scheduler.cycle_seconds
         common = {"replace_existing": True, "max_instances": 1, "coalesce": True}
         self.scheduler.add_job(
@@ -95,11 +114,15 @@ class Periodic:
         )
         self.scheduler.start()
         self.courier.start()
+        if self.archiver is not None:
+            self.archiver.shipper.start()
 
     def stop(self) -> None:
         """Stop scheduling and delivering, and let the lock go."""
         self.scheduler.shutdown(wait=True)
         self.courier.stop()
+        if self.archiver is not None:
+            self.archiver.close()
         self.lock.release()
         self.cycle.close()
 
@@ -115,6 +138,24 @@ class Periodic:
             self.after_cycle(result)
         if result.events:
             self.courier.wake()
+        if self.archiver is not None:
+            self._archive(result)
+
+    def _archive(self, result: CycleResult) -> None:
+        """Hand what the cycle changed to the object store's spool (never waits for the store;
+        an error here is logged and the next cycle tries again)."""
+        assert self.archiver is not None
+        changed = bool(result.started or result.requeued or result.preempted or result.events)
+        try:
+            self.archiver.after_cycle(
+                result.at,
+                self.policy,
+                waits=result.plan.waits if result.plan is not None else None,
+                changed=changed,
+                config_version=self.config_version,
+            )
+        except Exception:
+            log.exception("archiving after the cycle failed; the next cycle tries again")
 
     def alerts(self) -> None:
         """Raise what is due (idle GPUs, reclaim, quota thresholds, the digest), then deliver."""
@@ -125,10 +166,8 @@ class Periodic:
             ("idle GPUs", lambda: check_idle(self.engine, self.policy, now)),
             ("reclaim", lambda: act_on_idle(self.engine, self.policy, now)),
             ("quota alerts", lambda: raise_quota_alerts(self.engine, self.policy, now)),
-            (
-                "digest",
-                lambda: self.policy.digest.enabled and raise_digest(self.engine, self.policy, now),
-            ),
+            ("digest", lambda: self._digest(now)),
+            ("audit export", lambda: self.archiver and self.archiver.daily(now, self.policy)),
             ("delivery", self.courier.deliver_now),
         )
         for name, step in steps:
@@ -136,6 +175,20 @@ class Periodic:
                 step()
             except Exception:  # one failing check must not hold up the others
                 log.exception("periodic %s failed", name)
+
+    def _digest(self, now: datetime) -> None:
+        """Raise the day's digest when due; the archive keeps its data and picture."""
+        if not self.policy.digest.enabled:
+            return
+        announcement = raise_digest(self.engine, self.policy, now)
+        if announcement is not None and self.archiver is not None:
+            self.archiver.digest(announcement)
+
+    @property
+    def config_version(self) -> int | None:
+        """The config version in force, when the cycle follows the stored versions."""
+        live = getattr(self.cycle, "live", None)
+        return getattr(live, "version", None)
 
     def prune(self) -> None:
         """Forget GPU samples past the retention window, old Slack delivery ids and job and

@@ -41,7 +41,7 @@ def agent_cycle(paika: Paika, observer: Observer) -> Cycle:
     poller = Poller(keys.shared_token or "", timeout=timeout, tls=tls)
     return Cycle(
         paika.engine,
-        paika.policy,
+        paika.live,
         paika.clock,
         AgentDispatcher(
             keys.shared_token,

@@ -27,6 +27,7 @@ from bot.blocks.common import (
     text_size,
 )
 from bot.blocks.job import needs, priority, ref, why_and_when
+from bot.config_words import in_force
 from bot.i18n import t, term, when
 from scheduler.service.board import BoardResult, CardState, CardView, HostView
 from scheduler.service.records import PriorityClass
@@ -62,9 +63,11 @@ def board_blocks(
         section(_queue(board, lang, zone, now)),
         divider(),
     ]
-    legend = context(*(f"{CARD_EMOJI[s]} {term(lang, 'card', s.value)}" for s in CardState))
+    marks = [f"{CARD_EMOJI[s]} {term(lang, 'card', s.value)}" for s in CardState]
+    version = in_force(lang, board.config_version)
+    legend = context(*marks, *([version] if version else []))
     if not board.hosts:
-        return [*top, section(t(lang, "board.no_hosts"))]
+        return [*top, section(t(lang, "board.no_hosts")), *([context(version)] if version else [])]
     room = budget - len(top) - 1
     lines = [host_line(lang, host) for host in board.hosts]
     hosts = listing(

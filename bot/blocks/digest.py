@@ -50,7 +50,14 @@ def digest_blocks(
     people = _Names(names or {})
     blocks: list[Block] = [
         header(t(lang, "digest.header", day=day(lang, digest.day))),
-        context(t(lang, "digest.as_of", at=when(lang, digest.at, zone))),
+        context(
+            t(lang, "digest.as_of", at=when(lang, digest.at, zone)),
+            *(
+                [t(lang, "config.in_force", version=digest.config_version)]
+                if digest.config_version is not None
+                else []
+            ),
+        ),
         *_cards(digest, lang),
         section(_queue(digest, lang)),
         divider(),

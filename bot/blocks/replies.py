@@ -14,6 +14,7 @@ from numbers import Real
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from bot import config_words
 from bot.blocks.board import board_blocks
 from bot.blocks.common import (
     MESSAGE_BLOCKS,
@@ -51,6 +52,7 @@ from bot.blocks.why import why_message
 from bot.console import render, spec_line
 from bot.i18n import t, term, when
 from bot.said import language_saved, listed, say
+from scheduler.configs.results import ConfigChanged, ConfigDiff, ConfigHistory, ConfigShown
 from scheduler.grammar import Help
 from scheduler.policy.admission import Verdict
 from scheduler.results import Listing, QuotaListing, Said
@@ -500,3 +502,36 @@ def _note(text: str) -> str:
     """The notification line: one escaped line, short."""
     first = text.splitlines()[0] if text else " "
     return fit(first, NOTIFICATION_TEXT)
+
+
+# --- The policy config under version control (/gpu config …) ------------------------------
+# Lines of the stored file a Slack reply shows; `paika cmd "config show"` prints it whole.
+CONFIG_LINES_SHOWN = 60
+
+
+@reply.register
+def _config_shown(result: ConfigShown, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    lines = config_words.shown_lines(lang, result, zone)
+    blocks = [section(mrkdwn_escape(line)) for line in lines]
+    if result.key is None:
+        content = result.content.rstrip("\n").splitlines()
+        blocks.append(section(code_block("\n".join(content[:CONFIG_LINES_SHOWN]))))
+        if len(content) > CONFIG_LINES_SHOWN:
+            more = len(content) - CONFIG_LINES_SHOWN
+            blocks.append(context(t(lang, "config.trimmed", n=more)))
+    return Message(_note(lines[0]), blocks)
+
+
+@reply.register
+def _config_changed(result: ConfigChanged, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    return _words("\n".join(config_words.changed_lines(lang, result, zone)), lang)
+
+
+@reply.register
+def _config_history(result: ConfigHistory, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    return _words("\n".join(config_words.history_lines(lang, result, zone)), lang)
+
+
+@reply.register
+def _config_diff(result: ConfigDiff, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    return _words("\n".join(config_words.diff_lines(lang, result)), lang)

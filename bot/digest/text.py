@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from bot.i18n import t as say
 from bot.i18n import wait_words
 from scheduler.digest.model import Digest, JobLine, QuotaWarning
 from scheduler.service.records import PriorityClass
@@ -15,7 +16,12 @@ from scheduler.service.records import PriorityClass
 def render_text(digest: Digest, zone: ZoneInfo) -> str:
     """Every part of the digest, in the order the Slack message shows them."""
     parts = [
-        [f"paika daily GPU board — {digest.day.isoformat()} (as of {_when(digest.at, zone)})"],
+        [f"paika daily GPU board — {digest.day.isoformat()} (as of {_when(digest.at, zone)})"]
+        + (
+            [say("en", "config.in_force", version=digest.config_version)]
+            if digest.config_version is not None
+            else []
+        ),
         _cards(digest),
         [_queue(digest)],
         _ready(digest),

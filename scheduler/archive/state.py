@@ -26,7 +26,7 @@ import gzip
 import hashlib
 import json
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -36,6 +36,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from scheduler.archive.history import StoredConfig
 from scheduler.config import PolicyConfig
 from scheduler.errors import Conflict, Problem, UserError
 from scheduler.policy.plan import Wait, WaitCode
@@ -52,7 +53,9 @@ from storage.models import (
     Template,
     UnixAccount,
 )
+from storage.queries import archive as archive_queries
 from storage.queries import audit
+from storage.queries import config as config_queries
 from storage.queries import restore as restore_queries
 from storage.queries import state as state_queries
 
@@ -203,6 +206,28 @@ def taken_at(doc: Mapping[str, Any]) -> datetime:
     return datetime.fromisoformat(doc["taken_at"])
 
 
+def _mark_archived(
+    session: Session,
+    doc: Mapping[str, Any],
+    jobs: Sequence[Mapping[str, Any]],
+    config: Sequence[StoredConfig],
+    now: datetime,
+) -> None:
+    """What the store already holds of the restored install: its config versions, the specs
+    of its jobs, the current template versions (kept there by the install that wrote them),
+    and this snapshot's content."""
+    marks = {
+        "config": max((stored.version for stored in config), default=0),
+        "specs": max((int(job["id"]) for job in jobs), default=0),
+        "templates": archive_queries.last_template_version_id(session=session),
+    }
+    for stream, position in marks.items():
+        archive_queries.set_mark(session=session, stream=stream, position=position, at=now)
+    archive_queries.set_mark(
+        session=session, stream="snapshot", position=0, digest=content_digest(doc), at=now
+    )
+
+
 @dataclass(frozen=True)
 class RestoreResult:
     """What a restore wrote: when its snapshot was taken, and how many of each."""
@@ -218,16 +243,28 @@ class RestoreResult:
     allocations: int
 
 
-def restore(engine: Engine, doc: Mapping[str, Any], now: datetime) -> RestoreResult:
+def restore(
+    engine: Engine,
+    doc: Mapping[str, Any],
+    now: datetime,
+    config: Sequence[StoredConfig] = (),
+) -> RestoreResult:
     """Rebuild an empty (migrated) database from a snapshot, in one transaction: the same
     teams, people, quotas (with what was used of them), templates, hosts, GPUs, jobs under
     the same numbers, and which job holds which GPU. Running jobs come back running on the
     same hosts; their agents keep running them, and the next cycle takes their word.
 
+    `config`: the policy config's versions as the store keeps them (history.config_history),
+    restored with their numbers, so the same version is in force and the same history can be
+    rolled back to. The archive's marks are set to what the store already holds, so the new
+    install's archiver does not store those versions, specs or this snapshot again.
+
     A database that holds rows of any of those tables is refused and nothing is written.
     """
     with session_scope(engine) as session:
         holding = restore_queries.tables_with_rows(session=session)
+        if config and config_queries.newest_number(session=session) is not None:
+            holding.append("config_versions")
         if holding:
             raise Conflict(Problem.RESTORE_NOT_EMPTY, tables=tuple(holding))
         polls = {row["id"]: row["last_seen_at"] for row in records(doc, "polls")}
@@ -255,7 +292,20 @@ def restore(engine: Engine, doc: Mapping[str, Any], now: datetime) -> RestoreRes
             )
         }
         restore_queries.template_versions_of_current(session=session, rows=templates)
+        for stored in config:
+            config_queries.add_version(
+                session=session,
+                version=stored.version,
+                content=stored.content,
+                sha256=stored.sha256,
+                author=stored.author,
+                at=stored.at,
+                reason=stored.reason,
+                source=stored.source,
+                detail=None,
+            )
         restore_queries.advance_sequences(session=session)
+        _mark_archived(session, doc, jobs, config, now)
         audit.record(
             session=session,
             at=now,

@@ -86,6 +86,7 @@ def snapshot_view(doc: Mapping[str, Any], policy: PolicyConfig) -> SnapshotView:
         holders=holders,
         counts=Counter((job.state, job.priority) for job in jobs.values()),
         next_up=tuple(v for v in waiting if v.wait is not None)[:NEXT_UP],
+        config_version=doc.get("config_version"),
     )
     return SnapshotView(
         taken_at(doc), doc.get("config_version"), board, QueueResult("all", running, waiting)

@@ -92,6 +92,7 @@ def build_digest(ctx: Context, day: date | None = None) -> Digest:
         quota_warnings=_quota_warnings(ctx, day),
         timeline=timeline,
         utilization=_utilization(ctx, [t.gpu_type for t in seen.types]),
+        config_version=seen.config_version,
     )
 
 

@@ -261,6 +261,7 @@ class Digest:
     quota_warnings: tuple[QuotaWarning, ...]
     timeline: Timeline
     utilization: tuple[TypeUtilization, ...]
+    config_version: int | None = None  # the policy config version it was made under
 
     @property
     def total_gpus(self) -> int:

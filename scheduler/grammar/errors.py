@@ -40,6 +40,8 @@ class Mistake(StrEnum):
     BAD_VALUE = "grammar.bad_value"
     VALUE_TOO_LONG = "grammar.value_too_long"
     ID_TOO_LARGE = "grammar.id_too_large"
+    # Commands that take free keys (config set).
+    NO_SETTINGS = "grammar.no_settings"
 
 
 class ParseError(UserError):

@@ -10,7 +10,7 @@ from scheduler.grammar.errors import Mistake, ParseError
 from scheduler.grammar.lookup import resolve_command, resolve_topic, top_level_words
 from scheduler.grammar.spec import SPEC, Key, Subcommand
 from scheduler.grammar.tokens import Token, tokenize
-from scheduler.grammar.values import convert, shorten
+from scheduler.grammar.values import FreeValue, convert, shorten
 
 HELP_PATH = ("help",)
 
@@ -32,6 +32,8 @@ def parse(text: str) -> ParsedCommand:
     args = _Arguments(command)
     args.bind(tokens[used:])
     values = args.values()
+    if command.free_keys is not None and command.free_keys not in values:
+        raise ParseError(Mistake.NO_SETTINGS, example=command.example, command=command.invocation)
     if not command.fills_later(values):
         check_required(command.path, values)
     topic = values.get("topic")
@@ -94,11 +96,14 @@ class _Arguments:
         self._values: dict[str, object] = {}
         self._repeated: dict[str, list[object]] = {}
         self._given: dict[str, Token] = {}
+        self._free: dict[str, FreeValue] = {}
 
     def bind(self, tokens: Sequence[Token]) -> None:
         """Bind key=value tokens by name, then bare words to positional keys in order."""
         for token in tokens:
-            if token.key is not None:
+            if token.key is not None and self._is_free(token.key):
+                self._add_free(token)
+            elif token.key is not None:
                 self._add(self._known_key(token.key, token), token, token.value)
         words = [token for token in tokens if token.key is None]
         slots = self._command.positionals
@@ -115,7 +120,27 @@ class _Arguments:
     def values(self) -> dict[str, object]:
         """The bound values; repeatable keys become tuples."""
         repeated = {name: tuple(items) for name, items in self._repeated.items()}
-        return {**self._values, **repeated}
+        free = self._command.free_keys
+        taken = {free: dict(self._free)} if free is not None and self._free else {}
+        return {**self._values, **repeated, **taken}
+
+    def _is_free(self, name: str) -> bool:
+        return self._command.free_keys is not None and self._command.key(name) is None
+
+    def _add_free(self, token: Token) -> None:
+        name = token.typed_key or token.key or ""
+        earlier = self._given.get(name)
+        if earlier is not None:
+            raise ParseError(
+                Mistake.GIVEN_TWICE,
+                name=name,
+                first=shorten(earlier.raw),
+                second=shorten(token.raw),
+            )
+        if not token.value.strip():
+            raise ParseError(Mistake.EMPTY_VALUE, key=name, example=self._command.example)
+        self._given[name] = token
+        self._free[name] = FreeValue(token.value, token.quoted)
 
     def _add(self, key: Key, token: Token, raw: str) -> None:
         earlier = self._given.get(key.name)

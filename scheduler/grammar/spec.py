@@ -110,6 +110,10 @@ class Subcommand:
             key is not None and key in values for key in (self.template_key, self.repeat_key)
         )
 
+    # Keys not declared here are taken too (at least one), as {key as typed: FreeValue}
+    # under this argument: `config set` names any value of the policy by its dotted key.
+    free_keys: str | None = None
+
     @property
     def summary_code(self) -> str:
         """The catalogue key of the one line that says what the command does."""
@@ -137,7 +141,8 @@ class Subcommand:
         ordered = [key for key in keywords if key.required] + [
             key for key in keywords if not key.required
         ]
-        return " ".join((self.heading, *(key.placeholder for key in ordered)))
+        free = ("<key>=<value> …",) if self.free_keys else ()
+        return " ".join((self.heading, *free, *(key.placeholder for key in ordered)))
 
     def key(self, name: str) -> Key | None:
         """The key called `name`, or None."""
@@ -637,6 +642,54 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         ("admin", "host", "revoke"),
         (_host(),),
         "/gpu admin host revoke gpu-01",
+        Section.ADMIN,
+        admin=True,
+    ),
+)
+
+# The policy config under version control: every command is an admin's.
+CONFIG_KEY_LIMIT = 200
+CONFIG_HISTORY_MAX = 100
+SUBCOMMANDS += (
+    Subcommand(
+        ("config", "show"),
+        (Key("key", ValueKind.TEXT, "scheduler.cycle_seconds", max_length=CONFIG_KEY_LIMIT),),
+        "/gpu config show key=scheduler.cycle_seconds",
+        Section.ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("config", "set"),
+        (_reason(True, "config"),),
+        '/gpu config set scheduler.cycle_seconds=5 reason="a faster cycle for the sweep"',
+        Section.ADMIN,
+        admin=True,
+        free_keys="settings",
+    ),
+    Subcommand(
+        ("config", "history"),
+        (Key("limit", ValueKind.INT, "20", default="10", minimum=1, maximum=CONFIG_HISTORY_MAX),),
+        "/gpu config history limit=20",
+        Section.ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("config", "diff"),
+        (
+            Key("v1", ValueKind.ID, "3", required=True, positional=True),
+            Key("v2", ValueKind.ID, "5", required=True, positional=True),
+        ),
+        "/gpu config diff 3 5",
+        Section.ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("config", "rollback"),
+        (
+            Key("version", ValueKind.ID, "3", required=True, positional=True),
+            _reason(True, "config"),
+        ),
+        '/gpu config rollback 3 reason="version 4 starved the idle class"',
         Section.ADMIN,
         admin=True,
     ),

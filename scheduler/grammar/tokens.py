@@ -20,7 +20,9 @@ _CLOSERS: dict[str, str] = {
     "\u2019": "\u2019\u2018",  # ’ … ’
 }
 _QUOTES = frozenset(_CLOSERS)
-_KEY = re.compile(r"([A-Za-z_]+)=")
+# A key is a word; a dotted one (`scheduler.cycle_seconds`, `scheduler.headroom.A100-80GB`)
+# names a value inside a policy document, for the commands that take free keys.
+_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_][A-Za-z0-9_-]*)+|[A-Za-z_]+)=")
 _ENTITY = re.compile(r"&(amp|lt|gt);")
 _ENTITY_CHARS = {"amp": "&", "lt": "<", "gt": ">"}
 
@@ -49,6 +51,7 @@ class Token:
     column: int  # 1-based position in the text, for messages
     raw: str  # as typed, for messages
     quoted: bool
+    typed_key: str | None = None  # the key as typed: free keys keep their case (A100-80GB)
 
 
 def tokenize(text: str) -> list[Token]:
@@ -98,7 +101,8 @@ def _read_token(text: str, start: int) -> tuple[Token, int]:
             continue
         piece, index = _read_piece(text, index)
         parts.append(piece)
-    token = Token("".join(parts), key, start + 1, text[start:index], quoted)
+    typed = key_match[1] if key_match else None
+    token = Token("".join(parts), key, start + 1, text[start:index], quoted, typed)
     return token, index
 
 

@@ -57,6 +57,15 @@ class DataSpec:
 
 
 @dataclass(frozen=True)
+class FreeValue:
+    """The text given for a free key (`/gpu config set scheduler.cycle_seconds=5`), read by
+    the service that knows what the key means; `quoted` text is meant as text."""
+
+    text: str
+    quoted: bool
+
+
+@dataclass(frozen=True)
 class Metric:
     """One result a finished run reports, such as loss:0.31."""
 

@@ -16,6 +16,7 @@ from scheduler.service.context import Context
 from scheduler.service.jobs import JobView
 from storage.models import ON_HOST_STATES, Gpu, Host, HostState, Job, JobState, PriorityClass
 from storage.queries import cluster as cluster_queries
+from storage.queries import config as config_queries
 from storage.queries import jobs as job_queries
 
 
@@ -84,6 +85,7 @@ class BoardResult:
     waiting_by_class: dict[str, int]  # priority class -> pending jobs (core, normal, idle)
     waiting_for_data: int
     next_up: tuple[JobView, ...]  # the first waiting jobs in queue order, with reasons and ETAs
+    config_version: int | None = None  # the policy config version in force (none stored: None)
 
 
 # How many waiting jobs the board names; the rest are only counted.
@@ -110,6 +112,7 @@ def board(ctx: Context) -> BoardResult:
         # The queue in brief: counted by the database, and only the first few jobs loaded.
         counts=job_queries.count_by_state_and_priority(session=session),
         next_up=jobs.next_waiting(ctx, NEXT_UP),
+        config_version=config_queries.newest_number(session=session),
     )
 
 
@@ -122,6 +125,7 @@ def assemble(
     holders: Mapping[int, Job],
     counts: Mapping[tuple[str, str], int],
     next_up: tuple[JobView, ...],
+    config_version: int | None = None,
 ) -> BoardResult:
     """The board from hosts (by name), their GPUs, the job holding each GPU (by GPU id) and
     the jobs counted by (state, priority): from the database now, or from a snapshot."""
@@ -154,6 +158,7 @@ def assemble(
         waiting_by_class=waiting_by_class,
         waiting_for_data=sum(n for (s, _), n in counts.items() if s == JobState.WAITING_DATA),
         next_up=next_up,
+        config_version=config_version,
     )
 
 

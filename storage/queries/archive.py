@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import insert, update
+from sqlalchemy import func, insert, update
 from sqlmodel import Session, col, select
 
 from storage.models import (
@@ -93,3 +93,9 @@ def audit_between(*, session: Session, start: datetime, end: datetime) -> Sequen
     """Audit events in [start, end), oldest first."""
     query = select(AuditEvent).where(col(AuditEvent.at) >= start, col(AuditEvent.at) < end)
     return session.exec(query.order_by(col(AuditEvent.at), col(AuditEvent.id))).all()
+
+
+def last_template_version_id(*, session: Session) -> int:
+    """The newest template_versions row's id (0 when none)."""
+    found = session.exec(select(func.max(TemplateVersion.id))).one()
+    return int(found or 0)

@@ -30,6 +30,7 @@ from bot.i18n import (
     when,
 )
 from scheduler.archive.state_diff import DiffField, DiffKind
+from scheduler.configs.results import SOURCES
 from scheduler.errors import Action, Problem
 from scheduler.grammar import SUBCOMMANDS, ValueKind, subcommand
 from scheduler.grammar.errors import Mistake
@@ -85,6 +86,7 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "grammar.section.": tuple(Section),
     "grammar.default.": tuple(DefaultWord),
     "grammar.char.": ("nul", "surrogate"),  # what storable.py names a character it refuses
+    "config.source.": SOURCES,  # where a config version came from
     # what `paika state diff` names: the kind of thing that changed, and which part of it
     "snapshot.kind.": tuple(DiffKind),
     "snapshot.field.": tuple(DiffField),

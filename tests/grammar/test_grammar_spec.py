@@ -20,7 +20,7 @@ def test_example_line_parses_to_its_own_command(command: Subcommand) -> None:
 def test_definitions_are_consistent(command: Subcommand) -> None:
     names = [key.name for key in command.keys]
     assert len(names) == len(set(names))
-    assert command.admin == (command.path[0] == "admin")
+    assert command.admin == (command.path[0] in ("admin", "config"))  # config: admins only
     assert all(key.positional for key in command.keys[: len(command.positionals)])
     assert all(not key.rest for key in command.positionals[:-1])
     assert all(key.choices for key in command.keys if key.kind == "choice")

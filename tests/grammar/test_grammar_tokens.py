@@ -18,8 +18,19 @@ from scheduler.grammar.tokens import quote_value
 def test_token_records_key_column_and_raw_text() -> None:
     assert tokenize('ready  Job="a b"') == [
         Token("ready", None, 1, "ready", False),
-        Token("a b", "job", 8, 'Job="a b"', True),
+        Token("a b", "job", 8, 'Job="a b"', True, "Job"),
     ]
+
+
+def test_dotted_keys_are_keys_and_keep_their_case() -> None:
+    token = tokenize("scheduler.headroom.A100-80GB=2")[0]
+    assert (token.key, token.typed_key, token.value) == (
+        "scheduler.headroom.a100-80gb",
+        "scheduler.headroom.A100-80GB",
+        "2",
+    )
+    # a word with a dot that does not end in "=" stays a word; "--lr=3" is no key
+    assert [t.key for t in tokenize("train.py --lr=3 a.b")] == [None, None, None]
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """The object store's fixtures: one store per backend, each on a fresh bucket or folder.
 
-The S3 backends talk to moto's server over real HTTP on 127.0.0.1 (object_store_harness.py),
+The S3 backends talk to moto's server over real HTTP on 127.0.0.1 (paika_test_s3.py),
 with fake credentials set in the environment for the session (boto3's own chain reads them;
 no profile or file on this machine is read).
 """
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from object_store_harness import ACCESS_KEY, SECRET_KEY, S3Server, s3_store
+from paika_test_s3 import S3Server, fake_aws, s3_store
 
 from storage.objects.base import ObjectStore
 from storage.objects.local import LocalStore
@@ -24,14 +24,7 @@ def aws_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """boto3's credential chain finds only the fake keys."""
     nowhere = tmp_path_factory.mktemp("aws") / "none"
     with pytest.MonkeyPatch.context() as env:
-        for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
-            env.delenv(name, raising=False)
-        env.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
-        env.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
-        env.setenv("AWS_DEFAULT_REGION", "us-east-1")
-        env.setenv("AWS_CONFIG_FILE", str(nowhere))
-        env.setenv("AWS_SHARED_CREDENTIALS_FILE", str(nowhere))
-        env.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        fake_aws(env, nowhere)
         yield
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from object_store_harness import S3Server, s3_store, wait_for
+from paika_test_s3 import S3Server, s3_store, wait_for
 
 from scheduler.clock import ManualClock
 from storage.objects import keys

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import boto3
 import pytest
-from object_store_harness import ACCESS_KEY, SECRET_KEY, S3Server, new_bucket, s3_store
+from paika_test_s3 import ACCESS_KEY, SECRET_KEY, S3Server, new_bucket, s3_store
 
 from storage.objects import keys
 from storage.objects.base import StoreUnavailable

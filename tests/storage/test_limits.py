@@ -99,6 +99,9 @@ TEXT_COLUMNS: dict[tuple[str, str], list[str]] = {
     ("done", "output"): ["jobs.output"],
     ("admin quota add", "note"): ["quotas.note"],
     ("admin quota adjust", "reason"): ["audit_events.detail"],
+    ("config show", "key"): ["audit_events.detail"],
+    ("config set", "reason"): ["config_versions.reason", "audit_events.detail"],
+    ("config rollback", "reason"): ["config_versions.reason", "audit_events.detail"],
 }
 
 # Keys whose text is never stored as a string: numbers, dates, choices only read, help words.

@@ -33,6 +33,19 @@ SECRET_KEY = "paika-test-secret-do-not-leak-0123456789"
 _buckets = itertools.count(1)
 
 
+def fake_aws(env: Any, nowhere: Any) -> None:
+    """boto3's credential chain finds only the fake keys (`env`: a pytest MonkeyPatch;
+    `nowhere`: a path that does not exist, for the config and credentials files)."""
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+        env.delenv(name, raising=False)
+    env.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    env.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    env.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    env.setenv("AWS_CONFIG_FILE", str(nowhere))
+    env.setenv("AWS_SHARED_CREDENTIALS_FILE", str(nowhere))
+    env.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
 def wait_for(check: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
     """Poll `check` until it holds, failing after `timeout` seconds."""
     deadline = time.monotonic() + timeout
