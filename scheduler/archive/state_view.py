@@ -43,10 +43,10 @@ def parse_moment(text: str, zone: ZoneInfo) -> datetime | None:
     given = text.strip()
     if given.lower() == LATEST:
         return None
-    if not _MOMENT.match(given):
+    if not _MOMENT.match(given.upper()):
         raise UserError(Problem.BAD_MOMENT, given=given, example=MOMENT_EXAMPLE)
     try:
-        moment = datetime.fromisoformat(given.replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(given.upper().replace("Z", "+00:00"))
     except ValueError as exc:
         raise UserError(Problem.BAD_MOMENT, given=given, example=MOMENT_EXAMPLE) from exc
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=zone)

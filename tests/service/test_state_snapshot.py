@@ -274,6 +274,7 @@ def test_moments_people_type() -> None:
     assert parse_moment("2026-12-01T10:00", zone) == datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
     assert parse_moment("2026-12-01 10:00", zone) == datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
     assert parse_moment("2026-12-01T10:00Z", zone) == datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    assert parse_moment("2026-12-01t10:00z", zone) == datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
     assert parse_moment("2026-12-01T10:00+01:00", zone) == datetime(2026, 12, 1, 9, tzinfo=UTC)
     assert parse_moment("2026-12-01", zone) == datetime(2026, 12, 1, tzinfo=zone)
     for bad in ("yesterday", "2026-13-01T10:00", "10:00", "2026-12-01T25:00"):
