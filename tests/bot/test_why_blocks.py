@@ -20,7 +20,7 @@ T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 def _result(steps: int) -> WhyResult:
     job = JobRecord(
         7, "bert-ft", "UALICE", 1, "normal", 1, None, None, None, 2.0, True, None, "", None,
-        None, "queued", None, T0, None, None, None, None,
+        None, None, "queued", None, T0, None, None, None, None,
     )  # fmt: skip
     told = [StoryStep(T0, Step.SUBMITTED, to_state="queued", actor="UALICE")]
     told += [
