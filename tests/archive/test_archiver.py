@@ -25,6 +25,7 @@ from scheduler.settings import Settings
 from storage.db import make_engine, session_scope, upgrade
 from storage.models import ConfigVersion, Decision, Notice
 from storage.objects import keys
+from storage.objects.base import ObjectStore
 from storage.objects.local import LocalStore
 from storage.objects.shipper import Shipper
 from storage.objects.spool import Spool
@@ -37,8 +38,7 @@ def run(paika: Paika, user: str, text: str) -> None:
     assert reply.ok, reply.text
 
 
-def open_archiver(paika: Paika, folder: Path) -> Archiver:
-    store = LocalStore(folder / "objects")
+def open_archiver(paika: Paika, folder: Path, store: ObjectStore) -> Archiver:
     spool = Spool(folder / "spool", 64 * 2**20)
     return Archiver(paika.engine, spool, Shipper(store, spool, paika.clock.now))
 
@@ -50,8 +50,8 @@ def team(paika: Paika) -> Paika:
 
 
 @pytest.fixture
-def archiver(team: Paika, tmp_path: Path) -> Iterator[Archiver]:
-    archiver = open_archiver(team, tmp_path)
+def archiver(team: Paika, tmp_path: Path, store: ObjectStore) -> Iterator[Archiver]:
+    archiver = open_archiver(team, tmp_path, store)
     yield archiver
     archiver.spool.close()
 
@@ -73,7 +73,7 @@ def archive(archiver: Archiver, paika: Paika, *, changed: bool = True) -> int:
     return done.objects
 
 
-def every_key(store: LocalStore) -> list[str]:
+def every_key(store: ObjectStore) -> list[str]:
     return [
         key
         for folder in ("config", "templates", "specs", "snapshots", "decisions")
@@ -95,7 +95,6 @@ def test_every_stream_reaches_the_store_once_in_order(team: Paika, archiver: Arc
 
     assert archive(archiver, team) >= 6
     store = archiver.shipper.store
-    assert isinstance(store, LocalStore)
 
     config = store.versions(keys.CONFIG)
     assert [v.meta["paika-version"] for v in config] == ["1"]
@@ -165,7 +164,7 @@ def test_a_new_archiver_goes_on_where_the_last_one_stopped(
     archiver.close()
     run(team, "UALICE", 'submit name=b gpus=1 hours=1 priority=normal data=ready cmd="sleep 1"')
     later(team, 120)
-    again = open_archiver(team, tmp_path)
+    again = open_archiver(team, tmp_path, archiver.shipper.store)  # the same spool folder
     try:
         archive(again, team)
         store = again.shipper.store
@@ -287,8 +286,7 @@ def test_a_take_over_keeps_the_config_history_and_stores_nothing_twice(
     try:
         assert new.live.version == 2 and new.policy.scheduler.cycle_seconds == 5
         assert "faster cycle" in new.run("config history", "UADMIN").text
-        again = open_archiver(new, tmp_path / "new")
-        again.shipper.store = store  # the same store, a spool of its own
+        again = open_archiver(new, tmp_path / "new", store)  # the same store, its own spool
         try:
             later(new, 120)
             archive(again, new)
