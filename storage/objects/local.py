@@ -42,6 +42,7 @@ from storage.objects.base import (
     checked_key,
     checked_meta,
 )
+from storage.objects.durable import sync_folder, write_new
 from storage.objects.keys import STAMP
 
 SUFFIX = ".versions"
@@ -151,9 +152,9 @@ class LocalStore:
         staged = folder / f".tmp-{uuid.uuid4().hex}"
         os.mkdir(staged, DIR_MODE)
         try:
-            _write(staged / "data", data)
-            _write(staged / "meta.json", json.dumps(meta, ensure_ascii=False).encode())
-            _sync_dir(staged)
+            write_new(staged / "data", data)
+            write_new(staged / "meta.json", json.dumps(meta, ensure_ascii=False).encode())
+            sync_folder(staged)
             # One writer at a time per key picks the next sequence number (a lock file beside
             # the versions; the lock goes with the process if it dies).
             with _locked(folder / ".lock"):
@@ -162,7 +163,7 @@ class LocalStore:
                 at = datetime.now(UTC)
                 version_id = f"{seq:08d}-{at.strftime(STAMP)}"
                 os.rename(staged, folder / version_id)
-                _sync_dir(folder)
+                sync_folder(folder)
                 _remove_abandoned(folder, staged)
         except BaseException:
             _remove_staged(staged)
@@ -206,26 +207,6 @@ def _locked(path: Path) -> Iterator[None]:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
-    finally:
-        os.close(fd)
-
-
-def _write(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _sync_dir(folder: Path) -> None:
-    """Make a rename or a new name in `folder` survive a power cut."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
     finally:
         os.close(fd)
 

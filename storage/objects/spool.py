@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from storage.objects.base import checked_key, checked_meta
+from storage.objects.durable import sync_folder, write_new
 
 Kind = Literal["snapshot", "config", "template", "spec", "decisions", "digest", "audit"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
@@ -270,26 +271,11 @@ def _own(folder: Path) -> int | None:
 
 def _write_atomically(folder: Path, path: Path, payload: bytes) -> None:
     staged = folder / f".tmp-{uuid.uuid4().hex}"
-    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_new(staged, payload)
     os.rename(staged, path)
-    _sync(folder)
+    sync_folder(folder)
 
 
 def _unlink(folder: Path, path: Path) -> None:
     path.unlink(missing_ok=True)
-    _sync(folder)
-
-
-def _sync(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    sync_folder(folder)

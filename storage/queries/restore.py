@@ -30,6 +30,7 @@ from storage.models import (
     TemplateVersion,
     UnixAccount,
 )
+from storage.queries.state import table_of
 from storage.types import UTCDateTime
 
 # The tables a restore fills, parents first; a database with a row in any of them is not
@@ -49,16 +50,11 @@ FILLED: tuple[Any, ...] = (
 )
 
 
-def _table(model: Any) -> Table:
-    table: Table = model.__table__
-    return table
-
-
 def tables_with_rows(*, session: Session) -> list[str]:
     """The tables a restore would fill that already hold rows (jobs first), [] when empty."""
     found = []
     for model in (Job, *(m for m in FILLED if m is not Job)):
-        table = _table(model)
+        table = table_of(model)
         if session.execute(sa_select(func.count()).select_from(table)).scalar_one():
             found.append(table.name)
     return found
@@ -66,7 +62,7 @@ def tables_with_rows(*, session: Session) -> list[str]:
 
 def typed(model: Any, row: Mapping[str, Any]) -> dict[str, Any]:
     """A JSON row of the model's table with its times and dates as the columns take them."""
-    return _typed(_table(model), row)
+    return _typed(table_of(model), row)
 
 
 def _typed(table: Table, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -85,7 +81,7 @@ def _typed(table: Table, row: Mapping[str, Any]) -> dict[str, Any]:
 
 def insert_rows(*, session: Session, model: Any, rows: Iterable[Mapping[str, Any]]) -> int:
     """Insert plain rows (ids included) into the model's table in one statement; how many."""
-    table = _table(model)
+    table = table_of(model)
     typed = [_typed(table, row) for row in rows]
     if typed:
         # Rows may leave out columns that were None; every row names the same columns here.
@@ -117,7 +113,7 @@ def advance_sequences(*, session: Session) -> None:
     if session.get_bind().dialect.name != "postgresql":
         return
     for model in FILLED:
-        table = _table(model)
+        table = table_of(model)
         if "id" not in table.c:
             continue
         session.execute(

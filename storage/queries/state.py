@@ -34,13 +34,14 @@ from storage.models import (
 from storage.types import UTCDateTime
 
 
-def _table(model: Any) -> Table:
+def table_of(model: Any) -> Table:
+    """A model's table (SQLModel declares `__table__` without its type)."""
     table: Table = model.__table__
     return table
 
 
 def _columns(model: Any, names: Sequence[str]) -> list[Column[Any]]:
-    table = _table(model)
+    table = table_of(model)
     return [table.c[name] for name in names]
 
 
@@ -75,7 +76,7 @@ HOST = (
 GPU = ("id", "host_id", "index", "uuid", "name", "gpu_type", "memory_gib", "healthy",
        "foreign_memory_gib")  # fmt: skip
 # Every column of a job but its optimistic-locking version (a restored row starts at 0).
-JOB = tuple(c.name for c in _table(Job).columns if c.name != "version")
+JOB = tuple(c.name for c in table_of(Job).columns if c.name != "version")
 ALLOCATION = ("id", "job_id", "gpu_id", "started_at")
 
 
@@ -155,7 +156,7 @@ def _iso(text: str) -> str:
 
 def _all(session: Session, model: Any, names: Sequence[str]) -> Rows:
     columns = _columns(model, names)
-    return _read(session, sa_select(*columns).order_by(_table(model).c.id), columns)
+    return _read(session, sa_select(*columns).order_by(table_of(model).c.id), columns)
 
 
 def teams(*, session: Session) -> Rows:
