@@ -106,6 +106,19 @@ def session_scope(engine: Engine) -> Iterator[Session]:
             raise
 
 
+@contextmanager
+def consistent_reads(engine: Engine) -> Iterator[Session]:
+    """A read-only unit of work whose statements all see one state of the database: on
+    PostgreSQL and MySQL each statement of a READ COMMITTED transaction sees the latest
+    commits, so a document read in several queries could mix two states. SQLite's
+    transaction sees one state already."""
+    with Session(engine) as session:
+        if engine.dialect.name != "sqlite":
+            session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+        yield session
+        session.rollback()
+
+
 def _alembic_config() -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))

@@ -32,14 +32,13 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine
-from sqlmodel import Session
 
 from scheduler.archive import state
 from scheduler.config import PolicyConfig
 from scheduler.notices.kinds import NoticeKind
 from scheduler.notices.outbox import Announcement, claim
 from scheduler.policy.plan import Wait
-from storage.db import session_scope
+from storage.db import consistent_reads, session_scope
 from storage.objects import keys
 from storage.objects.shipper import Shipper
 from storage.objects.spool import Kind, Spool
@@ -319,7 +318,7 @@ class Archiver:
         if not due:
             return None
         self._last_built, self._dirty = now, False
-        with Session(self.engine) as session:
+        with consistent_reads(self.engine) as session:
             document = state.build_document(session, policy, waits, now, config_version)
         digest = state.content_digest(document)
         with session_scope(self.engine) as session:

@@ -88,8 +88,13 @@ def test_the_demos_memory_lets_a_new_install_take_over_its_queue(
         assert waits and any(j.state == "running" for j in rows), (waits, before)
         with new.context("UDEMOADMIN") as ctx:
             now = jobs.current_waits(ctx)
-        assert set(now) == set(waits)  # the same jobs wait
-        for_data = {w.job_id for w in waits.values() if w.code == WaitCode.WAITING_FOR_DATA}
-        assert {w.job_id for w in now.values() if w.code == WaitCode.WAITING_FOR_DATA} == for_data
+        # Every job the snapshot gives a reason still waits (a job the demo submitted after
+        # the cycle's pass waits too, with no reason in the snapshot yet), and those waiting
+        # for their data are the same.
+        assert set(waits) <= set(now)
+        data = WaitCode.WAITING_FOR_DATA
+        assert {j for j in waits if waits[j].code == data} == {
+            j for j in waits if now[j].code == data
+        }
     finally:
         new.engine.dispose()
