@@ -29,6 +29,17 @@ def in_force(lang: str, version: int | None) -> str | None:
 
 def header(lang: str, info: VersionInfo, zone: ZoneInfo) -> str:
     """Who made a version, when, from where and why."""
+    if info.source == "file":
+        # No person made it: say which file it came from.
+        where = "config.file.bundled" if info.author == "bundled" else "config.file.given"
+        return t(
+            lang,
+            "config.header_file",
+            version=info.version,
+            file=t(lang, where, name=info.author),
+            at=when(lang, info.at, zone),
+            reason=info.reason,
+        )
     if info.source == "rollback" and info.rolled_back_to is not None:
         source = t(lang, "config.source.rollback", target=info.rolled_back_to)
     else:

@@ -278,7 +278,7 @@ def test_history_diff_and_rollback(core: Paika, engine: Engine) -> None:
     history = ok(core, "config history")
     assert history.index("Config version 3") < history.index("Config version 2")
     assert 'scheduler.backfill: "easy" → "none"' in history
-    assert "Config version 1 — recorded from the policy file by bundled" in history
+    assert "Config version 1 — recorded from the bundled example policy file" in history
     assert ok(core, "config history limit=1").count("Config version ") == 1
     diff = ok(core, "config diff 1 3")
     assert "scheduler.cycle_seconds: 10.0 → 5.0" in diff and "scheduler.backfill" in diff
