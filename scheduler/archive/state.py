@@ -24,7 +24,6 @@ from __future__ import annotations
 import gc
 import gzip
 import hashlib
-import json
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -33,6 +32,7 @@ from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any
 
+import orjson
 from sqlalchemy import Engine
 from sqlmodel import Session
 
@@ -172,14 +172,17 @@ def encode(doc: Document) -> bytes:
 
 
 def _json(doc: Mapping[str, Any]) -> bytes:
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact JSON with sorted keys, UTF-8: the bytes `json.dumps(doc, sort_keys=True,
+    separators=(",", ":"), ensure_ascii=False)` gives, about ten times faster (orjson;
+    bench/state_store.py)."""
+    return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
 
 
 def decode(data: bytes, *, key: str = "") -> Document:
     """The document in `data`; a snapshot written by a newer paika (a schema this code does
     not know) or one that is not a snapshot is refused, saying which and what to do."""
     try:
-        doc = json.loads(gzip.decompress(data))
+        doc = orjson.loads(gzip.decompress(data))
     except (OSError, EOFError, zlib.error, ValueError) as exc:
         raise UserError(Problem.SNAPSHOT_UNREADABLE, snapshot=key, detail=str(exc)) from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("schema"), int):

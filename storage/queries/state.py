@@ -9,11 +9,11 @@ and the readings that change at every poll (utilization, memory in use, failed p
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from sqlalchemy import JSON, Boolean, Column, Date, String, Table, Text, cast, func
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col
@@ -119,7 +119,7 @@ def _read(session: Session, query: Any, columns: Sequence[Column[Any]]) -> Rows:
             if row[index] is not None:
                 row[index] = _iso(row[index])
     for index in documents:
-        values = json.loads("[" + ",".join(row[index] or "null" for row in rows) + "]")
+        values = orjson.loads("[" + ",".join(row[index] or "null" for row in rows) + "]")
         for row, value in zip(rows, values, strict=True):
             row[index] = value
     return Rows(tuple(column.name for column in columns), rows)
