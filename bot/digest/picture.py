@@ -2,7 +2,9 @@
 
 Drawn with matplotlib's object API on the Agg canvas (never pyplot, whose global figure
 state is not safe across threads), at a size that stays readable when Slack shrinks it
-to a 360-720 px preview: large fonts, 30 px per GPU row, at most `MAX_ROWS` rows.
+to a 360-720 px preview: large fonts, 30 px per GPU row. Past `GROW_ROWS` rows the
+picture stops growing and the rows (and their labels) get thinner instead, down to
+`MIN_ROW_PX` at `MAX_ROWS` rows, so that every GPU of a cluster is drawn.
 
 Chinese labels need a font with CJK glyphs. One is looked for among the fonts matplotlib
 knows (Noto Sans CJK, Source Han Sans, WenQuanYi, Droid Sans Fallback, ...); without
@@ -35,6 +37,8 @@ from scheduler.digest.timeline import MAX_ROWS
 DPI = 100
 WIDTH_PX = 1600
 ROW_PX = 30
+GROW_ROWS = 64  # the picture grows by ROW_PX a GPU up to this many rows (a 2.6k px tall PNG)
+MIN_ROW_PX = ROW_PX * GROW_ROWS / MAX_ROWS
 LEFT_PX = 300  # room for "host/gpuN TYPE" labels
 RIGHT_PX = 40
 TOP_PX = 190  # title, summary line, the timeline's title, legend and "now"
@@ -42,6 +46,9 @@ AXIS_PX = 45  # time labels under the timeline
 GAP_PX = 70
 UTIL_PX = 260
 BOTTOM_PX = 95  # time labels and footnotes
+
+TIMELINE = "timeline"  # the gid of the timeline's axes
+MIN_PT = 7.0  # the smallest row label still readable
 
 FONT = "DejaVu Sans"  # ships with matplotlib, so always there
 TITLE_PT, TEXT_PT, SMALL_PT = 26, 17, 15
@@ -117,12 +124,18 @@ _LOCK = threading.Lock()
 def render_png(digest: Digest, lang: str = "en") -> bytes:
     """The digest's picture as PNG bytes; Chinese labels when `lang` is "zh" and a CJK font exists."""
     with _LOCK:
-        cjk = _cjk()
-        words = chart_words("zh" if lang == "zh" and cjk is not None else "en")
-        figure = _Drawing(digest, words, cjk).figure()
+        figure = draw(digest, lang)
         out = io.BytesIO()
         figure.savefig(out, format="png", dpi=DPI, metadata={"Software": None})
     return out.getvalue()
+
+
+def draw(digest: Digest, lang: str = "en") -> Figure:
+    """The picture as a figure on an Agg canvas, laid out but not yet rendered (its artists
+    are there to inspect). Not thread-safe: `render_png` holds the lock around it."""
+    cjk = _cjk()
+    words = chart_words("zh" if lang == "zh" and cjk is not None else "en")
+    return _Drawing(digest, words, cjk).figure()
 
 
 def chart_words(lang: Lang) -> dict[str, str]:
@@ -190,6 +203,17 @@ def _has_bold(family: str) -> bool:
     )
 
 
+def row_px(rows: int) -> float:
+    """The height of one GPU's row when `rows` are drawn."""
+    return ROW_PX if rows <= GROW_ROWS else max(MIN_ROW_PX, ROW_PX * GROW_ROWS / rows)
+
+
+def gantt_px(rows: int) -> float:
+    """The timeline's height in pixels for `rows` GPUs (one row's room when there are none)."""
+    count = max(1, min(rows, MAX_ROWS))
+    return row_px(count) * count
+
+
 class _Drawing:
     """One picture: the layout in pixels, and each part drawn by its own method."""
 
@@ -207,11 +231,13 @@ class _Drawing:
         self.chars = _drawable_chars(cjk[1] if cjk else None)
         self.latin = _drawable_chars(None)
         self.cjk_bold = cjk is not None and _has_bold(cjk[0])
+        # Thinner rows get smaller labels, in proportion, so neighbours do not touch.
+        self.scale = row_px(len(self.rows)) / ROW_PX
 
     # -- layout --------------------------------------------------------------------------
 
     def figure(self) -> Figure:
-        rows_px = ROW_PX * max(1, len(self.rows))
+        rows_px = gantt_px(len(self.rows))
         height = TOP_PX + rows_px + AXIS_PX + GAP_PX + UTIL_PX + BOTTOM_PX
         figure = Figure(figsize=(WIDTH_PX / DPI, height / DPI), dpi=DPI, facecolor="white")
         FigureCanvasAgg(figure)
@@ -225,7 +251,7 @@ class _Drawing:
             )
 
         self._header(figure, height)
-        gantt = figure.add_axes(box(TOP_PX, rows_px))
+        gantt = figure.add_axes(box(TOP_PX, rows_px), gid=TIMELINE)
         util = figure.add_axes(box(TOP_PX + rows_px + AXIS_PX + GAP_PX, UTIL_PX))
         self._gantt(gantt)
         self._utilization(util)
@@ -360,7 +386,7 @@ class _Drawing:
         axes.set_yticks([i + 0.5 for i in range(len(rows))])
         axes.set_yticklabels(
             [f"{row.host}/gpu{row.index} {row.gpu_type}" for row in rows],
-            fontproperties=self._text(SMALL_PT),
+            fontproperties=self._text(self._row_pt()),
         )
         axes.tick_params(axis="y", length=0)
         for i, row in enumerate(rows):
@@ -371,6 +397,9 @@ class _Drawing:
         for i in range(1, len(rows)):
             if rows[i].host != rows[i - 1].host:
                 axes.axhline(i, color="#404040", linewidth=1.6, zorder=6)
+
+    def _row_pt(self) -> float:
+        return max(MIN_PT, SMALL_PT * self.scale)
 
     def _row(self, axes: Axes, i: int, row: GpuRow) -> None:
         runs: dict[int, list[tuple[float, float, str]]] = {}
@@ -457,7 +486,7 @@ class _Drawing:
         width = (b - a) * px_per_hour
         short = f"#{job_id}"
         full = f"#{job_id} {name[:18]}"
-        char_px = 9.4  # a 14 pt bold character, roughly, at 100 dpi
+        char_px = 9.4 * self.scale  # a 14 pt bold character, roughly, at 100 dpi
         drawable = all(ord(char) in self.chars for char in full)
         if drawable and len(full) * char_px + 10 <= width:
             text = full
@@ -476,7 +505,7 @@ class _Drawing:
             color="white" if dark else "#1a1a1a",
             clip_on=True,
             zorder=7,
-            fontproperties=self._bold(14, text),
+            fontproperties=self._bold(14 * self.scale, text),
         )
 
     def _ahead(self) -> str:

@@ -11,9 +11,25 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from matplotlib.axes import Axes
+from matplotlib.colors import to_rgb
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 from paika_test_time import T0
 from PIL import Image
-from world import BIG_HOSTS, BIG_RUNS, BIG_WAITING, build, people, submit
+from world import (
+    BIG_HOSTS,
+    BIG_RUNS,
+    BIG_WAITING,
+    WIDE_HOSTS,
+    WIDE_RUNS,
+    WIDE_WAITING,
+    build,
+    people,
+    submit,
+)
 
 from bot.digest import picture
 from bot.digest.picture import (
@@ -24,15 +40,19 @@ from bot.digest.picture import (
     IDLE,
     JOB_COLOURS,
     ROW_PX,
+    TIMELINE,
     TOP_PX,
     UTIL_PX,
     WIDTH_PX,
+    draw,
+    gantt_px,
     render_png,
 )
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.digest import Digest, digest_now
 from scheduler.digest.model import SegmentKind
+from scheduler.digest.timeline import MAX_ROWS
 from scheduler.settings import Settings
 
 
@@ -49,6 +69,31 @@ def big_day(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Digest]:
     submit(paika, clock, BIG_WAITING)
     yield digest_now(paika)
     paika.engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def wide_day(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Digest]:
+    """64 GPUs on 8 long-named hosts, the last one down, 44 runs planned close together."""
+    path: Path = tmp_path_factory.mktemp("wide") / "paika.db"
+    clock = ManualClock(T0)
+    paika = Paika.start(
+        Settings(database_url=f"sqlite:///{path}", admins=("UADMIN",), config=None), clock=clock
+    )
+    people(paika)
+    build(paika, WIDE_HOSTS, WIDE_RUNS, samples_from_h=-25)
+    submit(paika, clock, WIDE_WAITING)
+    yield digest_now(paika)
+    paika.engine.dispose()
+
+
+def timeline_axes(figure: Figure) -> Axes:
+    (axes,) = [axes for axes in figure.axes if axes.get_gid() == TIMELINE]
+    return axes
+
+
+def extents(texts: list[Text], figure: Figure) -> list[Bbox]:
+    renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    return [text.get_window_extent(renderer) for text in texts]
 
 
 def decode(png: bytes) -> Image.Image:
@@ -70,7 +115,7 @@ def rgb(hex_colour: str) -> tuple[int, int, int]:
 
 
 def expected_height(rows: int) -> int:
-    return TOP_PX + ROW_PX * rows + AXIS_PX + GAP_PX + UTIL_PX + BOTTOM_PX
+    return round(TOP_PX + gantt_px(rows) + AXIS_PX + GAP_PX + UTIL_PX + BOTTOM_PX)
 
 
 def test_the_picture_is_a_readable_png_with_every_job_in_its_colour(big_day: Digest) -> None:
@@ -120,13 +165,23 @@ def test_without_a_cjk_font_chinese_falls_back_to_english_quietly(
     assert render_png(chinese_names, "zh") == render_png(chinese_names, "en")
 
 
-def test_rows_are_capped_and_an_empty_cluster_still_draws(big_day: Digest) -> None:
+def test_rows_thin_past_64_and_stop_at_the_most_and_an_empty_cluster_still_draws(
+    big_day: Digest,
+) -> None:
     timeline = big_day.timeline
+    assert expected_height(64) == expected_height(1) + 63 * ROW_PX  # grows up to 64 rows
     many = dataclasses.replace(
         big_day,
-        timeline=dataclasses.replace(timeline, rows=timeline.rows * 3, more_gpus=10),
+        timeline=dataclasses.replace(timeline, rows=timeline.rows * 8, more_gpus=10),
     )
-    assert decode(render_png(many, "en")).size == (WIDTH_PX, expected_height(48))
+    assert len(many.timeline.rows) > MAX_ROWS
+    assert decode(render_png(many, "en")).size == (WIDTH_PX, expected_height(64))
+    figure = draw(many, "en")
+    labels = timeline_axes(figure).get_yticklabels()
+    assert len(labels) == MAX_ROWS
+    # Thinner rows, smaller labels: no row's label runs into the next one's.
+    boxes = extents(labels, figure)
+    assert all(not a.overlaps(b) for a, b in zip(boxes, boxes[1:], strict=False))
     empty = dataclasses.replace(
         big_day,
         types=(),
@@ -156,3 +211,21 @@ def test_the_day_has_what_the_picture_is_meant_to_show(big_day: Digest) -> None:
     kinds = {s.kind for row in big_day.timeline.rows for s in row.segments}
     assert kinds == {SegmentKind.JOB, SegmentKind.IDLE, SegmentKind.FREE, SegmentKind.DOWN}
     assert big_day.timeline.planned and all(p.rows for p in big_day.timeline.planned)
+
+
+# -- a 64-GPU cluster --------------------------------------------------------------------
+
+
+def test_every_gpu_of_64_is_drawn_the_down_host_s_too(wide_day: Digest) -> None:
+    assert len(wide_day.timeline.rows) == 64 and wide_day.timeline.more_gpus == 0
+    assert decode(render_png(wide_day, "en")).size == (WIDTH_PX, expected_height(64))
+    axes = timeline_axes(draw(wide_day, "en"))
+    labels = [label.get_text() for label in axes.get_yticklabels()]
+    assert len(labels) == 64
+    assert sum("slot08" in label for label in labels) == 8  # the down host, sorted last
+    down_rows = {
+        int(patch.get_y())
+        for patch in axes.patches
+        if isinstance(patch, Rectangle) and patch.get_facecolor()[:3] == to_rgb(DOWN)
+    }
+    assert set(range(56, 64)) <= down_rows
