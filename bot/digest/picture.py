@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import io
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import cache
 from zoneinfo import ZoneInfo
 
 from matplotlib import font_manager
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
@@ -48,7 +48,10 @@ UTIL_PX = 260
 BOTTOM_PX = 95  # time labels and footnotes
 
 TIMELINE = "timeline"  # the gid of the timeline's axes
-MIN_PT = 7.0  # the smallest row label still readable
+# Row labels: the gap to the timeline, the margin at the picture's left edge, the smallest
+# size still readable.
+LABEL_PAD_PT, LABEL_MARGIN_PX, MIN_PT = 3.5, 8, 7.0
+ELLIPSIS = "…"
 
 FONT = "DejaVu Sans"  # ships with matplotlib, so always there
 TITLE_PT, TEXT_PT, SMALL_PT = 26, 17, 15
@@ -233,6 +236,7 @@ class _Drawing:
         self.cjk_bold = cjk is not None and _has_bold(cjk[0])
         # Thinner rows get smaller labels, in proportion, so neighbours do not touch.
         self.scale = row_px(len(self.rows)) / ROW_PX
+        self.renderer: RendererAgg | None = None
 
     # -- layout --------------------------------------------------------------------------
 
@@ -240,7 +244,7 @@ class _Drawing:
         rows_px = gantt_px(len(self.rows))
         height = TOP_PX + rows_px + AXIS_PX + GAP_PX + UTIL_PX + BOTTOM_PX
         figure = Figure(figsize=(WIDTH_PX / DPI, height / DPI), dpi=DPI, facecolor="white")
-        FigureCanvasAgg(figure)
+        self.renderer = FigureCanvasAgg(figure).get_renderer()  # type: ignore[no-untyped-call]
 
         def box(top_px: float, height_px: float) -> tuple[float, float, float, float]:
             return (
@@ -384,11 +388,13 @@ class _Drawing:
             )
             return
         axes.set_yticks([i + 0.5 for i in range(len(rows))])
+        font = self._text(self._row_pt())
+        hosts = self._host_names(font)
         axes.set_yticklabels(
-            [f"{row.host}/gpu{row.index} {row.gpu_type}" for row in rows],
-            fontproperties=self._text(self._row_pt()),
+            [f"{hosts[row.host]}/gpu{row.index} {row.gpu_type}" for row in rows],
+            fontproperties=font,
         )
-        axes.tick_params(axis="y", length=0)
+        axes.tick_params(axis="y", length=0, pad=LABEL_PAD_PT)
         for i, row in enumerate(rows):
             self._row(axes, i, row)
         for planned in self.timeline.planned:
@@ -400,6 +406,28 @@ class _Drawing:
 
     def _row_pt(self) -> float:
         return max(MIN_PT, SMALL_PT * self.scale)
+
+    def _size(self, text: str, font: FontProperties) -> tuple[float, float]:
+        """`text`'s width and height in pixels as Agg will draw it."""
+        assert self.renderer is not None
+        measure = self.renderer.get_text_width_height_descent
+        width, height, _ = measure(text, font, ismath=False)  # type: ignore[no-untyped-call]
+        return float(width), float(height)
+
+    def _width(self, text: str, font: FontProperties) -> float:
+        return self._size(text, font)[0]
+
+    def _host_names(self, font: FontProperties) -> dict[str, str]:
+        """Each host's name as its rows say it: whole where "host/gpuN TYPE" fits left of the
+        timeline, else shortened with an ellipsis (see `shorten_hosts`)."""
+        room = LEFT_PX - LABEL_MARGIN_PX - LABEL_PAD_PT * DPI / 72
+        widest: dict[str, float] = {}
+        for row in self.rows:
+            suffix = self._width(f"/gpu{row.index} {row.gpu_type}", font)
+            widest[row.host] = max(widest.get(row.host, 0.0), suffix)
+        return shorten_hosts(
+            list(widest), lambda host, name: self._width(name, font) <= room - widest[host]
+        )
 
     def _row(self, axes: Axes, i: int, row: GpuRow) -> None:
         runs: dict[int, list[tuple[float, float, str]]] = {}
@@ -577,3 +605,38 @@ class _Drawing:
                 color="#505050",
                 fontproperties=self._text(SMALL_PT),
             )
+
+
+def shorten_hosts(hosts: Sequence[str], fits: Callable[[str, str], bool]) -> dict[str, str]:
+    """Each host's name as it fits (`fits(host, name)`), still telling the hosts apart:
+    whole; else its first DNS label with an ellipsis for the domain ("gpu-07.cluster.example"
+    -> "gpu-07…"); else an ellipsis and as much of that label's end as fits, where names in
+    a rack differ ("…rack12-slot07"); else its start and end around an ellipsis. A short
+    name that another host's name would shorten to as well is passed over."""
+    names: dict[str, str] = {}
+    for host in hosts:
+        first = host.split(".", 1)[0]
+        ways = [host, first + ELLIPSIS]
+        ways += [ELLIPSIS + first[-keep:] for keep in range(len(first) - 1, 0, -1)]
+        ways += [
+            first[: keep // 2] + ELLIPSIS + first[len(first) - keep + keep // 2 :]
+            for keep in range(len(first) - 1, 1, -1)
+        ]
+        fitting = [name for name in ways if fits(host, name)]
+        others = [other for other in hosts if other != host]
+        names[host] = next(
+            (name for name in fitting if not any(_stands_for(name, o) for o in others)),
+            fitting[-1] if fitting else ELLIPSIS,
+        )
+    return names
+
+
+def _stands_for(name: str, host: str) -> bool:
+    """Whether `name` could be read as `host` (whole, or shortened around its ellipsis)."""
+    if ELLIPSIS not in name:
+        return name == host
+    head, tail = name.split(ELLIPSIS, 1)
+    return any(
+        len(whole) >= len(head) + len(tail) and whole.startswith(head) and whole.endswith(tail)
+        for whole in (host, host.split(".", 1)[0])
+    )

@@ -7,7 +7,7 @@ import dataclasses
 import io
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,7 @@ from world import (
     BIG_HOSTS,
     BIG_RUNS,
     BIG_WAITING,
+    WIDE_DOMAIN,
     WIDE_HOSTS,
     WIDE_RUNS,
     WIDE_WAITING,
@@ -36,6 +37,7 @@ from bot.digest.picture import (
     AXIS_PX,
     BOTTOM_PX,
     DOWN,
+    ELLIPSIS,
     GAP_PX,
     IDLE,
     JOB_COLOURS,
@@ -47,6 +49,7 @@ from bot.digest.picture import (
     draw,
     gantt_px,
     render_png,
+    shorten_hosts,
 )
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
@@ -229,3 +232,43 @@ def test_every_gpu_of_64_is_drawn_the_down_host_s_too(wide_day: Digest) -> None:
         if isinstance(patch, Rectangle) and patch.get_facecolor()[:3] == to_rgb(DOWN)
     }
     assert set(range(56, 64)) <= down_rows
+
+
+def test_long_host_names_are_shortened_to_fit_and_stay_apart(wide_day: Digest) -> None:
+    figure = draw(wide_day, "en")
+    axes = timeline_axes(figure)
+    labels = axes.get_yticklabels()
+    left_of_timeline = axes.get_window_extent().x0
+    for label, box in zip(labels, extents(labels, figure), strict=True):
+        assert box.x0 >= 0 and box.x1 <= left_of_timeline, label.get_text()
+    hosts = {label.get_text().split("/gpu")[0] for label in labels}
+    assert len(hosts) == 8  # still one name per host
+    for slot in range(1, 9):
+        (name,) = [host for host in hosts if host.endswith(f"slot{slot:02d}")]
+        assert name.startswith(ELLIPSIS) and len(name) >= len("…slot01")
+    # A host name that fits is left whole.
+    short = timeline_axes(draw(wide_day_renamed(wide_day), "en")).get_yticklabels()
+    assert short[0].get_text() == "gpu-01/gpu0 A100-80GB"
+
+
+def wide_day_renamed(digest: Digest) -> Digest:
+    rows = tuple(
+        dataclasses.replace(row, host=f"gpu-{row.host[-len(WIDE_DOMAIN) - 2 : -len(WIDE_DOMAIN)]}")
+        for row in digest.timeline.rows
+    )
+    return dataclasses.replace(digest, timeline=dataclasses.replace(digest.timeline, rows=rows))
+
+
+def test_shortened_host_names_keep_their_domain_cut_or_their_end_and_differ() -> None:
+    def room(chars: int) -> Callable[[str, str], bool]:
+        return lambda host, name: len(name) <= chars
+
+    hosts = ["gpu-node-rack12-slot07.cluster.example", "gpu-node-rack12-slot08.cluster.example"]
+    assert shorten_hosts(hosts, room(60)) == {host: host for host in hosts}
+    assert shorten_hosts(hosts, room(24))[hosts[0]] == "gpu-node-rack12-slot07…"
+    assert shorten_hosts(hosts, room(9)) == {hosts[0]: "…2-slot07", hosts[1]: "…2-slot08"}
+    # Names that differ only at their start keep it rather than share an ending.
+    twins = ["east-gpu-node-0001", "west-gpu-node-0001"]
+    assert shorten_hosts(twins, room(10)) == {twins[0]: "east…-0001", twins[1]: "west…-0001"}
+    # Nothing fits: still something, never a crash.
+    assert shorten_hosts(["a-very-long-name"], room(0)) == {"a-very-long-name": ELLIPSIS}
