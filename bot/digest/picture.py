@@ -29,6 +29,7 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.ft2font import FT2Font
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.transforms import Bbox
 
 from bot.i18n import Lang, catalogue
 from scheduler.digest.model import Digest, GpuRow, Planned, SegmentKind
@@ -47,6 +48,9 @@ GAP_PX = 70
 UTIL_PX = 260
 BOTTOM_PX = 95  # time labels and footnotes
 
+# Job labels inside bars: room left around them in their bar, and between two labels.
+LABEL_INSET_PX, LABEL_GAP_PX = 6, 4
+JOB_LABEL = "job-label"  # the gid of a job's label in its bar
 TIMELINE = "timeline"  # the gid of the timeline's axes
 # Row labels: the gap to the timeline, the margin at the picture's left edge, the smallest
 # size still readable.
@@ -236,6 +240,7 @@ class _Drawing:
         self.cjk_bold = cjk is not None and _has_bold(cjk[0])
         # Thinner rows get smaller labels, in proportion, so neighbours do not touch.
         self.scale = row_px(len(self.rows)) / ROW_PX
+        self.placed: list[Bbox] = []  # the job labels drawn so far, in pixels
         self.renderer: RendererAgg | None = None
 
     # -- layout --------------------------------------------------------------------------
@@ -507,19 +512,31 @@ class _Drawing:
     def _label(
         self, axes: Axes, i: int, a: float, b: float, job_id: int, name: str, background: str
     ) -> None:
-        """The job's number (and name, when it fits and can be drawn) inside its bar."""
-        px_per_hour = (WIDTH_PX - LEFT_PX - RIGHT_PX) / (
-            self._hours(self.timeline.end) - self._hours(self.timeline.start)
-        )
-        width = (b - a) * px_per_hour
+        """The job's number (and name, when it fits and can be drawn) inside its bar, measured
+        as drawn; a label that would not fit its bar, or would touch one already drawn (planned
+        runs close together), is left out rather than drawn over another."""
+        left, bottom = axes.transData.transform((a, i + 1))
+        right, top = axes.transData.transform((b, i))
+        size = 14 * self.scale
         short = f"#{job_id}"
         full = f"#{job_id} {name[:18]}"
-        char_px = 9.4 * self.scale  # a 14 pt bold character, roughly, at 100 dpi
-        drawable = all(ord(char) in self.chars for char in full)
-        if drawable and len(full) * char_px + 10 <= width:
-            text = full
-        elif len(short) * char_px + 6 <= width:
-            text = short
+        choices = [full, short] if name and all(ord(c) in self.chars for c in full) else [short]
+        for text in choices:
+            font = self._bold(size, text)
+            width, height = self._size(text, font)
+            if width + LABEL_INSET_PX > right - left or height > top - bottom:
+                continue
+            middle_x, middle_y = (left + right) / 2, (bottom + top) / 2
+            extent = Bbox.from_bounds(
+                middle_x - width / 2 - LABEL_GAP_PX / 2,
+                middle_y - height / 2,
+                width + LABEL_GAP_PX,
+                height,
+            )
+            if any(extent.overlaps(other) for other in self.placed):
+                continue
+            self.placed.append(extent)
+            break
         else:
             return
         red, green, blue = to_rgb(background)
@@ -533,7 +550,8 @@ class _Drawing:
             color="white" if dark else "#1a1a1a",
             clip_on=True,
             zorder=7,
-            fontproperties=self._bold(14 * self.scale, text),
+            gid=JOB_LABEL,
+            fontproperties=font,
         )
 
     def _ahead(self) -> str:

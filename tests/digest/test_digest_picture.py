@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -41,6 +42,7 @@ from bot.digest.picture import (
     GAP_PX,
     IDLE,
     JOB_COLOURS,
+    JOB_LABEL,
     ROW_PX,
     TIMELINE,
     TOP_PX,
@@ -272,3 +274,25 @@ def test_shortened_host_names_keep_their_domain_cut_or_their_end_and_differ() ->
     assert shorten_hosts(twins, room(10)) == {twins[0]: "east…-0001", twins[1]: "west…-0001"}
     # Nothing fits: still something, never a crash.
     assert shorten_hosts(["a-very-long-name"], room(0)) == {"a-very-long-name": ELLIPSIS}
+
+
+def test_planned_labels_are_never_drawn_over_each_other(wide_day: Digest) -> None:
+    planned = wide_day.timeline.planned
+    by_row: dict[int, list[tuple[float, float]]] = {}
+    for run in planned:
+        for i in run.rows:
+            by_row.setdefault(i, []).append((run.start.timestamp(), run.end.timestamp()))
+    # What makes labels collide is there: runs back to back on the same card.
+    assert sum(len(runs) > 1 for runs in by_row.values()) >= 8
+    figure = draw(wide_day, "en")
+    axes = timeline_axes(figure)
+    texts = [text for text in axes.texts if text.get_gid() == JOB_LABEL]
+    planned_ids = {f"#{run.job_id}" for run in planned}
+    drawn = {text.get_text().split()[0] for text in texts}
+    assert len(drawn & planned_ids) == len(planned_ids)  # every planned run still says its number
+    boxes = extents(texts, figure)
+    for n, (a, b) in enumerate(itertools.combinations(boxes, 2)):
+        assert not a.overlaps(b), n
+    # And each label stays inside the timeline.
+    frame = axes.get_window_extent()
+    assert all(frame.x0 <= box.x0 and box.x1 <= frame.x1 for box in boxes)
