@@ -2,7 +2,9 @@
 
 Drawn with matplotlib's object API on the Agg canvas (never pyplot, whose global figure
 state is not safe across threads), at a size that stays readable when Slack shrinks it
-to a 360-720 px preview: large fonts, 30 px per GPU row, at most `MAX_ROWS` rows.
+to a 360-720 px preview: large fonts, 30 px per GPU row. Past `GROW_ROWS` rows the
+picture stops growing and the rows (and their labels) get thinner instead, down to
+`MIN_ROW_PX` at `MAX_ROWS` rows, so that every GPU of a cluster is drawn.
 
 Chinese labels need a font with CJK glyphs. One is looked for among the fonts matplotlib
 knows (Noto Sans CJK, Source Han Sans, WenQuanYi, Droid Sans Fallback, ...); without
@@ -13,20 +15,21 @@ from __future__ import annotations
 
 import io
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import cache
 from zoneinfo import ZoneInfo
 
 from matplotlib import font_manager
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.ft2font import FT2Font
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.transforms import Bbox
 
 from bot.i18n import Lang, catalogue
 from scheduler.digest.model import Digest, GpuRow, Planned, SegmentKind
@@ -35,6 +38,8 @@ from scheduler.digest.timeline import MAX_ROWS
 DPI = 100
 WIDTH_PX = 1600
 ROW_PX = 30
+GROW_ROWS = 64  # the picture grows by ROW_PX a GPU up to this many rows (a 2.6k px tall PNG)
+MIN_ROW_PX = ROW_PX * GROW_ROWS / MAX_ROWS
 LEFT_PX = 300  # room for "host/gpuN TYPE" labels
 RIGHT_PX = 40
 TOP_PX = 190  # title, summary line, the timeline's title, legend and "now"
@@ -42,6 +47,15 @@ AXIS_PX = 45  # time labels under the timeline
 GAP_PX = 70
 UTIL_PX = 260
 BOTTOM_PX = 95  # time labels and footnotes
+
+# Job labels inside bars: room left around them in their bar, and between two labels.
+LABEL_INSET_PX, LABEL_GAP_PX = 6, 4
+JOB_LABEL = "job-label"  # the gid of a job's label in its bar
+TIMELINE = "timeline"  # the gid of the timeline's axes
+# Row labels: the gap to the timeline, the margin at the picture's left edge, the smallest
+# size still readable.
+LABEL_PAD_PT, LABEL_MARGIN_PX, MIN_PT = 3.5, 8, 7.0
+ELLIPSIS = "…"
 
 FONT = "DejaVu Sans"  # ships with matplotlib, so always there
 TITLE_PT, TEXT_PT, SMALL_PT = 26, 17, 15
@@ -117,12 +131,18 @@ _LOCK = threading.Lock()
 def render_png(digest: Digest, lang: str = "en") -> bytes:
     """The digest's picture as PNG bytes; Chinese labels when `lang` is "zh" and a CJK font exists."""
     with _LOCK:
-        cjk = _cjk()
-        words = chart_words("zh" if lang == "zh" and cjk is not None else "en")
-        figure = _Drawing(digest, words, cjk).figure()
+        figure = draw(digest, lang)
         out = io.BytesIO()
         figure.savefig(out, format="png", dpi=DPI, metadata={"Software": None})
     return out.getvalue()
+
+
+def draw(digest: Digest, lang: str = "en") -> Figure:
+    """The picture as a figure on an Agg canvas, laid out but not yet rendered (its artists
+    are there to inspect). Not thread-safe: `render_png` holds the lock around it."""
+    cjk = _cjk()
+    words = chart_words("zh" if lang == "zh" and cjk is not None else "en")
+    return _Drawing(digest, words, cjk).figure()
 
 
 def chart_words(lang: Lang) -> dict[str, str]:
@@ -190,6 +210,17 @@ def _has_bold(family: str) -> bool:
     )
 
 
+def row_px(rows: int) -> float:
+    """The height of one GPU's row when `rows` are drawn."""
+    return ROW_PX if rows <= GROW_ROWS else max(MIN_ROW_PX, ROW_PX * GROW_ROWS / rows)
+
+
+def gantt_px(rows: int) -> float:
+    """The timeline's height in pixels for `rows` GPUs (one row's room when there are none)."""
+    count = max(1, min(rows, MAX_ROWS))
+    return row_px(count) * count
+
+
 class _Drawing:
     """One picture: the layout in pixels, and each part drawn by its own method."""
 
@@ -207,14 +238,18 @@ class _Drawing:
         self.chars = _drawable_chars(cjk[1] if cjk else None)
         self.latin = _drawable_chars(None)
         self.cjk_bold = cjk is not None and _has_bold(cjk[0])
+        # Thinner rows get smaller labels, in proportion, so neighbours do not touch.
+        self.scale = row_px(len(self.rows)) / ROW_PX
+        self.placed: list[Bbox] = []  # the job labels drawn so far, in pixels
+        self.renderer: RendererAgg | None = None
 
     # -- layout --------------------------------------------------------------------------
 
     def figure(self) -> Figure:
-        rows_px = ROW_PX * max(1, len(self.rows))
+        rows_px = gantt_px(len(self.rows))
         height = TOP_PX + rows_px + AXIS_PX + GAP_PX + UTIL_PX + BOTTOM_PX
         figure = Figure(figsize=(WIDTH_PX / DPI, height / DPI), dpi=DPI, facecolor="white")
-        FigureCanvasAgg(figure)
+        self.renderer = FigureCanvasAgg(figure).get_renderer()  # type: ignore[no-untyped-call]
 
         def box(top_px: float, height_px: float) -> tuple[float, float, float, float]:
             return (
@@ -225,7 +260,7 @@ class _Drawing:
             )
 
         self._header(figure, height)
-        gantt = figure.add_axes(box(TOP_PX, rows_px))
+        gantt = figure.add_axes(box(TOP_PX, rows_px), gid=TIMELINE)
         util = figure.add_axes(box(TOP_PX + rows_px + AXIS_PX + GAP_PX, UTIL_PX))
         self._gantt(gantt)
         self._utilization(util)
@@ -358,11 +393,13 @@ class _Drawing:
             )
             return
         axes.set_yticks([i + 0.5 for i in range(len(rows))])
+        font = self._text(self._row_pt())
+        hosts = self._host_names(font)
         axes.set_yticklabels(
-            [f"{row.host}/gpu{row.index} {row.gpu_type}" for row in rows],
-            fontproperties=self._text(SMALL_PT),
+            [f"{hosts[row.host]}/gpu{row.index} {row.gpu_type}" for row in rows],
+            fontproperties=font,
         )
-        axes.tick_params(axis="y", length=0)
+        axes.tick_params(axis="y", length=0, pad=LABEL_PAD_PT)
         for i, row in enumerate(rows):
             self._row(axes, i, row)
         for planned in self.timeline.planned:
@@ -371,6 +408,31 @@ class _Drawing:
         for i in range(1, len(rows)):
             if rows[i].host != rows[i - 1].host:
                 axes.axhline(i, color="#404040", linewidth=1.6, zorder=6)
+
+    def _row_pt(self) -> float:
+        return max(MIN_PT, SMALL_PT * self.scale)
+
+    def _size(self, text: str, font: FontProperties) -> tuple[float, float]:
+        """`text`'s width and height in pixels as Agg will draw it."""
+        assert self.renderer is not None
+        measure = self.renderer.get_text_width_height_descent
+        width, height, _ = measure(text, font, ismath=False)  # type: ignore[no-untyped-call]
+        return float(width), float(height)
+
+    def _width(self, text: str, font: FontProperties) -> float:
+        return self._size(text, font)[0]
+
+    def _host_names(self, font: FontProperties) -> dict[str, str]:
+        """Each host's name as its rows say it: whole where "host/gpuN TYPE" fits left of the
+        timeline, else shortened with an ellipsis (see `shorten_hosts`)."""
+        room = LEFT_PX - LABEL_MARGIN_PX - LABEL_PAD_PT * DPI / 72
+        widest: dict[str, float] = {}
+        for row in self.rows:
+            suffix = self._width(f"/gpu{row.index} {row.gpu_type}", font)
+            widest[row.host] = max(widest.get(row.host, 0.0), suffix)
+        return shorten_hosts(
+            list(widest), lambda host, name: self._width(name, font) <= room - widest[host]
+        )
 
     def _row(self, axes: Axes, i: int, row: GpuRow) -> None:
         runs: dict[int, list[tuple[float, float, str]]] = {}
@@ -450,19 +512,31 @@ class _Drawing:
     def _label(
         self, axes: Axes, i: int, a: float, b: float, job_id: int, name: str, background: str
     ) -> None:
-        """The job's number (and name, when it fits and can be drawn) inside its bar."""
-        px_per_hour = (WIDTH_PX - LEFT_PX - RIGHT_PX) / (
-            self._hours(self.timeline.end) - self._hours(self.timeline.start)
-        )
-        width = (b - a) * px_per_hour
+        """The job's number (and name, when it fits and can be drawn) inside its bar, measured
+        as drawn; a label that would not fit its bar, or would touch one already drawn (planned
+        runs close together), is left out rather than drawn over another."""
+        left, bottom = axes.transData.transform((a, i + 1))
+        right, top = axes.transData.transform((b, i))
+        size = 14 * self.scale
         short = f"#{job_id}"
         full = f"#{job_id} {name[:18]}"
-        char_px = 9.4  # a 14 pt bold character, roughly, at 100 dpi
-        drawable = all(ord(char) in self.chars for char in full)
-        if drawable and len(full) * char_px + 10 <= width:
-            text = full
-        elif len(short) * char_px + 6 <= width:
-            text = short
+        choices = [full, short] if name and all(ord(c) in self.chars for c in full) else [short]
+        for text in choices:
+            font = self._bold(size, text)
+            width, height = self._size(text, font)
+            if width + LABEL_INSET_PX > right - left or height > top - bottom:
+                continue
+            middle_x, middle_y = (left + right) / 2, (bottom + top) / 2
+            extent = Bbox.from_bounds(
+                middle_x - width / 2 - LABEL_GAP_PX / 2,
+                middle_y - height / 2,
+                width + LABEL_GAP_PX,
+                height,
+            )
+            if any(extent.overlaps(other) for other in self.placed):
+                continue
+            self.placed.append(extent)
+            break
         else:
             return
         red, green, blue = to_rgb(background)
@@ -476,7 +550,8 @@ class _Drawing:
             color="white" if dark else "#1a1a1a",
             clip_on=True,
             zorder=7,
-            fontproperties=self._bold(14, text),
+            gid=JOB_LABEL,
+            fontproperties=font,
         )
 
     def _ahead(self) -> str:
@@ -548,3 +623,38 @@ class _Drawing:
                 color="#505050",
                 fontproperties=self._text(SMALL_PT),
             )
+
+
+def shorten_hosts(hosts: Sequence[str], fits: Callable[[str, str], bool]) -> dict[str, str]:
+    """Each host's name as it fits (`fits(host, name)`), still telling the hosts apart:
+    whole; else its first DNS label with an ellipsis for the domain ("gpu-07.cluster.example"
+    -> "gpu-07…"); else an ellipsis and as much of that label's end as fits, where names in
+    a rack differ ("…rack12-slot07"); else its start and end around an ellipsis. A short
+    name that another host's name would shorten to as well is passed over."""
+    names: dict[str, str] = {}
+    for host in hosts:
+        first = host.split(".", 1)[0]
+        ways = [host, first + ELLIPSIS]
+        ways += [ELLIPSIS + first[-keep:] for keep in range(len(first) - 1, 0, -1)]
+        ways += [
+            first[: keep // 2] + ELLIPSIS + first[len(first) - keep + keep // 2 :]
+            for keep in range(len(first) - 1, 1, -1)
+        ]
+        fitting = [name for name in ways if fits(host, name)]
+        others = [other for other in hosts if other != host]
+        names[host] = next(
+            (name for name in fitting if not any(_stands_for(name, o) for o in others)),
+            fitting[-1] if fitting else ELLIPSIS,
+        )
+    return names
+
+
+def _stands_for(name: str, host: str) -> bool:
+    """Whether `name` could be read as `host` (whole, or shortened around its ellipsis)."""
+    if ELLIPSIS not in name:
+        return name == host
+    head, tail = name.split(ELLIPSIS, 1)
+    return any(
+        len(whole) >= len(head) + len(tail) and whole.startswith(head) and whole.endswith(tail)
+        for whole in (host, host.split(".", 1)[0])
+    )

@@ -28,8 +28,10 @@ from storage.queries.digest import SampleBucket
 WINDOW = timedelta(hours=24)
 AHEAD = timedelta(hours=6)  # how far the planned runs are drawn
 BUCKET = timedelta(minutes=5)
-# More rows stop being readable at Slack's preview size; the rest are counted in a footnote.
-MAX_ROWS = 48
+# Every GPU of a cluster paika is meant for gets a row (the picture makes rows thinner
+# past a point); beyond this many a row is too thin to read, and the rest are counted in
+# a footnote.
+MAX_ROWS = 160
 
 
 def sample_interval(policy: PolicyConfig) -> float:

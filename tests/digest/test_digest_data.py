@@ -19,6 +19,7 @@ from scheduler.config import Digest as DigestSettings
 from scheduler.digest import Digest, digest_now
 from scheduler.digest.model import IdleJob, Segment, SegmentKind, TypeCount
 from scheduler.digest.schedule import raise_digest
+from scheduler.digest.timeline import MAX_ROWS
 from scheduler.notices.outbox import RecordingAnnouncer, deliver_pending
 
 # T0 is Monday 2026-11-02 09:00 UTC, 17:00 in Asia/Shanghai (the bundled policy's zone):
@@ -247,19 +248,34 @@ def count_queries(paika: Paika) -> Iterator[list[str]]:
     event.remove(paika.engine, "before_cursor_execute", record)
 
 
-def test_only_the_first_rows_are_drawn_and_the_rest_are_counted(
+def test_every_gpu_of_a_64_gpu_cluster_has_a_row_a_down_host_s_too(
     paika: Paika, clock: ManualClock
 ) -> None:
     people(paika)
+    hosts = [HostSpec(f"node-{n:02d}", "T4-16GB", 8, 16) for n in range(7)]
+    # The last host by name is down: it was the one cut off when rows stopped at 48.
+    hosts.append(HostSpec("node-07", "T4-16GB", 8, 16, down=((-0.5, None),)))
+    build(paika, hosts, [], samples_from_h=-1)
+    timeline = digest_now(paika).timeline
+    assert len(timeline.rows) == 64 and timeline.more_gpus == 0
+    down = [row for row in timeline.rows if row.host == "node-07"]
+    assert [row.index for row in down] == list(range(8))
+    assert all(row.segments[-1].kind == SegmentKind.DOWN for row in down)
+
+
+def test_past_the_most_rows_the_rest_are_counted(paika: Paika, clock: ManualClock) -> None:
+    people(paika)
+    hosts = MAX_ROWS // 8 + 1
     build(
         paika,
-        [HostSpec(f"node-{n:02d}", "T4-16GB", 8, 16) for n in range(7)],
+        [HostSpec(f"node-{n:02d}", "T4-16GB", 8, 16) for n in range(hosts)],
         [],
-        samples_from_h=-1,
+        samples_from_h=-0.1,
     )
     timeline = digest_now(paika).timeline
-    assert len(timeline.rows) == 48 and timeline.more_gpus == 8
-    assert timeline.rows[-1].host == "node-05" and timeline.rows[-1].index == 7
+    assert len(timeline.rows) == MAX_ROWS and timeline.more_gpus == hosts * 8 - MAX_ROWS
+    last = timeline.rows[-1]
+    assert (last.host, last.index) == (f"node-{MAX_ROWS // 8 - 1:02d}", 7)
 
 
 def test_the_digest_comes_back_equal_from_the_alerts_table(

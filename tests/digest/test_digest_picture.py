@@ -5,34 +5,59 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from matplotlib.axes import Axes
+from matplotlib.colors import to_rgb
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 from paika_test_time import T0
 from PIL import Image
-from world import BIG_HOSTS, BIG_RUNS, BIG_WAITING, build, people, submit
+from world import (
+    BIG_HOSTS,
+    BIG_RUNS,
+    BIG_WAITING,
+    WIDE_DOMAIN,
+    WIDE_HOSTS,
+    WIDE_RUNS,
+    WIDE_WAITING,
+    build,
+    people,
+    submit,
+)
 
 from bot.digest import picture
 from bot.digest.picture import (
     AXIS_PX,
     BOTTOM_PX,
     DOWN,
+    ELLIPSIS,
     GAP_PX,
     IDLE,
     JOB_COLOURS,
+    JOB_LABEL,
     ROW_PX,
+    TIMELINE,
     TOP_PX,
     UTIL_PX,
     WIDTH_PX,
+    draw,
+    gantt_px,
     render_png,
+    shorten_hosts,
 )
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.digest import Digest, digest_now
 from scheduler.digest.model import SegmentKind
+from scheduler.digest.timeline import MAX_ROWS
 from scheduler.settings import Settings
 
 
@@ -49,6 +74,31 @@ def big_day(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Digest]:
     submit(paika, clock, BIG_WAITING)
     yield digest_now(paika)
     paika.engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def wide_day(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Digest]:
+    """64 GPUs on 8 long-named hosts, the last one down, 44 runs planned close together."""
+    path: Path = tmp_path_factory.mktemp("wide") / "paika.db"
+    clock = ManualClock(T0)
+    paika = Paika.start(
+        Settings(database_url=f"sqlite:///{path}", admins=("UADMIN",), config=None), clock=clock
+    )
+    people(paika)
+    build(paika, WIDE_HOSTS, WIDE_RUNS, samples_from_h=-25)
+    submit(paika, clock, WIDE_WAITING)
+    yield digest_now(paika)
+    paika.engine.dispose()
+
+
+def timeline_axes(figure: Figure) -> Axes:
+    (axes,) = [axes for axes in figure.axes if axes.get_gid() == TIMELINE]
+    return axes
+
+
+def extents(texts: list[Text], figure: Figure) -> list[Bbox]:
+    renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    return [text.get_window_extent(renderer) for text in texts]
 
 
 def decode(png: bytes) -> Image.Image:
@@ -70,7 +120,7 @@ def rgb(hex_colour: str) -> tuple[int, int, int]:
 
 
 def expected_height(rows: int) -> int:
-    return TOP_PX + ROW_PX * rows + AXIS_PX + GAP_PX + UTIL_PX + BOTTOM_PX
+    return round(TOP_PX + gantt_px(rows) + AXIS_PX + GAP_PX + UTIL_PX + BOTTOM_PX)
 
 
 def test_the_picture_is_a_readable_png_with_every_job_in_its_colour(big_day: Digest) -> None:
@@ -120,13 +170,23 @@ def test_without_a_cjk_font_chinese_falls_back_to_english_quietly(
     assert render_png(chinese_names, "zh") == render_png(chinese_names, "en")
 
 
-def test_rows_are_capped_and_an_empty_cluster_still_draws(big_day: Digest) -> None:
+def test_rows_thin_past_64_and_stop_at_the_most_and_an_empty_cluster_still_draws(
+    big_day: Digest,
+) -> None:
     timeline = big_day.timeline
+    assert expected_height(64) == expected_height(1) + 63 * ROW_PX  # grows up to 64 rows
     many = dataclasses.replace(
         big_day,
-        timeline=dataclasses.replace(timeline, rows=timeline.rows * 3, more_gpus=10),
+        timeline=dataclasses.replace(timeline, rows=timeline.rows * 8, more_gpus=10),
     )
-    assert decode(render_png(many, "en")).size == (WIDTH_PX, expected_height(48))
+    assert len(many.timeline.rows) > MAX_ROWS
+    assert decode(render_png(many, "en")).size == (WIDTH_PX, expected_height(64))
+    figure = draw(many, "en")
+    labels = timeline_axes(figure).get_yticklabels()
+    assert len(labels) == MAX_ROWS
+    # Thinner rows, smaller labels: no row's label runs into the next one's.
+    boxes = extents(labels, figure)
+    assert all(not a.overlaps(b) for a, b in zip(boxes, boxes[1:], strict=False))
     empty = dataclasses.replace(
         big_day,
         types=(),
@@ -156,3 +216,83 @@ def test_the_day_has_what_the_picture_is_meant_to_show(big_day: Digest) -> None:
     kinds = {s.kind for row in big_day.timeline.rows for s in row.segments}
     assert kinds == {SegmentKind.JOB, SegmentKind.IDLE, SegmentKind.FREE, SegmentKind.DOWN}
     assert big_day.timeline.planned and all(p.rows for p in big_day.timeline.planned)
+
+
+# -- a 64-GPU cluster --------------------------------------------------------------------
+
+
+def test_every_gpu_of_64_is_drawn_the_down_host_s_too(wide_day: Digest) -> None:
+    assert len(wide_day.timeline.rows) == 64 and wide_day.timeline.more_gpus == 0
+    assert decode(render_png(wide_day, "en")).size == (WIDTH_PX, expected_height(64))
+    axes = timeline_axes(draw(wide_day, "en"))
+    labels = [label.get_text() for label in axes.get_yticklabels()]
+    assert len(labels) == 64
+    assert sum("slot08" in label for label in labels) == 8  # the down host, sorted last
+    down_rows = {
+        int(patch.get_y())
+        for patch in axes.patches
+        if isinstance(patch, Rectangle) and patch.get_facecolor()[:3] == to_rgb(DOWN)
+    }
+    assert set(range(56, 64)) <= down_rows
+
+
+def test_long_host_names_are_shortened_to_fit_and_stay_apart(wide_day: Digest) -> None:
+    figure = draw(wide_day, "en")
+    axes = timeline_axes(figure)
+    labels = axes.get_yticklabels()
+    left_of_timeline = axes.get_window_extent().x0
+    for label, box in zip(labels, extents(labels, figure), strict=True):
+        assert box.x0 >= 0 and box.x1 <= left_of_timeline, label.get_text()
+    hosts = {label.get_text().split("/gpu")[0] for label in labels}
+    assert len(hosts) == 8  # still one name per host
+    for slot in range(1, 9):
+        (name,) = [host for host in hosts if host.endswith(f"slot{slot:02d}")]
+        assert name.startswith(ELLIPSIS) and len(name) >= len("…slot01")
+    # A host name that fits is left whole.
+    short = timeline_axes(draw(wide_day_renamed(wide_day), "en")).get_yticklabels()
+    assert short[0].get_text() == "gpu-01/gpu0 A100-80GB"
+
+
+def wide_day_renamed(digest: Digest) -> Digest:
+    rows = tuple(
+        dataclasses.replace(row, host=f"gpu-{row.host[-len(WIDE_DOMAIN) - 2 : -len(WIDE_DOMAIN)]}")
+        for row in digest.timeline.rows
+    )
+    return dataclasses.replace(digest, timeline=dataclasses.replace(digest.timeline, rows=rows))
+
+
+def test_shortened_host_names_keep_their_domain_cut_or_their_end_and_differ() -> None:
+    def room(chars: int) -> Callable[[str, str], bool]:
+        return lambda host, name: len(name) <= chars
+
+    hosts = ["gpu-node-rack12-slot07.cluster.example", "gpu-node-rack12-slot08.cluster.example"]
+    assert shorten_hosts(hosts, room(60)) == {host: host for host in hosts}
+    assert shorten_hosts(hosts, room(24))[hosts[0]] == "gpu-node-rack12-slot07…"
+    assert shorten_hosts(hosts, room(9)) == {hosts[0]: "…2-slot07", hosts[1]: "…2-slot08"}
+    # Names that differ only at their start keep it rather than share an ending.
+    twins = ["east-gpu-node-0001", "west-gpu-node-0001"]
+    assert shorten_hosts(twins, room(10)) == {twins[0]: "east…-0001", twins[1]: "west…-0001"}
+    # Nothing fits: still something, never a crash.
+    assert shorten_hosts(["a-very-long-name"], room(0)) == {"a-very-long-name": ELLIPSIS}
+
+
+def test_planned_labels_are_never_drawn_over_each_other(wide_day: Digest) -> None:
+    planned = wide_day.timeline.planned
+    by_row: dict[int, list[tuple[float, float]]] = {}
+    for run in planned:
+        for i in run.rows:
+            by_row.setdefault(i, []).append((run.start.timestamp(), run.end.timestamp()))
+    # What makes labels collide is there: runs back to back on the same card.
+    assert sum(len(runs) > 1 for runs in by_row.values()) >= 8
+    figure = draw(wide_day, "en")
+    axes = timeline_axes(figure)
+    texts = [text for text in axes.texts if text.get_gid() == JOB_LABEL]
+    planned_ids = {f"#{run.job_id}" for run in planned}
+    drawn = {text.get_text().split()[0] for text in texts}
+    assert len(drawn & planned_ids) == len(planned_ids)  # every planned run still says its number
+    boxes = extents(texts, figure)
+    for n, (a, b) in enumerate(itertools.combinations(boxes, 2)):
+        assert not a.overlaps(b), n
+    # And each label stays inside the timeline.
+    frame = axes.get_window_extent()
+    assert all(frame.x0 <= box.x0 and box.x1 <= frame.x1 for box in boxes)

@@ -288,3 +288,44 @@ BIG_WAITING = (
     Waiting("speech-lm", "USARA", 4, 40, data="pending", submitted_h=-5),
     Waiting("nightly-eval", "UALICE", 1, 3, priority="idle", submitted_h=-0.5),
 )
+
+
+# -- a 64-GPU day on long-named hosts, one of them down, for the picture at size ---------
+
+WIDE_DOMAIN = ".cluster.example"
+WIDE_HOSTS = tuple(
+    HostSpec(
+        f"gpu-node-rack12-slot{slot:02d}{WIDE_DOMAIN}",
+        "A100-80GB" if slot <= 4 else "H100-80GB",
+        8,
+        80,
+        # The last host sorts last: before, it was the one cut off at 48 rows.
+        down=((-3.0, None),) if slot == 8 else (),
+    )
+    for slot in range(1, 9)
+)
+
+WIDE_RUNS = tuple(
+    Run(
+        f"train-{slot}",
+        "UNICK" if slot % 2 else "UALICE",
+        "nlp" if slot % 2 else "vision",
+        f"gpu-node-rack12-slot{slot:02d}{WIDE_DOMAIN}",
+        tuple(range(8)),
+        -20 + slot,
+        None,
+        util=90,
+        # Every card of a host comes free within minutes of the others' (its estimate ends
+        # then), so the queue's runs are planned close together, back to back on a row.
+        est_gpu_hours=8 * (20 - slot + 0.1 + 0.02 * slot),
+    )
+    for slot in range(1, 8)
+)
+
+WIDE_WAITING = tuple(
+    Waiting(f"mm{n:02d}", "UALICE", 1, 2.2, type="H100-80GB", submitted_h=-3 + n * 0.05)
+    for n in range(40)
+) + tuple(
+    Waiting(f"eval-{n}", "UNICK", 2, 3, type="A100-80GB", submitted_h=-1 + n * 0.1)
+    for n in range(4)
+)
