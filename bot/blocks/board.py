@@ -158,7 +158,11 @@ def _queue(board: BoardResult, lang: str, zone: ZoneInfo, now: datetime) -> str:
         )
     ]
     if not board.next_up:
-        lines.append(t(lang, "board.nothing_waiting"))
+        # "Next up" leaves out jobs waiting for their data (they cannot start); when those
+        # are all that waits, saying "nothing is waiting" would contradict the counts above.
+        lines.append(
+            t(lang, "board.none_can_start" if board.waiting_for_data else "board.nothing_waiting")
+        )
         return "\n".join(lines)
     lines.append(f"*{t(lang, 'board.next_up')}*")
     for view in board.next_up[:NEXT_UP_SHOWN]:

@@ -219,7 +219,9 @@ def _waiting_data(digest: Digest, lang: str, people: _Names) -> list[Block]:
 
 def _next_up(digest: Digest, lang: str, zone: ZoneInfo, people: _Names) -> list[Block]:
     if not digest.next_up:
-        return [section(t(lang, "board.nothing_waiting"))]
+        # As on the board: jobs waiting for their data are counted, not "next up".
+        key = "board.none_can_start" if digest.waiting_for_data else "board.nothing_waiting"
+        return [section(t(lang, key))]
     lines = []
     for line in digest.next_up:
         wait = line.wait

@@ -114,6 +114,8 @@ def _waiting_data(digest: Digest) -> list[str]:
 
 def _next_up(digest: Digest, zone: ZoneInfo) -> list[str]:
     if not digest.next_up:
+        if digest.waiting_for_data:  # they wait, but none can start (see the board's rule)
+            return ["Next up: nothing can start yet; every waiting job waits for its data."]
         return ["Next up: nothing is waiting."]
     lines = ["Next up:"]
     for line in digest.next_up:
