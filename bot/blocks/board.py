@@ -28,7 +28,7 @@ from bot.blocks.common import (
 )
 from bot.blocks.job import needs, priority, ref, why_and_when
 from bot.config_words import in_force
-from bot.i18n import t, term, when
+from bot.i18n import counted, t, term, when
 from scheduler.service.board import BoardResult, CardState, CardView, HostView
 from scheduler.service.records import PriorityClass
 
@@ -179,9 +179,10 @@ def _queue(board: BoardResult, lang: str, zone: ZoneInfo, now: datetime) -> str:
 def _more_hosts(lang: str, hosts: Sequence[HostView]) -> str:
     """What the hosts left out hold, so the reader knows the grid is not the whole cluster."""
     states = Counter(card.state for host in hosts for card in host.cards)
-    return t(
+    return counted(
         lang,
         "board.more_hosts",
+        len(hosts),
         n=len(hosts),
         cards=sum(states.values()),
         free=states[CardState.FREE],
