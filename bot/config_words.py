@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from zoneinfo import ZoneInfo
 
-from bot.i18n import t, when
+from bot.i18n import counted, t, when
 from scheduler.configs.edit import Change
 from scheduler.configs.results import (
     ConfigChanged,
@@ -97,7 +97,7 @@ def history_lines(lang: str, result: ConfigHistory, zone: ZoneInfo) -> list[str]
         lines += ["  " + change(lang, c) for c in info.changes[:HISTORY_CHANGES]]
         if len(info.changes) > HISTORY_CHANGES:
             more = len(info.changes) - HISTORY_CHANGES
-            lines.append("  " + t(lang, "config.history.more", n=more))
+            lines.append("  " + counted(lang, "config.history.more", more, n=more))
     return lines
 
 

@@ -18,7 +18,7 @@ from bot import config_words
 from bot.blocks.job import priority, state
 from bot.blocks.quotas import expiry_words
 from bot.blocks.why import story_header, story_lines
-from bot.i18n import DEFAULT, t, term, wait_words, when
+from bot.i18n import DEFAULT, counted, t, term, wait_words, when
 from bot.said import language_saved, listed, problem, say, template_fields
 from bot.usage import help_lines
 from scheduler.configs.results import ConfigChanged, ConfigDiff, ConfigHistory, ConfigShown
@@ -196,7 +196,9 @@ def _template_history(result: TemplateHistory, zone: ZoneInfo, lang: str = DEFAU
             line += " " + t(lang, "template.history.in_use")
         lines += [line, "  " + _changed(lang, view)]
     if result.more:
-        lines.append(t(lang, "template.history.more", n=result.more, name=result.name))
+        lines.append(
+            counted(lang, "template.history.more", result.more, n=result.more, name=result.name)
+        )
     if result.latest is None:
         lines.append(t(lang, "template.history.deleted"))
     return "\n".join(lines)
@@ -420,7 +422,9 @@ def _type_line(lang: str, summary: TypeSummary) -> str:
         counts.append(t(lang, "console.board.idle_held", n=summary.idle_held))
     if summary.down:
         counts.append(t(lang, "console.board.unavailable", n=summary.down))
-    head = t(lang, "console.board.type", gpu_type=summary.gpu_type, total=summary.total)
+    head = counted(
+        lang, "console.board.type", summary.total, gpu_type=summary.gpu_type, total=summary.total
+    )
     return PARTS.join([head, *counts])
 
 
@@ -536,7 +540,7 @@ def _outcome_line(lang: str, job: JobOutcome) -> str:
 
 
 def _jobs(lang: str, n: int) -> str:
-    return t(lang, "console.report.one_job") if n == 1 else t(lang, "console.report.jobs", n=n)
+    return counted(lang, "console.report.jobs", n, n=n)
 
 
 @render.register

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 from bot.blocks.job import priority, state
 from bot.console import render
-from bot.i18n import DEFAULT, t, term, wait_words, when
+from bot.i18n import DEFAULT, amount, t, term, wait_words, when
 from scheduler.archive.state import RestoreResult
 from scheduler.archive.state_diff import Change, DiffField, DiffKind, StateDiff, Value
 from scheduler.archive.state_view import SnapshotView
@@ -81,13 +81,14 @@ def restored(lang: str, result: RestoreResult, database: str, zone: ZoneInfo) ->
             "snapshot.restored",
             at=when(lang, result.taken_at, zone),
             database=database,
-            teams=result.teams,
-            quotas=result.quotas,
-            hosts=result.hosts,
-            gpus=result.gpus,
-            jobs=result.jobs,
+            # Counted nouns, each in its own form: "1 team, 3 quotas, 1 host with 8 GPUs".
+            teams=amount(lang, "count.teams", result.teams),
+            quotas=amount(lang, "count.quotas", result.quotas),
+            hosts=amount(lang, "count.hosts", result.hosts),
+            gpus=amount(lang, "count.gpus", result.gpus),
+            jobs=amount(lang, "count.jobs", result.jobs),
             running=result.running,
-            allocations=result.allocations,
+            allocations=amount(lang, "count.gpus", result.allocations),
         )
     ]
     if result.config_version is not None:

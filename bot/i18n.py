@@ -59,6 +59,20 @@ def t(lang: str, key: str, **params: object) -> str:
     return catalogue()[key][language(lang)].format(**params)
 
 
+def counted(lang: str, key: str, count: float, **params: object) -> str:
+    """The message `key`, or its singular `key.one` when `count` is 1: English says "1 job"
+    and "2 jobs" (and "0 jobs"). Chinese has one form, so its `.one` is the same sentence.
+    `count` only picks the form; the message takes its values from `params`."""
+    one = f"{key}.one"
+    return t(lang, one if count == 1 and has(one) else key, **params)
+
+
+def amount(lang: str, noun: str, n: int) -> str:
+    """A number of things, for a sentence that counts several: `amount(lang, "count.jobs", 1)`
+    is "1 job"."""
+    return counted(lang, noun, n, n=n)
+
+
 def has(key: str) -> bool:
     """Whether the catalogue holds `key`."""
     return key in catalogue()
@@ -163,7 +177,7 @@ def wait_words(lang: str, wait: Wait, now: float) -> str:
         )
     if code is WaitCode.NEVER_FITS:
         key = "wait.never_fits.headroom" if wait.keeps_headroom else "wait.never_fits"
-        return t(lang, key, gpus=wait.gpus)
+        return counted(lang, key, wait.gpus, gpus=wait.gpus)
     if code is WaitCode.QUOTA_EXHAUSTED:
         return t(lang, "wait.quota_exhausted", left=wait.left_hours, needs=wait.needs_hours)
     return t(lang, f"wait.{code.value}", gpu_type=gpu_type)

@@ -13,7 +13,7 @@ from datetime import date
 from typing import Any
 
 from bot.blocks.digest import notification
-from bot.i18n import day, has, t, term
+from bot.i18n import counted, day, has, t, term
 from scheduler.alerts.idle import ACTION_KIND, ASK_KIND
 from scheduler.alerts.quota import EXPIRY_KIND, USED_KIND
 from scheduler.digest.model import Digest
@@ -240,9 +240,10 @@ def _store(lang: str, notice: Announcement) -> str:
         "error": info.get("error") or "?",
         "waiting": int(info.get("waiting") or 0),
     }
-    text = t(lang, f"notice.{notice.kind}", **values)
+    text = counted(lang, f"notice.{notice.kind}", values["waiting"], **values)
     if dropped:
-        text += t(lang, "notice.store_dropped", n=sum(dropped.values()))
+        n = sum(dropped.values())
+        text += counted(lang, "notice.store_dropped", n, n=n)
     return text
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine
@@ -80,6 +80,9 @@ class CycleResult:
     requeued: list[int] = field(default_factory=list)
     preempted: list[int] = field(default_factory=list)
     unconfirmed: list[int] = field(default_factory=list)  # starts whose answer was lost
+    # When each job this cycle admitted started (see `start_moment`): `at`, or later for a
+    # job submitted after the cycle began.
+    start_times: dict[int, datetime] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     plan: Plan | None = None
     snapshot: Snapshot | None = None  # what the policy was given (for the metrics)
@@ -161,7 +164,13 @@ class Cycle:
             with self._step(result, "preempt"):
                 self._record_preemptions(result.plan.preemptions, result)
             with self._step(result, "log"):
-                outcome = Outcome(result.at, result.attempts, result.unconfirmed, result.preempted)
+                outcome = Outcome(
+                    result.at,
+                    result.attempts,
+                    result.unconfirmed,
+                    result.preempted,
+                    result.start_times,
+                )
                 self.decisions.write(self.engine, result.snapshot, result.plan, outcome)
         for event in result.events:
             self.observer.notify(event)
@@ -256,7 +265,7 @@ class Cycle:
         """Persist each start (the database refuses a GPU already held), then dispatch them
         all at once, a host's slowness costing only its own jobs; settle each outcome."""
         persisted = [
-            (start, orders) for start in starts if (orders := self._persist_start(start, result.at))
+            (start, orders) for start in starts if (orders := self._persist_start(start, result))
         ]
         if not persisted:
             return
@@ -303,7 +312,9 @@ class Cycle:
     ) -> None:
         """Record what came of sending a start: started, refused, or not known yet.
         `where`: the hosts it was sent to (and, for a first start, its GPUs and their type)."""
-        now = result.at
+        # The moment its start was recorded with, so that its confirmation and the event
+        # told never read earlier than the start (a resent start: this cycle's time).
+        now = result.start_times.get(job_id, result.at)
         if failure is None:
 
             def started(job: Job) -> Event:
@@ -390,7 +401,7 @@ class Cycle:
         )
         return None
 
-    def _persist_start(self, start: Start, now: datetime) -> list[StartOrder] | None:
+    def _persist_start(self, start: Start, result: CycleResult) -> list[StartOrder] | None:
         try:
             with session_scope(self.engine) as session:
                 job = job_queries.get_job(session=session, job_id=start.job_id)
@@ -400,6 +411,7 @@ class Cycle:
                     or not job.data_ready
                 ):
                     return None  # changed since the snapshot (cancelled, data marked not ready …)
+                now = start_moment(result.at, job.submitted_at)
                 gpus = [
                     gpu for gpu_id in start.gpu_ids if (gpu := session.get(Gpu, gpu_id)) is not None
                 ]
@@ -438,7 +450,9 @@ class Cycle:
                     detail={"gpus": list(start.gpu_ids), "type": start.gpu_type},
                 )
                 session.flush()
-                return _orders(session, job, gpus)
+                orders = _orders(session, job, gpus)
+            result.start_times[start.job_id] = now
+            return orders
         except Exception as exc:
             if isinstance(exc, IntegrityError) or lost_race(exc):
                 # A GPU it was given is already held, or a user changed the job (a cancel
@@ -533,6 +547,18 @@ class Cycle:
             record(session, event)
         result.preempted.append(job.id or 0)
         result.events.append(event)
+
+
+def start_moment(cycle_at: datetime, submitted_at: datetime) -> datetime:
+    """When a start the cycle admits is recorded as made: the time the cycle began, the
+    moment its plan was made for, or for a job submitted while the cycle ran (after that
+    moment, yet in the snapshot it planned from) its submission, the earliest it can have
+    started. So a start never reads earlier than its job's submission, and the job's
+    history, its allocations (what the ledger charges from), its match, the event told
+    and the decision log's start line all say the same moment."""
+    if submitted_at.tzinfo is None:  # SQLite hands back naive datetimes; paika stores UTC
+        submitted_at = submitted_at.replace(tzinfo=UTC)
+    return max(cycle_at, submitted_at)
 
 
 def _confirm(job: Job, now: datetime) -> None:

@@ -20,7 +20,7 @@ object store by day.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -65,6 +65,8 @@ class Outcome:
     started: Mapping[int, int]  # job id → attempt
     unconfirmed: Iterable[int]
     preempted: Iterable[int]
+    # When each start was recorded, where not `at` (a job submitted while the cycle ran).
+    start_times: Mapping[int, datetime] = field(default_factory=dict)
 
 
 class DecisionLog:
@@ -117,7 +119,8 @@ class DecisionLog:
         for job_id, attempt in outcome.started.items():
             start = planned.get(job_id) or self._sent.pop(job_id, None)
             if start is not None:
-                lines.append(_line(outcome.at, job_id, Kind.START, start_detail(start, attempt)))
+                at = outcome.start_times.get(job_id, outcome.at)
+                lines.append(_line(at, job_id, Kind.START, start_detail(start, attempt)))
         # Kept while its answer is awaited; a start settled another way (the host's report,
         # a refusal) is told by the job's history instead.
         awaited = set(outcome.unconfirmed)

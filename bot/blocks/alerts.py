@@ -31,7 +31,7 @@ from bot.blocks.common import (
 )
 from bot.blocks.ids import ALERT_ACTIONS, IDLE_RELEASE, IDLE_STILL_USING, QUOTA_ACKNOWLEDGE
 from bot.blocks.job import gpu_hours, ref, state
-from bot.i18n import day, t, when
+from bot.i18n import counted, day, t, when
 from bot.notice_words import sentence
 from scheduler.alerts.idle import STILL_USING_QUIET
 from scheduler.alerts.quota import EXPIRY_KIND
@@ -122,7 +122,7 @@ def _quota_blocks(alert: Announcement, lang: str, zone: ZoneInfo) -> list[Block]
         blocks += listing(
             lines,
             MESSAGE_BLOCKS - _AROUND_JOBS,
-            lambda shown: t(lang, "alert.quota.more_jobs", n=total - shown),
+            lambda shown: counted(lang, "alert.quota.more_jobs", total - shown, n=total - shown),
             total=total,
             heading=t(lang, "alert.quota.cut_off"),
         )

@@ -28,7 +28,7 @@ from bot.blocks.common import (
 )
 from bot.blocks.job import needs, priority, ref, why_and_when
 from bot.config_words import in_force
-from bot.i18n import t, term, when
+from bot.i18n import counted, t, term, when
 from scheduler.service.board import BoardResult, CardState, CardView, HostView
 from scheduler.service.records import PriorityClass
 
@@ -158,7 +158,11 @@ def _queue(board: BoardResult, lang: str, zone: ZoneInfo, now: datetime) -> str:
         )
     ]
     if not board.next_up:
-        lines.append(t(lang, "board.nothing_waiting"))
+        # "Next up" leaves out jobs waiting for their data (they cannot start); when those
+        # are all that waits, saying "nothing is waiting" would contradict the counts above.
+        lines.append(
+            t(lang, "board.none_can_start" if board.waiting_for_data else "board.nothing_waiting")
+        )
         return "\n".join(lines)
     lines.append(f"*{t(lang, 'board.next_up')}*")
     for view in board.next_up[:NEXT_UP_SHOWN]:
@@ -175,9 +179,10 @@ def _queue(board: BoardResult, lang: str, zone: ZoneInfo, now: datetime) -> str:
 def _more_hosts(lang: str, hosts: Sequence[HostView]) -> str:
     """What the hosts left out hold, so the reader knows the grid is not the whole cluster."""
     states = Counter(card.state for host in hosts for card in host.cards)
-    return t(
+    return counted(
         lang,
         "board.more_hosts",
+        len(hosts),
         n=len(hosts),
         cards=sum(states.values()),
         free=states[CardState.FREE],

@@ -27,7 +27,7 @@ from bot.blocks.common import (
 )
 from bot.blocks.job import gpu_hours, priority, ref, why_and_when
 from bot.blocks.quotas import expiry_words
-from bot.i18n import day, t, when
+from bot.i18n import amount, counted, day, t, when
 from scheduler.digest.model import Digest, JobLine, QuotaWarning
 from scheduler.service.records import PriorityClass
 
@@ -84,8 +84,8 @@ def notification(digest: Digest, lang: str) -> str:
         "digest.notification",
         day=day(lang, digest.day),
         free=digest.free_gpus,
-        total=digest.total_gpus,
-        running=digest.running,
+        total=amount(lang, "count.gpus", digest.total_gpus),
+        running=amount(lang, "count.jobs", digest.running),
         waiting=digest.waiting,
         data=digest.waiting_for_data,
     )
@@ -120,7 +120,7 @@ def _cards(digest: Digest, lang: str) -> list[Block]:
         lang,
         "digest.cards",
         total=digest.total_gpus,
-        hosts=digest.hosts,
+        hosts=amount(lang, "count.hosts", digest.hosts),
         free=digest.free_gpus,
         busy=sum(c.busy for c in digest.types),
         idle=sum(c.idle_held for c in digest.types),
@@ -219,7 +219,9 @@ def _waiting_data(digest: Digest, lang: str, people: _Names) -> list[Block]:
 
 def _next_up(digest: Digest, lang: str, zone: ZoneInfo, people: _Names) -> list[Block]:
     if not digest.next_up:
-        return [section(t(lang, "board.nothing_waiting"))]
+        # As on the board: jobs waiting for their data are counted, not "next up".
+        key = "board.none_can_start" if digest.waiting_for_data else "board.nothing_waiting"
+        return [section(t(lang, key))]
     lines = []
     for line in digest.next_up:
         wait = line.wait
@@ -237,18 +239,20 @@ def _yesterday(digest: Digest, lang: str) -> list[Block]:
     usage = digest.yesterday
     if not usage.rows:
         return [section(t(lang, "digest.yesterday_none", day=day(lang, usage.day)))]
-    heading = t(
+    heading = counted(
         lang,
         "digest.yesterday",
+        usage.job_count,
         day=day(lang, usage.day),
         hours=usage.total_gpu_hours,
         cost=usage.total_cost,
         jobs=usage.job_count,
     )
     lines = [
-        t(
+        counted(
             lang,
             "report.row",
+            row.jobs,
             team=mrkdwn_escape(row.team),
             gpu_type=mrkdwn_escape(row.gpu_type),
             hours=row.gpu_hours,
@@ -288,7 +292,10 @@ def _quotas(digest: Digest, lang: str, people: _Names) -> list[Block]:
     lines = [_quota_line(lang, warning, people) for warning in warnings]
     heading = f"*{t(lang, 'digest.quotas')}*"
     return _part(
-        heading, lines, len(lines), lambda shown: t(lang, "quota.more", n=len(lines) - shown)
+        heading,
+        lines,
+        len(lines),
+        lambda shown: counted(lang, "quota.more", len(lines) - shown, n=len(lines) - shown),
     )
 
 
@@ -319,7 +326,7 @@ def picture_words(digest: Digest, lang: str) -> tuple[str, str, str]:
         t(
             lang,
             "digest.picture_alt",
-            total=digest.total_gpus,
+            total=amount(lang, "count.gpus", digest.total_gpus),
             free=digest.free_gpus,
             at=_hhmm(digest.at, ZoneInfo(digest.timezone)),
         ),

@@ -17,7 +17,7 @@ from bot.blocks.common import (
     mrkdwn_escape,
     section,
 )
-from bot.i18n import t
+from bot.i18n import counted, t
 from bot.usage import (
     command_line,
     key_help,
@@ -52,7 +52,7 @@ def help_message(shown: Help, lang: str) -> Message:
 
 
 def _more(lang: str, lines: Sequence[str]) -> Callable[[int], str]:
-    return lambda shown: t(lang, "reply.more_lines", n=len(lines) - shown)
+    return lambda shown: counted(lang, "reply.more_lines", len(lines) - shown, n=len(lines) - shown)
 
 
 def _table(lang: str, commands: Sequence[Subcommand]) -> list[str]:

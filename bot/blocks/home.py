@@ -25,7 +25,7 @@ from bot.blocks.common import (
 from bot.blocks.ids import HOME_ACTIONS, HOME_REFRESH, HOME_SUBMIT
 from bot.blocks.job import own_line
 from bot.blocks.quotas import quota_line
-from bot.i18n import t, when
+from bot.i18n import counted, t, when
 from scheduler.service.board import BoardResult
 from scheduler.service.jobs import JobView
 from scheduler.service.quotas import QuotaView
@@ -82,6 +82,6 @@ def _quotas(quotas: Sequence[QuotaView], lang: str) -> list[Block]:
     return listing(
         [quota_line(lang, view) for view in quotas],
         QUOTA_BLOCKS,
-        lambda shown: t(lang, "quota.more", n=len(quotas) - shown),
+        lambda shown: counted(lang, "quota.more", len(quotas) - shown, n=len(quotas) - shown),
         heading=heading,
     )

@@ -50,7 +50,7 @@ from bot.blocks.job import (
 from bot.blocks.quotas import quota_line
 from bot.blocks.why import why_message
 from bot.console import render, spec_line
-from bot.i18n import t, term, when
+from bot.i18n import counted, t, term, when
 from bot.said import language_saved, listed, say
 from scheduler.configs.results import ConfigChanged, ConfigDiff, ConfigHistory, ConfigShown
 from scheduler.grammar import Help
@@ -284,7 +284,7 @@ def _history(result: StatusResult, lang: str, zone: ZoneInfo) -> list[Block]:
         for event in recent
     ]
     if earlier:
-        lines.insert(0, t(lang, "status.earlier", n=earlier))
+        lines.insert(0, counted(lang, "status.earlier", earlier, n=earlier))
     return [context(fit(f"*{t(lang, 'label.history')}*\n" + "\n".join(lines), 3000))]
 
 
@@ -398,7 +398,7 @@ def _quotas(result: QuotaListing, lang: str, zone: ZoneInfo, now: datetime) -> M
     blocks += listing(
         [quota_line(lang, view) for view in quotas],
         MESSAGE_BLOCKS - 1,
-        lambda shown: t(lang, "quota.more", n=len(quotas) - shown),
+        lambda shown: counted(lang, "quota.more", len(quotas) - shown, n=len(quotas) - shown),
     )
     return Message(_note(mrkdwn_escape(title)), blocks)
 
@@ -424,9 +424,10 @@ def _report(result: ReportResult, lang: str, zone: ZoneInfo, now: datetime) -> M
     rows = result.rows
     blocks += listing(
         [
-            t(
+            counted(
                 lang,
                 "report.row",
+                row.jobs,
                 team=mrkdwn_escape(row.team),
                 gpu_type=mrkdwn_escape(row.gpu_type),
                 hours=row.gpu_hours,
@@ -436,7 +437,7 @@ def _report(result: ReportResult, lang: str, zone: ZoneInfo, now: datetime) -> M
             for row in rows
         ],
         15,
-        lambda shown: t(lang, "report.more_rows", n=len(rows) - shown),
+        lambda shown: counted(lang, "report.more_rows", len(rows) - shown, n=len(rows) - shown),
         chars=4000,
         heading=f"*{t(lang, 'report.by_team')}*",
     )
@@ -446,9 +447,10 @@ def _report(result: ReportResult, lang: str, zone: ZoneInfo, now: datetime) -> M
         blocks += listing(
             [_outcome_line(lang, outcome) for outcome in jobs[:REPORT_JOBS_SHOWN]],
             MESSAGE_BLOCKS - len(blocks),
-            lambda shown: t(
+            lambda shown: counted(
                 lang,
                 "report.more_jobs",
+                len(jobs) - shown,
                 n=len(jobs) - shown,
                 hours=sum(job.gpu_hours for job in jobs[shown:]),
                 cost=sum(job.cost for job in jobs[shown:]),
@@ -495,7 +497,7 @@ def _words(text: str, lang: str) -> Message:
 
 
 def _more_lines(lang: str, lines: Sequence[str], shown: int) -> str:
-    return t(lang, "reply.more_lines", n=len(lines) - shown)
+    return counted(lang, "reply.more_lines", len(lines) - shown, n=len(lines) - shown)
 
 
 def _note(text: str) -> str:
@@ -518,7 +520,7 @@ def _config_shown(result: ConfigShown, lang: str, zone: ZoneInfo, now: datetime)
         blocks.append(section(code_block("\n".join(content[:CONFIG_LINES_SHOWN]))))
         if len(content) > CONFIG_LINES_SHOWN:
             more = len(content) - CONFIG_LINES_SHOWN
-            blocks.append(context(t(lang, "config.trimmed", n=more)))
+            blocks.append(context(counted(lang, "config.trimmed", more, n=more)))
     return Message(_note(lines[0]), blocks)
 
 

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 from bot.blocks.common import MESSAGE_BLOCKS, Message, header, listing, mention, mrkdwn_escape
 from bot.blocks.job import priority, state
-from bot.i18n import t, wait_words, when
+from bot.i18n import counted, t, wait_words, when
 from scheduler.policy.plan import WaitCode
 from scheduler.service.why import Step, StoryStep, WhyResult
 
@@ -58,7 +58,8 @@ def why_message(result: WhyResult, lang: str, zone: ZoneInfo) -> Message:
     title = story_header(lang, result, zone)
     lines = story_lines(lang, result, zone, mrkdwn_escape, mention)
     if len(lines) > STORY_SHOWN:  # a long story: its latest steps matter most
-        earlier = t(lang, "status.earlier", n=len(lines) - STORY_SHOWN)
+        n = len(lines) - STORY_SHOWN
+        earlier = counted(lang, "status.earlier", n, n=n)
         lines = [earlier, *lines[-STORY_SHOWN:]]
     blocks = [header(title)]
     blocks += listing(

@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from bot.i18n import amount, wait_words
 from bot.i18n import t as say
-from bot.i18n import wait_words
 from scheduler.digest.model import Digest, JobLine, QuotaWarning
 from scheduler.service.records import PriorityClass
 
@@ -57,7 +57,8 @@ def _cards(digest: Digest) -> list[str]:
     idle = sum(t.idle_held for t in digest.types)
     down = sum(t.down for t in digest.types)
     lines = [
-        f"GPUs: {digest.total_gpus} on {digest.hosts} hosts · {digest.free_gpus} free · "
+        f"GPUs: {digest.total_gpus} on {amount('en', 'count.hosts', digest.hosts)}"
+        f" · {digest.free_gpus} free · "
         f"{busy} busy · {idle} idle but held · {down} unavailable"
     ]
     width = max(len(t.gpu_type) for t in digest.types)
@@ -114,6 +115,8 @@ def _waiting_data(digest: Digest) -> list[str]:
 
 def _next_up(digest: Digest, zone: ZoneInfo) -> list[str]:
     if not digest.next_up:
+        if digest.waiting_for_data:  # they wait, but none can start (see the board's rule)
+            return ["Next up: nothing can start yet; every waiting job waits for its data."]
         return ["Next up: nothing is waiting."]
     lines = ["Next up:"]
     for line in digest.next_up:
@@ -133,12 +136,12 @@ def _yesterday(digest: Digest) -> list[str]:
         return [head + "no GPU time was used."]
     lines = [
         head + f"{usage.total_gpu_hours:.1f} GPU-hours, cost {usage.total_cost:.2f}, "
-        f"{usage.job_count} jobs"
+        f"{amount('en', 'count.jobs', usage.job_count)}"
     ]
     for row in usage.rows:
         lines.append(
             f"  {row.team} · {row.gpu_type} · {row.gpu_hours:.1f} GPU-hours · "
-            f"cost {row.cost:.2f} · {row.jobs} jobs"
+            f"cost {row.cost:.2f} · {amount('en', 'count.jobs', row.jobs)}"
         )
     return lines
 

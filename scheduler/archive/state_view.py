@@ -16,7 +16,7 @@ from scheduler.archive.state import records, taken_at, waits_of
 from scheduler.config import PolicyConfig
 from scheduler.errors import Problem, UserError
 from scheduler.service.board import NEXT_UP, BoardResult, assemble
-from scheduler.service.jobs import PENDING_STATES, JobView, QueueResult
+from scheduler.service.jobs import PENDING_STATES, JobView, QueueResult, next_up
 from scheduler.service.records import JobRecord
 from storage.models import ON_HOST_STATES, Gpu, Host, Job
 from storage.queries.restore import typed
@@ -85,7 +85,7 @@ def snapshot_view(doc: Mapping[str, Any], policy: PolicyConfig) -> SnapshotView:
         gpus=[Gpu(**typed(Gpu, row)) for row in records(doc, "gpus")],
         holders=holders,
         counts=Counter((job.state, job.priority) for job in jobs.values()),
-        next_up=tuple(v for v in waiting if v.wait is not None)[:NEXT_UP],
+        next_up=next_up(waiting, NEXT_UP),
         config_version=doc.get("config_version"),
     )
     return SnapshotView(

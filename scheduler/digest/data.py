@@ -86,7 +86,7 @@ def build_digest(ctx: Context, day: date | None = None) -> Digest:
         ready=tuple(_line(v) for v in ready[:READY_SHOWN]),
         ready_total=len(ready),
         waiting_data=tuple(_line(v) for v in for_data[:WAITING_DATA_SHOWN]),
-        next_up=tuple(_line(v) for v in queue.waiting[:NEXT_UP]),
+        next_up=tuple(_line(v) for v in jobs.next_up(queue.waiting, NEXT_UP)),
         yesterday=_yesterday(ctx, day),
         idle=idle_usage(ctx, *day_bounds(policy, day - timedelta(days=1))),
         quota_warnings=_quota_warnings(ctx, day),

@@ -255,7 +255,7 @@ class Digest:
     ready: tuple[JobLine, ...]  # data ready and waiting, in queue order (the first few)
     ready_total: int
     waiting_data: tuple[JobLine, ...]  # longest waiting first (the first few)
-    next_up: tuple[JobLine, ...]  # the first waiting jobs in queue order
+    next_up: tuple[JobLine, ...]  # the first waiting jobs that can start, in queue order
     yesterday: DayUsage
     idle: IdleUsage
     quota_warnings: tuple[QuotaWarning, ...]

@@ -84,7 +84,9 @@ class BoardResult:
     running: int
     waiting_by_class: dict[str, int]  # priority class -> pending jobs (core, normal, idle)
     waiting_for_data: int
-    next_up: tuple[JobView, ...]  # the first waiting jobs in queue order, with reasons and ETAs
+    # The first waiting jobs that can start (none waiting for data: see jobs.can_start_next),
+    # in queue order, with reasons and ETAs.
+    next_up: tuple[JobView, ...]
     config_version: int | None = None  # the policy config version in force (none stored: None)
 
 

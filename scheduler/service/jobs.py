@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, is_dataclass, replace
 from datetime import timedelta
@@ -401,11 +401,33 @@ def _list_all(ctx: Context, part: tuple[int | None, str] | None = None) -> tuple
     )
 
 
+def can_start_next(view: JobView) -> bool:
+    """Whether a waiting job belongs in "next up": the jobs that can start next.
+
+    A job waiting for its data keeps its place in the queue but cannot start until someone
+    marks the data ready, however high it stands, so naming it "next up" would promise a
+    start that cannot come; the board and the digest count those jobs as "waiting for data"
+    instead (and the digest lists them in a part of their own). The jobs shown keep their
+    places in the queue, so a gap in the numbers is a job ahead that waits for its data.
+    """
+    wait = view.wait
+    return wait is not None and wait.code is not WaitCode.WAITING_FOR_DATA and view.job.data_ready
+
+
+def next_up(views: Iterable[JobView], count: int) -> tuple[JobView, ...]:
+    """The first `count` of `views` (in queue order) that can start next."""
+    return tuple(view for view in views if can_start_next(view))[:count]
+
+
 def next_waiting(ctx: Context, count: int) -> tuple[JobView, ...]:
-    """The first `count` waiting jobs in queue order, loading only those."""
+    """The first `count` waiting jobs that can start next (see `can_start_next`), in queue
+    order, loading only those."""
     waits = current_waits(ctx)
     # A few spare candidates: the reasons may be from a state where some have since started.
-    first = sorted(waits.values(), key=lambda w: w.position)[: count * 4]
+    first = sorted(
+        (w for w in waits.values() if w.code is not WaitCode.WAITING_FOR_DATA),
+        key=lambda w: w.position,
+    )[: count * 4]
     found = {
         job.id: job
         for job in job_queries.jobs_with_ids(session=ctx.session, ids=[w.job_id for w in first])
@@ -416,7 +438,7 @@ def next_waiting(ctx: Context, count: int) -> tuple[JobView, ...]:
         for wait in first
         if (job := found.get(wait.job_id)) is not None
     ]
-    return tuple(views[:count])
+    return next_up(views, count)
 
 
 def view_of(ctx: Context, job: Job) -> JobView:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -508,6 +508,24 @@ def test_the_board_fits_the_budget_the_home_tab_gives_it() -> None:
         assert "more hosts" in json.dumps(blocks, ensure_ascii=False)
     home = home_view(OWNER, [], board(256, 8), [], "en", ZONE, NOW)
     assert "more hosts" in json.dumps(home, ensure_ascii=False)
+
+
+def test_a_board_whose_waiting_jobs_all_wait_for_data_says_none_can_start() -> None:
+    # "Next up" names only jobs that can start; with none of those, the board must not
+    # claim that nothing waits while the queue line above counts jobs waiting for data.
+    only_data = replace(
+        board(3, 4, next_up=0),
+        waiting_by_class={"core": 0, "normal": 2, "idle": 0},
+        waiting_for_data=2,
+    )
+    text = shown(reply(only_data, "en", ZONE, NOW))
+    assert "Nothing can start yet: every waiting job waits for its data." in text
+    assert "Nothing is waiting" not in text
+    assert "暂无可开始的任务" in shown(reply(only_data, "zh", ZONE, NOW))
+    empty = replace(
+        only_data, waiting_by_class={"core": 0, "normal": 0, "idle": 0}, waiting_for_data=0
+    )
+    assert "Nothing is waiting." in shown(reply(empty, "en", ZONE, NOW))
 
 
 def test_the_board_draws_one_square_per_card_and_names_the_jobs_on_them() -> None:

@@ -104,7 +104,7 @@ def make_digest(waiting: int = 3) -> Digest:
         ready=tuple(lines[:10]),
         ready_total=len(lines),
         waiting_data=tuple(for_data[:10]),
-        next_up=tuple([*for_data[:1], *lines][:5]),
+        next_up=tuple(lines[:5]),  # the jobs that can start next: none waiting for data
         yesterday=DayUsage(
             date(2026, 11, 1),
             h(-41),
@@ -265,3 +265,28 @@ def test_long_lists_are_summarised_within_slacks_limits(
     assert any(240 <= n < 250 for n in left_out), left_out
     assert post_digest(client, CHANNEL_ID, digest, lang, ZONE)
     fake.assert_nothing_invalid()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_when_only_jobs_waiting_for_data_wait_the_digest_says_none_can_start(lang: str) -> None:
+    digest = make_digest()
+    only_data = dataclasses.replace(
+        digest,
+        ready=(),
+        ready_total=0,
+        next_up=(),
+        waiting_by_class={"core": 0, "normal": digest.waiting_for_data, "idle": 0},
+    )
+    words = text_of(digest_blocks(only_data, lang, ZONE).blocks)
+    none_can_start = {"en": "Nothing can start yet", "zh": "暂无可开始的任务"}[lang]
+    assert none_can_start in words
+    assert {"en": "Nothing is waiting", "zh": "没有排队中的任务"}[lang] not in words
+    nothing = dataclasses.replace(
+        only_data,
+        waiting_data=(),
+        waiting_for_data=0,
+        waiting_by_class={"core": 0, "normal": 0, "idle": 0},
+    )
+    words = text_of(digest_blocks(nothing, lang, ZONE).blocks)
+    assert {"en": "Nothing is waiting", "zh": "没有排队中的任务"}[lang] in words
+    assert none_can_start not in words

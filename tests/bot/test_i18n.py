@@ -131,7 +131,10 @@ def test_every_computed_key_exists_for_every_value() -> None:
 def test_every_key_is_used_somewhere_under_bot() -> None:
     quoted = {match[2] for text in sources().values() for match in QUOTED_KEY.finditer(text)}
     computed = {prefix + value for prefix, values in COMPUTED.items() for value in values}
-    unused = sorted(set(catalogue()) - quoted - computed)
+    used = quoted | computed
+    # A singular is used wherever its plural is: counted() picks it by the count.
+    singulars = {key for key in catalogue() if key.endswith(".one") and key[:-4] in used}
+    unused = sorted(set(catalogue()) - used - singulars)
     assert not unused, (
         f"keys no code uses (remove them, or list their prefix in COMPUTED): {unused}"
     )

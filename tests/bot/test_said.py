@@ -12,9 +12,10 @@ from conftest import ADMIN, MEMBER, Bot, text_of
 
 from bot.blocks.replies import reply
 from bot.console import render
-from bot.said import listed, say, template_fields
+from bot.said import listed, problem, say, template_fields
 from scheduler.app import Paika
 from scheduler.commands import HANDLERS
+from scheduler.errors import Action, PermissionDenied, Problem
 from scheduler.results import Listing, Said, SaidCode
 from scheduler.service.prefs import LanguageChoice
 
@@ -197,3 +198,39 @@ def test_the_token_answers_are_said_in_both_languages_with_the_install_command(
         install = "echo 'pk1_abc' > /etc/paika/agent.token.new) && mv"
         assert install in english and install in chinese
     assert render(said, ZONE) == english
+
+
+# Refusals that name what the user tried to do to a job, as the owner reads them.
+JOB_REFUSALS = {
+    Action.MARK_DONE: (
+        "Only the owner of job #7 (<@UOWNER>), an approver of team vision or an admin can"
+        " mark it done.",
+        "Job #7 belongs to team vision; only its members can mark it done.",
+    ),
+    Action.CANCEL: (
+        "Only the owner of job #7 (<@UOWNER>), an approver of team vision or an admin can"
+        " cancel it.",
+        "Job #7 belongs to team vision; only its members can cancel it.",
+    ),
+    Action.MARK_READY: (
+        "Only the owner of job #7 (<@UOWNER>), an approver of team vision or an admin can"
+        " mark its data ready.",
+        "Job #7 belongs to team vision; only its members can mark its data ready.",
+    ),
+    Action.BUMP: (
+        "Only the owner of job #7 (<@UOWNER>), an approver of team vision or an admin can bump it.",
+        "Job #7 belongs to team vision; only its members can bump it.",
+    ),
+}
+
+
+@pytest.mark.parametrize("action", list(JOB_REFUSALS))
+def test_a_refusal_names_what_was_asked_of_the_job_in_plain_words(action: Action) -> None:
+    not_yours, other_team = JOB_REFUSALS[action]
+    values = {"job_id": 7, "owner": "UOWNER", "team": "vision", "action": action}
+    said = problem("en", PermissionDenied(Problem.NOT_YOURS, **values)).splitlines()
+    assert said[0] == not_yours
+    said = problem("en", PermissionDenied(Problem.OTHER_TEAMS_JOB, **values)).splitlines()
+    assert said[0] == other_team
+    zh = problem("zh", PermissionDenied(Problem.NOT_YOURS, **values))
+    assert CHINESE.search(zh) and "#7" in zh and "mark" not in zh

@@ -15,7 +15,7 @@ from scheduler.clock import ManualClock
 from scheduler.hosts.poll import Target, poll_all_sync
 from scheduler.hosts.report import HostReport
 from scheduler.notices.events import EventKind, RecordingObserver
-from storage.models import Allocation, Host, JobState, LedgerEntry, Match
+from storage.models import Allocation, Decision, Host, JobEvent, JobState, LedgerEntry, Match
 
 
 def test_a_job_starts_on_its_cheapest_card_runs_and_is_charged(
@@ -155,3 +155,41 @@ def test_cancelling_a_running_job_stops_it_on_its_host(
     until(cycle, clock, lambda: job(world, "oops").state == JobState.CANCELLED)
     [agent_job] = agents["gpu-b"].store.all_jobs()  # type: ignore[union-attr]
     assert agent_job.state != "running"
+
+
+def test_a_job_submitted_while_a_cycle_runs_never_reads_started_before_it_was_submitted(
+    world: Paika, clock: ManualClock
+) -> None:
+    # The cycle's clock reading is taken when it begins; the job is submitted a few
+    # seconds later, while the agents are being polled, and the same cycle starts it.
+    notifier = RecordingObserver()
+
+    def poll_while_someone_submits(targets: Sequence[Target]) -> Mapping[str, HostReport]:
+        reports = poll_all_sync(targets, TOKEN, timeout=2.0)
+        clock.advance(timedelta(seconds=3))
+        submit(world, "eager", "sleep 30")
+        return reports
+
+    cycle = make_cycle(world, notifier, poll_while_someone_submits)
+    began = clock.now()
+    result = cycle.run_once()
+    eager = job(world, "eager")
+    assert result.at == began and result.started == [eager.id]
+    assert eager.submitted_at > began
+    assert eager.started_at is not None and eager.started_at >= eager.submitted_at
+    assert eager.confirmed_at is not None and eager.confirmed_at >= eager.submitted_at
+    with Session(world.engine) as session:
+        allocations = session.exec(select(Allocation).where(Allocation.job_id == eager.id)).all()
+        history = session.exec(select(JobEvent).where(JobEvent.job_id == eager.id)).all()
+        starts = session.exec(
+            select(Decision).where(Decision.job_id == eager.id, Decision.kind == "start")
+        ).all()
+        match = session.exec(select(Match).where(Match.job_id == eager.id)).one()
+    # What the ledger charges from, the job's history, its match and the decision log all
+    # say the same moment, and none of them before the submission.
+    assert allocations and {a.started_at for a in allocations} == {eager.started_at}
+    assert [e.at for e in history if e.to_state == JobState.RUNNING] == [eager.started_at]
+    assert [line.at for line in starts] == [eager.started_at]
+    assert match.at == eager.started_at
+    told = [e for e in notifier.events if e.kind is EventKind.JOB_STARTED]
+    assert [e.at for e in told] == [eager.started_at]

@@ -195,16 +195,41 @@ def test_the_board_counts_the_queue_and_names_the_next_jobs(cluster: Paika) -> N
     assert board.waiting_for_data == 1
     assert len(board.next_up) == 5
     assert board.next_up[0].job.name == "urgent"
-    # The same order and reasons as /gpu queue.
+    # The same order and reasons as /gpu queue, less the job still waiting for its data.
     queue = gpu(cluster, "UALICE", "queue").result
-    assert [v.job.id for v in board.next_up] == [v.job.id for v in queue.waiting[:5]]  # type: ignore[attr-defined]
+    can_start = [v for v in queue.waiting if v.job.state != JobState.WAITING_DATA]  # type: ignore[attr-defined]
+    assert [v.job.id for v in board.next_up] == [v.job.id for v in can_start[:5]]
+    assert "copying" not in [v.job.name for v in board.next_up]
     assert all(view.wait is not None for view in board.next_up)
-    assert [v.wait.position for v in board.next_up] == [1, 2, 3, 4, 5]  # type: ignore[union-attr]
+    places = [v.wait.position for v in board.next_up]  # type: ignore[union-attr]
+    assert places == sorted(places) and places[0] == 1
     assert (
         "Queue: 3 running · 8 waiting (1 core, 6 normal, 1 idle), 1 of them waiting for data"
         in text
     )
     assert "Next up:\n  1. #7 urgent · vision · core · 4×GPU — " in text
+
+
+def test_next_up_names_the_jobs_that_can_start_not_those_waiting_for_their_data(
+    cluster: Paika,
+) -> None:
+    # Submitted first and of the highest class, but its data is still being copied: it
+    # heads the queue yet cannot start, so the next job to start is the one behind it.
+    for user, name, priority, data, team in [
+        ("UADMIN", "staged", "core", "pending", " team=vision"),
+        ("UALICE", "copying", "normal", "pending", ""),
+        ("UALICE", "small", "normal", "ready", ""),
+        ("UNICK", "filler", "idle", "ready", ""),
+    ]:
+        gpu(
+            cluster, user, SUBMIT.format(name=name, gpus=1, priority=priority, data=data, team=team)
+        )
+    board, text = _board(cluster)
+    assert [v.job.name for v in board.next_up] == ["small", "filler"]
+    assert board.waiting_for_data == 2
+    assert "staged" not in text.split("Next up:")[1]
+    queue = gpu(cluster, "UALICE", "queue").result
+    assert [v.job.name for v in queue.waiting][0] == "staged"  # type: ignore[attr-defined]
 
 
 def test_an_empty_install_says_how_to_add_hosts(paika: Paika) -> None:

@@ -144,7 +144,7 @@ def test_history_is_newest_first_with_who_when_and_what_changed(vision: Paika) -
     assert [v.version for v in shorter.result.versions] == [3, 2]  # type: ignore[attr-defined]
     # The oldest shown still says what it changed: the one before it was read too.
     assert shorter.result.versions[1].changed == ("gpus", "hours")  # type: ignore[attr-defined]
-    assert "… and 1 older versions: /gpu template history bert-base limit=…" in shorter.text
+    assert "… and 1 older version: /gpu template history bert-base limit=…" in shorter.text
 
 
 def test_show_gives_the_latest_or_any_saved_version(vision: Paika) -> None:
