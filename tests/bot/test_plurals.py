@@ -35,9 +35,6 @@ NEVER_ONE = {
     "quota.expired": "expiry_words says 'expired yesterday'",
     "quota.expires": "expiry_words says 'expires tomorrow'",
     "alert.quota_expiry.in_days": "'tomorrow' has its own key",
-    # Drawn by bot/digest/picture.py, which is being redrawn on a branch of its own.
-    "digest.chart.summary": "picture",
-    "digest.chart.more_gpus": "picture",
 }
 
 
