@@ -5,10 +5,10 @@ the same history to roll back to."""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 
+from scheduler.configs.edit import sha256
 from storage.objects import keys
 from storage.objects.base import ObjectStore
 
@@ -38,7 +38,7 @@ def config_history(store: ObjectStore) -> list[StoredConfig]:
         found[number] = StoredConfig(
             version=number,
             content=content,
-            sha256=hashlib.sha256(content.encode()).hexdigest(),
+            sha256=sha256(content),
             author=meta.get("paika-author") or "?",
             at=datetime.fromisoformat(meta["paika-at"]) if meta.get("paika-at") else stored.at,
             reason=meta.get("paika-reason") or "",
