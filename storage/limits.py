@@ -25,6 +25,10 @@ PRIORITY = 8  # jobs.priority, bump_requests.from_priority / to_priority
 ROLE = 16  # members.role
 LANGUAGE = 8  # user_prefs.language
 UNIX_ACCOUNT = 32  # unix_accounts.account, jobs.account (a POSIX user name)
+PROJECT = 64  # jobs.project
+ROUND = 32  # jobs.round (a number or a name: "3", "v2-warmup")
+OUTPUT_NAME = 64  # job_outputs.name (a metric's name, or an artefact's label)
+OUTPUT_SOURCE = 16  # job_outputs.source
 
 # Integer primary keys are 32-bit on PostgreSQL and MariaDB; a larger number in a query is
 # an "integer out of range" error there, so record numbers above this are refused.

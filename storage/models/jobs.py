@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import JSON, Column, Integer, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from storage.limits import UNIX_ACCOUNT
+from storage.limits import OUTPUT_NAME, OUTPUT_SOURCE, PROJECT, ROUND, UNIX_ACCOUNT
 from storage.models.base import SLACK_ID, at_field, json_field, number_field, text_field
 
 
@@ -78,6 +78,9 @@ class Job(SQLModel, table=True):
     # parsed keys after the template's were filled in): never changed, so it can be repeated.
     template_version: int | None = None
     spec: dict[str, Any] | None = json_field()
+    # What the job is part of, for the ledger's reports: a project and its round (issue 15).
+    project: str | None = Field(default=None, sa_type=String(PROJECT), index=True)
+    round: str | None = Field(default=None, sa_type=String(ROUND))
     state: str = Field(sa_type=String(16), index=True)
     state_reason: str | None = text_field()
     submitted_at: datetime = at_field(index=True)
@@ -96,6 +99,12 @@ class Job(SQLModel, table=True):
     # None while a start's outcome is unknown (it timed out): then the start is sent again
     # under the same run id, never elsewhere.
     confirmed_at: datetime | None = at_field(nullable=True)
+    # The secret the current run reports its outputs with (`paika report` inside the job, as
+    # PAIKA_JOB_TOKEN): minted when the run starts, for that run only; never an agent's token.
+    report_token: str | None = Field(default=None, sa_type=String(64))
+    # When the owner was told the run overran its estimate (once per estimate; an extension
+    # clears it).
+    overrun_warned_at: datetime | None = at_field(nullable=True)
     version: int = Field(default=0, sa_column=_VERSION)
 
     __mapper_args__ = {"version_id_col": _VERSION}
@@ -113,6 +122,44 @@ class JobEvent(SQLModel, table=True):
     to_state: str = Field(sa_type=String(16))
     actor: str = Field(sa_type=String(SLACK_ID))
     reason: str | None = text_field()
+
+
+class OutputKind(StrEnum):
+    """What a job reported: a metric's value, an artefact's location, or its own verdict."""
+
+    METRIC = "metric"
+    ARTEFACT = "artefact"
+    STATUS = "status"
+
+
+class OutputSource(StrEnum):
+    """Who reported it: a person (`/gpu done`), the job through `paika report`, or the job's
+    report file read by its host's agent."""
+
+    PERSON = "person"
+    JOB = "job"
+    FILE = "file"
+
+
+class JobOutput(SQLModel, table=True):
+    """One thing a job produced, as reported: the output side of the ledger.
+
+    A metric has `value`; an artefact (a checkpoint, a result) has its location in `text`
+    and its label in `name`; a status has the verdict in `text`. Each report is kept, so a
+    metric's history over a run stays readable; `jobs.metrics`/`jobs.output` hold the latest.
+    """
+
+    __tablename__ = "job_outputs"
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(foreign_key="jobs.id", index=True)
+    attempt: int = 0
+    at: datetime = at_field()
+    source: str = Field(sa_type=String(OUTPUT_SOURCE))
+    kind: str = Field(sa_type=String(16))
+    name: str = Field(sa_type=String(OUTPUT_NAME))
+    value: float | None = number_field(nullable=True)
+    text: str | None = text_field()
 
 
 class Match(SQLModel, table=True):

@@ -76,7 +76,9 @@ HOST = (
 GPU = ("id", "host_id", "index", "uuid", "name", "gpu_type", "memory_gib", "healthy",
        "foreign_memory_gib")  # fmt: skip
 # Every column of a job but its optimistic-locking version (a restored row starts at 0).
-JOB = tuple(c.name for c in table_of(Job).columns if c.name != "version")
+# A run's report token stays out of snapshots: whoever reads the object store could
+# otherwise report for a running job.
+JOB = tuple(c.name for c in table_of(Job).columns if c.name not in ("version", "report_token"))
 ALLOCATION = ("id", "job_id", "gpu_id", "started_at")
 
 
