@@ -16,6 +16,8 @@ from zoneinfo import ZoneInfo
 
 from bot import config_words
 from bot.blocks.job import priority, state
+from bot.blocks.logs import logs_header, logs_notes
+from bot.blocks.priority import priority_header, priority_lines
 from bot.blocks.quotas import expiry_words
 from bot.blocks.why import story_header, story_lines
 from bot.i18n import DEFAULT, counted, t, term, wait_words, when
@@ -31,7 +33,9 @@ from scheduler.service import specs
 from scheduler.service.board import BoardResult, CardState, CardView, HostView, TypeSummary
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
+from scheduler.service.logs import LogsResult
 from scheduler.service.prefs import LanguageChoice
+from scheduler.service.priority import PriorityResult
 from scheduler.service.quotas import QuotaView
 from scheduler.service.records import BumpRecord, JobRecord, JobState
 from scheduler.service.report import JobOutcome, ReportResult, UsageRow
@@ -278,6 +282,19 @@ def _metric(name: str, value: object) -> str:
 def _story(result: WhyResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     lines = [story_header(lang, result, zone)]
     lines += [f"  {line}" for line in story_lines(lang, result, zone)]
+    return "\n".join(lines)
+
+
+@render.register
+def _logs(result: LogsResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    # The lines as the job printed them: the console shows them untouched.
+    return "\n".join([logs_header(lang, result), *logs_notes(lang, result), *result.lines])
+
+
+@render.register
+def _priority(result: PriorityResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    lines = [priority_header(lang, result)]
+    lines += [f"  {line}" for line in priority_lines(lang, result, zone)]
     return "\n".join(lines)
 
 

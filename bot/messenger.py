@@ -16,6 +16,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.blocks.bump import bump_decided, bump_request
 from bot.blocks.home import home_view
+from bot.blocks.logs import is_long, upload_logs
 from bot.blocks.notices import bump_decision_dm
 from bot.blocks.replies import Message
 from bot.channels import ChannelDirectory
@@ -24,6 +25,7 @@ from bot.services import ApprovalRequest, BotServices
 from scheduler.app import Reply
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, SubmitResult
+from scheduler.service.logs import LogsResult
 from scheduler.service.records import BumpState
 
 log = logging.getLogger(__name__)
@@ -103,14 +105,23 @@ class Messenger:
         return True
 
     def follow_up(self, reply: Reply, user_id: str) -> None:
-        """What a successful command changes in Slack beyond its reply: fresh homes. (Its
+        """What a successful command changes in Slack beyond its reply: fresh homes, a long
+        output tail as a file in the DM (`/gpu logs`). (Its
         notices, such as asking approvers, go through the outbox.)"""
         if not reply.ok:
             return
+        if isinstance(reply.result, LogsResult) and is_long(reply.result):
+            self.upload_logs(user_id, reply.result)
         view = _job_view(reply.result)
         if view is not None:
             for owner in {user_id, view.job.owner}:
                 self.publish_home(owner)
+
+    def upload_logs(self, user_id: str, result: LogsResult) -> bool:
+        """A job's long output tail, as a text file in the user's DM with the app."""
+        channel = self._dm_channel(user_id)
+        lang = self.services.language(user_id)
+        return channel is not None and upload_logs(self.client, channel, result, lang)
 
     def ask_approvers(self, request_id: int) -> bool:
         """Post the request with Approve/Deny buttons where its approvers are; False if

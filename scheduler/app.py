@@ -266,6 +266,8 @@ class Paika:
                 waits_board=self.waits_board,
                 defer_waits=defer_waits,
                 agent_secret_file=self.settings.agent_secret_file,
+                agent_token=self.settings.agent_token,
+                agent_ca_file=self.settings.agent_ca_file,
             )
 
     def _reply(self, result: object) -> Reply:

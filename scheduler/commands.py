@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from scheduler.grammar import Help, check_required, defaults, help_for, subcommand
+from scheduler.grammar.spec import LOG_LINES_DEFAULT
 from scheduler.grammar.values import convert
 from scheduler.results import Listing, QuotaListing, Said, SaidCode, Value
 from scheduler.service import (
@@ -15,7 +16,9 @@ from scheduler.service import (
     bumps,
     configs,
     jobs,
+    logs,
     prefs,
+    priority,
     quotas,
     report,
     specs,
@@ -298,6 +301,9 @@ HANDLERS: dict[tuple[str, ...], Handler] = {
     ("config", "history"): lambda ctx, a: configs.history(ctx, a.get("limit", 10)),
     ("config", "diff"): lambda ctx, a: configs.diff(ctx, a["v1"], a["v2"]),
     ("config", "rollback"): lambda ctx, a: configs.rollback(ctx, a["version"], a["reason"]),
+    # A job's output and its place in the order (issue 15).
+    ("logs",): lambda ctx, a: logs.logs(ctx, *_job(a), a.get("lines", LOG_LINES_DEFAULT)),
+    ("priority",): lambda ctx, a: priority.priority(ctx, *_job(a)),
 }
 
 

@@ -101,6 +101,12 @@ class Problem(StrEnum):
     CONFIG_VERSION_NOT_FOUND = "problem.config_version_not_found"
     CONFIG_ALREADY_IN_FORCE = "problem.config_already_in_force"
     CONFIG_KEY_NOT_FOUND = "problem.config_key_not_found"
+    # /gpu logs (issue 15)
+    LOGS_NEVER_RAN = "problem.logs_never_ran"
+    LOGS_HOST_NO_KEY = "problem.logs_host_no_key"
+    LOGS_HOST_UNREACHABLE = "problem.logs_host_unreachable"
+    LOGS_HOST_REFUSED = "problem.logs_host_refused"
+    LOGS_NOT_KEPT = "problem.logs_not_kept"
 
 
 class Action(StrEnum):
@@ -131,6 +137,7 @@ class Action(StrEnum):
     REPEAT = "repeat"  # submit again=<job> (issue 14)
     READ_CONFIG = "read_config"
     CHANGE_CONFIG = "change_config"
+    READ_LOGS = "read_logs"  # /gpu logs (issue 15)
 
 
 class PaikaError(Exception):

@@ -47,6 +47,8 @@ from bot.blocks.job import (
     wait_detail,
     waiting_line,
 )
+from bot.blocks.logs import logs_message
+from bot.blocks.priority import priority_message
 from bot.blocks.quotas import quota_line
 from bot.blocks.why import why_message
 from bot.console import render, spec_line
@@ -59,7 +61,9 @@ from scheduler.results import Listing, QuotaListing, Said
 from scheduler.service.board import BoardResult
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
+from scheduler.service.logs import LogsResult
 from scheduler.service.prefs import LanguageChoice
+from scheduler.service.priority import PriorityResult
 from scheduler.service.records import BumpRecord, JobState
 from scheduler.service.report import JobOutcome, ReportResult
 from scheduler.service.templates import TemplateHistory, TemplateVersionView
@@ -291,6 +295,16 @@ def _history(result: StatusResult, lang: str, zone: ZoneInfo) -> list[Block]:
 @reply.register
 def _story(result: WhyResult, lang: str, zone: ZoneInfo, now: datetime) -> Message:
     return why_message(result, lang, zone)
+
+
+@reply.register
+def _logs(result: LogsResult, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    return logs_message(result, lang)
+
+
+@reply.register
+def _priority(result: PriorityResult, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    return priority_message(result, lang, zone)
 
 
 @reply.register

@@ -26,6 +26,7 @@ from scheduler.digest.model import (
     UsageLine,
     WaitInfo,
 )
+from scheduler.digest.outputs import day_outputs
 from scheduler.digest.timeline import WINDOW, build_timeline, sample_interval
 from scheduler.ledger import quota_states
 from scheduler.service import jobs
@@ -131,6 +132,7 @@ def _yesterday(ctx: Context, day: date) -> DayUsage:
     before = day - timedelta(days=1)
     start, end = day_bounds(ctx.policy, before)
     ledger = report(ctx, None, start, min(end, ctx.now))
+    finished, projects = day_outputs(ctx, start, min(end, ctx.now))
     return DayUsage(
         day=before,
         start=start,
@@ -142,6 +144,8 @@ def _yesterday(ctx: Context, day: date) -> DayUsage:
         total_gpu_hours=ledger.total_gpu_hours,
         total_cost=ledger.total_cost,
         job_count=ledger.job_count,
+        finished=finished,
+        projects=projects,
     )
 
 

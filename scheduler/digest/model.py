@@ -127,6 +127,38 @@ class UsageLine:
 
 
 @dataclass(frozen=True)
+class FinishedRuns:
+    """Jobs that ended during the day in one way (succeeded, failed, cancelled), with what
+    they cost over all their runs: the spend that outcome took."""
+
+    state: str
+    runs: int
+    gpu_hours: float
+    cost: float
+
+
+@dataclass(frozen=True)
+class BestMetric:
+    """The best value of one metric reported in a project, and the job that reported it."""
+
+    name: str
+    value: float
+    job_id: int
+    lower_is_better: bool  # a loss or an error rate: the smallest is the best
+
+
+@dataclass(frozen=True)
+class ProjectLine:
+    """One project's day: its GPU-hours and cost, its runs finished, its best metrics."""
+
+    project: str | None  # None: jobs submitted without project=
+    gpu_hours: float
+    cost: float
+    finished: int
+    best: tuple[BestMetric, ...]  # by metric name
+
+
+@dataclass(frozen=True)
 class DayUsage:
     """The ledger of one calendar day in the policy's time zone."""
 
@@ -137,6 +169,9 @@ class DayUsage:
     total_gpu_hours: float
     total_cost: float
     job_count: int
+    # Spend linked to outputs (issue 15). Defaults keep digests stored before them readable.
+    finished: tuple[FinishedRuns, ...] = ()  # succeeded, failed, cancelled: those that ended
+    projects: tuple[ProjectLine, ...] = ()  # most GPU-hours first
 
 
 @dataclass(frozen=True)

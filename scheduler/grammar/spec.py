@@ -695,6 +695,29 @@ SUBCOMMANDS += (
     ),
 )
 
+# A job's output and its place in the order (issue 15): reads, for whoever may see them.
+LOG_LINES_DEFAULT = 50
+LOG_LINES_MAX = 1000
+SUBCOMMANDS += (
+    Subcommand(
+        ("logs",),
+        (
+            _job(),
+            Key(
+                "lines",
+                ValueKind.INT,
+                "200",
+                default=str(LOG_LINES_DEFAULT),
+                minimum=1,
+                maximum=LOG_LINES_MAX,
+            ),
+        ),
+        "/gpu logs 42 lines=200",
+        Section.JOBS,
+    ),
+    Subcommand(("priority",), (_job(),), "/gpu priority 42", Section.JOBS),
+)
+
 SPEC: Mapping[tuple[str, ...], Subcommand] = MappingProxyType(
     {command.path: command for command in SUBCOMMANDS}
 )

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from operator import attrgetter
 
 from scheduler.policy.snapshot import CLASS_RANK, HOUR, Knobs, Pending, WithinClass
@@ -66,3 +67,70 @@ def ordered(
         return sorted(by_submit, key=lambda job: CLASS_RANK.get(job.priority, len(CLASS_RANK)))
     shares = usage_shares(team_usage)
     return sorted(jobs, key=lambda job: rank_key(job, now, knobs, shares))
+
+
+@dataclass(frozen=True, slots=True)
+class RankTerms:
+    """The terms one pending job's rank key is built from (`/gpu priority`, like Slurm's
+    sprio): `key` composes them exactly as `rank_key` does, so the order they give is the
+    policy's order."""
+
+    job_id: int
+    priority: str
+    class_rank: int  # 0 for every class when classes are ignored
+    submitted_at: float
+    wait_s: float
+    # The job has waited past `starve_after_hours`: ordered by submit time ahead of its class.
+    starving: bool
+    # Jobs of the class are in submit order (the policy's `submit_order`, or starving).
+    by_submit: bool
+    size_gpu_s: float  # estimated GPU-seconds (≥ 1), corrected by the owner's history
+    # log2 of the aging factor 2 ** (wait / aging_hours), capped when the policy caps it: the
+    # key is compared in log2 space, so a long wait never overflows.
+    aging_log2: float
+    aging_capped: bool
+    team_share: float  # the team's share (0..1) of recent usage
+    fair_share: float  # 1 + fair_share_weight × team_share
+
+    @property
+    def aging_factor(self) -> float:
+        """How many times smaller the wait makes the job look (inf past ~1,000 doublings)."""
+        return math.pow(2.0, self.aging_log2) if self.aging_log2 < 1000 else math.inf
+
+    @property
+    def score(self) -> float:
+        """The within-class term, smaller first: log2(size × fair share ÷ aging)."""
+        return math.log2(self.size_gpu_s * self.fair_share) - self.aging_log2
+
+    @property
+    def key(self) -> RankKey:
+        if self.by_submit:
+            first = 0 if self.starving else 1
+            return (self.class_rank, first, self.submitted_at, self.submitted_at, self.job_id)
+        return (self.class_rank, 1, self.score, self.submitted_at, self.job_id)
+
+
+def rank_terms(job: Pending, now: float, knobs: Knobs, shares: Mapping[str, float]) -> RankTerms:
+    """The terms of `rank_key(job, now, knobs, shares)`, each as people read it."""
+    rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if knobs.respect_classes else 0
+    wait = max(0.0, now - job.submitted_at)
+    starving = knobs.starve_after_hours is not None and wait >= knobs.starve_after_hours * HOUR
+    log_aging = wait / (knobs.aging_hours * HOUR)
+    capped = knobs.max_aging_factor is not None and log_aging > math.log2(knobs.max_aging_factor)
+    if capped and knobs.max_aging_factor is not None:
+        log_aging = math.log2(knobs.max_aging_factor)
+    share = shares.get(job.team, 0.0)
+    return RankTerms(
+        job_id=job.id,
+        priority=job.priority,
+        class_rank=rank,
+        submitted_at=job.submitted_at,
+        wait_s=wait,
+        starving=starving,
+        by_submit=starving or knobs.within_class is WithinClass.SUBMIT_ORDER,
+        size_gpu_s=max(1.0, job.gpus * job.run_seconds),
+        aging_log2=log_aging,
+        aging_capped=capped,
+        team_share=share,
+        fair_share=1.0 + knobs.fair_share_weight * share,
+    )

@@ -84,6 +84,10 @@ class Context:
     defer_waits: bool = False
     # The secret hosts' own agent tokens derive from (None: hosts use the shared token).
     agent_secret_file: Path | None = None
+    # The token shared by hosts without one of their own, and the CA their TLS certificates
+    # are checked against: commands that read from an agent (`/gpu logs`) need both.
+    agent_token: str | None = None
+    agent_ca_file: Path | None = None
 
     @property
     def wrote(self) -> bool:

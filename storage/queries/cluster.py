@@ -214,3 +214,22 @@ def open_allocations_between(
     if team_id is not None:
         query = query.where(Job.team_id == team_id)
     return [(allocation, str(gpu_type), job) for allocation, gpu_type, job in session.exec(query)]
+
+
+def last_run_hosts(*, session: Session, job_id: int) -> Sequence[Host]:
+    """The hosts of a job's latest run (its allocations begun last, open or ended), by host
+    id: the order in which the run's start gave them their node ranks."""
+    latest = (
+        sa_select(func.max(col(Allocation.started_at)))
+        .where(col(Allocation.job_id) == job_id)
+        .scalar_subquery()
+    )
+    query = (
+        select(Host)
+        .join(Gpu, col(Gpu.host_id) == col(Host.id))
+        .join(Allocation, col(Allocation.gpu_id) == col(Gpu.id))
+        .where(col(Allocation.job_id) == job_id, col(Allocation.started_at) == latest)
+        .distinct()
+        .order_by(col(Host.id))
+    )
+    return session.exec(query).all()

@@ -21,7 +21,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.functions import FunctionElement
 from sqlmodel import Session, col, select
 
-from storage.models import Allocation, Gpu, GpuSample, Job
+from storage.models import Allocation, Gpu, GpuSample, Job, JobOutput, LedgerEntry, OutputKind
 
 
 class _Bucket(FunctionElement[int]):
@@ -222,3 +222,55 @@ def jobs_by_id(*, session: Session, job_ids: Collection[int]) -> dict[int, Job]:
         return {}
     query = select(Job).where(col(Job.id).in_(list(job_ids)))
     return {job.id or 0: job for job in session.exec(query).all()}
+
+
+def jobs_ended_between(
+    *, session: Session, start: datetime, end: datetime, states: Collection[str]
+) -> Sequence[Job]:
+    """Jobs that ended in [start, end) in one of `states`, by id."""
+    query = (
+        select(Job)
+        .where(
+            col(Job.ended_at) >= start,
+            col(Job.ended_at) < end,
+            col(Job.state).in_(list(states)),
+        )
+        .order_by(col(Job.id))
+    )
+    return session.exec(query).all()
+
+
+def metric_outputs(
+    *, session: Session, start: datetime, end: datetime, job_ids: Collection[int]
+) -> Sequence[tuple[int, str, float]]:
+    """(job id, name, value) of every metric reported in [start, end), and of every metric
+    the jobs `job_ids` ever reported (a run that finished reported most of them earlier)."""
+    reported = and_(col(JobOutput.at) >= start, col(JobOutput.at) < end)
+    which = or_(reported, col(JobOutput.job_id).in_(list(job_ids))) if job_ids else reported
+    query = (
+        select_columns(col(JobOutput.job_id), col(JobOutput.name), col(JobOutput.value))
+        .where(
+            col(JobOutput.kind) == OutputKind.METRIC,
+            col(JobOutput.value).is_not(None),
+            which,
+        )
+        .order_by(col(JobOutput.id))
+    )
+    return [(int(j), str(n), float(v)) for j, n, v in session.execute(query).all()]
+
+
+def spend_by_job(*, session: Session, job_ids: Collection[int]) -> dict[int, tuple[float, float]]:
+    """GPU-hours and cost charged to each of `job_ids` over all its runs (one query)."""
+    if not job_ids:
+        return {}
+    query = (
+        select_columns(
+            col(LedgerEntry.job_id), func.sum(LedgerEntry.gpu_hours), func.sum(LedgerEntry.cost)
+        )
+        .where(col(LedgerEntry.job_id).in_(list(job_ids)))
+        .group_by(col(LedgerEntry.job_id))
+    )
+    return {
+        int(job_id): (float(hours or 0.0), float(cost or 0.0))
+        for job_id, hours, cost in session.execute(query).all()
+    }

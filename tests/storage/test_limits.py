@@ -51,6 +51,8 @@ STRING_COLUMNS: dict[tuple[str, str], tuple[int, list[str]]] = {
     ("ready", "location"): (limits.DATA_LOCATION, ["jobs.data_location"]),
     ("status", "job"): _JOB,
     ("why", "job"): _JOB,
+    ("logs", "job"): _JOB,
+    ("priority", "job"): _JOB,
     ("cancel", "job"): _JOB,
     ("bump", "job"): _JOB,
     ("bump", "to"): (limits.PRIORITY, ["bump_requests.to_priority", "jobs.priority"]),
