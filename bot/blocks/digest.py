@@ -25,10 +25,10 @@ from bot.blocks.common import (
     section,
     text_size,
 )
-from bot.blocks.job import gpu_hours, priority, ref, why_and_when
+from bot.blocks.job import gpu_hours, priority, ref, state, why_and_when
 from bot.blocks.quotas import expiry_words
 from bot.i18n import amount, counted, day, t, when
-from scheduler.digest.model import Digest, JobLine, QuotaWarning
+from scheduler.digest.model import DayUsage, Digest, JobLine, QuotaWarning
 from scheduler.service.records import PriorityClass
 
 # Blocks and characters each part may use; what does not fit is summarised in its last
@@ -237,18 +237,24 @@ def _next_up(digest: Digest, lang: str, zone: ZoneInfo, people: _Names) -> list[
 
 def _yesterday(digest: Digest, lang: str) -> list[Block]:
     usage = digest.yesterday
-    if not usage.rows:
+    outputs = output_lines(lang, usage, mrkdwn_escape)
+    if not usage.rows and not outputs:
         return [section(t(lang, "digest.yesterday_none", day=day(lang, usage.day)))]
-    heading = counted(
-        lang,
-        "digest.yesterday",
-        usage.job_count,
-        day=day(lang, usage.day),
-        hours=usage.total_gpu_hours,
-        cost=usage.total_cost,
-        jobs=usage.job_count,
+    heading = (
+        counted(
+            lang,
+            "digest.yesterday",
+            usage.job_count,
+            day=day(lang, usage.day),
+            hours=usage.total_gpu_hours,
+            cost=usage.total_cost,
+            jobs=usage.job_count,
+        )
+        if usage.rows
+        else t(lang, "digest.yesterday_none", day=day(lang, usage.day))
     )
-    lines = [
+    # What the day's spend produced comes first: the team × type rows are cut first.
+    lines = outputs + [
         counted(
             lang,
             "report.row",
@@ -262,6 +268,44 @@ def _yesterday(digest: Digest, lang: str) -> list[Block]:
         for row in usage.rows
     ]
     return _part(heading, lines, len(lines), _more(lang, len(lines)))
+
+
+def output_lines(lang: str, usage: DayUsage, escape: Callable[[str], str] = str) -> list[str]:
+    """The day's spend linked to outputs: the runs that finished by outcome, then each
+    project's GPU-hours, cost, runs finished and best metrics (names go through `escape`)."""
+    lines = []
+    if usage.finished:
+        outcomes = ", ".join(
+            t(
+                lang,
+                "digest.finished_kind",
+                runs=kind.runs,
+                state=state(lang, kind.state),
+                hours=kind.gpu_hours,
+                cost=kind.cost,
+            )
+            for kind in usage.finished
+        )
+        lines.append(t(lang, "digest.finished", outcomes=outcomes))
+    for project in usage.projects:
+        name = escape(project.project) if project.project else t(lang, "digest.no_project")
+        line = counted(
+            lang,
+            "digest.project",
+            project.finished,
+            project=name,
+            hours=project.gpu_hours,
+            cost=project.cost,
+            runs=project.finished,
+        )
+        if project.best:
+            metrics = ", ".join(
+                t(lang, "digest.metric", name=escape(m.name), value=m.value, job_id=m.job_id)
+                for m in project.best
+            )
+            line = t(lang, "digest.project_best", line=line, metrics=metrics)
+        lines.append(line)
+    return lines
 
 
 def _idle(digest: Digest, lang: str, people: _Names) -> list[Block]:

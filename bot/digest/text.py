@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from bot.blocks.digest import output_lines
 from bot.i18n import amount, wait_words
 from bot.i18n import t as say
 from scheduler.digest.model import Digest, JobLine, QuotaWarning
@@ -132,11 +133,14 @@ def _next_up(digest: Digest, zone: ZoneInfo) -> list[str]:
 def _yesterday(digest: Digest) -> list[str]:
     usage = digest.yesterday
     head = f"Yesterday ({usage.day.isoformat()}): "
+    # What the spend produced: runs finished by outcome, each project's figures.
+    outputs = [f"  {line}" for line in output_lines("en", usage)]
     if not usage.rows:
-        return [head + "no GPU time was used."]
+        return [head + "no GPU time was used.", *outputs]
     lines = [
         head + f"{usage.total_gpu_hours:.1f} GPU-hours, cost {usage.total_cost:.2f}, "
-        f"{amount('en', 'count.jobs', usage.job_count)}"
+        f"{amount('en', 'count.jobs', usage.job_count)}",
+        *outputs,
     ]
     for row in usage.rows:
         lines.append(
