@@ -31,7 +31,8 @@ ROWS_SHOWN = 15
 
 def report_words(ask: ReportAsk, *, page: int | None = None, whole: bool = False) -> str:
     """The keys that ask for this report again, as typed after `/gpu` (or `paika`):
-    `page` for another page; `whole` leaves out the page and the file (an export)."""
+    `page` for another page; `whole` leaves out the page (an export). Never file=: turning
+    a page posts no second file."""
     pairs: list[tuple[str, object]] = [
         ("by", ask.by),
         ("team", ask.team),
@@ -46,7 +47,7 @@ def report_words(ask: ReportAsk, *, page: int | None = None, whole: bool = False
     ]
     if not whole:
         shown = page if page is not None else ask.page
-        pairs += [("page", shown if shown != 1 else None), ("file", ask.file)]
+        pairs.append(("page", shown if shown != 1 else None))
     return " ".join(["report", *(f"{key}={value}" for key, value in pairs if value is not None)])
 
 
