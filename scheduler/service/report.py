@@ -309,9 +309,14 @@ class _Usage:
         def team_of(team_id: int) -> str:
             return self.team_names.get(team_id, f"team {team_id}")
 
-        outputs = accounting.outputs_of_jobs(session=ctx.session, job_ids=list(self.jobs))
+        outputs: dict[int, list[JobOutput]] = defaultdict(list)
+        for out in accounting.outputs_of_jobs(session=ctx.session, job_ids=list(self.jobs)):
+            outputs[out.job_id].append(out)
         outcomes = sorted(
-            (self.outcome(job, team_of(job.team_id), outputs) for job in self.jobs.values()),
+            (
+                self.outcome(job, team_of(job.team_id), outputs[job.id or 0])
+                for job in self.jobs.values()
+            ),
             key=lambda o: (-o.cost, -o.gpu_hours, o.job_id),
         )
         by_id = {o.job_id: o for o in outcomes}
@@ -352,9 +357,7 @@ class _Usage:
         artefacts: dict[str, str] = {}
         # Each report is kept; the latest of each name is what the run produced. The job's
         # own latest metrics (`/gpu done`) win over rows with the same name.
-        for out in outputs:
-            if out.job_id != job_id:
-                continue
+        for out in outputs:  # this job's, oldest first
             if out.kind == OutputKind.METRIC and out.value is not None:
                 metrics[out.name] = float(out.value)
             elif out.kind == OutputKind.ARTEFACT and out.text:

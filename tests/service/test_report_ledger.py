@@ -64,6 +64,7 @@ class Made:
     round: str | None
     state: str
     values: dict[str, float]  # the latest value of each metric it reported
+    artefacts: dict[str, str] = field(default_factory=dict)
     hours: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # by type
     cost: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     idle: dict[str, float] = field(default_factory=lambda: defaultdict(float))
@@ -142,6 +143,20 @@ def month(paika: Paika) -> tuple[Paika, dict[int, Made]]:
                                 value=seen,
                             )
                         )
+            if i % 7 == 0:  # an artefact reported twice: the later location counts
+                for at, where in ((now - timedelta(days=2), "old"), (now, "final")):
+                    session.add(
+                        JobOutput(
+                            job_id=job_id,
+                            attempt=1,
+                            at=at,
+                            source="file",
+                            kind="artefact",
+                            name="checkpoint",
+                            text=f"s3://ckpt/{i}/{where}",
+                        )
+                    )
+                mine.artefacts["checkpoint"] = f"s3://ckpt/{i}/final"
             for _ in range(rng.randint(1, 3)):
                 gpu_type = rng.choice(sorted(PRICES))
                 began = now - timedelta(days=40) + timedelta(hours=rng.randint(0, 40 * 24 - 2))
@@ -387,6 +402,7 @@ def test_the_pages_list_every_job_once_costliest_first(
     for job in seen:
         assert job.cost == pytest.approx(made[job.job_id].total_cost, **APPROX)
         assert job.metrics == made[job.job_id].values
+        assert dict(job.artefacts) == made[job.job_id].artefacts
     text = gpu(paika, f"report days={DAYS}").text
     assert f"page 1 of {first.pages}" in text
     assert f"Next page: /gpu report days={DAYS} page=2" in text
@@ -421,6 +437,8 @@ def test_the_csv_and_json_read_back_to_the_same_figures(
     for row in jobs:
         want_values = made[int(row["job_id"])].values
         assert (json.loads(row["metrics"]) if row["metrics"] else {}) == want_values
+        artefacts = json.loads(row["artefacts"]) if row["artefacts"] else {}
+        assert artefacts == made[int(row["job_id"])].artefacts
     assert float(total["cost"]) == result.total_cost and int(total["runs"]) == len(made)
     document = json.loads(report_json(result))
     assert document["total"]["cost"] == result.total_cost
