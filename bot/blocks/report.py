@@ -14,6 +14,7 @@ from bot.blocks.common import (
     button,
     context,
     divider,
+    escape_keeping_mentions,
     header,
     listing,
     mention,
@@ -159,7 +160,7 @@ def report_message(result: ReportResult, lang: str, zone: ZoneInfo, now: datetim
     ]
     filters = filters_of(result.ask)
     if filters:
-        blocks.append(context(t(lang, "report.only", filters=mrkdwn_escape(filters))))
+        blocks.append(context(t(lang, "report.only", filters=escape_keeping_mentions(filters))))
     rows = result.rows
     blocks += listing(
         [_row_line(lang, result.by, row) for row in rows],
@@ -199,7 +200,7 @@ def report_message(result: ReportResult, lang: str, zone: ZoneInfo, now: datetim
 
 
 def _row_line(lang: str, by: str | None, row: UsageRow) -> str:
-    label = mrkdwn_escape(group_label(lang, by, row))
+    label = escape_keeping_mentions(group_label(lang, by, row))
     if by is None:
         label += " · " + mrkdwn_escape(row.gpu_type)
     spent = counted(

@@ -89,6 +89,8 @@ def test_the_report_by_project_reads_in_slack(spent: Bot) -> None:
     words = text_of(answer)
     assert "By project" in words and "llm-pretrain" in words and "asr" in words
     assert "best top1" in words and "wasted" in words and "per finished run" in words
+    by_user = text_of(spent.answer(f"report by=user user=<@{MEMBER}> days=7", name="u"))
+    assert f"*<@{MEMBER}>*" in by_user and f"Only user=<@{MEMBER}>" in by_user
     spent.slack.assert_nothing_invalid()
 
 
