@@ -14,8 +14,11 @@ from sqlmodel import Session, select
 
 from bot.blocks import ids
 from bot.blocks.submit_modal import read_submission, submit_modal
+from bot.console import render
 from bot.offline import CHANNEL_ID, SIGNING_SECRET, signing
+from bot.replying import message_for
 from scheduler.grammar import parse
+from scheduler.service.report import ReportResult
 from storage.models import Job, JobState, LedgerEntry, Team
 
 PROJECTS = ("llm-pretrain", "asr")
@@ -191,3 +194,13 @@ def test_a_job_submitted_from_the_modal_keeps_its_project(team_bot: Bot) -> None
     with Session(team_bot.paika.engine) as session:
         job = session.exec(select(Job)).one()
     assert (job.project, job.round) == ("llm-pretrain", "v2")
+
+
+def test_the_report_reads_in_chinese(spent: Bot) -> None:
+    reply = spent.paika.run("report by=round project=llm-pretrain days=7", ADMIN)
+    assert reply.ok and isinstance(reply.result, ReportResult)
+    console = render(reply.result, spent.paika.policy.zone, "zh")
+    assert "按轮次" in console and "最好 top1" in console and "比上一轮提升" in console
+    message = message_for(reply, "zh", spent.paika.policy.zone, spent.paika.clock.now())
+    words = text_of({"text": message.text, "blocks": message.blocks})
+    assert "按轮次" in words and "每次完成" in words and "下一页" not in words
