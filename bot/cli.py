@@ -144,6 +144,18 @@ def cmd(
         raise typer.Exit(1)
 
 
+@app.command("report")
+def report_command(
+    words: Annotated[list[str] | None, typer.Argument(help="The keys of /gpu report.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="csv or json.")] = "csv",
+    user: Annotated[str | None, typer.Option("--user", help="The Slack user id.")] = None,
+) -> None:
+    """Print the whole ledger report (every group and job, no pages) as CSV or JSON."""
+    from bot.report_export import export_report
+
+    raise typer.Exit(export_report(words or [], fmt, user))
+
+
 @app.command()
 def up() -> None:
     """Run the service: the scheduling cycle against the registered GPU hosts (Ctrl-C stops)."""

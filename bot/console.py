@@ -19,6 +19,17 @@ from bot.blocks.job import priority, state
 from bot.blocks.logs import logs_header, logs_notes
 from bot.blocks.priority import priority_header, priority_lines
 from bot.blocks.quotas import expiry_words
+from bot.blocks.report import (
+    export_command,
+    filters_of,
+    group_label,
+    grouping_heading,
+    part_of,
+    produced,
+    report_words,
+    row_facts,
+    total_facts,
+)
 from bot.blocks.why import story_header, story_lines
 from bot.i18n import DEFAULT, counted, t, term, wait_words, when
 from bot.said import language_saved, listed, problem, say, template_fields
@@ -38,7 +49,7 @@ from scheduler.service.prefs import LanguageChoice
 from scheduler.service.priority import PriorityResult
 from scheduler.service.quotas import QuotaView
 from scheduler.service.records import BumpRecord, JobRecord, JobState
-from scheduler.service.report import JobOutcome, ReportResult, UsageRow
+from scheduler.service.report import JOB_LIMIT, JobOutcome, ReportResult, UsageRow
 from scheduler.service.templates import TemplateHistory, TemplateVersionView
 from scheduler.service.why import WhyResult
 
@@ -515,12 +526,21 @@ def _report(result: ReportResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
         start=when(lang, result.start, zone),
         end=when(lang, result.end, zone),
     )
-    if not result.rows:
-        return "\n".join([header, t(lang, "report.empty")])
-    team_width = max(len(row.team) for row in result.rows)
-    type_width = max(len(row.gpu_type) for row in result.rows)
     lines = [header]
-    lines += [_usage_line(lang, row, team_width, type_width) for row in result.rows]
+    filters = filters_of(result.ask)
+    if filters:
+        lines.append(t(lang, "report.only", filters=filters))
+    if not result.rows:
+        return "\n".join([*lines, t(lang, "report.empty"), *_file_hint(lang, result)])
+    by = result.by
+    labels = [group_label(lang, by, row) for row in result.rows]
+    label_width = max(len(label) for label in labels)
+    type_width = max(len(row.gpu_type) for row in result.rows) if by is None else 0
+    lines.append(_heading(lang, grouping_heading(lang, by)))
+    lines += [
+        _usage_line(lang, row, label.ljust(label_width), type_width)
+        for row, label in zip(result.rows, labels, strict=True)
+    ]
     lines.append(
         t(
             lang,
@@ -530,30 +550,50 @@ def _report(result: ReportResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
             jobs=_jobs(lang, result.job_count),
         )
     )
-    lines.append(_heading(lang, t(lang, "report.jobs")))
+    lines.append("  " + PARTS.join(total_facts(lang, result)))
+    heading = t(lang, "report.jobs")
+    if result.pages > 1:
+        heading = PARTS.join(
+            [heading, t(lang, "report.page", page=result.page, pages=result.pages)]
+        )
+    lines.append(_heading(lang, heading))
     lines += [_outcome_line(lang, job) for job in result.jobs]
-    if result.job_count > len(result.jobs):
-        lines.append("  " + t(lang, "status.more", n=result.job_count - len(result.jobs)))
+    after = result.job_count - (result.page - 1) * JOB_LIMIT - len(result.jobs)
+    if after > 0:
+        lines.append("  " + t(lang, "status.more", n=after))
+    if result.page < result.pages:
+        words = report_words(result.ask, page=result.page + 1)
+        lines.append("  " + t(lang, "console.report.next", command=f"/gpu {words}"))
+    lines += _file_hint(lang, result)
     return "\n".join(lines)
 
 
-def _usage_line(lang: str, row: UsageRow, team_width: int, type_width: int) -> str:
+def _file_hint(lang: str, result: ReportResult) -> list[str]:
+    if not result.ask.file:
+        return []
+    command = export_command(result.ask, result.ask.file)
+    return [t(lang, "console.report.file", command=command)]
+
+
+def _usage_line(lang: str, row: UsageRow, label: str, type_width: int) -> str:
     spent = t(
         lang, "console.report.row", hours=row.gpu_hours, cost=row.cost, jobs=_jobs(lang, row.jobs)
     )
-    return f"  {row.team.ljust(team_width)}  {row.gpu_type.ljust(type_width)}  {spent}"
+    where = f"{label}  {row.gpu_type.ljust(type_width)}" if type_width else label
+    return f"  {where}  {spent}  {PARTS.join(row_facts(lang, row))}"
 
 
 def _outcome_line(lang: str, job: JobOutcome) -> str:
-    parts = [
-        f"#{job.job_id} {job.name}",
-        job.team,
+    parts = [f"#{job.job_id} {job.name}", job.team]
+    part = part_of(job)
+    if part is not None:
+        parts.append(part)
+    parts += [
         _mention(job.owner),
         state(lang, job.state),
         t(lang, "console.report.spent", hours=job.gpu_hours, cost=job.cost),
     ]
-    shown = _produced(job.output, job.metrics) or t(lang, "report.nothing_recorded")
-    return f"  {PARTS.join(parts)} → {shown}"
+    return f"  {PARTS.join(parts)} → {produced(lang, job)}"
 
 
 def _jobs(lang: str, n: int) -> str:

@@ -75,8 +75,9 @@ def _job(args: Mapping[str, Any]) -> tuple[int | None, str | None]:
 
 
 def _report(ctx: Context, args: Mapping[str, Any]) -> object:
-    start, end = report.period(ctx, args.get("days"), args.get("since"))
-    return report.report(ctx, args.get("team"), start, end)
+    ask = report.ask_of(args)
+    start, end = report.period(ctx, ask.days, ask.since, ask.until)
+    return report.report(ctx, ask.team, start, end, ask=ask)
 
 
 def _quota_show(ctx: Context, args: Mapping[str, Any]) -> object:

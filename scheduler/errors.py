@@ -64,6 +64,8 @@ class Problem(StrEnum):
     REPORT_DAYS_AND_SINCE = "problem.report_days_and_since"
     REPORT_SINCE_FUTURE = "problem.report_since_future"
     REPORT_EMPTY_PERIOD = "problem.report_empty_period"
+    REPORT_UNTIL_BEFORE_SINCE = "problem.report_until_before_since"
+    REPORT_PAGE_PAST_END = "problem.report_page_past_end"
     UNKNOWN_LANGUAGE = "problem.unknown_language"
     TEAM_EXISTS = "problem.team_exists"
     TEAM_HAS_MEMBERS = "problem.team_has_members"

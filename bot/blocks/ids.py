@@ -32,6 +32,8 @@ SUBMIT_LOCATION = "submit_location"
 SUBMIT_CMD = "submit_cmd"
 SUBMIT_IMAGE = "submit_image"
 SUBMIT_TEAM = "submit_team"
+SUBMIT_PROJECT = "submit_project"
+SUBMIT_ROUND = "submit_round"
 
 # The submit grammar's key behind each modal block (the data radio and the location box
 # together make the one `data` key, so location has no key of its own).
@@ -48,6 +50,8 @@ SUBMIT_BLOCK_OF_KEY = MappingProxyType(
         "cmd": SUBMIT_CMD,
         "image": SUBMIT_IMAGE,
         "team": SUBMIT_TEAM,
+        "project": SUBMIT_PROJECT,
+        "round": SUBMIT_ROUND,
     }
 )
 
@@ -57,6 +61,11 @@ QUOTA_ACKNOWLEDGE = "quota_acknowledge"  # a quota nearing expiry or running out
 IDLE_STILL_USING = "idle_still_using"  # GPUs held idle: the owner still uses them
 IDLE_RELEASE = "idle_release"  # … or lets them go now
 
+# The report's page buttons (`/gpu report … page=N`): each carries the report's words.
+REPORT_PAGES = "report_pages"
+REPORT_PREVIOUS = "report_previous"
+REPORT_NEXT = "report_next"
+
 ACTION_IDS = (
     BUMP_APPROVE,
     BUMP_DENY,
@@ -65,6 +74,8 @@ ACTION_IDS = (
     QUOTA_ACKNOWLEDGE,
     IDLE_STILL_USING,
     IDLE_RELEASE,
+    REPORT_PREVIOUS,
+    REPORT_NEXT,
 )
 CALLBACK_IDS = (SUBMIT_CALLBACK,)
 BLOCK_IDS = (
@@ -83,4 +94,7 @@ BLOCK_IDS = (
     SUBMIT_IMAGE,
     SUBMIT_TEAM,
     ALERT_ACTIONS,
+    SUBMIT_PROJECT,
+    SUBMIT_ROUND,
+    REPORT_PAGES,
 )

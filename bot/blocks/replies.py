@@ -50,6 +50,7 @@ from bot.blocks.job import (
 from bot.blocks.logs import logs_message
 from bot.blocks.priority import priority_message
 from bot.blocks.quotas import quota_line
+from bot.blocks.report import report_message
 from bot.blocks.why import why_message
 from bot.console import render, spec_line
 from bot.i18n import counted, t, term, when
@@ -65,7 +66,7 @@ from scheduler.service.logs import LogsResult
 from scheduler.service.prefs import LanguageChoice
 from scheduler.service.priority import PriorityResult
 from scheduler.service.records import BumpRecord, JobState
-from scheduler.service.report import JobOutcome, ReportResult
+from scheduler.service.report import ReportResult
 from scheduler.service.templates import TemplateHistory, TemplateVersionView
 from scheduler.service.why import WhyResult
 
@@ -73,7 +74,6 @@ from scheduler.service.why import WhyResult
 QUEUE_SHOWN = 30
 RUNNING_SHOWN = 20
 HISTORY_SHOWN = 15
-REPORT_JOBS_SHOWN = 20
 # Blocks of a queue reply for running jobs; the waiting ones get the rest.
 RUNNING_BLOCKS = 8
 # A job's spec holds its whole command; a context element holds 3,000 characters.
@@ -426,71 +426,7 @@ def _board(result: BoardResult, lang: str, zone: ZoneInfo, now: datetime) -> Mes
 
 @reply.register
 def _report(result: ReportResult, lang: str, zone: ZoneInfo, now: datetime) -> Message:
-    title = t(
-        lang,
-        "report.header",
-        start=when(lang, result.start, zone),
-        end=when(lang, result.end, zone),
-    )
-    who = mrkdwn_escape(result.team) if result.team else t(lang, "report.all_teams")
-    total = t(lang, "report.total", who=who, hours=result.total_gpu_hours, cost=result.total_cost)
-    blocks = [header(title), section(total)]
-    rows = result.rows
-    blocks += listing(
-        [
-            counted(
-                lang,
-                "report.row",
-                row.jobs,
-                team=mrkdwn_escape(row.team),
-                gpu_type=mrkdwn_escape(row.gpu_type),
-                hours=row.gpu_hours,
-                cost=row.cost,
-                jobs=row.jobs,
-            )
-            for row in rows
-        ],
-        15,
-        lambda shown: counted(lang, "report.more_rows", len(rows) - shown, n=len(rows) - shown),
-        chars=4000,
-        heading=f"*{t(lang, 'report.by_team')}*",
-    )
-    jobs = result.jobs
-    if jobs:
-        blocks.append(divider())
-        blocks += listing(
-            [_outcome_line(lang, outcome) for outcome in jobs[:REPORT_JOBS_SHOWN]],
-            MESSAGE_BLOCKS - len(blocks),
-            lambda shown: counted(
-                lang,
-                "report.more_jobs",
-                len(jobs) - shown,
-                n=len(jobs) - shown,
-                hours=sum(job.gpu_hours for job in jobs[shown:]),
-                cost=sum(job.cost for job in jobs[shown:]),
-            ),
-            total=len(jobs),
-            chars=6000,
-            heading=f"*{t(lang, 'report.jobs')}*",
-        )
-    if not rows and not jobs:
-        blocks.append(section(t(lang, "report.empty")))
-    return Message(_note(mrkdwn_escape(title)), blocks)
-
-
-def _outcome_line(lang: str, outcome: JobOutcome) -> str:
-    produced = _produced(outcome.output, outcome.metrics)
-    return t(
-        lang,
-        "report.job",
-        job=ref(outcome.job_id, outcome.name),
-        team=mrkdwn_escape(outcome.team),
-        owner=mention(outcome.owner),
-        state=state(lang, outcome.state),
-        hours=outcome.gpu_hours,
-        cost=outcome.cost,
-        produced=produced or t(lang, "report.nothing_recorded"),
-    )
+    return report_message(result, lang, zone, now)
 
 
 @reply.register

@@ -34,6 +34,8 @@ from bot.blocks.ids import (
     SUBMIT_MEM,
     SUBMIT_NAME,
     SUBMIT_PRIORITY,
+    SUBMIT_PROJECT,
+    SUBMIT_ROUND,
     SUBMIT_TEAM,
     SUBMIT_TEMPLATE,
     SUBMIT_TYPE,
@@ -141,6 +143,20 @@ def submit_modal(
             t(lang, "modal.label.image"),
             keys["image"],
             hint=key_help(lang, keys["image"]),
+        ),
+    ]
+    blocks += [
+        _text(
+            SUBMIT_PROJECT,
+            t(lang, "modal.label.project"),
+            keys["project"],
+            hint=key_help(lang, keys["project"]),
+        ),
+        _text(
+            SUBMIT_ROUND,
+            t(lang, "modal.label.round"),
+            keys["round"],
+            hint=key_help(lang, keys["round"]),
         ),
     ]
     if teams:

@@ -6,7 +6,7 @@ from concurrent.futures import Executor
 
 from slack_bolt import App
 
-from bot.listeners import actions, alerts, commands, events, views
+from bot.listeners import actions, alerts, commands, events, reports, views
 from bot.messenger import Messenger
 from bot.services import BotServices
 
@@ -21,3 +21,4 @@ def register(
     views.register(app, services, messenger)
     events.register(app, services, messenger)
     alerts.register(app, services, messenger)
+    reports.register(app, services, messenger)

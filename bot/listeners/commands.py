@@ -11,6 +11,7 @@ from slack_sdk import WebClient
 
 from bot.blocks.submit_modal import submit_modal
 from bot.failures import reported
+from bot.listeners import reports
 from bot.messenger import Messenger
 from bot.replays import first_time, once
 from bot.replying import message_for, split_share
@@ -49,6 +50,7 @@ def register(
             visible = "in_channel" if share and outcome.ok else "ephemeral"
             respond(text=message.text, blocks=message.blocks, response_type=visible)
             messenger.follow_up(outcome, user)
+            reports.post_file(messenger, outcome, body, respond, lang)
 
     # Bolt takes the first listener that matches: `/gpu submit` alone opens the form.
     app.command(COMMAND, matchers=[opens_modal])(modal_opener(services, modals))

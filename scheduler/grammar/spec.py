@@ -19,6 +19,8 @@ TEXT_LIMIT = 500
 CMD_LIMIT = 2000
 # Every number has both bounds, so nothing huge reaches sums of hours or cost.
 JOB_HOURS_MAX = 100_000
+# What one row of `/gpu report` is (scheduler.service.report.Grouping).
+REPORT_GROUPINGS = ("team", "user", "project", "round", "type")
 QUOTA_HOURS_MAX = 10_000_000  # about 1,100 GPU-years: more than any one grant
 
 
@@ -295,6 +297,9 @@ SUBMIT_KEYS: tuple[Key, ...] = (
     Key("template", ValueKind.NAME, "bert-base", max_length=limits.TEMPLATE_NAME),
     # A job to submit again: its spec fills the keys not given (issue 14).
     Key("again", ValueKind.JOB_REF, "42", max_length=limits.JOB_NAME),
+    # What the job is part of, for the ledger's reports (issue 15).
+    Key("project", ValueKind.NAME, "llm-pretrain", max_length=limits.PROJECT),
+    Key("round", ValueKind.NAME, "3", max_length=limits.ROUND),
 )
 
 _TEMPLATE_KEYS = tuple(
@@ -389,11 +394,20 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         ("report",),
         (
+            Key("by", ValueKind.CHOICE, "project", "report", choices=REPORT_GROUPINGS),
             _team("only", default_word=DefaultWord.ALL_TEAMS),
+            Key("user", ValueKind.USER, "@alice", "report", max_length=limits.SLACK_ID),
+            Key("project", ValueKind.NAME, "llm-pretrain", "report", max_length=limits.PROJECT),
+            Key("round", ValueKind.NAME, "3", "report", max_length=limits.ROUND),
+            Key("type", ValueKind.NAME, "A100-80GB", "report", max_length=limits.GPU_TYPE),
             Key("days", ValueKind.INT, "30", default_shown="7", minimum=1, maximum=366),
             Key("since", ValueKind.DATE, "2026-11-01"),
+            Key("until", ValueKind.DATE, "2026-11-30", "report"),
+            Key("metric", ValueKind.NAME, "top1", "report", max_length=limits.OUTPUT_NAME),
+            Key("page", ValueKind.INT, "2", "report", minimum=1, maximum=100_000),
+            Key("file", ValueKind.CHOICE, "csv", "report", choices=("csv",)),
         ),
-        "/gpu report team=vision days=30",
+        "/gpu report by=round project=llm-pretrain days=90",
         Section.QUOTA,
     ),
     Subcommand(

@@ -161,6 +161,8 @@ def submit(
         account=account,
         template=fields.get("template"),
         template_version=template_version,
+        project=fields.get("project"),
+        round=fields.get("round"),
         spec=dict(spec) if spec is not None else None,
         state=JobState.QUEUED if data.ready else JobState.WAITING_DATA,
         submitted_at=ctx.now,

@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from storage.models import Job, LedgerEntry, Quota
+from storage.models import Job, JobOutput, LedgerEntry, Quota
 
 
 def get_quota(*, session: Session, quota_id: int) -> Quota | None:
@@ -62,3 +62,22 @@ def ledger_between(
     if team_id is not None:
         query = query.where(LedgerEntry.team_id == team_id)
     return [(entry, job) for entry, job in session.exec(query)]
+
+
+# Ids per IN (…) list: well under every backend's limit on bound parameters.
+_IDS_PER_QUERY = 500
+
+
+def outputs_of_jobs(*, session: Session, job_ids: Sequence[int]) -> Sequence[JobOutput]:
+    """What these jobs reported (metrics, artefacts, verdicts), oldest first per job."""
+    found: list[JobOutput] = []
+    ids = sorted(set(job_ids))
+    for first in range(0, len(ids), _IDS_PER_QUERY):
+        chunk = ids[first : first + _IDS_PER_QUERY]
+        query = (
+            select(JobOutput)
+            .where(col(JobOutput.job_id).in_(chunk))
+            .order_by(col(JobOutput.job_id), col(JobOutput.at), col(JobOutput.id))
+        )
+        found += session.exec(query).all()
+    return found

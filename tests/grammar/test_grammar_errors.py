@@ -60,7 +60,7 @@ INVALID = [
     pytest.param(
         "submit gpu=2",
         'Unknown key "gpu" for /gpu submit. Did you mean "gpus"? Valid keys: name, gpus, type, '
-        "mem, speed, hours, priority, data, team, cmd, image, template, again.",
+        "mem, speed, hours, priority, data, team, cmd, image, template, again, project, round.",
         id="unknown-key-suggests",
     ),
     pytest.param(
@@ -185,7 +185,7 @@ INVALID = [
         '/gpu submit takes no words after it, got "bert-ft". Give other values as key=value, '
         "in quotes if they contain spaces. Usage: /gpu submit name=… hours=… "
         "priority=core|normal|idle data=… cmd=… [gpus=…] [type=…] [mem=…] [speed=…] [team=…] "
-        f"[image=…] [template=…] [again=…].\n{SUBMIT_EXAMPLE}",
+        f"[image=…] [template=…] [again=…] [project=…] [round=…].\n{SUBMIT_EXAMPLE}",
         id="word-for-command-that-takes-only-keys",
     ),
     pytest.param(

@@ -27,6 +27,8 @@ _SUBMIT = {
     "image": (limits.IMAGE, ["jobs.image"]),
     "template": (limits.TEMPLATE_NAME, ["jobs.template", "templates.name"]),
     "again": (limits.JOB_NAME, ["jobs.name"]),
+    "project": (limits.PROJECT, ["jobs.project"]),
+    "round": (limits.ROUND, ["jobs.round"]),
 }
 _JOB = (limits.JOB_NAME, ["jobs.name"])
 _TEAM = (limits.TEAM_NAME, ["teams.name"])
@@ -59,6 +61,12 @@ STRING_COLUMNS: dict[tuple[str, str], tuple[int, list[str]]] = {
     ("done", "job"): _JOB,
     ("quota", "team"): _TEAM,
     ("report", "team"): _TEAM,
+    # The report's filters are compared with these columns.
+    ("report", "user"): (limits.SLACK_ID, ["jobs.owner"]),
+    ("report", "project"): (limits.PROJECT, ["jobs.project"]),
+    ("report", "round"): (limits.ROUND, ["jobs.round"]),
+    ("report", "type"): (limits.GPU_TYPE, ["ledger_entries.gpu_type"]),
+    ("report", "metric"): (limits.OUTPUT_NAME, ["job_outputs.name"]),
     ("lang", "language"): (limits.LANGUAGE, ["user_prefs.language"]),
     ("admin team add", "name"): _TEAM,
     ("admin team add", "channel"): (limits.CHANNEL, ["teams.channel"]),
@@ -116,7 +124,7 @@ _NOT_STRING = {
     ValueKind.METRIC,
     ValueKind.WORDS,
 }
-READ_ONLY_CHOICES = {("queue", "scope")}
+READ_ONLY_CHOICES = {("queue", "scope"), ("report", "by"), ("report", "file")}
 
 
 def _column(name: str) -> Column[object]:
