@@ -294,3 +294,25 @@ def test_every_mistake_raised_names_exactly_what_its_sentence_says() -> None:
         "TOO_MANY_WORDS_USE_KEYS",
     }
     assert raised | chosen == {mistake.name for mistake in Mistake}, "a mistake nobody raises"
+
+
+def test_no_catalogue_key_is_written_twice() -> None:
+    """YAML keeps the last of two equal keys silently: a key written twice (a merge that kept
+    both sides) could change a message without anyone seeing it."""
+    import yaml
+
+    from bot.i18n import CATALOGUE_PATH
+
+    twice: list[str] = []
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+        keys = [loader.construct_object(key) for key, _ in node.value]
+        twice.extend(sorted({key for key in keys if keys.count(key) > 1}))
+        return yaml.SafeLoader.construct_mapping(loader, node)
+
+    _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    yaml.load(CATALOGUE_PATH.read_text(encoding="utf-8"), _Loader)  # noqa: S506 (safe loader)
+    assert twice == []
