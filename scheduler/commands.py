@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from scheduler.grammar import Help, check_required, defaults, help_for, subcommand
@@ -14,7 +15,9 @@ from scheduler.service import (
     board,
     bumps,
     configs,
+    estimates,
     jobs,
+    matches,
     prefs,
     quotas,
     report,
@@ -74,6 +77,18 @@ def _job(args: Mapping[str, Any]) -> tuple[int | None, str | None]:
 def _report(ctx: Context, args: Mapping[str, Any]) -> object:
     start, end = report.period(ctx, args.get("days"), args.get("since"))
     return report.report(ctx, args.get("team"), start, end)
+
+
+def _report_matches(ctx: Context, args: Mapping[str, Any]) -> object:
+    start, end = report.period(ctx, args.get("days"), args.get("since"))
+    return matches.costliest(ctx, args.get("team"), start, end, args.get("limit", 10))
+
+
+def _status(ctx: Context, args: Mapping[str, Any]) -> object:
+    found = jobs.status(ctx, *_job(args))
+    if found.view.job.owner != ctx.actor.user_id:
+        return found
+    return replace(found, estimates=estimates.own(ctx))  # the asker's own job
 
 
 def _quota_show(ctx: Context, args: Mapping[str, Any]) -> object:
@@ -252,7 +267,7 @@ HANDLERS: dict[tuple[str, ...], Handler] = {
     ("ready",): lambda ctx, a: jobs.mark_ready(ctx, *_job(a), a.get("location")),
     ("queue",): lambda ctx, a: jobs.queue(ctx, a.get("scope", "all")),
     ("board",): lambda ctx, a: board.board(ctx),
-    ("status",): lambda ctx, a: jobs.status(ctx, *_job(a)),
+    ("status",): _status,
     ("why",): lambda ctx, a: why.why(ctx, *_job(a), a.get("at")),
     ("cancel",): lambda ctx, a: jobs.cancel(ctx, *_job(a), a.get("reason")),
     ("done",): lambda ctx, a: jobs.done(ctx, *_job(a), a.get("output"), a.get("metric", ())),
@@ -298,6 +313,9 @@ HANDLERS: dict[tuple[str, ...], Handler] = {
     ("config", "history"): lambda ctx, a: configs.history(ctx, a.get("limit", 10)),
     ("config", "diff"): lambda ctx, a: configs.diff(ctx, a["v1"], a["v2"]),
     ("config", "rollback"): lambda ctx, a: configs.rollback(ctx, a["version"], a["reason"]),
+    ("match",): lambda ctx, a: matches.review(ctx, *_job(a)),
+    ("report", "matches"): _report_matches,
+    ("report", "estimates"): lambda ctx, a: estimates.report(ctx, a.get("team")),
 }
 
 
