@@ -191,7 +191,9 @@ def test_the_home_tab_and_status_say_how_the_owners_runs_compared_with_estimates
             )
     assert bot.messenger.publish_home(MEMBER)
     home = bot.slack.last("views.publish").args
-    assert "Your last 3 runs took 1.8× your estimates; paika plans with that." in text_of(home["view"])
+    assert "Your last 3 runs took 1.8× your estimates; paika plans with that." in text_of(
+        home["view"]
+    )
     status = bot.paika.run("status train", MEMBER)
     assert "Your last 3 runs took 1.8×" in status.text
     bot.slack.assert_nothing_invalid()
