@@ -67,6 +67,13 @@ def _aware(moment: datetime, like: datetime) -> datetime:
     return moment.replace(tzinfo=like.tzinfo) if moment.tzinfo is None else moment
 
 
+def warned(job: Job) -> bool:
+    """Whether the owner was told of this run's overrun (a notice about an earlier run of a
+    requeued job does not count: each run starts afresh)."""
+    told, started = job.overrun_warned_at, job.started_at
+    return told is not None and (started is None or told >= _aware(started, told))
+
+
 def hard_limit(policy: PolicyConfig, job: Job) -> float | None:
     """The factor of its estimate after which the job is stopped, if its class has one."""
     return next(
@@ -95,7 +102,7 @@ def check_overrun(engine: Engine, policy: PolicyConfig, now: datetime) -> list[A
         due = [
             job.id or 0
             for job in _running(session)
-            if job.overrun_warned_at is None
+            if not warned(job)
             and job.stop_requested_at is None
             and elapsed_hours(job, now) > estimated_hours(job) * factor
         ]
@@ -119,7 +126,7 @@ def _tell(engine: Engine, policy: PolicyConfig, now: datetime, job_id: int) -> A
         if (
             job is None
             or job.state != JobState.RUNNING
-            or job.overrun_warned_at is not None
+            or warned(job)
             or job.stop_requested_at is not None
             or elapsed_hours(job, now) <= estimated_hours(job) * factor
         ):

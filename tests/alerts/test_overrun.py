@@ -179,3 +179,24 @@ def test_a_hard_limit_stops_only_its_class_past_the_limit(world: Paika, clock: M
         ).all()
     assert audit.target_id == str(idle) and audit.detail is not None
     assert audit.detail["hard_limit"] == 3.0
+
+
+def test_a_run_started_again_is_told_afresh(world: Paika, clock: ManualClock) -> None:
+    job_id = _running(world, "again", hours=1, gpus=1)
+    clock.advance(timedelta(hours=2))
+    assert len(_told(world)) == 1
+    # Preempted and started again later (the cycle's moves): a new run, a new notice.
+    with session_scope(world.engine) as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        lifecycle.move(session, job, JobState.PREEMPTED, at=clock.now(), actor="scheduler")
+        lifecycle.move(session, job, JobState.QUEUED, at=clock.now(), actor="scheduler")
+        clock.advance(timedelta(minutes=10))
+        lifecycle.move(session, job, JobState.RUNNING, at=clock.now(), actor="scheduler")
+        job.attempts = 2
+        session.add(job)
+    clock.advance(timedelta(hours=1))
+    assert _told(world) == []  # 1 h of the new run: within 1.5 × 1 h
+    clock.advance(timedelta(minutes=31))
+    [key] = _told(world)
+    assert key.startswith(f"overrun:{job_id}:2:")
