@@ -25,7 +25,16 @@ _BLOCKS = 40
 
 def review_lines(lang: str, result: MatchReview, zone: ZoneInfo) -> list[str]:
     """The match of one job and what the run would have cost elsewhere."""
-    lines = [review_title(lang, result)]
+    lines = [
+        review_title(lang, result),
+        t(
+            lang,
+            "match.job",
+            state=term(lang, "state", result.state),
+            team=result.team,
+            owner=mention(result.owner),
+        ),
+    ]
     if result.chosen is None:
         command = f"/gpu why #{result.job_id}"
         return [*lines, t(lang, "match.none", id=result.job_id, command=command)]
@@ -60,15 +69,7 @@ def review_lines(lang: str, result: MatchReview, zone: ZoneInfo) -> list[str]:
 
 
 def review_title(lang: str, result: MatchReview) -> str:
-    return t(
-        lang,
-        "match.header",
-        id=result.job_id,
-        name=result.name,
-        state=term(lang, "state", result.state),
-        team=result.team,
-        owner=mention(result.owner),
-    )
+    return t(lang, "match.header", id=result.job_id, name=result.name)
 
 
 def _weighed(lang: str, weighed: Weighed) -> str:

@@ -12,8 +12,9 @@ from sqlmodel import select
 
 from bot.announcer import SlackAnnouncer
 from bot.blocks import ids
+from bot.blocks.replies import reply
 from bot.offline import SIGNING_SECRET, signing
-from bot.offline.slack_server import Call
+from bot.offline.slack_server import Call, validate_blocks
 from scheduler import lifecycle
 from scheduler.alerts.overrun import check_overrun
 from scheduler.clock import ManualClock
@@ -197,3 +198,16 @@ def test_the_home_tab_and_status_say_how_the_owners_runs_compared_with_estimates
     status = bot.paika.run("status train", MEMBER)
     assert "Your last 3 runs took 1.8×" in status.text
     bot.slack.assert_nothing_invalid()
+
+
+def test_match_and_the_reports_reply_in_valid_blocks(overrun_bot: Bot) -> None:
+    bot = overrun_bot
+    assert bot.paika.run(
+        'submit name=train gpus=1 hours=2 priority=normal data=ready cmd="python train.py"', MEMBER
+    ).ok
+    now = bot.paika.clock.now()
+    for text in ("match train", "report matches", "report estimates", "status train"):
+        result = bot.paika.run(text, MEMBER).result
+        message = reply(result, "zh", bot.paika.policy.zone, now)
+        assert validate_blocks(message.blocks) == [], text
+        assert message.text
