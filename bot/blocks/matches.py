@@ -150,7 +150,7 @@ def costliest_message(result: MatchesReport, lang: str, zone: ZoneInfo) -> Messa
 
 
 def own_estimate_line(lang: str, record: EstimateRecord) -> str:
-    """ "Your last 20 runs took 1.8× your estimates; paika plans with that.\""""
+    """The asker's own record in one line ("your last 20 runs took 1.8× your estimates")."""
     if abs(record.ratio - record.median) < 0.005:
         return counted(lang, "estimates.own", record.runs, n=record.runs, ratio=record.median)
     return counted(
