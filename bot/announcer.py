@@ -17,10 +17,12 @@ from zoneinfo import ZoneInfo
 from bot.blocks.alerts import idle_ask, plain_alert, quota_alert, reclaim_notice
 from bot.blocks.common import Message
 from bot.blocks.notices import job_event
+from bot.blocks.overrun import overrun_ask
 from bot.digest.slack import post_digest
 from bot.messenger import Messenger
 from bot.services import BotServices
 from scheduler.alerts.idle import ACTION_KIND, ASK_KIND
+from scheduler.alerts.overrun import KIND as OVERRUN_KIND
 from scheduler.alerts.quota import EXPIRY_KIND, USED_KIND
 from scheduler.digest.model import Digest
 from scheduler.digest.schedule import KIND as DIGEST_KIND
@@ -39,6 +41,7 @@ RENDERERS: Mapping[str, Renderer] = {
     USED_KIND: quota_alert,
     ASK_KIND: idle_ask,
     ACTION_KIND: reclaim_notice,
+    OVERRUN_KIND: overrun_ask,
     **{kind: job_event for kind in EVENT_KINDS},
     NoticeKind.STORE_DOWN: plain_alert,
     NoticeKind.STORE_BACK: plain_alert,

@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 from bot import config_words
 from bot.blocks.job import priority, state
 from bot.blocks.logs import logs_header, logs_notes
+from bot.blocks.matches import costliest_lines, estimates_lines, own_estimate_line, review_lines
 from bot.blocks.priority import priority_header, priority_lines
 from bot.blocks.quotas import expiry_words
 from bot.blocks.report import (
@@ -43,8 +44,10 @@ from scheduler.results import Listing, QuotaListing, Said
 from scheduler.service import specs
 from scheduler.service.board import BoardResult, CardState, CardView, HostView, TypeSummary
 from scheduler.service.bumps import BumpResult, DecisionResult
+from scheduler.service.estimates import EstimatesReport
 from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
 from scheduler.service.logs import LogsResult
+from scheduler.service.matches import MatchesReport, MatchReview
 from scheduler.service.prefs import LanguageChoice
 from scheduler.service.priority import PriorityResult
 from scheduler.service.quotas import QuotaView
@@ -174,6 +177,8 @@ def _status(result: StatusResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
         lines.append(t(lang, "console.status.reason", reason=job.state_reason))
     lines += [_bump_line(lang, bump) for bump in result.bumps]
     lines += _spent(lang, result)
+    if result.estimates is not None:
+        lines.append(own_estimate_line(lang, result.estimates))
     produced = _produced(job.output, job.metrics or {})
     if produced:
         lines.append(t(lang, "status.produced", what=produced))
@@ -573,6 +578,21 @@ def _file_hint(lang: str, result: ReportResult) -> list[str]:
         return []
     command = export_command(result.ask, result.ask.file)
     return [t(lang, "console.report.file", command=command)]
+
+
+@render.register
+def _match(result: MatchReview, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    return "\n".join(review_lines(lang, result, zone))
+
+
+@render.register
+def _costliest(result: MatchesReport, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    return "\n".join(costliest_lines(lang, result, zone))
+
+
+@render.register
+def _estimates(result: EstimatesReport, zone: ZoneInfo, lang: str = DEFAULT) -> str:
+    return "\n".join(estimates_lines(lang, result))
 
 
 def _usage_line(lang: str, row: UsageRow, label: str, type_width: int) -> str:

@@ -96,6 +96,7 @@ class Messenger:
             lang,
             self.services.zone,
             self.services.now(),
+            data.estimates,
         )
         try:
             self.client.views_publish(user_id=user_id, view=view)

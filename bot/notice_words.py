@@ -15,6 +15,7 @@ from typing import Any
 from bot.blocks.digest import notification
 from bot.i18n import counted, day, has, t, term
 from scheduler.alerts.idle import ACTION_KIND, ASK_KIND
+from scheduler.alerts.overrun import KIND as OVERRUN_KIND
 from scheduler.alerts.quota import EXPIRY_KIND, USED_KIND
 from scheduler.digest.model import Digest
 from scheduler.digest.schedule import KIND as DIGEST_KIND
@@ -200,6 +201,19 @@ def _idle_ask(lang: str, notice: Announcement) -> str:
     )
 
 
+def _overrun(lang: str, notice: Announcement) -> str:
+    info = notice.detail
+    return t(
+        lang,
+        "notice.overrun",
+        id=info.get("job_id"),
+        name=info.get("name", "?"),
+        elapsed=float(info.get("elapsed_hours") or 0),
+        estimate=float(info.get("estimate_hours") or 0),
+        hours=float(info.get("extend_to_hours") or 0),
+    )
+
+
 def _reclaimed(lang: str, notice: Announcement) -> str:
     info = notice.detail
     by = info.get("by")
@@ -255,6 +269,7 @@ SENTENCES: Mapping[str, Sentence] = {
     USED_KIND: _quota,
     ASK_KIND: _idle_ask,
     ACTION_KIND: _reclaimed,
+    OVERRUN_KIND: _overrun,
     DIGEST_KIND: _digest,
     NoticeKind.STORE_DOWN: _store,
     NoticeKind.STORE_BACK: _store,

@@ -16,13 +16,14 @@ from zoneinfo import ZoneInfo
 from bot.locales import SlackLocales
 from scheduler.app import Answer, Paika, Reply
 from scheduler.errors import UserError
-from scheduler.service import jobs, quotas, slack, templates
+from scheduler.service import estimates, jobs, quotas, slack, templates
 from scheduler.service.board import BoardResult, board
 from scheduler.service.context import Context
 from scheduler.service.jobs import JobView
 from scheduler.service.lookup import team_names
 from scheduler.service.quotas import QuotaView
 from scheduler.service.slack import ApprovalRequest
+from scheduler.snapshots import EstimateRecord
 
 T = TypeVar("T")
 
@@ -38,6 +39,7 @@ class HomeData:
     my_jobs: Sequence[JobView]
     board: BoardResult
     quotas: Sequence[QuotaView]
+    estimates: EstimateRecord | None = None  # how the user's runs compared with their estimates
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,8 @@ class BotServices:
                 team_quotas: Sequence[QuotaView] = quotas.show(ctx, None)
             except UserError:  # not in a team yet: no quotas to show
                 team_quotas = ()
-            return HomeData([*mine.running, *mine.waiting], drawn, team_quotas)
+            mine_all = [*mine.running, *mine.waiting]
+            return HomeData(mine_all, drawn, team_quotas, estimates.own(ctx))
 
         return self._in_context(user_id, read)
 

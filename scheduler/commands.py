@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from scheduler.grammar import Help, check_required, defaults, help_for, subcommand
@@ -15,8 +16,10 @@ from scheduler.service import (
     board,
     bumps,
     configs,
+    estimates,
     jobs,
     logs,
+    matches,
     prefs,
     priority,
     quotas,
@@ -78,6 +81,18 @@ def _report(ctx: Context, args: Mapping[str, Any]) -> object:
     ask = report.ask_of(args)
     start, end = report.period(ctx, ask.days, ask.since, ask.until)
     return report.report(ctx, ask.team, start, end, ask=ask)
+
+
+def _report_matches(ctx: Context, args: Mapping[str, Any]) -> object:
+    start, end = report.period(ctx, args.get("days"), args.get("since"))
+    return matches.costliest(ctx, args.get("team"), start, end, args.get("limit", 10))
+
+
+def _status(ctx: Context, args: Mapping[str, Any]) -> object:
+    found = jobs.status(ctx, *_job(args))
+    if found.view.job.owner != ctx.actor.user_id:
+        return found
+    return replace(found, estimates=estimates.own(ctx))  # the asker's own job
 
 
 def _quota_show(ctx: Context, args: Mapping[str, Any]) -> object:
@@ -256,7 +271,7 @@ HANDLERS: dict[tuple[str, ...], Handler] = {
     ("ready",): lambda ctx, a: jobs.mark_ready(ctx, *_job(a), a.get("location")),
     ("queue",): lambda ctx, a: jobs.queue(ctx, a.get("scope", "all")),
     ("board",): lambda ctx, a: board.board(ctx),
-    ("status",): lambda ctx, a: jobs.status(ctx, *_job(a)),
+    ("status",): _status,
     ("why",): lambda ctx, a: why.why(ctx, *_job(a), a.get("at")),
     ("cancel",): lambda ctx, a: jobs.cancel(ctx, *_job(a), a.get("reason")),
     ("done",): lambda ctx, a: jobs.done(ctx, *_job(a), a.get("output"), a.get("metric", ())),
@@ -305,6 +320,9 @@ HANDLERS: dict[tuple[str, ...], Handler] = {
     # A job's output and its place in the order (issue 15).
     ("logs",): lambda ctx, a: logs.logs(ctx, *_job(a), a.get("lines", LOG_LINES_DEFAULT)),
     ("priority",): lambda ctx, a: priority.priority(ctx, *_job(a)),
+    ("match",): lambda ctx, a: matches.review(ctx, *_job(a)),
+    ("report", "matches"): _report_matches,
+    ("report", "estimates"): lambda ctx, a: estimates.report(ctx, a.get("team")),
 }
 
 

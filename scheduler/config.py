@@ -203,6 +203,24 @@ class Reclaim(_Strict):
     action: dict[PriorityName, ReclaimAction] = Field(default_factory=_default_reclaim)
 
 
+class Estimates(_Strict):
+    """What happens to a run that outlasts its estimate (wall time per GPU: GPU-hours ÷ GPUs).
+
+    Past estimate × `overrun_factor` its owner is told once (and may extend or stop it);
+    past estimate × `hard_limit[class]`, where the class has one, it is stopped.
+    """
+
+    overrun_factor: float | None = Field(default=1.5, gt=1, le=100)  # None: no notice
+    hard_limit: dict[PriorityName, float] = Field(default_factory=dict)
+
+    @field_validator("hard_limit")
+    @classmethod
+    def _limits_above_one(cls, value: dict[str, float]) -> dict[str, float]:
+        if any(factor <= 1 for factor in value.values()):
+            raise ValueError("every hard limit is a factor of the estimate greater than 1")
+        return value
+
+
 class ContainerMount(_Strict):
     """A host directory bound into every container job (read-only unless said otherwise)."""
 
@@ -263,6 +281,7 @@ class PolicyConfig(_Strict):
     digest: Digest = Digest()
     alerts: Alerts = Alerts()
     reclaim: Reclaim = Reclaim()
+    estimates: Estimates = Estimates()
     containers: Containers = Containers()
     accounts: Accounts = Accounts()
 

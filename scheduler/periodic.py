@@ -16,6 +16,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import Engine
 
 from scheduler.alerts.idle import act_on_idle, check_idle
+from scheduler.alerts.overrun import check_overrun, enforce_limits
 from scheduler.alerts.quota import raise_quota_alerts
 from scheduler.clock import Clock
 from scheduler.config import PolicyConfig
@@ -165,6 +166,8 @@ class Periodic:
         steps: tuple[tuple[str, Callable[[], object]], ...] = (
             ("idle GPUs", lambda: check_idle(self.engine, self.policy, now)),
             ("reclaim", lambda: act_on_idle(self.engine, self.policy, now)),
+            ("overrun", lambda: check_overrun(self.engine, self.policy, now)),
+            ("estimate limit", lambda: enforce_limits(self.engine, self.policy, now)),
             ("quota alerts", lambda: raise_quota_alerts(self.engine, self.policy, now)),
             ("digest", lambda: self._digest(now)),
             ("audit export", lambda: self.archiver and self.archiver.daily(now, self.policy)),

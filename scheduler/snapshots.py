@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
@@ -90,7 +92,8 @@ def _hosts(session: Session, holders: dict[int, int]) -> list[Host]:
     return hosts
 
 
-def _needs(job: PlannedJob) -> CardNeeds:
+def card_needs(job: PlannedJob) -> CardNeeds:
+    """What a job asks of each of its GPUs, as the policy's fit check takes it."""
     return CardNeeds(
         tuple(job.gpu_types) if job.gpu_types else None, job.min_memory_gib, job.min_speed
     )
@@ -105,7 +108,7 @@ def _pending(job: PlannedJob, teams: dict[int | None, str], ratios: dict[str, fl
         job.submitted_at.timestamp(),
         job.data_ready,
         job.gpus,
-        _needs(job),
+        card_needs(job),
         job.est_gpu_hours,
         ratios.get(job.owner, 1.0),
     )
@@ -127,8 +130,19 @@ def _running(
     )
 
 
-def _estimate_ratios(session: Session, owners: set[str]) -> dict[str, float]:
-    """Each owner's median actual ÷ estimated run time over their recent finished jobs."""
+@dataclass(frozen=True)
+class EstimateRecord:
+    """How one owner's recent finished runs compared with their estimates."""
+
+    runs: int  # finished runs counted (at most ESTIMATE_HISTORY)
+    median: float  # median actual ÷ estimated run time, as measured
+    ratio: float  # the same within RATIO_BOUNDS: what paika plans their jobs with
+    overran: int  # runs that took longer than estimated
+
+
+def estimate_records(session: Session, owners: Collection[str]) -> dict[str, EstimateRecord]:
+    """Each owner's median actual ÷ estimated run time (wall time per GPU) over their recent
+    finished jobs: what the planner corrects their estimates with, and what people are shown."""
     samples: dict[str, list[float]] = defaultdict(list)
     for run in job_queries.recent_runs(session=session, owners=owners, limit=ESTIMATE_HISTORY):
         if run.started_at is None or run.ended_at is None or run.est_gpu_hours <= 0:
@@ -136,11 +150,22 @@ def _estimate_ratios(session: Session, owners: set[str]) -> dict[str, float]:
         actual = (run.ended_at - run.started_at).total_seconds()
         estimated = run.est_gpu_hours / max(1, run.gpus) * HOUR
         samples[run.owner].append(actual / estimated)
-    ratios = {}
+    records = {}
     for owner, found in samples.items():
         found.sort()
-        ratios[owner] = min(max(found[len(found) // 2], RATIO_BOUNDS[0]), RATIO_BOUNDS[1])
-    return ratios
+        median = found[len(found) // 2]
+        records[owner] = EstimateRecord(
+            len(found),
+            median,
+            min(max(median, RATIO_BOUNDS[0]), RATIO_BOUNDS[1]),
+            sum(1 for ratio in found if ratio > 1),
+        )
+    return records
+
+
+def _estimate_ratios(session: Session, owners: set[str]) -> dict[str, float]:
+    """Each owner's planning ratio (see `estimate_records`)."""
+    return {owner: found.ratio for owner, found in estimate_records(session, owners).items()}
 
 
 def _quotas(

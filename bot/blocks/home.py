@@ -20,15 +20,18 @@ from bot.blocks.common import (
     header,
     listing,
     mention,
+    mrkdwn_escape,
     section,
 )
 from bot.blocks.ids import HOME_ACTIONS, HOME_REFRESH, HOME_SUBMIT
 from bot.blocks.job import own_line
+from bot.blocks.matches import own_estimate_line
 from bot.blocks.quotas import quota_line
 from bot.i18n import counted, t, when
 from scheduler.service.board import BoardResult
 from scheduler.service.jobs import JobView
 from scheduler.service.quotas import QuotaView
+from scheduler.snapshots import EstimateRecord
 
 JOBS_SHOWN = 20
 JOBS_BLOCKS = 6
@@ -43,6 +46,7 @@ def home_view(
     lang: str,
     zone: ZoneInfo,
     now: datetime,
+    estimates: EstimateRecord | None = None,
 ) -> dict[str, Any]:
     """The Home tab view (type "home"), in at most 100 blocks; the board gets what is left."""
     top = [
@@ -54,6 +58,7 @@ def home_view(
         ),
         context(t(lang, "home.updated", user=mention(user_id), at=when(lang, now, zone))),
         *_jobs(my_jobs, lang, zone, now),
+        *([context(mrkdwn_escape(own_estimate_line(lang, estimates)))] if estimates else []),
         divider(),
     ]
     bottom = [divider(), *_quotas(quotas, lang)]

@@ -60,6 +60,8 @@ ALERT_ACTIONS = "alert_actions"
 QUOTA_ACKNOWLEDGE = "quota_acknowledge"  # a quota nearing expiry or running out
 IDLE_STILL_USING = "idle_still_using"  # GPUs held idle: the owner still uses them
 IDLE_RELEASE = "idle_release"  # … or lets them go now
+OVERRUN_EXTEND = "overrun_extend"  # a run past its estimate: the estimate grows
+OVERRUN_STOP = "overrun_stop"  # … or the run is stopped (the owner's cancel)
 
 # The report's page buttons (`/gpu report … page=N`): each carries the report's words.
 REPORT_PAGES = "report_pages"
@@ -76,6 +78,8 @@ ACTION_IDS = (
     IDLE_RELEASE,
     REPORT_PREVIOUS,
     REPORT_NEXT,
+    OVERRUN_EXTEND,
+    OVERRUN_STOP,
 )
 CALLBACK_IDS = (SUBMIT_CALLBACK,)
 BLOCK_IDS = (

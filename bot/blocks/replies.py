@@ -48,6 +48,12 @@ from bot.blocks.job import (
     waiting_line,
 )
 from bot.blocks.logs import logs_message
+from bot.blocks.matches import (
+    costliest_message,
+    estimates_message,
+    own_estimate_line,
+    review_message,
+)
 from bot.blocks.priority import priority_message
 from bot.blocks.quotas import quota_line
 from bot.blocks.report import report_message
@@ -61,8 +67,10 @@ from scheduler.policy.admission import Verdict
 from scheduler.results import Listing, QuotaListing, Said
 from scheduler.service.board import BoardResult
 from scheduler.service.bumps import BumpResult, DecisionResult
+from scheduler.service.estimates import EstimatesReport
 from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
 from scheduler.service.logs import LogsResult
+from scheduler.service.matches import MatchesReport, MatchReview
 from scheduler.service.prefs import LanguageChoice
 from scheduler.service.priority import PriorityResult
 from scheduler.service.records import BumpRecord, JobState
@@ -226,6 +234,8 @@ def _status(result: StatusResult, lang: str, zone: ZoneInfo, now: datetime) -> M
     if job.image:
         run += "\n" + labelled_inline(lang, t(lang, "label.image"), code(job.image))
     blocks = [header(title), fields(items), section(run)]
+    if result.estimates is not None:
+        blocks.append(context(mrkdwn_escape(own_estimate_line(lang, result.estimates))))
     if result.spec is not None:
         blocks.append(context(fit(mrkdwn_escape(spec_line(lang, result.spec)), SPEC_SHOWN)))
     if view.wait is not None:
@@ -422,6 +432,21 @@ def _board(result: BoardResult, lang: str, zone: ZoneInfo, now: datetime) -> Mes
     blocks = board_blocks(result, lang, zone, now)
     title = t(lang, "board.header", at=when(lang, result.at, zone))
     return Message(_note(mrkdwn_escape(title)), blocks)
+
+
+@reply.register
+def _match(result: MatchReview, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    return review_message(result, lang, zone)
+
+
+@reply.register
+def _costliest(result: MatchesReport, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    return costliest_message(result, lang, zone)
+
+
+@reply.register
+def _estimates(result: EstimatesReport, lang: str, zone: ZoneInfo, now: datetime) -> Message:
+    return estimates_message(result, lang)
 
 
 @reply.register

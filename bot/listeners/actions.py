@@ -1,4 +1,6 @@
-"""Buttons: Approve / Deny on bump requests; Submit and Refresh on the App Home."""
+"""Buttons: Approve / Deny on bump requests; Submit and Refresh on the App Home; Extend /
+Stop on the notice of a run past its estimate (first answer wins; the answer redraws the
+notice the way the idle-GPU ask's does, in bot.listeners.alerts)."""
 
 from __future__ import annotations
 
@@ -9,14 +11,18 @@ from typing import Any
 from slack_bolt import App, Respond
 
 from bot.blocks import ids
+from bot.blocks.common import mention
+from bot.blocks.overrun import overrun_answered
 from bot.blocks.replies import error
 from bot.failures import reported
 from bot.i18n import t
+from bot.listeners.alerts import _already, _clicked, _message_lang, _redraw, _tell, _words
 from bot.listeners.commands import acknowledge, modal_opener
 from bot.messenger import Messenger
 from bot.replays import once
 from bot.replying import message_for
 from bot.services import BotServices
+from scheduler.alerts import overrun
 from scheduler.service.bumps import DecisionResult
 
 
@@ -61,10 +67,56 @@ def register(app: App, services: BotServices, messenger: Messenger, modals: Exec
         with reported(services, body, respond):
             messenger.publish_home(body["user"]["id"])
 
+    def answer_overrun(answer: str, body: dict[str, Any], respond: Respond) -> None:
+        user, key = _clicked(body)
+        lang = services.language(user)
+        paika = services.paika
+        result = (
+            overrun.answer_overrun(
+                paika.engine, paika.policy, paika.admins, key, answer, user, services.now()
+            )
+            if key
+            else overrun.OverrunAnswer(known=False)
+        )
+        if not result.known or result.notice is None:
+            _tell(respond, error(t(lang, "alert.bad_button"), lang, None))
+            return
+        if not result.allowed:
+            owner = mention(result.notice.detail.get("owner"))
+            _tell(respond, _words(t(lang, "alert.overrun.refused", owner=owner)))
+            return
+        redrawn = overrun_answered(
+            result.notice,
+            result.answer,
+            result.answered_by,
+            result.answered_at,
+            result.estimate_hours,
+            _message_lang(body, services, lang),
+            services.zone,
+        )
+        _redraw(body, messenger, respond, redrawn)
+        if not result.changed and result.answer != overrun.ENDED:
+            _tell(
+                respond,
+                _already(
+                    lang, "alert.idle.already", result.answered_by, result.answered_at, services
+                ),
+            )
+
+    def extend(body: dict[str, Any], respond: Respond) -> None:
+        with reported(services, body, respond):
+            answer_overrun(overrun.EXTEND, body, respond)
+
+    def stop(body: dict[str, Any], respond: Respond) -> None:
+        with reported(services, body, respond):
+            answer_overrun(overrun.STOP, body, respond)
+
     app.action(ids.BUMP_APPROVE)(ack=acknowledge, lazy=[once(services, approve)])
     app.action(ids.BUMP_DENY)(ack=acknowledge, lazy=[once(services, deny)])
     app.action(ids.HOME_SUBMIT)(modal_opener(services, modals))
     app.action(ids.HOME_REFRESH)(ack=acknowledge, lazy=[once(services, refresh)])
+    app.action(ids.OVERRUN_EXTEND)(ack=acknowledge, lazy=[once(services, extend)])
+    app.action(ids.OVERRUN_STOP)(ack=acknowledge, lazy=[once(services, stop)])
 
 
 def _request_id(value: object) -> int | None:

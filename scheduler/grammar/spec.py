@@ -707,6 +707,26 @@ SUBCOMMANDS += (
         Section.ADMIN,
         admin=True,
     ),
+    # Match review and estimates (issue 15): which runs were on cards bigger than they
+    # needed, and whose estimates are off.
+    Subcommand(("match",), (_job(),), "/gpu match 42", Section.JOBS),
+    Subcommand(
+        ("report", "matches"),
+        (
+            _team("only", default_word=DefaultWord.ALL_TEAMS),
+            Key("days", ValueKind.INT, "30", default_shown="7", minimum=1, maximum=366),
+            Key("since", ValueKind.DATE, "2026-11-01"),
+            Key("limit", ValueKind.INT, "20", "matches", default="10", minimum=1, maximum=100),
+        ),
+        "/gpu report matches days=30 limit=20",
+        Section.QUOTA,
+    ),
+    Subcommand(
+        ("report", "estimates"),
+        (_team("only", default_word=DefaultWord.ALL_TEAMS),),
+        "/gpu report estimates team=vision",
+        Section.QUOTA,
+    ),
 )
 
 # A job's output and its place in the order (issue 15): reads, for whoever may see them.

@@ -53,6 +53,7 @@ ENDING_STOPS = {
     "cancel": (JobState.CANCELLED, "cancelled"),
     "release": (JobState.CANCELLED, "released: its GPUs sat idle"),
     "done": (JobState.SUCCEEDED, "marked done"),
+    "estimate_limit": (JobState.CANCELLED, "stopped: ran past its estimate's hard limit"),
 }
 
 

@@ -29,6 +29,7 @@ class NoticeKind(StrEnum):
     QUOTA_USED = "quota_used"
     GPUS_IDLE = "gpus_idle"
     GPUS_RECLAIMED = "gpus_reclaimed"
+    JOB_OVERRUN = "job_overrun"  # a run past its estimate × the overrun factor (Extend / Stop)
     DIGEST = "digest"
     # The object store (scheduler.archive): unreachable past the threshold, and back
     STORE_DOWN = "store_down"

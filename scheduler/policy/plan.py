@@ -13,6 +13,10 @@ class Alternative:
     gpu_type: str
     price_per_gpu_hour: float
     verdict: str
+    # An adequate cheaper type passed over for want of free GPUs: how long the job would have
+    # waited for it (seconds, by the estimates then), so a review can say what the choice
+    # saved. None where it does not apply or no start for it was in sight.
+    wait_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -240,7 +240,11 @@ class _Admission:
                     if card.price_per_gpu_hour > _price(self.snapshot, chosen)
                     else "not enough free now"
                 )
-            verdicts.append(Alternative(card.name, card.price_per_gpu_hour, verdict))
+            wait = None
+            if verdict == "not enough free now":
+                free_at, _ = self.capacity.earliest_start(card.name, job.gpus)
+                wait = max(0.0, free_at - self.snapshot.now) if free_at < NEVER else None
+            verdicts.append(Alternative(card.name, card.price_per_gpu_hour, verdict, wait))
         return tuple(verdicts)
 
     def _reserve(self, job: Pending) -> None:

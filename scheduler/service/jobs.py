@@ -21,7 +21,7 @@ from scheduler.service import accounts
 from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_by_name, team_name
 from scheduler.service.records import BumpRecord, EventRecord, JobRecord, LedgerRecord
-from scheduler.snapshots import build_snapshot
+from scheduler.snapshots import EstimateRecord, build_snapshot
 from storage.models import (
     ON_HOST_STATES,
     BumpRequest,
@@ -75,6 +75,9 @@ class StatusResult:
     # The submission as given (scheduler.service.specs); None for a job from before specs
     # were kept, and for a reader who may not see the command (the spec holds it).
     spec: Mapping[str, Any] | None = None
+    # The owner's record of run time against estimates, when the owner asks (see
+    # scheduler.service.estimates); None for others, and before any finished run.
+    estimates: EstimateRecord | None = None
 
 
 @dataclass(frozen=True)

@@ -195,6 +195,12 @@ def one_of_each(digest: Digest) -> list[Announcement]:
             Announcement("r:1", ACTION_KIND, NOW, (MEMBER,), detail=idle_detail(**reclaim))
             for reclaim in ({"by": None}, {"by": APPROVER, "action": "release"})
         ),
+        *(
+            Announcement(
+                "o:1", NoticeKind.JOB_OVERRUN, NOW, (MEMBER,), detail=overrun_detail(**more)
+            )
+            for more in ({}, {"limit_hours": 9.0})
+        ),
         Announcement("d:1", NoticeKind.DIGEST, NOW, to_channel=True, detail=digest.to_json()),
         *(
             Announcement("s:1", kind, NOW, to_channel=True, detail=store_detail(**more))
@@ -202,6 +208,25 @@ def one_of_each(digest: Digest) -> list[Announcement]:
             for more in ({}, {"dropped": {"snapshot": 3}})
         ),
     ]
+
+
+def overrun_detail(**more: Any) -> dict[str, Any]:
+    return {
+        "subject": "12",
+        "job_id": 12,
+        "name": "bert",
+        "owner": MEMBER,
+        "priority": "idle",
+        "attempt": 1,
+        "gpus": 2,
+        "est_gpu_hours": 4.0,
+        "estimate_hours": 2.0,
+        "elapsed_hours": 3.1,
+        "factor": 1.5,
+        "extend_to_hours": 4.65,
+        "limit_hours": None,
+        **more,
+    }
 
 
 def store_detail(**more: Any) -> dict[str, Any]:

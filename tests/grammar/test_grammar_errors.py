@@ -11,7 +11,7 @@ from scheduler.grammar.values import Expected
 
 COMMANDS = (
     "Commands: submit, ready, queue, board, status, why, cancel, bump, approve, deny, done, quota, "
-    "report, template, lang, help, admin, config, logs, priority."
+    "report, template, lang, help, admin, config, match, logs, priority."
 )
 SUBMIT_EXAMPLE = (
     "Example: /gpu submit name=bert-ft gpus=2 type=A100-80GB hours=12 priority=normal "

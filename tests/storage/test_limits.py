@@ -97,6 +97,9 @@ STRING_COLUMNS: dict[tuple[str, str], tuple[int, list[str]]] = {
     ("admin account remove", "user"): _USER,
     ("admin account remove", "team"): _TEAM,
     ("admin host revoke", "name"): _HOST,
+    ("match", "job"): _JOB,
+    ("report matches", "team"): _TEAM,
+    ("report estimates", "team"): _TEAM,
 }
 
 # Free text that lands in unbounded TEXT columns (or JSON): the grammar's own limit applies.

@@ -1,0 +1,27 @@
+"""The matches table: which GPU type each run was put on, and what else was weighed."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from sqlmodel import Session, col, select
+
+from storage.models import Match
+
+
+def matches_of_job(*, session: Session, job_id: int) -> Sequence[Match]:
+    """A job's matches (one per start), oldest first."""
+    query = select(Match).where(Match.job_id == job_id).order_by(col(Match.at), col(Match.id))
+    return session.exec(query).all()
+
+
+def latest_matches(*, session: Session, job_ids: Collection[int]) -> dict[int, Match]:
+    """The latest match of each of these jobs, by job id."""
+    if not job_ids:
+        return {}
+    query = (
+        select(Match)
+        .where(col(Match.job_id).in_(list(job_ids)))
+        .order_by(col(Match.at), col(Match.id))
+    )
+    return {match.job_id: match for match in session.exec(query).all()}
