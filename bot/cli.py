@@ -148,12 +148,13 @@ def cmd(
 def up() -> None:
     """Run the service: the scheduling cycle against the registered GPU hosts (Ctrl-C stops)."""
     from bot.console_notices import ConsoleAnnouncer
+    from bot.said import problem
     from scheduler.agent.observe import LogSettingError, configure_logging
     from scheduler.hosts.credentials import AgentSecretError
     from scheduler.notices.events import LoggingObserver
     from scheduler.notices.outbox import backlog
     from scheduler.observe.health import check, stale_after
-    from scheduler.observe.http import ops_app, ops_routes
+    from scheduler.observe.http import ReportDesk, ops_app, ops_routes
     from scheduler.observe.metrics import ServiceMetrics
     from scheduler.observe.watch import CycleWatch
     from scheduler.periodic import Periodic
@@ -175,14 +176,15 @@ def up() -> None:
     metrics = ServiceMetrics(watch, lambda: backlog(paika.engine, paika.clock.now()))
     knobs = paika.policy.scheduler
     health = partial(check, watch, stale_after(cycle_seconds, knobs.hosts.poll_timeout_seconds))
-    bot = _start_bot(paika, metrics, ops_routes(metrics, health))
+    desk = ReportDesk(paika.engine, paika.clock, partial(problem, "en"))  # jobs' own reports
+    bot = _start_bot(paika, metrics, ops_routes(metrics, health, desk))
     # Slack's HTTP mode serves /metrics and /healthz beside /slack/events; otherwise they
     # get a server of their own on the same address.
     ops = None
     if bot is not None and bot.mode == "http":
         where = bot.where.removesuffix("/slack/events")
     else:
-        ops, where = _serve_ops(paika, ops_app(metrics, health))
+        ops, where = _serve_ops(paika, ops_app(metrics, health, desk))
     # Every notice goes through the outbox: to Slack, or printed when Slack is off.
     announcer = ConsoleAnnouncer() if bot is None else bot.announcer
     archiver = _open_archive(paika)
@@ -588,6 +590,15 @@ def agent_secret(
         f"{'made' if made else 'kept'} the agent secret {path}; "
         f"run paika with PAIKA_AGENT_SECRET_FILE={path}"
     )
+
+
+@app.command("report")
+def job_report_command(words: Annotated[list[str] | None, typer.Argument()] = None) -> None:
+    """Inside a running job: report its metrics, outputs and status to paika, e.g.
+    paika report metric=loss:0.31 output=s3://ckpt/x status=succeeded"""
+    from bot.job_report import job_report
+
+    raise typer.Exit(job_report(words or []))
 
 
 @app.command("version")
