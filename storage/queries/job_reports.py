@@ -36,13 +36,14 @@ def file_lines_taken(
     *, session: Session, job_ids: Sequence[int], action: str
 ) -> Mapping[tuple[int, int, str], int]:
     """(job id, attempt, host) → the number of the last report-file line taken, read from
-    the audit records of each taking (`detail`: attempt, host, last)."""
+    the audit records of each taking (actor `job:<id>`; `detail`: attempt, host, last)."""
     if not job_ids:
         return {}
+    # By actor (the job itself: `job:<id>`), which is indexed: the audit trail only grows.
     query = select(AuditEvent.target_id, AuditEvent.detail).where(
-        AuditEvent.target_kind == "job",
+        col(AuditEvent.actor).in_([f"job:{job_id}" for job_id in job_ids]),
         AuditEvent.action == action,
-        col(AuditEvent.target_id).in_([str(job_id) for job_id in job_ids]),
+        AuditEvent.target_kind == "job",
     )
     taken: dict[tuple[int, int, str], int] = {}
     for target_id, detail in session.exec(query).all():

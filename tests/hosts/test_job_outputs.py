@@ -19,15 +19,19 @@ from agent_world import TOKEN, Agent, job, ok, submit, until
 from sqlmodel import Session, col, select
 from starlette.applications import Starlette
 
+from bot.job_report import job_report
 from bot.said import problem
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.cycle import Cycle
 from scheduler.dispatch import AgentDispatcher
+from scheduler.grammar.errors import Mistake, ParseError
+from scheduler.grammar.values import Metric
 from scheduler.hosts.poll import Target, poll_all_sync
 from scheduler.hosts.report import HostReport
 from scheduler.notices.events import EventCode, RecordingObserver
 from scheduler.observe.http import ReportDesk, report_route
+from scheduler.outputs import Artefact, Report, from_line, from_words
 from scheduler.serving import serve_in_thread, stop_server
 from storage.models import JobOutput, JobState
 
@@ -258,3 +262,79 @@ def test_a_token_of_an_earlier_run_is_refused(
     new = _post(endpoint, second.id, second.report_token, {"metrics": {"loss": 0.2}})
     assert new.json()["attempt"] == 2
     assert outputs(world) == [(second.id, 2, "job", "metric", "loss", 0.2, None)]
+
+
+def test_gpu_done_writes_its_outputs_through_the_same_place(
+    world: Paika, clock: ManualClock
+) -> None:
+    cycle = report_cycle(world, RecordingObserver(), None)
+    submit(world, "byhand", "sleep 60")
+    cycle.run_once()
+    byhand = job(world, "byhand")
+    ok(world, "UALICE", f"done {byhand.id} output=s3://ckpt/hand metric=loss:0.2")
+    done = job(world, "byhand")
+    assert (done.metrics, done.output) == ({"loss": 0.2}, "s3://ckpt/hand")
+    assert outputs(world) == [
+        (done.id, 1, "person", "metric", "loss", 0.2, None),
+        (done.id, 1, "person", "artefact", "output", None, "s3://ckpt/hand"),
+    ]
+    until(cycle, clock, lambda: job(world, "byhand").state == JobState.SUCCEEDED)
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        (
+            "metric=loss:0.31 metric=top1:76.2 output=s3://ckpt/x status=succeeded",
+            Report(
+                (Metric("loss", 0.31), Metric("top1", 76.2)),
+                (Artefact("s3://ckpt/x"),),
+                "succeeded",
+            ),
+        ),
+        ('note="two words" status=failed', Report(status="failed", note="two words")),
+        (
+            '{"metrics": {"loss": 1}, "outputs": [{"name": "best", "location": "s3://b"}]}',
+            Report((Metric("loss", 1.0),), (Artefact("s3://b", "best"),)),
+        ),
+    ],
+)
+def test_a_report_line_reads_as_the_command_does(line: str, said: Report) -> None:
+    assert from_line(line) == said
+
+
+@pytest.mark.parametrize(
+    ("words", "mistake"),
+    [
+        (["metric=loss:abc"], Mistake.BAD_VALUE),
+        (["metric=loss:1e999"], Mistake.BAD_VALUE),
+        (["status=maybe"], Mistake.BAD_VALUE),
+        (["metrc=loss:1"], Mistake.UNKNOWN_KEY),
+        (["loss:1"], Mistake.TAKES_NO_WORDS_USE_KEYS),
+        (["status=failed", "status=succeeded"], Mistake.GIVEN_TWICE),
+        (["metric=" + "x" * 65 + ":1"], Mistake.BAD_VALUE),
+    ],
+)
+def test_words_that_are_not_a_report_name_the_key(words: list[str], mistake: Mistake) -> None:
+    with pytest.raises(ParseError) as caught:
+        from_words(words)
+    assert caught.value.problem == mistake
+
+
+def test_paika_report_outside_a_job_says_what_is_missing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert job_report(["metric=loss:0.3"], env={}) == 1
+    assert "PAIKA_JOB_ID PAIKA_JOB_TOKEN PAIKA_REPORT_URL" in capsys.readouterr().err
+    assert job_report([], env={}) == 2
+    assert "says nothing" in capsys.readouterr().err
+
+
+def test_paika_report_appends_to_the_report_file_without_a_url(tmp_path: Path) -> None:
+    path = tmp_path / "report"
+    path.touch(mode=0o600)
+    env = {"PAIKA_REPORT_FILE": str(path), "PAIKA_JOB_ID": "7.1"}
+    assert job_report(["metric=loss:0.3", "output=s3://x"], env=env) == 0
+    (line,) = path.read_text().splitlines()
+    assert from_line(line) == Report((Metric("loss", 0.3),), (Artefact("s3://x"),))
+    assert job_report(["metric=loss:0.3"], env={"PAIKA_REPORT_FILE": str(tmp_path / "no")}) == 1
