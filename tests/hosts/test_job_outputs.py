@@ -6,7 +6,12 @@ clock; each test runs on SQLite, PostgreSQL and MariaDB."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 from functools import partial
@@ -338,3 +343,42 @@ def test_paika_report_appends_to_the_report_file_without_a_url(tmp_path: Path) -
     (line,) = path.read_text().splitlines()
     assert from_line(line) == Report((Metric("loss", 0.3),), (Artefact("s3://x"),))
     assert job_report(["metric=loss:0.3"], env={"PAIKA_REPORT_FILE": str(tmp_path / "no")}) == 1
+
+
+def test_paika_up_takes_reports_beside_metrics_and_health(tmp_path: Path) -> None:
+    """The real `paika up` (Slack off) serves the report route on its own address."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PAIKA_", "SLACK_"))}
+    env = {
+        **clean,
+        "PAIKA_DATA_DIR": str(tmp_path / "data"),
+        "PAIKA_HTTP_PORT": str(port),
+        "PAIKA_AGENT_TOKEN": TOKEN,
+    }
+    up = subprocess.Popen(
+        [PAIKA, "up"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code in (200, 503):
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "paika up did not answer"
+            time.sleep(0.1)
+        refused = _post(base, 1, "forged-token", {"metrics": {"loss": 0.3}})
+        assert refused.status_code == 401
+        assert refused.headers["www-authenticate"] == "Bearer"
+        assert "PAIKA_JOB_TOKEN" in refused.json()["error"]
+    finally:
+        up.send_signal(signal.SIGTERM)
+        try:
+            up.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            up.kill()
+            up.wait()
