@@ -11,8 +11,8 @@ recorded even while no agent runs.
 Jobs cannot reach the agent (see isolation.py for whom a job runs as). The wrapper keeps the
 agent's user and starts the command as the job's account, with an environment of its own
 (the spec: the job's variables, PATH, HOME, USER, LOGNAME, SHELL, CUDA_VISIBLE_DEVICES,
-PAIKA_JOB_ID; never the agent's, so never its token). The state dir and everything in it
-is the agent's alone: directories 0700, files 0600; a job's log is its account's, 0600,
+PAIKA_JOB_ID, PAIKA_REPORT_FILE; never the agent's, so never its token). The state dir and
+everything in it is the agent's alone: directories 0700, files 0600; a job's log is its account's, 0600,
 written through the descriptor the job inherits. So a job can neither read another's log
 nor write an exit record: the exit code reported is the one the wrapper saw. A container
 job's variables go to the runtime in an env file in `<state_dir>/envs/` (never in argv,
@@ -103,6 +103,9 @@ REPORT_LINES_KEPT = 200
 REPORT_BYTES_KEPT = 32 * 1024
 REPORT_LINE_LIMIT = 4096  # characters of one line; a longer one is cut
 REPORT_READ_LIMIT = 256 * 1024  # bytes read from one file in one look
+# How often running jobs' report files are looked at: a job that writes without pause
+# costs the agent at most one read and one save of its table this often.
+REPORT_LOOK_S = 0.5
 LAUNCH_TIMEOUT_S = 10.0
 
 
@@ -377,6 +380,7 @@ class JobStore:
         self._helpers: list[subprocess.Popen[bytes]] = []  # `<runtime> kill` calls to reap
         self._stop = threading.Event()
         self._closed = False
+        self._reports_read_at = 0.0
         self._make_private_dirs()
         self._lockfile = self._acquire_lock()
         try:
@@ -546,10 +550,14 @@ class JobStore:
         """Record exits and enforce stop deadlines. True when something changed."""
         changed = False
         now = time.time()
+        look = now - self._reports_read_at >= REPORT_LOOK_S
+        if look:
+            self._reports_read_at = now
         for job in self._jobs.values():
             if job.state is not JobState.RUNNING:
                 continue
-            changed |= _read_report(job, final=False)
+            if look:
+                changed |= _read_report(job, final=False)
             if not process_alive(job.pid, job.start_ticks):
                 self._finish(job, now)
                 changed = True
