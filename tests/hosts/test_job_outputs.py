@@ -29,7 +29,7 @@ from bot.said import problem
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.cycle import Cycle
-from scheduler.dispatch import AgentDispatcher
+from scheduler.dispatch import AgentDispatcher, DispatchError, StartOrder
 from scheduler.grammar.errors import Mistake, ParseError
 from scheduler.grammar.values import Metric
 from scheduler.hosts.poll import Target, poll_all_sync
@@ -382,3 +382,34 @@ def test_paika_up_takes_reports_beside_metrics_and_health(tmp_path: Path) -> Non
         except subprocess.TimeoutExpired:
             up.kill()
             up.wait()
+
+
+class LosingFirstAnswer(AgentDispatcher):
+    """Dispatches for real, but the first start's answer is lost before it reached the host;
+    every start order is kept."""
+
+    def __init__(self) -> None:
+        super().__init__(TOKEN, timeout=2.0)
+        self.orders: list[StartOrder] = []
+
+    def start(self, order: StartOrder) -> None:
+        self.orders.append(order)
+        if len(self.orders) == 1:
+            raise DispatchError(order.host, order.job_id, "timed out", known=False)
+        super().start(order)
+
+
+def test_a_resent_start_carries_the_same_report_token(
+    world: Paika, clock: ManualClock, endpoint: str
+) -> None:
+    cycle = report_cycle(world, RecordingObserver(), endpoint)
+    dispatcher = cycle.dispatcher = LosingFirstAnswer()
+    submit(world, "resent", "sleep 60")
+    result = cycle.run_once()
+    assert result.unconfirmed == [job(world, "resent").id]
+    until(cycle, clock, lambda: job(world, "resent").confirmed_at is not None)
+    first, second = dispatcher.orders[:2]
+    assert (first.job_id, first.attempt) == (second.job_id, second.attempt)
+    token = job(world, "resent").report_token
+    assert first.env["PAIKA_JOB_TOKEN"] == second.env["PAIKA_JOB_TOKEN"] == token
+    assert first.env["PAIKA_REPORT_URL"] == endpoint
