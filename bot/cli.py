@@ -144,28 +144,58 @@ def cmd(
         raise typer.Exit(1)
 
 
+# Words that only a job's own report has (`metric=` is both: a job reports `metric=loss:0.31`,
+# the ledger report picks a metric by name, `metric=loss`).
+JOB_REPORT_KEYS = ("output", "status", "note")
+
+
+def is_job_report(words: list[str], fmt: str | None, env: Mapping[str, str]) -> bool:
+    """Whether `paika report WORDS` is a running job reporting its outputs rather than the
+    ledger's export: never with --format; always inside a paika job (PAIKA_JOB_ID set);
+    else when a word is one only a job's report has."""
+    if fmt is not None:
+        return False
+    if env.get("PAIKA_JOB_ID"):
+        return True
+    for word in words:
+        key, sep, value = word.partition("=")
+        if sep and (key in JOB_REPORT_KEYS or (key == "metric" and ":" in value)):
+            return True
+    return False
+
+
 @app.command("report")
 def report_command(
-    words: Annotated[list[str] | None, typer.Argument(help="The keys of /gpu report.")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="csv or json.")] = "csv",
+    words: Annotated[list[str] | None, typer.Argument(help="The keys of the report.")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="csv (the default) or json.")] = None,
     user: Annotated[str | None, typer.Option("--user", help="The Slack user id.")] = None,
 ) -> None:
-    """Print the whole ledger report (every group and job, no pages) as CSV or JSON."""
+    """Print the whole ledger report (every group and job, no pages) as CSV or JSON, with the
+    keys of /gpu report (paika report by=project days=90 --format csv). Inside a running job:
+    report its metrics, outputs and status to paika instead, with the keys of /gpu done
+    (paika report metric=loss:0.31 output=s3://ckpt/x status=succeeded)."""
+    import os
+
+    if is_job_report(words or [], fmt, os.environ):
+        from bot.job_report import job_report
+
+        raise typer.Exit(job_report(words or []))
     from bot.report_export import export_report
 
-    raise typer.Exit(export_report(words or [], fmt, user))
+    raise typer.Exit(export_report(words or [], fmt or "csv", user))
 
 
 @app.command()
 def up() -> None:
     """Run the service: the scheduling cycle against the registered GPU hosts (Ctrl-C stops)."""
     from bot.console_notices import ConsoleAnnouncer
+    from bot.said import problem
     from scheduler.agent.observe import LogSettingError, configure_logging
     from scheduler.hosts.credentials import AgentSecretError
     from scheduler.notices.events import LoggingObserver
     from scheduler.notices.outbox import backlog
     from scheduler.observe.health import check, stale_after
-    from scheduler.observe.http import ops_app, ops_routes
+    from scheduler.observe.http import ReportDesk, ops_app, ops_routes
     from scheduler.observe.metrics import ServiceMetrics
     from scheduler.observe.watch import CycleWatch
     from scheduler.periodic import Periodic
@@ -187,14 +217,15 @@ def up() -> None:
     metrics = ServiceMetrics(watch, lambda: backlog(paika.engine, paika.clock.now()))
     knobs = paika.policy.scheduler
     health = partial(check, watch, stale_after(cycle_seconds, knobs.hosts.poll_timeout_seconds))
-    bot = _start_bot(paika, metrics, ops_routes(metrics, health))
+    desk = ReportDesk(paika.engine, paika.clock, partial(problem, "en"))  # jobs' own reports
+    bot = _start_bot(paika, metrics, ops_routes(metrics, health, desk))
     # Slack's HTTP mode serves /metrics and /healthz beside /slack/events; otherwise they
     # get a server of their own on the same address.
     ops = None
     if bot is not None and bot.mode == "http":
         where = bot.where.removesuffix("/slack/events")
     else:
-        ops, where = _serve_ops(paika, ops_app(metrics, health))
+        ops, where = _serve_ops(paika, ops_app(metrics, health, desk))
     # Every notice goes through the outbox: to Slack, or printed when Slack is off.
     announcer = ConsoleAnnouncer() if bot is None else bot.announcer
     archiver = _open_archive(paika)

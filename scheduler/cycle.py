@@ -55,6 +55,7 @@ from scheduler.hosts.reconcile import (
 )
 from scheduler.hosts.report import HostReport
 from scheduler.notices.events import Event, EventCode, EventKind, Observer, record
+from scheduler.outputs import mint_token
 from scheduler.policy.plan import Plan, Preempt, Start
 from scheduler.policy.scheduler import schedule
 from scheduler.policy.snapshot import Snapshot
@@ -103,14 +104,19 @@ class Cycle:
         observer: Observer,
         poller: Poller,
         keys: AgentKeys | None = None,
+        *,
+        report_url: str | None = None,
     ) -> None:
         """`policy`: a holder following the stored config versions (the policy is taken
         afresh at the start of each cycle), or one policy kept as given.
-        `keys`: each host's own token, shared with the dispatcher (None: one token for all)."""
+        `keys`: each host's own token, shared with the dispatcher (None: one token for all).
+        `report_url`: where a run reports its outputs (`paika up`), told to every run as
+        PAIKA_REPORT_URL (None: runs report through their report file only)."""
         self.live = policy if isinstance(policy, LivePolicy) else None
         self.policy = policy.current if isinstance(policy, LivePolicy) else policy
         self.engine, self.clock = engine, clock
         self.keys = keys
+        self.report_url = report_url
         self.dispatcher, self.observer, self.poller = dispatcher, observer, poller
         self._last_sample: datetime | None = None
         self._silent: set[str] = set()  # hosts whose last poll failed
@@ -428,6 +434,8 @@ class Cycle:
                     session, job, JobState.RUNNING, at=now, actor=ACTOR, reason=start.match.reason
                 )
                 job.attempts += 1
+                # The new run's own secret for its reports: one run's token is never another's.
+                job.report_token = mint_token()
                 job.missing_since = None
                 job.confirmed_at = None
                 session.add(job)
@@ -450,7 +458,7 @@ class Cycle:
                     detail={"gpus": list(start.gpu_ids), "type": start.gpu_type},
                 )
                 session.flush()
-                orders = _orders(session, job, gpus)
+                orders = _orders(session, job, gpus, self.report_url)
             result.start_times[start.job_id] = now
             return orders
         except Exception as exc:
@@ -475,7 +483,9 @@ class Cycle:
         for job_id in job_ids:
             with Session(self.engine) as session:
                 job = job_queries.get_job(session=session, job_id=job_id)
-                orders = _orders(session, job, _gpus_of(session, job_id)) if job else []
+                orders = (
+                    _orders(session, job, _gpus_of(session, job_id), self.report_url) if job else []
+                )
             if orders:
                 where = {"hosts": sorted({order.host for order in orders})}
                 self._settle_start(job_id, orders[0].attempt, self._dispatch(orders), result, where)
@@ -575,8 +585,11 @@ def _gpus_of(session: Session, job_id: int) -> list[Gpu]:
     return [g for g in gpus if g is not None]
 
 
-def _orders(session: Session, job: Job, gpus: list[Gpu]) -> list[StartOrder]:
-    """One start order per host the job's GPUs are on (usually one)."""
+def _orders(
+    session: Session, job: Job, gpus: list[Gpu], report_url: str | None = None
+) -> list[StartOrder]:
+    """One start order per host the job's GPUs are on (usually one). A resent start carries
+    the same report secret: it is the same run."""
     by_host: dict[int, list[int]] = {}
     for gpu in gpus:
         by_host.setdefault(gpu.host_id, []).append(gpu.index)
@@ -592,6 +605,10 @@ def _orders(session: Session, job: Job, gpus: list[Gpu]) -> list[StartOrder]:
             "PAIKA_NODE_RANK": str(rank),
             "PAIKA_JOB_NAME": job.name,
         }
+        if job.report_token:
+            env["PAIKA_JOB_TOKEN"] = job.report_token
+            if report_url:
+                env["PAIKA_REPORT_URL"] = report_url
         orders.append(
             StartOrder(
                 job.id or 0,

@@ -109,6 +109,18 @@ class Problem(StrEnum):
     LOGS_HOST_UNREACHABLE = "problem.logs_host_unreachable"
     LOGS_HOST_REFUSED = "problem.logs_host_refused"
     LOGS_NOT_KEPT = "problem.logs_not_kept"
+    # Outputs a job reports of itself (issue 15): `paika report`, its endpoint, its file.
+    JOB_REPORT_EMPTY = "problem.job_report_empty"
+    JOB_REPORT_TOO_MANY = "problem.job_report_too_many"
+    JOB_REPORT_TOO_LARGE = "problem.job_report_too_large"
+    JOB_REPORT_BAD_JSON = "problem.job_report_bad_json"
+    JOB_REPORT_BAD_FIELD = "problem.job_report_bad_field"
+    JOB_REPORT_TOKEN_REFUSED = "problem.job_report_token_refused"
+    JOB_REPORT_RUN_ENDED = "problem.job_report_run_ended"
+    JOB_REPORT_NOT_IN_JOB = "problem.job_report_not_in_job"
+    JOB_REPORT_UNREACHABLE = "problem.job_report_unreachable"
+    JOB_REPORT_REFUSED = "problem.job_report_refused"
+    JOB_REPORT_FILE_UNWRITABLE = "problem.job_report_file_unwritable"
 
 
 class Action(StrEnum):

@@ -53,4 +53,5 @@ def agent_cycle(paika: Paika, observer: Observer) -> Cycle:
         observer,
         poller,
         keys,
+        report_url=paika.settings.resolved_report_url(),
     )

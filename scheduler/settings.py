@@ -46,6 +46,10 @@ class Settings(BaseSettings):
     slack_api_url: str | None = None
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=3000, ge=0, le=65535)
+    # Where a running job reports its outputs (`paika report` inside it POSTs to
+    # <report_url>/v1/jobs/<id>/report): the address of paika up as the GPU hosts reach it.
+    # Unset: http://<http_host>:<http_port>.
+    report_url: str | None = None
     # text, or json: one JSON object a line (scheduler/agent/observe.py); level by name.
     log_format: str = "text"
     log_level: str = "INFO"
@@ -82,6 +86,12 @@ class Settings(BaseSettings):
         if self.object_store:
             return self.object_store
         return (self.data_dir / "objects").as_posix()
+
+    def resolved_report_url(self) -> str:
+        """Where jobs report their outputs: PAIKA_REPORT_URL, else paika up's own address."""
+        if self.report_url:
+            return self.report_url.rstrip("/")
+        return f"http://{self.http_host}:{self.http_port}"
 
     def policy_path(self) -> Path:
         """The policy file in force: `PAIKA_CONFIG`, else the bundled example."""

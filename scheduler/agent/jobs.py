@@ -11,8 +11,8 @@ recorded even while no agent runs.
 Jobs cannot reach the agent (see isolation.py for whom a job runs as). The wrapper keeps the
 agent's user and starts the command as the job's account, with an environment of its own
 (the spec: the job's variables, PATH, HOME, USER, LOGNAME, SHELL, CUDA_VISIBLE_DEVICES,
-PAIKA_JOB_ID; never the agent's, so never its token). The state dir and everything in it
-is the agent's alone: directories 0700, files 0600; a job's log is its account's, 0600,
+PAIKA_JOB_ID, PAIKA_REPORT_FILE; never the agent's, so never its token). The state dir and
+everything in it is the agent's alone: directories 0700, files 0600; a job's log is its account's, 0600,
 written through the descriptor the job inherits. So a job can neither read another's log
 nor write an exit record: the exit code reported is the one the wrapper saw. A container
 job's variables go to the runtime in an env file in `<state_dir>/envs/` (never in argv,
@@ -34,6 +34,18 @@ stop requested, no pid) that refuses a later start with that id (JobConflict). T
 stops a run whose start it gave up on; if that start was still on its way, it must not run.
 Ended jobs, tombstones among them, stay in the table; nothing prunes them.
 
+Report files. Each run gets a file of its own to report its outputs in, one report a line
+(`metric=loss:0.31 output=s3://… status=succeeded`, or a JSON object), named to the job by
+PAIKA_REPORT_FILE. The files live in `<state_dir>-reports/` (a sibling: the state dir itself
+is 0700, and the job must reach its file), which is the agent's and 0711: anyone may pass
+through, nobody but the agent may list it, and nobody but the agent may add, rename or
+replace what is in it. Each run's file has a random name and is its account's, 0600: other
+users can neither find nor read it, and the job cannot swap it for a link to something the
+agent may read. A container job gets the file bind-mounted at /run/paika-report. The watch
+loop reads whole new lines as the file grows, and the rest when the job ends (then the file
+goes); the lines are kept in the job table (the last 200, at most 32 KiB; `report_first`
+counts the ones dropped) and passed up unread in JobInfo: the scheduler parses them.
+
 One background thread polls the running jobs (every `poll_interval_s`): it records exits
 and sends SIGKILL to the group of a job whose stop grace period has run out.
 """
@@ -45,14 +57,16 @@ import fcntl
 import json
 import logging
 import os
+import secrets
 import select
 import signal
+import stat
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -82,6 +96,16 @@ PRIVATE_DIR, PRIVATE_FILE = 0o700, 0o600
 SIM_UTILIZATION_ENV = "PAIKA_SIM_UTILIZATION"
 SIM_MEMORY_ENV = "PAIKA_SIM_MEMORY_MIB"
 LOG_TAIL_MAX_BYTES = 8 * 1024 * 1024
+REPORT_ENV = "PAIKA_REPORT_FILE"
+REPORTS_DIR_MODE = 0o711  # passable, not listable: each run reaches only its own file
+CONTAINER_REPORT_FILE = "/run/paika-report"
+REPORT_LINES_KEPT = 200
+REPORT_BYTES_KEPT = 32 * 1024
+REPORT_LINE_LIMIT = 4096  # characters of one line; a longer one is cut
+REPORT_READ_LIMIT = 256 * 1024  # bytes read from one file in one look
+# How often running jobs' report files are looked at: a job that writes without pause
+# costs the agent at most one read and one save of its table this often.
+REPORT_LOOK_S = 0.5
 LAUNCH_TIMEOUT_S = 10.0
 
 
@@ -148,6 +172,10 @@ class _Job:
     account: str | None = None
     cgroup: str | None = None
     env_file: str | None = None
+    report_path: str | None = None
+    report_offset: int = 0  # bytes of the report file read so far
+    report_lines: list[str] = field(default_factory=list)
+    report_first: int = 1  # the number of report_lines[0] in the file (from 1)
 
     @classmethod
     def tombstone_for(cls, job_id: str, now: float) -> _Job:
@@ -185,6 +213,8 @@ class _Job:
             signal=self.signal,
             stop_requested=self.stop_requested,
             log_path=self.log_path,
+            report_lines=tuple(self.report_lines),
+            report_first=self.report_first,
         )
 
     def to_record(self) -> dict[str, Any]:
@@ -212,6 +242,10 @@ class _Job:
             "account": self.account,
             "cgroup": self.cgroup,
             "env_file": self.env_file,
+            "report_path": self.report_path,
+            "report_offset": self.report_offset,
+            "report_lines": list(self.report_lines),
+            "report_first": self.report_first,
         }
 
     @classmethod
@@ -240,6 +274,10 @@ class _Job:
             account=rec.get("account"),
             cgroup=rec.get("cgroup"),
             env_file=rec.get("env_file"),
+            report_path=rec.get("report_path"),
+            report_offset=int(rec.get("report_offset") or 0),
+            report_lines=[str(line) for line in rec.get("report_lines") or ()],
+            report_first=int(rec.get("report_first") or 1),
         )
 
 
@@ -322,8 +360,15 @@ class JobStore:
         allow_root_jobs: bool = False,
         run_as: RunAs | None = None,
         use_cgroups: bool = True,
+        report_dir: Path | str | None = None,
     ) -> None:
         self.state_dir = Path(state_dir).absolute()
+        # Where the runs' report files are (see the module's docstring).
+        self.report_dir = (
+            Path(report_dir).absolute()
+            if report_dir is not None
+            else self.state_dir.with_name(f"{self.state_dir.name}-reports")
+        )
         self.container_runtime = container_runtime
         self.default_grace_s = default_grace_s
         self.poll_interval_s = poll_interval_s
@@ -335,6 +380,7 @@ class JobStore:
         self._helpers: list[subprocess.Popen[bytes]] = []  # `<runtime> kill` calls to reap
         self._stop = threading.Event()
         self._closed = False
+        self._reports_read_at = 0.0
         self._make_private_dirs()
         self._lockfile = self._acquire_lock()
         try:
@@ -372,6 +418,14 @@ class JobStore:
             for item in (self.state_file, self.state_dir / LOCK_FILE):
                 if item.exists():
                     item.chmod(PRIVATE_FILE)
+            self.report_dir.mkdir(mode=REPORTS_DIR_MODE, parents=True, exist_ok=True)
+            if self.report_dir.is_symlink() or self.report_dir.stat().st_uid != os.geteuid():
+                raise AgentError(
+                    None,
+                    f"the report folder {self.report_dir} is not the agent's own folder; "
+                    "move it away (the agent makes it again)",
+                )
+            self.report_dir.chmod(REPORTS_DIR_MODE)
         except OSError as exc:
             raise AgentError(
                 None, f"cannot set up the agent state dir {self.state_dir}: {exc}"
@@ -496,9 +550,14 @@ class JobStore:
         """Record exits and enforce stop deadlines. True when something changed."""
         changed = False
         now = time.time()
+        look = now - self._reports_read_at >= REPORT_LOOK_S
+        if look:
+            self._reports_read_at = now
         for job in self._jobs.values():
             if job.state is not JobState.RUNNING:
                 continue
+            if look:
+                changed |= _read_report(job, final=False)
             if not process_alive(job.pid, job.start_ticks):
                 self._finish(job, now)
                 changed = True
@@ -535,6 +594,12 @@ class JobStore:
         if job.env_file:
             with contextlib.suppress(OSError):
                 os.unlink(job.env_file)
+        for _ in range(16):  # what it wrote last, also without a newline (bounded)
+            if not _read_report(job, final=True):
+                break
+        if job.report_path:
+            with contextlib.suppress(OSError):
+                os.unlink(job.report_path)
         log.info(
             "job %s %s (exit code %s, signal %s)",
             job.job_id,
@@ -623,7 +688,11 @@ class JobStore:
             ]
 
     def build_command(
-        self, req: StartRequest, account: Account, env_file: Path | None = None
+        self,
+        req: StartRequest,
+        account: Account,
+        env_file: Path | None = None,
+        report_file: Path | None = None,
     ) -> list[str]:
         """The argv the wrapper runs: the request's argv, `/bin/sh -c shell`, or a container
         run as the account's uid:gid with the job's variables read from `env_file`."""
@@ -652,6 +721,12 @@ class JobStore:
         if env_file is not None:
             # Values travel in a file only the agent can read: argv would show them in ps.
             command += ["--env-file", str(env_file)]
+        if report_file is not None:
+            # The run's report file, the only thing of the agent's the container sees.
+            command += [
+                "--mount",
+                f"type=bind,source={report_file},target={CONTAINER_REPORT_FILE}",
+            ]
         if req.container is not None:
             command += req.container.run_options()
         return [*command, str(req.image), *inner]
@@ -679,7 +754,8 @@ class JobStore:
                 "PAIKA_JOB_ID": req.job_id,
             }
             env_file = self.state_dir / "envs" / f"{req.job_id}.env"
-            command = self.build_command(req, account, env_file if req.image else None)
+            report_file = self.report_dir / secrets.token_urlsafe(18)
+            command = self.build_command(req, account, env_file if req.image else None, report_file)
             log_path = self.state_dir / "logs" / f"{req.job_id}.log"
             exit_path = self.state_dir / "exits" / f"{req.job_id}.json"
             with contextlib.suppress(FileNotFoundError):
@@ -700,13 +776,18 @@ class JobStore:
                 account=account.name,
                 cgroup=None if self._cgroup_root is None else str(self._cgroup_root / req.job_id),
                 env_file=str(env_file) if req.image else None,
+                report_path=str(report_file),
             )
+            self._make_report_file(report_file, account)
             if req.image:
                 # Not CUDA_VISIBLE_DEVICES: the runtime numbers the container's GPUs from 0.
-                _write_private(env_file, _env_file_text({**req.env, "PAIKA_JOB_ID": req.job_id}))
+                inside = {"PAIKA_JOB_ID": req.job_id, REPORT_ENV: CONTAINER_REPORT_FILE}
+                _write_private(env_file, _env_file_text({**req.env, **inside}))
                 spec = self._spec(job, None, {**self._runtime_client_env(), **paika_env})
             else:
-                spec = self._spec(job, account, {**account.login_env(), **req.env, **paika_env})
+                reports = {REPORT_ENV: str(report_file)}
+                env = {**account.login_env(), **req.env, **paika_env, **reports}
+                spec = self._spec(job, account, env)
             # On disk before the launch: an agent that dies mid-launch comes back knowing
             # the run (as lost), so a repeated start does not launch it a second time.
             self._jobs[job.job_id] = job
@@ -715,6 +796,8 @@ class JobStore:
                 job.pid, job.start_ticks = self._launch(job, account, spec)
             except BaseException:
                 del self._jobs[job.job_id]  # the launch failed: a retry may try again
+                with contextlib.suppress(OSError):
+                    report_file.unlink()
                 with contextlib.suppress(OSError):
                     self._save()
                 raise
@@ -728,6 +811,18 @@ class JobStore:
                 extra={"run_id": job.job_id},
             )
             return job.info(), True
+
+    def _make_report_file(self, path: Path, account: Account) -> None:
+        """The run's empty report file: its account's, 0600, in the agent's folder."""
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE
+        )
+        try:
+            if self.run_as.privileged:
+                os.fchown(fd, account.uid, account.gid)
+            os.fchmod(fd, PRIVATE_FILE)
+        finally:
+            os.close(fd)
 
     def _runtime_client_env(self) -> dict[str, str]:
         """The container runtime's client runs as the agent's user: only its own PATH, HOME
@@ -877,6 +972,49 @@ class JobStore:
         with self._lock:
             log_path = self._get(job_id).log_path
         return tail_lines(Path(log_path), lines) if log_path else []
+
+
+def _read_report(job: _Job, *, final: bool) -> bool:
+    """Take the whole lines the job added to its report file (at its end, the rest too);
+    True when there were any. The file must still be a plain file: never a link."""
+    if not job.report_path:
+        return False
+    try:
+        fd = os.open(job.report_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False  # not made yet, or gone (read to its end already)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return False
+        if info.st_size < job.report_offset:  # the job emptied it: read it afresh
+            job.report_offset = 0
+        if info.st_size == job.report_offset:
+            return False
+        os.lseek(fd, job.report_offset, os.SEEK_SET)
+        data = os.read(fd, min(info.st_size - job.report_offset, REPORT_READ_LIMIT))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    parts = data.split(b"\n")
+    rest = parts.pop()  # after the last newline: a line still being written
+    if rest and (final or len(rest) >= REPORT_LINE_LIMIT):
+        parts.append(rest)
+        rest = b""
+    job.report_offset += len(data) - len(rest)
+    if not parts:
+        return False
+    for part in parts:
+        line = part.decode("utf-8", errors="replace").rstrip("\r")
+        job.report_lines.append(line[:REPORT_LINE_LIMIT])
+    while len(job.report_lines) > REPORT_LINES_KEPT or (
+        len(job.report_lines) > 1
+        and sum(len(line) for line in job.report_lines) > REPORT_BYTES_KEPT
+    ):
+        job.report_lines.pop(0)
+        job.report_first += 1
+    return True
 
 
 def _stopped_first(job: _Job) -> str:

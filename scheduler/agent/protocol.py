@@ -465,7 +465,10 @@ class JobInfo(WireModel):
 
     A stop for an id the agent did not know leaves a tombstone: state `killed`,
     `stop_requested` true, no pid, no GPUs, empty command, `exit_code` null, and
-    `started_at` = `ended_at` = when the stop arrived. A later start with that id is 409."""
+    `started_at` = `ended_at` = when the stop arrived. A later start with that id is 409.
+
+    `report_lines` are the job's own words (see scheduler/outputs.py): the agent passes them
+    on unread, numbered from `report_first`, so the scheduler takes each line once."""
 
     WHAT = "job"
 
@@ -483,6 +486,11 @@ class JobInfo(WireModel):
     signal: StrictInt | None = None
     stop_requested: StrictBool = False
     log_path: StrictStr = ""
+    # What the job wrote to its report file (PAIKA_REPORT_FILE), one report a line, as
+    # written: the last lines the agent keeps. `report_first` is the number (from 1) of the
+    # first of them; lines before it were dropped. Older agents send neither.
+    report_lines: tuple[StrictStr, ...] = ()
+    report_first: StrictInt = 1
 
     @field_validator("log_path", mode="before")
     @classmethod

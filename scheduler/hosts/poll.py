@@ -140,5 +140,12 @@ def _job(job: JobInfo) -> AgentJobState:
     # A run the agent never launched (its stop came first) has no process and no command.
     launched = job.pid is not None or bool(job.command)
     return AgentJobState(
-        job.job_id, str(job.state), job.exit_code, (job.pid,) if job.pid else (), ran, launched
+        job.job_id,
+        str(job.state),
+        job.exit_code,
+        (job.pid,) if job.pid else (),
+        ran,
+        launched,
+        job.report_lines,
+        job.report_first,
     )

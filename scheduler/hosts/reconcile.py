@@ -14,6 +14,11 @@ For each job that holds GPUs on a host (running, or unknown because its host is 
 Each job is settled in its own short transaction, as a conditional update: a user's cancel or
 done racing the cycle makes one of them start over from the fresh row, and one job that
 cannot be settled never stops the others.
+
+The lines a run wrote to its report file come up with its agent's report; the new ones are
+stored (scheduler/outputs.py) in the same transaction that settles the job, before it is
+settled: a run that exits 0 after reporting status=failed ends failed (an exit code other
+than 0 fails it whatever it reported).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from scheduler.dispatch import agent_job_id
 from scheduler.hosts.report import AgentJobState, HostReport
 from scheduler.ledger import close_allocations_at
 from scheduler.notices.events import Event, EventCode, EventKind, LostWhy, record
+from scheduler.outputs import FileLines, lines_taken, reported_failed, take_file_lines
 from storage.db import lost_race, session_scope
 from storage.models import ON_HOST_STATES, Allocation, Job, JobState
 from storage.queries import audit
@@ -101,6 +107,8 @@ def reconcile(
         rows = job_queries.on_host_rows(session=session)
         hosts_of = _hosts_of_jobs(session)
         leaks = job_queries.allocation_leaks(session=session)
+        held = _report_lines(rows, hosts_of, reports)
+        taken = lines_taken(session, sorted(held)) if held else {}
     held_here: dict[str, set[str]] = {}
     for row in rows:
         hosts = hosts_of.get(row.id, [])
@@ -108,14 +116,62 @@ def reconcile(
         for host in hosts:
             held_here.setdefault(host, set()).add(run)
         seen, known = _seen(run, hosts, reports)
+        lines = [
+            (lines, taken.get((row.id, row.attempts, lines.host), 0))
+            for lines in held.get(row.id, ())
+        ]
+        fresh = [(lines, done) for lines, done in lines if lines.last > done]
         if _steady(row, seen):
+            if fresh:
+                _settle_safely(engine, policy, row, None, None, now, found, fresh)
             if row.stop_requested_at is not None:
                 found.stops.append(row.id)
             continue
-        _settle_safely(engine, policy, row, seen, known, now, found)
+        _settle_safely(engine, policy, row, seen, known, now, found, fresh)
     _close_leaks(engine, policy, leaks, now)
     found.orphans = _orphans(reports, held_here)
     return found
+
+
+def _report_lines(
+    rows: Sequence[Row[Any]], hosts_of: Mapping[int, list[str]], reports: Mapping[str, HostReport]
+) -> dict[int, list[FileLines]]:
+    """Job id → the report-file lines each of its hosts keeps of its current run."""
+    held: dict[int, list[FileLines]] = {}
+    for row in rows:
+        run = agent_job_id(row.id, row.attempts)
+        for host in hosts_of.get(row.id, []):
+            report = reports.get(host)
+            state = report.jobs.get(run) if report is not None and report.ok else None
+            if state is not None and state.report_lines:
+                lines = FileLines(host, state.report_first, state.report_lines)
+                held.setdefault(row.id, []).append(lines)
+    return held
+
+
+def _take_lines(
+    session: Session, job: Job, fresh: Sequence[tuple[FileLines, int]], now: datetime
+) -> None:
+    """Store the run's new report-file lines; a line that is not understood is logged."""
+    for lines, done in fresh:
+        took = take_file_lines(session, job, lines, done, now)
+        for number, problem in took.bad:
+            log.warning(
+                "job #%s: line %s of its report file on %s is not a report (%s); skipped",
+                job.id,
+                number,
+                lines.host,
+                problem,
+                extra={"job_id": job.id, "host": lines.host},
+            )
+        if took.missed:
+            log.warning(
+                "job #%s: %s lines of its report file on %s were dropped before they were read",
+                job.id,
+                took.missed,
+                lines.host,
+                extra={"job_id": job.id, "host": lines.host},
+            )
 
 
 def _hosts_of_jobs(session: Session) -> dict[int, list[str]]:
@@ -165,13 +221,15 @@ def _settle_safely(
     engine: Engine,
     policy: PolicyConfig,
     row: Row[Any],
-    seen: Seen,
+    seen: Seen | None,
     known: AgentJobState | None,
     now: datetime,
     found: Reconciliation,
+    fresh: Sequence[tuple[FileLines, int]] = (),
 ) -> None:
-    """Settle one job in its own transaction; a race re-reads it, any other error is logged
-    and leaves it for the next cycle, never stopping the others."""
+    """Settle one job in its own transaction, with its new report-file lines (`seen` None:
+    only take those); a race re-reads it, any other error is logged and leaves it for the
+    next cycle, never stopping the others."""
     for _ in range(RETRIES):
         mine = Reconciliation()
         try:
@@ -179,7 +237,9 @@ def _settle_safely(
                 job = session.get(Job, row.id)
                 if job is None or job.state not in ON_HOST_STATES or job.attempts != row.attempts:
                     return  # it moved on since it was read (cancelled, requeued …)
-                _settle(session, policy, job, seen, known, now, mine)
+                _take_lines(session, job, fresh, now)
+                if seen is not None:
+                    _settle(session, policy, job, seen, known, now, mine)
                 for event in mine.events:  # told with the change, or not at all
                     record(session, event)
         except Exception as exc:
@@ -356,6 +416,11 @@ def _ended(
         found.events.append(_event(EventKind.JOB_FINISHED, EventCode.STOPPED, job, now, stop=asked))
         return
     job.exit_code = known.exit_code
+    if known.state == "exited" and known.exit_code == 0 and reported_failed(session, job):
+        why = "exited with 0, but the job reported status=failed"
+        _finish(session, policy, job, JobState.FAILED, now, why, until=until)
+        found.events.append(_event(EventKind.JOB_FAILED, EventCode.REPORTED_FAILED, job, now))
+        return
     if known.state == "exited" and known.exit_code == 0:
         _finish(session, policy, job, JobState.SUCCEEDED, now, "exited with 0", until=until)
         found.events.append(_event(EventKind.JOB_FINISHED, EventCode.FINISHED, job, now))

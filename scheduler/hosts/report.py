@@ -30,6 +30,10 @@ class AgentJobState:
     pids: tuple[int, ...] = ()
     ran_seconds: float | None = None  # for an ended run: from its start to its end, on the host
     launched: bool = True  # False: stopped before its start arrived (the agent's tombstone)
+    # The lines the run wrote to its report file that the agent keeps; the first is line
+    # number `report_first` (from 1) of the run's file.
+    report_lines: tuple[str, ...] = ()
+    report_first: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,7 @@ class EventCode(StrEnum):
     FINISHED = "finished"  # exited with 0
     FAILED = "failed"  # exit_code
     KILLED = "killed"  # killed on its host
+    REPORTED_FAILED = "reported_failed"  # exited with 0, but the job reported status=failed
     HOST_BACK = "host_back"
     HOST_DOWN = "host_down"  # error: why the last poll failed
 

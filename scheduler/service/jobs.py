@@ -12,6 +12,8 @@ from typing import Any
 from scheduler import lifecycle
 from scheduler.errors import Action, Conflict, PermissionDenied, Problem, UserError
 from scheduler.notices import approvals
+from scheduler.outputs import Artefact, Report
+from scheduler.outputs import store as store_report
 from scheduler.policy.admission import Admission, Verdict, admit
 from scheduler.policy.matching import CardNeeds, CardType, cheapest_fit, fitting_types
 from scheduler.policy.plan import Wait, WaitCode
@@ -32,6 +34,7 @@ from storage.models import (
     PriorityClass,
     Team,
 )
+from storage.models.jobs import OutputSource
 from storage.queries import accounting
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
@@ -319,11 +322,10 @@ def done(
     if job.state in ON_HOST_STATES:
         _request_stop(ctx, job, "done")
         note = ChangeNote.RECORDED_STOPPING
-    if output is not None:
-        job.output = output
-    if metrics:
-        job.metrics = {**(job.metrics or {}), **{metric.name: metric.value for metric in metrics}}
-    ctx.session.add(job)
+    # Through the one place every report is stored: rows in the ledger's outputs, and the
+    # job's latest metrics and output.
+    said = Report(tuple(metrics), (Artefact(output),) if output is not None else ())
+    store_report(ctx.session, job, said, source=OutputSource.PERSON, at=ctx.now)
     ctx.audit("job.done", "job", job.id, output=output, metrics=job.metrics)
     return ChangeResult(view_of(ctx, job), True, note)
 

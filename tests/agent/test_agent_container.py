@@ -51,6 +51,11 @@ def test_an_image_job_runs_through_the_runtime_without_a_shell(
         image="registry.example.com/team/train:2.1",
     )
     job = agent.client.start_job(request)
+    # The run's report file, bind-mounted where PAIKA_REPORT_FILE points inside.
+    mount = job.command[job.command.index("--mount") + 1]
+    report = Path(mount.split(",")[1].removeprefix("source="))
+    assert mount == f"type=bind,source={report},target=/run/paika-report"
+    assert report.parent == agent.state_dir.with_name(f"{agent.state_dir.name}-reports")
     expected = [
         "run",
         "--rm",
@@ -71,6 +76,8 @@ def test_an_image_job_runs_through_the_runtime_without_a_shell(
         '"device=0,2"',
         "--env-file",
         str(agent.state_dir / "envs" / "img-1.env"),
+        "--mount",
+        mount,
         "registry.example.com/team/train:2.1",
         "python",
         "train.py",
@@ -85,7 +92,7 @@ def test_an_image_job_runs_through_the_runtime_without_a_shell(
     # environment (the client runs as the agent's user: nothing of the job's reaches it).
     assert seen == {
         "argv": expected,
-        "env_file": "FOO=s3cret value\nPAIKA_JOB_ID=img-1\n",
+        "env_file": "FOO=s3cret value\nPAIKA_JOB_ID=img-1\nPAIKA_REPORT_FILE=/run/paika-report\n",
         "FOO": None,
     }
     assert "s3cret value" not in " ".join(job.command)

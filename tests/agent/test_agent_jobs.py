@@ -104,7 +104,8 @@ def test_a_job_sees_only_its_own_variables_never_the_agents(
     agent.wait_ended("e")
     seen = dict(line.split("=", 1) for line in agent.client.log("e").lines)
     assert set(seen) == {
-        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "MINE", "CUDA_VISIBLE_DEVICES", "PAIKA_JOB_ID"
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "MINE", "CUDA_VISIBLE_DEVICES", "PAIKA_JOB_ID",
+        "PAIKA_REPORT_FILE",
     }  # fmt: skip
     assert (seen["MINE"], seen["CUDA_VISIBLE_DEVICES"], seen["PAIKA_JOB_ID"]) == ("1", "2", "e")
     assert ".venv" not in seen["PATH"]  # a sane PATH, not the agent's

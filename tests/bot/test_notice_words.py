@@ -72,6 +72,7 @@ KIND_OF = {
     EventCode.FINISHED: EventKind.JOB_FINISHED,
     EventCode.FAILED: EventKind.JOB_FAILED,
     EventCode.KILLED: EventKind.JOB_FAILED,
+    EventCode.REPORTED_FAILED: EventKind.JOB_FAILED,
 }
 HOST_CODES = {EventCode.HOST_BACK: EventKind.HOST_UP, EventCode.HOST_DOWN: EventKind.HOST_DOWN}
 

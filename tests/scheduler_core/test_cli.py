@@ -114,3 +114,24 @@ def test_cmd_speaks_the_language_asked_for_else_the_users_choice(env: dict[str, 
     unknown = run(["cmd", "queue", "--user", "UALICE", "--lang", "fr"], env)
     assert unknown.returncode == 2
     assert "--lang fr is not known; use en or zh." in unknown.stderr
+
+
+@pytest.mark.parametrize(
+    ("words", "fmt", "env", "job"),
+    [
+        (["metric=loss:0.31", "output=s3://ckpt/x"], None, {}, True),
+        (["status=succeeded"], None, {}, True),
+        (["metric=top1:76.2"], None, {}, True),
+        (["by=project", "metric=top1"], None, {}, False),  # a metric by name: the ledger's
+        (["by=round", "project=llm"], None, {}, False),
+        ([], None, {}, False),
+        (["metric=loss:0.31"], "csv", {}, False),  # --format: always the export
+        (["metric=top1"], None, {"PAIKA_JOB_ID": "42"}, True),  # inside a job: its report
+    ],
+)
+def test_paika_report_tells_a_jobs_report_from_the_ledger_export(
+    words: list[str], fmt: str | None, env: dict[str, str], job: bool
+) -> None:
+    from bot.cli import is_job_report
+
+    assert is_job_report(words, fmt, env) is job

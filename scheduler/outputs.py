@@ -1,0 +1,408 @@
+"""What a job produced, in one place: reports read, checked and stored as `JobOutput` rows.
+
+A report says metrics (`loss:0.31`), artefacts (where a checkpoint or a result is) and, at
+most once, the run's own verdict (`succeeded` or `failed`), with an optional note. It comes
+from one of three places, each its `OutputSource`:
+
+- a person, with `/gpu done` (scheduler/service/jobs.py);
+- the job itself, through `paika report` inside it, POSTed to `paika up` with the run's own
+  secret (`PAIKA_JOB_TOKEN`, minted when the run starts: scheduler/cycle.py);
+- the job's report file, whose new lines its host's agent passes up with each poll; the
+  cycle takes them when it reconciles (scheduler/hosts/reconcile.py).
+
+The three say the same words: `metric=loss:0.31 output=s3://ckpt/x status=succeeded` (read
+with the /gpu grammar's own tokens and value kinds), or, for the endpoint and a file line
+that starts with `{`, a JSON object of the same (see `ReportBody`).
+
+Storing a report adds its rows and sets the job's latest `metrics` and `output`, as one
+conditional update of the job (optimistic locking: a race is run again from the fresh row).
+The job reports for its current run only: once that run has ended, a report is refused.
+A report file's lines are numbered by the agent; how many of each run's lines are taken is
+kept with the audit record of each taking, so a line read twice is stored once.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from scheduler.errors import Problem, UserError
+from scheduler.grammar.errors import Mistake, ParseError
+from scheduler.grammar.spec import Key
+from scheduler.grammar.tokens import Token, tokenize
+from scheduler.grammar.values import Metric, ValueKind, convert, shorten
+from scheduler.races import retrying
+from storage.db import session_scope
+from storage.limits import OUTPUT_NAME
+from storage.models import ON_HOST_STATES, Job, JobOutput
+from storage.models.jobs import OutputKind, OutputSource
+from storage.queries import audit, job_reports
+
+# The run's own verdict, as the job reports it.
+STATUSES = ("succeeded", "failed")
+REPORTED_FAILED = "failed"
+# How a report is said, for errors and help.
+EXAMPLE = "paika report metric=loss:0.31 metric=top1:76.2 output=s3://ckpt/bert-ft/final"
+# An artefact reported without a label (`output=…`) is the run's output.
+OUTPUT = "output"
+NOTE = "note"
+LOCATION_LIMIT = 2000
+NOTE_LIMIT = 1000
+MAX_ITEMS = 100  # metrics, or artefacts, in one report
+BODY_LIMIT = 64 * 1024  # bytes of one report sent to the endpoint
+TOKEN_BYTES = 32
+ACTION_FILE = "job.report_file"  # the audit record of lines taken from a report file
+ACTION_JOB = "job.report"  # the audit record of a report the job sent
+
+METRIC_KEY = Key("metric", ValueKind.METRIC, "loss:0.31", repeatable=True)
+OUTPUT_KEY = Key(
+    "output", ValueKind.TEXT, "s3://ckpt/bert-ft/final", repeatable=True, max_length=LOCATION_LIMIT
+)
+STATUS_KEY = Key("status", ValueKind.CHOICE, "succeeded", choices=STATUSES)
+NOTE_KEY = Key("note", ValueKind.TEXT, "diverged after step 9000", max_length=NOTE_LIMIT)
+REPORT_KEYS = (METRIC_KEY, OUTPUT_KEY, STATUS_KEY, NOTE_KEY)
+
+
+@dataclass(frozen=True)
+class Artefact:
+    """A checkpoint or result the run made: where it is, and its label."""
+
+    location: str
+    name: str = OUTPUT
+
+
+@dataclass(frozen=True)
+class Report:
+    """One report, however it came."""
+
+    metrics: tuple[Metric, ...] = ()
+    artefacts: tuple[Artefact, ...] = ()
+    status: str | None = None
+    note: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.metrics or self.artefacts or self.status or self.note)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What storing a report did: the job, its run, and how many rows were added."""
+
+    job_id: int
+    attempt: int
+    rows: int
+
+
+# ---------------------------------------------------------------- reading reports
+
+Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+
+
+class OutputBody(BaseModel):
+    """One artefact: where it is and, optionally, its label."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = Field(default=None, min_length=1, max_length=OUTPUT_NAME)
+    location: str = Field(min_length=1, max_length=LOCATION_LIMIT)
+
+
+class ReportBody(BaseModel):
+    """What `POST /v1/jobs/{id}/report` takes, and a report file's JSON lines."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    metrics: dict[str, Number] = Field(default_factory=dict, max_length=MAX_ITEMS)
+    outputs: list[OutputBody] = Field(default_factory=list, max_length=MAX_ITEMS)
+    status: Literal["succeeded", "failed"] | None = None
+    note: str | None = Field(default=None, max_length=NOTE_LIMIT)
+
+
+def from_words(words: Sequence[str]) -> Report:
+    """A report from command-line words (`metric=loss:0.31` …; the shell has split and
+    unquoted them); ParseError naming the key at fault."""
+    tokens = []
+    for column, word in enumerate(words, start=1):
+        key, equals, value = word.partition("=")
+        named = key.lower() if equals else None
+        tokens.append(Token(value if equals else word, named, column, word, False))
+    return _from_tokens(tokens)
+
+
+def from_line(line: str) -> Report:
+    """A report from one line of a report file: the command's words, or a JSON object."""
+    text = line.strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise UserError(Problem.JOB_REPORT_BAD_JSON, detail=shorten(str(exc))) from exc
+        return from_json(data)
+    return _from_tokens(tokenize(text))
+
+
+def from_json(data: object) -> Report:
+    """A report from the endpoint's JSON body; UserError naming the first bad field."""
+    try:
+        body = ReportBody.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"]) or "body"
+        raise UserError(Problem.JOB_REPORT_BAD_FIELD, field=where, detail=error["msg"]) from exc
+    metrics = tuple(
+        _metric(f"{name}:{float(value)!r}") for name, value in sorted(body.metrics.items())
+    )
+    artefacts = tuple(
+        Artefact(str(convert(OUTPUT_KEY, item.location)), item.name or OUTPUT)
+        for item in body.outputs
+    )
+    return _checked(Report(metrics, artefacts, body.status, body.note))
+
+
+def from_body(raw: bytes) -> Report:
+    """A report from the bytes POSTed to the endpoint."""
+    if len(raw) > BODY_LIMIT:
+        raise UserError(Problem.JOB_REPORT_TOO_LARGE, limit=BODY_LIMIT)
+    try:
+        data = json.loads(raw or b"{}")
+    except ValueError as exc:
+        raise UserError(Problem.JOB_REPORT_BAD_JSON, detail=shorten(str(exc))) from exc
+    return from_json(data)
+
+
+def _metric(raw: str) -> Metric:
+    value = convert(METRIC_KEY, raw)
+    assert isinstance(value, Metric)
+    return value
+
+
+def _from_tokens(tokens: Sequence[Token]) -> Report:
+    values: dict[str, list[object]] = {}
+    given: dict[str, Token] = {}
+    names = tuple(key.name for key in REPORT_KEYS)
+    for token in tokens:
+        if token.key is None:
+            raise ParseError(
+                Mistake.TAKES_NO_WORDS_USE_KEYS,
+                example=EXAMPLE,
+                command="paika report",
+                got=shorten(token.raw),
+                usage=_usage(),
+            )
+        key = next((k for k in REPORT_KEYS if k.name == token.key), None)
+        if key is None:
+            raise ParseError(
+                Mistake.UNKNOWN_KEY, got=shorten(token.key), command="paika report", keys=names
+            )
+        earlier = given.get(key.name)
+        if earlier is not None and not key.repeatable:
+            raise ParseError(
+                Mistake.GIVEN_TWICE,
+                name=key.name,
+                first=shorten(earlier.raw),
+                second=shorten(token.raw),
+            )
+        given[key.name] = token
+        values.setdefault(key.name, []).append(convert(key, token.value))
+    metrics = tuple(m for m in values.get("metric", ()) if isinstance(m, Metric))
+    artefacts = tuple(Artefact(str(o)) for o in values.get("output", ()))
+    status = values.get("status", [None])[0]
+    note = values.get("note", [None])[0]
+    return _checked(Report(metrics, artefacts, None if status is None else str(status), _opt(note)))
+
+
+def _opt(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _usage() -> str:
+    return "paika report " + " ".join(key.placeholder for key in REPORT_KEYS)
+
+
+def _checked(report: Report) -> Report:
+    if report.empty:
+        raise UserError(Problem.JOB_REPORT_EMPTY, example=EXAMPLE)
+    if len(report.metrics) > MAX_ITEMS or len(report.artefacts) > MAX_ITEMS:
+        raise UserError(Problem.JOB_REPORT_TOO_MANY, limit=MAX_ITEMS)
+    return report
+
+
+# ---------------------------------------------------------------- storing reports
+
+
+def mint_token() -> str:
+    """A new run's report secret (43 URL-safe characters; the column holds 64)."""
+    return secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def store(session: Session, job: Job, report: Report, *, source: OutputSource, at: datetime) -> int:
+    """Add `report`'s rows for the job's current run and set its latest metrics and output,
+    in the caller's transaction (the job's row is written: its version guards the update).
+    Returns how many rows were added."""
+    attempt = job.attempts
+    rows: list[JobOutput] = []
+
+    def add(
+        kind: OutputKind, name: str, value: float | None = None, text: str | None = None
+    ) -> None:
+        rows.append(
+            JobOutput(
+                job_id=job.id or 0,
+                attempt=attempt,
+                at=at,
+                source=source.value,
+                kind=kind.value,
+                name=name,
+                value=value,
+                text=text,
+            )
+        )
+
+    for metric in report.metrics:
+        add(OutputKind.METRIC, metric.name, value=metric.value)
+    for artefact in report.artefacts:
+        add(OutputKind.ARTEFACT, artefact.name, text=artefact.location)
+    if report.status is not None:
+        add(OutputKind.STATUS, "status", text=report.status)
+    if report.note is not None:
+        add(OutputKind.STATUS, NOTE, text=report.note)
+    if report.metrics:
+        job.metrics = {**(job.metrics or {}), **{m.name: m.value for m in report.metrics}}
+    if report.artefacts:
+        job.output = report.artefacts[-1].location
+    session.add(job)
+    # The job's row first: on MariaDB the outputs' key checks would otherwise share-lock it,
+    # and a racing change of the job would deadlock instead of losing plainly.
+    session.flush()
+    for row in rows:
+        session.add(row)
+    return len(rows)
+
+
+def reported_failed(session: Session, job: Job) -> bool:
+    """Whether the job's current run said it failed (its latest verdict)."""
+    verdict = job_reports.latest_status(session=session, job_id=job.id or 0, attempt=job.attempts)
+    return verdict == REPORTED_FAILED
+
+
+def token_matches(job: Job | None, token: str) -> bool:
+    """Whether `token` is the current run's report secret of `job` (in constant time)."""
+    if job is None or not job.report_token or not token:
+        return False
+    return hmac.compare_digest(job.report_token.encode(), token.encode())
+
+
+def take_from_job(engine: Engine, now: datetime, job_id: int, token: str, report: Report) -> Stored:
+    """Store a report the job sent with its run's secret. UserError, storing nothing: the
+    secret is not this job's current run's (REPORT_TOKEN_REFUSED), or the run has ended
+    (REPORT_RUN_ENDED)."""
+
+    def work() -> Stored:
+        with session_scope(engine) as session:
+            job = session.get(Job, job_id)
+            if not token_matches(job, token):
+                raise UserError(Problem.JOB_REPORT_TOKEN_REFUSED, id=job_id)
+            assert job is not None
+            if job.state not in ON_HOST_STATES:
+                raise UserError(Problem.JOB_REPORT_RUN_ENDED, id=job_id, state=job.state)
+            rows = store(session, job, report, source=OutputSource.JOB, at=now)
+            audit.record(
+                session=session,
+                at=now,
+                actor=f"job:{job_id}",
+                action=ACTION_JOB,
+                target_kind="job",
+                target_id=job_id,
+                detail={"attempt": job.attempts, "rows": rows},
+            )
+            return Stored(job_id, job.attempts, rows)
+
+    return retrying(work, what=f"job #{job_id}: its report")
+
+
+@dataclass(frozen=True)
+class FileLines:
+    """The lines of a run's report file its agent holds: `first` is the number of the
+    first (1-based; lines before it were dropped by the agent before they were taken)."""
+
+    host: str
+    first: int
+    lines: tuple[str, ...]
+
+    @property
+    def last(self) -> int:
+        return self.first + len(self.lines) - 1
+
+
+@dataclass(frozen=True)
+class LinesTaken:
+    """What taking a run's report-file lines did."""
+
+    rows: int = 0
+    bad: tuple[tuple[int, str], ...] = ()  # (line number, problem code) of lines not understood
+    missed: int = 0  # lines the agent dropped before paika took them
+
+
+def take_file_lines(
+    session: Session, job: Job, held: FileLines, taken: int, at: datetime
+) -> LinesTaken:
+    """Store the lines numbered after `taken` (the run's lines already stored), in the
+    caller's transaction, and record how far they go. A line that is not understood is
+    skipped (and counted): the job's own mistake must not stop the others."""
+    new = [
+        (number, text) for number, text in enumerate(held.lines, start=held.first) if number > taken
+    ]
+    if not new:
+        return LinesTaken()
+    rows, bad = 0, []
+    for number, text in new:
+        if not text.strip():
+            continue
+        try:
+            report = from_line(text)
+        except UserError as exc:
+            bad.append((number, exc.problem.value))
+            continue
+        rows += store(session, job, report, source=OutputSource.FILE, at=at)
+    audit.record(
+        session=session,
+        at=at,
+        actor=f"job:{job.id}",
+        action=ACTION_FILE,
+        target_kind="job",
+        target_id=job.id,
+        detail={
+            "attempt": job.attempts,
+            "host": held.host,
+            "last": held.last,
+            "rows": rows,
+            "bad": [number for number, _ in bad],
+        },
+    )
+    session.add(job)
+    return LinesTaken(rows, tuple(bad), max(0, held.first - 1 - taken))
+
+
+def lines_taken(session: Session, job_ids: Sequence[int]) -> Mapping[tuple[int, int, str], int]:
+    """(job id, attempt, host) → how many of that run's report-file lines are stored."""
+    return job_reports.file_lines_taken(session=session, job_ids=job_ids, action=ACTION_FILE)
+
+
+def describe(report: Report) -> dict[str, Any]:
+    """A report as plain values (for logs and audit details)."""
+    return {
+        "metrics": {m.name: m.value for m in report.metrics},
+        "outputs": [{"name": a.name, "location": a.location} for a in report.artefacts],
+        "status": report.status,
+        "note": report.note,
+    }
