@@ -17,8 +17,9 @@ that starts with `{`, a JSON object of the same (see `ReportBody`).
 Storing a report adds its rows and sets the job's latest `metrics` and `output`, as one
 conditional update of the job (optimistic locking: a race is run again from the fresh row).
 The job reports for its current run only: once that run has ended, a report is refused.
-A report file's lines are numbered by the agent; how many of each run's lines are taken is
-kept with the audit record of each taking, so a line read twice is stored once.
+A report file's lines are numbered by the agent; how far each run's lines are stored is kept
+on the job's row (`report_lines_taken`, per host) in the same update, so a line read twice is
+stored once, and reading it costs one row per job however long the run reports.
 """
 
 from __future__ import annotations
@@ -60,7 +61,6 @@ NOTE_LIMIT = 1000
 MAX_ITEMS = 100  # metrics, or artefacts, in one report
 BODY_LIMIT = 64 * 1024  # bytes of one report sent to the endpoint
 TOKEN_BYTES = 32
-ACTION_FILE = "job.report_file"  # the audit record of lines taken from a report file
 ACTION_JOB = "job.report"  # the audit record of a report the job sent
 
 METRIC_KEY = Key("metric", ValueKind.METRIC, "loss:0.31", repeatable=True)
@@ -374,28 +374,32 @@ def take_file_lines(
             bad.append((number, exc.problem.value))
             continue
         rows += store(session, job, report, source=OutputSource.FILE, at=at)
-    audit.record(
-        session=session,
-        at=at,
-        actor=f"job:{job.id}",
-        action=ACTION_FILE,
-        target_kind="job",
-        target_id=job.id,
-        detail={
-            "attempt": job.attempts,
-            "host": held.host,
-            "last": held.last,
-            "rows": rows,
-            "bad": [number for number, _ in bad],
-        },
-    )
+    # How far the file is stored, on the job's own row (a conditional update with the rest):
+    # the next poll starts after it, and a new run starts from nothing.
+    hosts = dict(_taken_hosts(job.report_lines_taken, job.attempts))
+    hosts[held.host] = max(hosts.get(held.host, 0), held.last)
+    job.report_lines_taken = {"attempt": job.attempts, "hosts": hosts}
     session.add(job)
     return LinesTaken(rows, tuple(bad), max(0, held.first - 1 - taken))
 
 
 def lines_taken(session: Session, job_ids: Sequence[int]) -> Mapping[tuple[int, int, str], int]:
     """(job id, attempt, host) → how many of that run's report-file lines are stored."""
-    return job_reports.file_lines_taken(session=session, job_ids=job_ids, action=ACTION_FILE)
+    taken: dict[tuple[int, int, str], int] = {}
+    for job_id, attempt, stored in job_reports.lines_taken(session=session, job_ids=job_ids):
+        for host, last in _taken_hosts(stored, attempt).items():
+            taken[(job_id, attempt, host)] = last
+    return taken
+
+
+def _taken_hosts(stored: object, attempt: int) -> Mapping[str, int]:
+    """Host → last line stored, of `stored` (a job's report_lines_taken) for run `attempt`."""
+    if not isinstance(stored, dict) or stored.get("attempt") != attempt:
+        return {}
+    hosts = stored.get("hosts")
+    if not isinstance(hosts, dict):
+        return {}
+    return {str(h): n for h, n in hosts.items() if isinstance(n, int) and not isinstance(n, bool)}
 
 
 def describe(report: Report) -> dict[str, Any]:

@@ -102,6 +102,9 @@ class Job(SQLModel, table=True):
     # The secret the current run reports its outputs with (`paika report` inside the job, as
     # PAIKA_JOB_TOKEN): minted when the run starts, for that run only; never an agent's token.
     report_token: str | None = Field(default=None, sa_type=String(64))
+    # How far the current run's report file is stored, per host: {"attempt": n, "hosts":
+    # {host: number of the last line stored}} (a new run starts from nothing).
+    report_lines_taken: dict[str, Any] | None = json_field()
     # When the owner was told the run overran its estimate (once per estimate; an extension
     # clears it).
     overrun_warned_at: datetime | None = at_field(nullable=True)

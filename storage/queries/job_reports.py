@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sqlmodel import Session, col, select
 
-from storage.models import AuditEvent, JobOutput
+from storage.models import Job, JobOutput
 from storage.models.jobs import OutputKind
 
 
@@ -32,27 +33,10 @@ def latest_status(*, session: Session, job_id: int, attempt: int) -> str | None:
     return session.exec(query).first()
 
 
-def file_lines_taken(
-    *, session: Session, job_ids: Sequence[int], action: str
-) -> Mapping[tuple[int, int, str], int]:
-    """(job id, attempt, host) → the number of the last report-file line taken, read from
-    the audit records of each taking (actor `job:<id>`; `detail`: attempt, host, last)."""
+def lines_taken(*, session: Session, job_ids: Sequence[int]) -> Sequence[tuple[int, int, Any]]:
+    """(job id, current attempt, report_lines_taken) of each job: how far its run's report
+    file is stored."""
     if not job_ids:
-        return {}
-    # By actor (the job itself: `job:<id>`), which is indexed: the audit trail only grows.
-    query = select(AuditEvent.target_id, AuditEvent.detail).where(
-        col(AuditEvent.actor).in_([f"job:{job_id}" for job_id in job_ids]),
-        AuditEvent.action == action,
-        AuditEvent.target_kind == "job",
-    )
-    taken: dict[tuple[int, int, str], int] = {}
-    for target_id, detail in session.exec(query).all():
-        if not isinstance(detail, dict):
-            continue
-        try:
-            key = (int(target_id), int(detail["attempt"]), str(detail["host"]))
-            last = int(detail["last"])
-        except (KeyError, TypeError, ValueError):
-            continue
-        taken[key] = max(taken.get(key, 0), last)
-    return taken
+        return []
+    query = select(Job.id, Job.attempts, Job.report_lines_taken).where(col(Job.id).in_(job_ids))
+    return [(int(i or 0), int(a), taken) for i, a, taken in session.exec(query).all()]

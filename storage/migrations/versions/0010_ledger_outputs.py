@@ -1,6 +1,7 @@
-"""job_outputs; jobs.project, jobs.round, jobs.report_token, jobs.overrun_warned_at: the
-output side of the ledger (what each job reported), projects and rounds for its reports, the
-per-run secret a job reports with, and the once-per-estimate overrun notice
+"""job_outputs; jobs.project, jobs.round, jobs.report_token, jobs.report_lines_taken,
+jobs.overrun_warned_at: the output side of the ledger (what each job reported), projects and
+rounds for its reports, the per-run secret a job reports with and how far its report file is
+stored, and the once-per-estimate overrun notice
 
 Revision ID: 0010
 Revises: 0009
@@ -42,6 +43,7 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("project", sa.String(length=64), nullable=True))
         batch_op.add_column(sa.Column("round", sa.String(length=32), nullable=True))
         batch_op.add_column(sa.Column("report_token", sa.String(length=64), nullable=True))
+        batch_op.add_column(sa.Column("report_lines_taken", sa.JSON(), nullable=True))
         batch_op.add_column(
             sa.Column("overrun_warned_at", storage.types.UTCDateTime(), nullable=True)
         )
@@ -52,6 +54,7 @@ def downgrade() -> None:
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_jobs_project"))
         batch_op.drop_column("overrun_warned_at")
+        batch_op.drop_column("report_lines_taken")
         batch_op.drop_column("report_token")
         batch_op.drop_column("round")
         batch_op.drop_column("project")
