@@ -16,7 +16,14 @@ from bot.blocks.overrun import overrun_answered
 from bot.blocks.replies import error
 from bot.failures import reported
 from bot.i18n import t
-from bot.listeners.alerts import _already, _clicked, _message_lang, _redraw, _tell, _words
+from bot.listeners.alerts import (
+    alert_words,
+    already_answered,
+    clicked_alert,
+    message_lang,
+    redraw,
+    tell_answer,
+)
 from bot.listeners.commands import acknowledge, modal_opener
 from bot.messenger import Messenger
 from bot.replays import once
@@ -68,7 +75,7 @@ def register(app: App, services: BotServices, messenger: Messenger, modals: Exec
             messenger.publish_home(body["user"]["id"])
 
     def answer_overrun(answer: str, body: dict[str, Any], respond: Respond) -> None:
-        user, key = _clicked(body)
+        user, key = clicked_alert(body)
         lang = services.language(user)
         paika = services.paika
         result = (
@@ -79,11 +86,11 @@ def register(app: App, services: BotServices, messenger: Messenger, modals: Exec
             else overrun.OverrunAnswer(known=False)
         )
         if not result.known or result.notice is None:
-            _tell(respond, error(t(lang, "alert.bad_button"), lang, None))
+            tell_answer(respond, error(t(lang, "alert.bad_button"), lang, None))
             return
         if not result.allowed:
             owner = mention(result.notice.detail.get("owner"))
-            _tell(respond, _words(t(lang, "alert.overrun.refused", owner=owner)))
+            tell_answer(respond, alert_words(t(lang, "alert.overrun.refused", owner=owner)))
             return
         redrawn = overrun_answered(
             result.notice,
@@ -91,14 +98,14 @@ def register(app: App, services: BotServices, messenger: Messenger, modals: Exec
             result.answered_by,
             result.answered_at,
             result.estimate_hours,
-            _message_lang(body, services, lang),
+            message_lang(body, services, lang),
             services.zone,
         )
-        _redraw(body, messenger, respond, redrawn)
+        redraw(body, messenger, respond, redrawn)
         if not result.changed and result.answer != overrun.ENDED:
-            _tell(
+            tell_answer(
                 respond,
-                _already(
+                already_answered(
                     lang, "alert.idle.already", result.answered_by, result.answered_at, services
                 ),
             )

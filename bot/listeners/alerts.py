@@ -34,7 +34,7 @@ _KEY = re.compile(r"[a-z-]{1,20}(:[A-Za-z0-9._-]{1,40}){1,4}")
 def register(app: App, services: BotServices, messenger: Messenger) -> None:
     def acknowledge_quota(body: dict[str, Any], respond: Respond) -> None:
         with reported(services, body, respond):
-            user, key = _clicked(body)
+            user, key = clicked_alert(body)
             lang = services.language(user)
             paika = services.paika
             result = (
@@ -43,21 +43,21 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
                 else quota.QuotaAck(known=False)
             )
             if not result.known or result.alert is None:
-                _tell(respond, error(t(lang, "alert.bad_button"), lang, None))
+                tell_answer(respond, error(t(lang, "alert.bad_button"), lang, None))
                 return
             owner = mention(result.alert.detail.get("owner"))
             if not result.allowed:
-                _tell(respond, _words(t(lang, "alert.quota.refused", owner=owner)))
+                tell_answer(respond, alert_words(t(lang, "alert.quota.refused", owner=owner)))
                 return
-            shown_in = _message_lang(body, services, lang)
+            shown_in = message_lang(body, services, lang)
             redrawn = quota_acknowledged(
                 result.alert, result.answered_by, result.answered_at, shown_in, services.zone
             )
-            _redraw(body, messenger, respond, redrawn)
+            redraw(body, messenger, respond, redrawn)
             if not result.changed:
-                _tell(
+                tell_answer(
                     respond,
-                    _already(
+                    already_answered(
                         lang,
                         "alert.quota.already",
                         result.answered_by,
@@ -67,7 +67,7 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
                 )
 
     def answer_idle(answer: str, body: dict[str, Any], respond: Respond) -> None:
-        user, key = _clicked(body)
+        user, key = clicked_alert(body)
         lang = services.language(user)
         paika = services.paika
         result = (
@@ -78,13 +78,13 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
             else idle.IdleAnswer(known=False)
         )
         if not result.known or result.alert is None:
-            _tell(respond, error(t(lang, "alert.bad_button"), lang, None))
+            tell_answer(respond, error(t(lang, "alert.bad_button"), lang, None))
             return
         if not result.allowed:
             owner = mention(result.alert.detail.get("owner"))
-            _tell(respond, _words(t(lang, "alert.idle.refused", owner=owner)))
+            tell_answer(respond, alert_words(t(lang, "alert.idle.refused", owner=owner)))
             return
-        shown_in = _message_lang(body, services, lang)
+        shown_in = message_lang(body, services, lang)
         redrawn = idle_answered(
             result.alert,
             result.answer,
@@ -93,11 +93,11 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
             shown_in,
             services.zone,
         )
-        _redraw(body, messenger, respond, redrawn)
+        redraw(body, messenger, respond, redrawn)
         if not result.changed:
-            _tell(
+            tell_answer(
                 respond,
-                _already(
+                already_answered(
                     lang, "alert.idle.already", result.answered_by, result.answered_at, services
                 ),
             )
@@ -115,14 +115,14 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
     app.action(ids.IDLE_RELEASE)(ack=acknowledge, lazy=[once(services, release)])
 
 
-def _clicked(body: dict[str, Any]) -> tuple[str, str | None]:
+def clicked_alert(body: dict[str, Any]) -> tuple[str, str | None]:
     """Who clicked, and the alert key the button carries (None if it is not one)."""
     value = ((body.get("actions") or [{}])[0]).get("value")
     key = value if isinstance(value, str) and _KEY.fullmatch(value) else None
     return str(body["user"]["id"]), key
 
 
-def _message_lang(body: dict[str, Any], services: BotServices, clicker_lang: str) -> str:
+def message_lang(body: dict[str, Any], services: BotServices, clicker_lang: str) -> str:
     """A DM is in its reader's language (the one clicking it); a channel post in the default."""
     channel = str((body.get("container") or {}).get("channel_id") or "")
     if channel.startswith("D"):
@@ -130,7 +130,7 @@ def _message_lang(body: dict[str, Any], services: BotServices, clicker_lang: str
     return services.paika.policy.slack.default_language
 
 
-def _redraw(body: dict[str, Any], messenger: Messenger, respond: Respond, message: Message) -> None:
+def redraw(body: dict[str, Any], messenger: Messenger, respond: Respond, message: Message) -> None:
     """Replace the clicked message with `message` (buttons gone, the answer in their place)."""
     container = body.get("container") or {}
     channel, ts = container.get("channel_id"), container.get("message_ts")
@@ -139,7 +139,7 @@ def _redraw(body: dict[str, Any], messenger: Messenger, respond: Respond, messag
     respond(text=message.text, blocks=message.blocks, replace_original=True)
 
 
-def _tell(respond: Respond, message: Message) -> None:
+def tell_answer(respond: Respond, message: Message) -> None:
     """Only the clicker sees it."""
     respond(
         text=message.text,
@@ -149,11 +149,11 @@ def _tell(respond: Respond, message: Message) -> None:
     )
 
 
-def _words(text: str) -> Message:
+def alert_words(text: str) -> Message:
     return Message(text, [section(f":no_entry_sign: {text}")])
 
 
-def _already(
+def already_answered(
     lang: str, key: str, by: str | None, at: datetime | None, services: BotServices
 ) -> Message:
     text = t(lang, key, user=mention(by), at=when(lang, at, services.zone))
