@@ -37,7 +37,16 @@ from scheduler.periodic import Periodic
 from scheduler.runner import agent_cycle
 from scheduler.serving import serve_in_thread, stop_server
 from scheduler.settings import Settings
-from storage.models import Allocation, Gpu, Host, Job, JobState, LedgerEntry
+from storage.models import (
+    Allocation,
+    Gpu,
+    Host,
+    Job,
+    JobOutput,
+    JobState,
+    LedgerEntry,
+    OutputSource,
+)
 
 ADMIN = "UDEMOADMIN"
 HOSTS = (("gpu-a", "4xA100-80GB"), ("gpu-b", "4xT4-16GB"), ("gpu-c", "2xA10-24GB,2xA100-40GB"))
@@ -71,6 +80,21 @@ class Planned:
     ready_after: timedelta | None
 
 
+# Each team's project; a job's round is its third of the day. Every job reports what it
+# produced through its report file as it ends, as a real training script would.
+PROJECTS = {"vision": "detector", "nlp": "llm-pretrain"}
+ROUNDS_REPORT = "report by=round project=llm-pretrain metric=top1"
+
+
+def _reported(seed: int, index: int, name: str) -> str:
+    """The words a demo job writes to its report file: two metrics and its checkpoint (later
+    rounds do a little better)."""
+    rng = random.Random(seed * 1000 + index)  # apart from the workload's draws
+    top1 = 60 + 4 * (index // 8) + rng.uniform(0, 6)
+    loss = max(0.05, 1.2 - 0.15 * (index // 8) - rng.uniform(0, 0.3))
+    return f"metric=top1:{top1:.1f} metric=loss:{loss:.3f} output=s3://ckpt/{name}/final"
+
+
 def workload(seed: int, speed: float) -> list[Planned]:
     """A mixed day of work, the same for a given seed."""
     rng = random.Random(seed)
@@ -89,9 +113,11 @@ def workload(seed: int, speed: float) -> list[Planned]:
         pending = rng.random() < 0.3
         name = f"{team}-{priority}-{index:02d}"
         data = "s3://datasets/" + name if pending else "ready"
+        project, run = PROJECTS[team], _reported(seed, index, name)
         text = (
             f"submit name={name} gpus={gpus} hours={gpus * wall_h:.1f} priority={priority} data={data} "
-            f'{need} cmd="sleep {actual_s / speed:.2f}"'
+            f"{need} project={project} round={1 + index // 8} "
+            f"cmd='sleep {actual_s / speed:.2f} && echo {run} >> \"$PAIKA_REPORT_FILE\"'"
         )
         at = timedelta(minutes=rng.uniform(0, 150) if index > 6 else 0)
         planned.append(
@@ -163,6 +189,9 @@ def run_demo(
             stop_server(agent.server, agent.thread)
             agent.store.close()
     summary = _summary(paika, clock)
+    # The ledger's own report of one project's rounds, as a team lead asks it in Slack (the
+    # demo's clock runs ahead of the wall clock, so it is asked here, at the demo's time).
+    summary["rounds_report"] = paika.run(ROUNDS_REPORT, "UNOAH").text
     summary["archive"] = _archived(archiver)
     _print_summary(summary, out)
     paika.engine.dispose()
@@ -299,6 +328,9 @@ def _summary(paika: Paika, clock: AcceleratedClock) -> dict[str, object]:
     with Session(paika.engine) as session:
         jobs = session.exec(select(Job)).all()
         ledger = session.exec(select(LedgerEntry)).all()
+        reported = len(
+            session.exec(select(JobOutput).where(JobOutput.source == OutputSource.FILE)).all()
+        )
         gpus = len(session.exec(select(Gpu)).all())
     waits: dict[str, list[float]] = defaultdict(list)
     for job in jobs:
@@ -314,6 +346,22 @@ def _summary(paika: Paika, clock: AcceleratedClock) -> dict[str, object]:
     states: dict[str, int] = defaultdict(int)
     for job in jobs:
         states[str(job.state)] += 1
+    cost_of: dict[int, float] = defaultdict(float)
+    for entry in ledger:
+        cost_of[entry.job_id] += entry.cost
+    # What the GPUs bought: per project, the runs that ended well, their cost and the best
+    # top1 the jobs reported themselves (no person typed it).
+    bought: dict[str, dict[str, float]] = {}
+    for job in jobs:
+        if job.project is None:
+            continue
+        line = bought.setdefault(job.project, {"runs": 0, "cost": 0.0, "best_top1": 0.0})
+        line["cost"] = round(line["cost"] + cost_of[job.id or 0], 2)
+        if job.state == JobState.SUCCEEDED:
+            line["runs"] += 1
+        top1 = (job.metrics or {}).get("top1")
+        if isinstance(top1, int | float):
+            line["best_top1"] = max(line["best_top1"], float(top1))
     return {
         "jobs": len(jobs),
         "states": dict(states),
@@ -323,6 +371,8 @@ def _summary(paika: Paika, clock: AcceleratedClock) -> dict[str, object]:
             t: (round(h, 2), round(c, 2)) for t, (h, c) in sorted(by_type.items())
         },
         "paika_hours_simulated": round(span, 2),
+        "bought_by_project": dict(sorted(bought.items())),
+        "outputs_reported": reported,
     }
 
 
@@ -343,3 +393,15 @@ def _print_summary(summary: dict[str, object], out: TextIO) -> None:
     )
     for gpu_type, (hours, cost) in summary["gpu_hours_and_cost_by_type"].items():  # type: ignore[attr-defined]
         print(f"  {gpu_type:<10} {hours:7.2f} GPU-hours  cost {cost:8.2f}", file=out)
+    print(
+        f"what it bought ({summary['outputs_reported']} outputs reported by the jobs themselves):",
+        file=out,
+    )
+    for project, line in summary["bought_by_project"].items():  # type: ignore[attr-defined]
+        print(
+            f"  {project:<13} {line['runs']:3d} runs finished  cost {line['cost']:8.2f}  "
+            f"best top1 {line['best_top1']:.1f}",
+            file=out,
+        )
+    print(f"/gpu {ROUNDS_REPORT}:", file=out)
+    print(summary.get("rounds_report", ""), file=out)

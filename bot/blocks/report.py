@@ -131,7 +131,10 @@ def total_facts(lang: str, result: ReportResult) -> list[str]:
 def produced(lang: str, outcome: JobOutcome) -> str:
     """What a job produced: its output, its artefacts and its metrics."""
     metrics = ", ".join(f"{name}={value:g}" for name, value in outcome.metrics.items())
-    artefacts = ", ".join(f"{name}={where}" for name, where in outcome.artefacts)
+    # The latest artefact is the job's output already: said once.
+    artefacts = ", ".join(
+        f"{name}={where}" for name, where in outcome.artefacts if where != outcome.output
+    )
     parts = [part for part in (outcome.output, artefacts, metrics) if part]
     return " · ".join(parts) or t(lang, "report.nothing_recorded")
 

@@ -39,6 +39,12 @@ def test_the_demo_runs_real_jobs_to_the_end(
     assert summary["jobs"] == 24
     assert states.get("succeeded", 0) >= 20, out.getvalue()[-3000:]
     assert summary["gpu_hours_and_cost_by_type"], "the ledger recorded GPU time"
+    # Every job reported two metrics and its checkpoint through its report file as it ended,
+    # with no person involved: what the GPUs bought, per project.
+    assert summary["outputs_reported"] >= 3 * states.get("succeeded", 0), summary
+    bought = summary["bought_by_project"]
+    assert isinstance(bought, dict) and set(bought) == {"detector", "llm-pretrain"}, bought
+    assert all(line["best_top1"] >= 60 for line in bought.values()), bought
     text = out.getvalue()
     assert "job_started" in text and "── board at" in text and "── summary" in text
     # The notices are said from the bot's catalogue: "job #3 bert-ft started on gpu-a (…)".
