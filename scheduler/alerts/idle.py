@@ -33,12 +33,12 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from scheduler.alerts.answers import answering
 from scheduler.config import PolicyConfig
 from scheduler.hosts.reconcile import ACTOR
 from scheduler.notices.kinds import NoticeKind
 from scheduler.notices.outbox import Announcement, claim, from_row
 from scheduler.races import on_race, retrying
-from scheduler.service.context import resolve_actor
 from storage.db import session_scope
 from storage.models import Allocation, GpuSample, Job, JobState, Notice
 from storage.queries import audit, reclaim
@@ -419,16 +419,11 @@ def answer_idle(
     if answer not in ANSWERS:
         raise ValueError(f"unknown answer {answer!r}")
     with session_scope(engine) as session:
-        row = notice_queries.lock_notice(session=session, key=key)
-        if row is None or row.kind != ASK_KIND:
+        found = answering(session, key, ASK_KIND, user_id, admins)
+        row, ask, job = found.row, found.notice, found.job
+        if row is None or ask is None:
             return IdleAnswer(known=False)
-        ask = from_row(row)
-        job = job_queries.get_job(session=session, job_id=int(ask.detail.get("job_id", 0)))
-        actor = resolve_actor(session, user_id, admins)
-        allowed = actor.is_admin or (
-            job is not None and (user_id == job.owner or actor.is_approver_of(job.team_id))
-        )
-        if not allowed:
+        if not found.allowed:
             return IdleAnswer(True, alert=ask)
         if row.answered_at is not None:
             return IdleAnswer(True, True, False, row.answer, row.answered_by, row.answered_at, ask)

@@ -26,12 +26,12 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from scheduler.alerts.answers import answering
 from scheduler.config import PolicyConfig
 from scheduler.hosts.reconcile import ACTOR
 from scheduler.notices.kinds import NoticeKind
-from scheduler.notices.outbox import Announcement, claim, from_row
+from scheduler.notices.outbox import Announcement, claim
 from scheduler.races import on_race, retrying
-from scheduler.service.context import resolve_actor
 from storage.db import session_scope
 from storage.models import Job, JobState
 from storage.queries import audit
@@ -212,16 +212,11 @@ def answer_overrun(
     if answer not in ANSWERS:
         raise ValueError(f"unknown answer {answer!r}")
     with session_scope(engine) as session:
-        row = notice_queries.lock_notice(session=session, key=key)
-        if row is None or row.kind != KIND:
+        found = answering(session, key, KIND, user_id, admins)
+        row, notice, job = found.row, found.notice, found.job
+        if row is None or notice is None:
             return OverrunAnswer(known=False)
-        notice = from_row(row)
-        job = job_queries.get_job(session=session, job_id=int(notice.detail.get("job_id", 0)))
-        actor = resolve_actor(session, user_id, admins)
-        allowed = actor.is_admin or (
-            job is not None and (user_id == job.owner or actor.is_approver_of(job.team_id))
-        )
-        if not allowed:
+        if not found.allowed:
             return OverrunAnswer(True, notice=notice)
         if row.answered_at is not None:
             return OverrunAnswer(
