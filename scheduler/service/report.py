@@ -15,10 +15,11 @@ from typing import Any
 from scheduler.errors import Problem, UserError
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
-from storage.models import Job, JobOutput, JobState, OutputKind
+from storage.models import JobState, OutputKind
 from storage.queries import accounting
 from storage.queries import cluster as cluster_queries
 from storage.queries import org as org_queries
+from storage.queries.accounting import JobFacts, OutputRow
 
 
 class Grouping(StrEnum):
@@ -206,27 +207,31 @@ def report(
         raise UserError(Problem.REPORT_EMPTY_PERIOD)
     found = team_by_name(ctx, team) if team is not None else None
     team_id = found.id if found else None
+    charges = accounting.charges_between(session=ctx.session, start=start, end=end, team_id=team_id)
+    still_open = cluster_queries.open_charges_between(session=ctx.session, end=end, team_id=team_id)
+    # Each job's facts once, however many charges it has.
+    jobs = accounting.job_facts(
+        session=ctx.session,
+        job_ids={c.job_id for c in charges} | {o.job_id for o in still_open},
+    )
     usage = _Usage(ask)
-    for entry, job in accounting.ledger_between(
-        session=ctx.session, start=start, end=end, team_id=team_id
-    ):
-        share = _share(entry.started_at, entry.ended_at, start, end)
+    for charge in charges:
+        share = _share(charge.started_at, charge.ended_at, start, end)
         usage.add(
-            entry.team_id,
-            entry.gpu_type,
-            job,
-            entry.gpu_hours * share,
-            entry.cost * share,
-            entry.idle_gpu_hours * share,
+            charge.team_id,
+            charge.gpu_type,
+            jobs[charge.job_id],
+            charge.gpu_hours * share,
+            charge.cost * share,
+            charge.idle_gpu_hours * share,
         )
     until = min(end, ctx.now)
-    for allocation, gpu_type, job in cluster_queries.open_allocations_between(
-        session=ctx.session, end=end, team_id=team_id
-    ):
+    for allocation in still_open:
+        job = jobs[allocation.job_id]
         hours = max(0.0, (until - max(start, allocation.started_at)).total_seconds() / 3600)
-        spec = ctx.policy.gpu_type(gpu_type)
+        spec = ctx.policy.gpu_type(allocation.gpu_type)
         price = spec.price_per_gpu_hour if spec else 0.0
-        usage.add(job.team_id, gpu_type, job, hours, hours * price, 0.0)
+        usage.add(job.team_id, allocation.gpu_type, job, hours, hours * price, 0.0)
     return usage.result(ctx, found.name if found else None, start, end, whole)
 
 
@@ -247,13 +252,13 @@ class _Sums:
     wasted: float = 0.0  # of cost, what runs that failed or were cancelled spent
     job_ids: set[int] = field(default_factory=set)
 
-    def add(self, job: Job, hours: float, cost: float, idle: float) -> None:
+    def add(self, job: JobFacts, hours: float, cost: float, idle: float) -> None:
         self.hours += hours
         self.cost += cost
         self.idle += idle
         if job.state in WASTED_STATES:
             self.wasted += cost
-        self.job_ids.add(job.id or 0)
+        self.job_ids.add(job.id)
 
 
 class _Usage:
@@ -263,10 +268,10 @@ class _Usage:
         self.ask = ask
         self.team_names: dict[int, str] = {}
         self.cells: dict[tuple[object, str], _Sums] = defaultdict(_Sums)
-        self.jobs: dict[int, Job] = {}
+        self.jobs: dict[int, JobFacts] = {}
         self.by_job: dict[int, _Sums] = defaultdict(_Sums)
 
-    def wanted(self, job: Job, gpu_type: str) -> bool:
+    def wanted(self, job: JobFacts, gpu_type: str) -> bool:
         ask = self.ask
         return (
             (ask.user is None or job.owner == ask.user)
@@ -275,7 +280,7 @@ class _Usage:
             and (ask.gpu_type is None or gpu_type == ask.gpu_type)
         )
 
-    def cell_of(self, team_id: int, gpu_type: str, job: Job) -> tuple[object, str]:
+    def cell_of(self, team_id: int, gpu_type: str, job: JobFacts) -> tuple[object, str]:
         by = self.ask.by
         if by is None:
             return team_id, gpu_type
@@ -290,11 +295,11 @@ class _Usage:
         return gpu_type, gpu_type
 
     def add(
-        self, team_id: int, gpu_type: str, job: Job, hours: float, cost: float, idle: float
+        self, team_id: int, gpu_type: str, job: JobFacts, hours: float, cost: float, idle: float
     ) -> None:
         if not self.wanted(job, gpu_type):
             return
-        job_id = job.id or 0
+        job_id = job.id
         self.cells[self.cell_of(team_id, gpu_type, job)].add(job, hours, cost, idle)
         self.jobs[job_id] = job
         self.by_job[job_id].add(job, hours, cost, idle)
@@ -309,12 +314,17 @@ class _Usage:
         def team_of(team_id: int) -> str:
             return self.team_names.get(team_id, f"team {team_id}")
 
-        outputs: dict[int, list[JobOutput]] = defaultdict(list)
-        for out in accounting.outputs_of_jobs(session=ctx.session, job_ids=list(self.jobs)):
+        # Every job's metrics judge the groups; what else they reported (artefacts) only
+        # the jobs shown need: this page, or every job when the whole report is asked for.
+        whole = whole or bool(self.ask.file)
+        outputs: dict[int, list[OutputRow]] = defaultdict(list)
+        for out in accounting.output_rows_of_jobs(
+            session=ctx.session, job_ids=list(self.jobs), metrics_only=not whole
+        ):
             outputs[out.job_id].append(out)
         outcomes = sorted(
             (
-                self.outcome(job, team_of(job.team_id), outputs[job.id or 0])
+                self.outcome(job, team_of(job.team_id), outputs[job.id])
                 for job in self.jobs.values()
             ),
             key=lambda o: (-o.cost, -o.gpu_hours, o.job_id),
@@ -333,6 +343,8 @@ class _Usage:
         if page > pages:
             raise UserError(Problem.REPORT_PAGE_PAST_END, page=page, pages=pages)
         shown = outcomes[(page - 1) * JOB_LIMIT : page * JOB_LIMIT]
+        if not whole:
+            shown = self.with_artefacts(ctx, shown)
         return ReportResult(
             start=start,
             end=end,
@@ -348,11 +360,21 @@ class _Usage:
             page=page,
             pages=pages,
             ask=self.ask,
-            all_jobs=tuple(outcomes) if whole or self.ask.file else (),
+            all_jobs=tuple(outcomes) if whole else (),
         )
 
-    def outcome(self, job: Job, team: str, outputs: Sequence[JobOutput]) -> JobOutcome:
-        job_id = job.id or 0
+    def with_artefacts(self, ctx: Context, shown: list[JobOutcome]) -> list[JobOutcome]:
+        """The page's jobs with the artefacts they reported (their metrics are known)."""
+        artefacts: dict[int, dict[str, str]] = defaultdict(dict)
+        for out in accounting.output_rows_of_jobs(
+            session=ctx.session, job_ids=[o.job_id for o in shown]
+        ):
+            if out.kind == OutputKind.ARTEFACT and out.text:
+                artefacts[out.job_id][out.name] = out.text
+        return [replace(o, artefacts=tuple(sorted(artefacts[o.job_id].items()))) for o in shown]
+
+    def outcome(self, job: JobFacts, team: str, outputs: Sequence[OutputRow]) -> JobOutcome:
+        job_id = job.id
         metrics: dict[str, float] = {}
         artefacts: dict[str, str] = {}
         # Each report is kept; the latest of each name is what the run produced. The job's

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -214,6 +215,33 @@ def open_allocations_between(
     if team_id is not None:
         query = query.where(Job.team_id == team_id)
     return [(allocation, str(gpu_type), job) for allocation, gpu_type, job in session.exec(query)]
+
+
+@dataclass(frozen=True, slots=True)
+class OpenCharge:
+    """An allocation still open, as the ledger's reports count it: whose, on which type,
+    since when."""
+
+    job_id: int
+    gpu_type: str
+    started_at: datetime
+
+
+def open_charges_between(
+    *, session: Session, end: datetime, team_id: int | None = None
+) -> list[OpenCharge]:
+    """Open allocations begun before `end`, oldest first, as plain rows (the reports)."""
+    query = (
+        sa_select(col(Allocation.job_id), col(Gpu.gpu_type), col(Allocation.started_at))
+        .join(Gpu, col(Gpu.id) == col(Allocation.gpu_id))
+        .where(col(Allocation.ended_at).is_(None), col(Allocation.started_at) < end)
+        .order_by(col(Allocation.id))
+    )
+    if team_id is not None:
+        query = query.join(Job, col(Job.id) == col(Allocation.job_id)).where(
+            col(Job.team_id) == team_id
+        )
+    return [OpenCharge(*row) for row in session.connection().execute(query)]
 
 
 def last_run_hosts(*, session: Session, job_id: int) -> Sequence[Host]:
