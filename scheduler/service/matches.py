@@ -26,7 +26,7 @@ from storage.models import Job, LedgerEntry
 from storage.queries import accounting
 from storage.queries import matches as match_queries
 from storage.queries import org as org_queries
-from storage.queries.accounting import Charge, JobFacts
+from storage.queries.accounting import Charge, JobFacts, JobFilter
 
 # Below this a difference in cost is rounding, not a costlier choice.
 CENT = 0.005
@@ -154,7 +154,10 @@ def costliest(
     for the same work (ledger entries that cross the period's edges count for their share)."""
     found = team_by_name(ctx, team) if team is not None else None
     rows = accounting.charges_between(
-        session=ctx.session, start=start, end=end, team_id=found.id if found else None
+        session=ctx.session,
+        start=start,
+        end=end,
+        jobs=JobFilter(team_id=found.id if found else None),
     )
     charges: dict[int, list[tuple[str, float, float]]] = defaultdict(list)
     for entry in rows:
@@ -214,8 +217,10 @@ def costliest(
 
 
 def _entry_share(entry: LedgerEntry | Charge, start: datetime, end: datetime) -> float:
-    """The part of the entry inside [start, end) (all of it for an instant inside), as
-    `/gpu report` counts it."""
+    """The part of the entry inside [start, end) (all of it for an instant inside, or for
+    a sum of entries wholly inside), as `/gpu report` counts it."""
+    if entry.started_at is None or entry.ended_at is None:
+        return 1.0
     length = (entry.ended_at - entry.started_at).total_seconds()
     if length <= 0:
         return 1.0

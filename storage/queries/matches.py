@@ -40,4 +40,6 @@ def latest_alternatives(
         .where(col(Match.job_id).in_(list(job_ids)))
         .order_by(col(Match.at), col(Match.id))
     )
-    return {job_id: alternatives for job_id, alternatives in session.connection().execute(query)}
+    return {
+        job_id: alternatives for job_id, alternatives in session.connection().execute(query).all()
+    }
