@@ -21,7 +21,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import insert
+from sqlalchemy import insert, text
 
 from bot.console import render
 from bot.report_export import export_report
@@ -130,6 +130,11 @@ def build(paika: Paika, jobs: int, seed: int) -> None:
         ):
             for first in range(0, len(rows), 2000):
                 conn.execute(insert(table), rows[first : first + 2000])  # type: ignore[arg-type]
+    if paika.engine.dialect.name == "postgresql":
+        # A live install's tables have planner statistics (autovacuum keeps them); tables
+        # filled a moment ago have none, and the planner takes them for nearly empty.
+        with paika.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("ANALYZE"))
 
 
 def _output(
