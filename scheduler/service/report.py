@@ -313,6 +313,9 @@ class _Usage:
         self.cells: dict[tuple[object, str], _Sums] = defaultdict(_Sums)
         self.jobs: dict[int, JobFacts] = {}
         self.by_job: dict[int, _JobSums] = defaultdict(_JobSums)
+        self.filtered = any(
+            wanted is not None for wanted in (ask.user, ask.project, ask.round, ask.gpu_type)
+        )
 
     def wanted(self, job: JobFacts, gpu_type: str) -> bool:
         ask = self.ask
@@ -340,7 +343,7 @@ class _Usage:
     def add(
         self, team_id: int, gpu_type: str, job: JobFacts, hours: float, cost: float, idle: float
     ) -> None:
-        if not self.wanted(job, gpu_type):
+        if self.filtered and not self.wanted(job, gpu_type):
             return
         job_id = job.id
         self.cells[self.cell_of(team_id, gpu_type, job)].add(job, hours, cost, idle)
@@ -497,6 +500,8 @@ def _with_latest(metrics: dict[str, float], job: JobFacts, only: str | None) -> 
     """A job's reported metrics (each report kept, the latest of each name counting) with
     the job's own latest metrics (`/gpu done`), which win over reports of the same name;
     only the metric `only`, when given."""
+    if job.metrics_json is None:
+        return
     for name, value in job.latest_metrics().items():
         if only is None or name == only:
             metrics[name] = float(value)
