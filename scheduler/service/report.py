@@ -371,6 +371,8 @@ class _Usage:
         judged = judged or self.ask.project is not None
         spent = self.by_job
         order = sorted(spent, key=lambda i: (-spent[i].cost, -spent[i].hours, i))
+        ranked = [spent[i] for i in order]
+        facts = [self.jobs[i] for i in order]
         metrics: dict[int, dict[str, float]] = {}
         if whole or judged:
             asked = None if whole else self.ask.metric
@@ -378,10 +380,10 @@ class _Usage:
                 session=ctx.session, job_ids=self.period_jobs, name=asked
             ):
                 metrics.setdefault(job_id, {})[name] = float(value)
-            for i in order:
-                _with_latest(metrics.setdefault(i, {}), self.jobs[i], asked)
+            for job in facts:
+                _with_latest(metrics.setdefault(job.id, {}), job, asked)
         metric_of = (
-            _metrics_chosen((self.jobs[i].project, metrics[i]) for i in order) if metrics else {}
+            _metrics_chosen((job.project, metrics[job.id]) for job in facts) if metrics else {}
         )
         keyed = [
             (key, self.row(key, gpu_type, sums, metrics, metric_of))
@@ -422,12 +424,14 @@ class _Usage:
             team=team,
             rows=tuple(rows),
             jobs=tuple(outcomes[(page - 1) * JOB_LIMIT : page * JOB_LIMIT] if whole else outcomes),
-            total_gpu_hours=sum(spent[i].hours for i in order),
-            total_cost=sum(spent[i].cost for i in order),
+            total_gpu_hours=sum(s.hours for s in ranked),
+            total_cost=sum(s.cost for s in ranked),
             job_count=len(order),
-            total_idle_gpu_hours=sum(spent[i].idle for i in order),
-            total_wasted=sum(spent[i].cost for i in order if self.jobs[i].state in WASTED_STATES),
-            finished=sum(1 for i in order if self.jobs[i].state == JobState.SUCCEEDED),
+            total_idle_gpu_hours=sum(s.idle for s in ranked),
+            total_wasted=sum(
+                s.cost for s, job in zip(ranked, facts, strict=True) if job.state in WASTED_STATES
+            ),
+            finished=sum(1 for job in facts if job.state == JobState.SUCCEEDED),
             page=page,
             pages=pages,
             ask=self.ask,
@@ -502,8 +506,14 @@ def _with_latest(metrics: dict[str, float], job: JobFacts, only: str | None) -> 
     only the metric `only`, when given."""
     if job.metrics_json is None:
         return
-    for name, value in job.latest_metrics().items():
-        if only is None or name == only:
+    latest = job.latest_metrics()
+    if only is not None:
+        if only in latest:
+            metrics[only] = float(latest[only])
+        return
+    metrics.update(latest)
+    for name, value in latest.items():
+        if type(value) is not float:  # an integer as JSON wrote it
             metrics[name] = float(value)
 
 
