@@ -376,8 +376,14 @@ class _Usage:
         metrics: dict[int, dict[str, float]] = {}
         if whole or judged:
             asked = None if whole else self.ask.metric
-            for job_id, name, value in accounting.metric_values(
-                session=ctx.session, job_ids=self.period_jobs, name=asked
+            # A job's row holds the latest value of every metric it reported (each report,
+            # `/gpu done` too, is merged into it as it is stored): the reports themselves
+            # are read only for jobs whose row holds none.
+            bare = [job.id for job in facts if not job.holds_metrics]
+            for job_id, name, value in (
+                accounting.metric_values(session=ctx.session, job_ids=bare, name=asked)
+                if bare
+                else ()
             ):
                 metrics.setdefault(job_id, {})[name] = float(value)
             for job in facts:

@@ -158,6 +158,11 @@ class JobFacts:
     min_memory_gib: float | None
     min_speed: float | None
 
+    @property
+    def holds_metrics(self) -> bool:
+        """Whether the job's row holds metrics (JSON `null` and `{}` hold none)."""
+        return bool(self.metrics_json) and self.metrics_json not in ("null", "{}")
+
     def latest_metrics(self) -> dict[str, Any]:
         """The latest value of each metric the job reported (`jobs.metrics`)."""
         return (json.loads(self.metrics_json) if self.metrics_json else None) or {}
