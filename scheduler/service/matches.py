@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +26,7 @@ from storage.models import Job, LedgerEntry
 from storage.queries import accounting
 from storage.queries import matches as match_queries
 from storage.queries import org as org_queries
+from storage.queries.accounting import Charge, JobFacts, JobFilter
 
 # Below this a difference in cost is rounding, not a costlier choice.
 CENT = 0.005
@@ -152,17 +153,19 @@ def costliest(
     """Runs of the period whose type cost more than the cheapest adequate one would have
     for the same work (ledger entries that cross the period's edges count for their share)."""
     found = team_by_name(ctx, team) if team is not None else None
-    rows = accounting.ledger_between(
-        session=ctx.session, start=start, end=end, team_id=found.id if found else None
+    rows = accounting.charges_between(
+        session=ctx.session,
+        start=start,
+        end=end,
+        jobs=JobFilter(team_id=found.id if found else None),
     )
     charges: dict[int, list[tuple[str, float, float]]] = defaultdict(list)
-    jobs: dict[int, Job] = {}
-    for entry, job in rows:
+    for entry in rows:
         share = _entry_share(entry, start, end)
-        charges[job.id or 0].append((entry.gpu_type, entry.gpu_hours * share, entry.cost * share))
-        jobs[job.id or 0] = job
+        charges[entry.job_id].append((entry.gpu_type, entry.gpu_hours * share, entry.cost * share))
+    jobs = accounting.job_facts(session=ctx.session, job_ids=list(charges))
     catalog = ctx.policy.catalog()
-    latest = match_queries.latest_matches(session=ctx.session, job_ids=list(jobs))
+    teams = _team_names(ctx)
     runs = []
     for job_id, job in jobs.items():
         spent = _by_type(charges[job_id])
@@ -170,38 +173,54 @@ def costliest(
         cost = sum(part.cost for part in spent)
         if cheapest is None or cost - cheapest.cost <= CENT:
             continue
-        match = latest.get(job_id)
-        weighed = _weighed(match.alternatives if match else None)
         runs.append(
             CostlierRun(
                 job_id=job_id,
                 name=job.name,
                 owner=job.owner,
-                team=_team_name(ctx, job.team_id),
+                team=teams.get(job.team_id, f"team {job.team_id}"),
                 ran_on=", ".join(part.gpu_type for part in spent),
                 gpu_hours=sum(part.gpu_hours for part in spent),
                 cost=cost,
                 cheapest=cheapest,
                 extra_cost=cost - cheapest.cost,
-                wait_saved_minutes=next(
-                    (w.wait_minutes for w in weighed if w.gpu_type == cheapest.gpu_type), None
-                ),
+                wait_saved_minutes=None,
             )
         )
     runs.sort(key=lambda run: (-run.extra_cost, run.job_id))
+    # Only the runs listed show the wait their choice saved: only their matches are read.
+    shown = runs[:limit]
+    weighed = match_queries.latest_alternatives(
+        session=ctx.session, job_ids=[run.job_id for run in shown]
+    )
     return MatchesReport(
         start=start,
         end=end,
         team=found.name if found else None,
-        runs=tuple(runs[:limit]),
+        runs=tuple(
+            replace(
+                run,
+                wait_saved_minutes=next(
+                    (
+                        w.wait_minutes
+                        for w in _weighed(weighed.get(run.job_id))
+                        if w.gpu_type == run.cheapest.gpu_type
+                    ),
+                    None,
+                ),
+            )
+            for run in shown
+        ),
         total_extra=sum(run.extra_cost for run in runs),
         count=len(runs),
     )
 
 
-def _entry_share(entry: LedgerEntry, start: datetime, end: datetime) -> float:
-    """The part of the entry inside [start, end) (all of it for an instant inside), as
-    `/gpu report` counts it."""
+def _entry_share(entry: LedgerEntry | Charge, start: datetime, end: datetime) -> float:
+    """The part of the entry inside [start, end) (all of it for an instant inside, or for
+    a sum of entries wholly inside), as `/gpu report` counts it."""
+    if entry.started_at is None or entry.ended_at is None:
+        return 1.0
     length = (entry.ended_at - entry.started_at).total_seconds()
     if length <= 0:
         return 1.0
@@ -226,7 +245,7 @@ def _work(catalog: Sequence[CardType], spent: Sequence[Costed]) -> float:
 
 
 def _alternatives(
-    catalog: Sequence[CardType], job: Job, work: float
+    catalog: Sequence[CardType], job: Job | JobFacts, work: float
 ) -> tuple[Costed | None, Costed | None]:
     """The same work on the cheapest and on the fastest adequate type."""
     adequate = fitting_types(catalog, card_needs(job))  # cheapest first
@@ -255,6 +274,14 @@ def _weighed(alternatives: Sequence[Mapping[str, Any]] | None) -> tuple[Weighed,
             )
         )
     return tuple(weighed)
+
+
+def _team_names(ctx: Context) -> dict[int, str]:
+    return {
+        team.id: team.name
+        for team in org_queries.all_teams(session=ctx.session)
+        if team.id is not None
+    }
 
 
 def _team_name(ctx: Context, team_id: int) -> str:

@@ -3,22 +3,27 @@ GPU type over any period, and every job that used GPUs in it (costliest first, i
 
 from __future__ import annotations
 
+import gc
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
 from typing import Any
 
+from sqlalchemy import union
+
 from scheduler.errors import Problem, UserError
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
-from storage.models import Job, JobOutput, JobState, OutputKind
+from storage.models import JobState
 from storage.queries import accounting
 from storage.queries import cluster as cluster_queries
 from storage.queries import org as org_queries
+from storage.queries.accounting import JobFacts, JobFilter
 
 
 class Grouping(StrEnum):
@@ -204,29 +209,64 @@ def report(
     ask = ask or ReportAsk(team=team)
     if end <= start:
         raise UserError(Problem.REPORT_EMPTY_PERIOD)
+    with _no_collection_midway():
+        return _report(ctx, team, start, end, ask, whole)
+
+
+@contextmanager
+def _no_collection_midway() -> Iterator[None]:
+    """A year of the ledger is ~10^5 small objects (rows, facts, sums) that all live until
+    the report is made, and hold no cycles; while they pile up, the cyclic collector would
+    walk the whole process again and again (half the report's time at 20,000 jobs). Plain
+    reference counting frees them after; the collector runs again from then on."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _report(
+    ctx: Context, team: str | None, start: datetime, end: datetime, ask: ReportAsk, whole: bool
+) -> ReportResult:
     found = team_by_name(ctx, team) if team is not None else None
     team_id = found.id if found else None
-    usage = _Usage(ask)
-    for entry, job in accounting.ledger_between(
-        session=ctx.session, start=start, end=end, team_id=team_id
-    ):
-        share = _share(entry.started_at, entry.ended_at, start, end)
+    # The filters on jobs and on the type are applied in SQL; `_Usage.wanted` checks again.
+    kept = JobFilter(owner=ask.user, project=ask.project, round=ask.round, team_id=team_id)
+    charges = accounting.charges_between(
+        session=ctx.session, start=start, end=end, jobs=kept, gpu_type=ask.gpu_type
+    )
+    still_open = cluster_queries.open_charges_between(session=ctx.session, end=end, jobs=kept)
+    period_jobs = union(
+        accounting.charged_job_ids(start=start, end=end, jobs=kept),
+        cluster_queries.open_job_ids(end=end, jobs=kept),
+    )
+    # Each job's facts once, however many charges it has.
+    jobs = accounting.facts_of_jobs_in(session=ctx.session, job_ids=period_jobs)
+    usage = _Usage(ask, period_jobs)
+    for charge in charges:
+        share = (
+            _share(charge.started_at, charge.ended_at, start, end)
+            if charge.started_at is not None and charge.ended_at is not None
+            else 1.0
+        )
         usage.add(
-            entry.team_id,
-            entry.gpu_type,
-            job,
-            entry.gpu_hours * share,
-            entry.cost * share,
-            entry.idle_gpu_hours * share,
+            charge.team_id,
+            charge.gpu_type,
+            jobs[charge.job_id],
+            charge.gpu_hours * share,
+            charge.cost * share,
+            charge.idle_gpu_hours * share,
         )
     until = min(end, ctx.now)
-    for allocation, gpu_type, job in cluster_queries.open_allocations_between(
-        session=ctx.session, end=end, team_id=team_id
-    ):
+    for allocation in still_open:
+        job = jobs[allocation.job_id]
         hours = max(0.0, (until - max(start, allocation.started_at)).total_seconds() / 3600)
-        spec = ctx.policy.gpu_type(gpu_type)
+        spec = ctx.policy.gpu_type(allocation.gpu_type)
         price = spec.price_per_gpu_hour if spec else 0.0
-        usage.add(job.team_id, gpu_type, job, hours, hours * price, 0.0)
+        usage.add(job.team_id, allocation.gpu_type, job, hours, hours * price, 0.0)
     return usage.result(ctx, found.name if found else None, start, end, whole)
 
 
@@ -247,26 +287,37 @@ class _Sums:
     wasted: float = 0.0  # of cost, what runs that failed or were cancelled spent
     job_ids: set[int] = field(default_factory=set)
 
-    def add(self, job: Job, hours: float, cost: float, idle: float) -> None:
+    def add(self, job: JobFacts, hours: float, cost: float, idle: float) -> None:
         self.hours += hours
         self.cost += cost
         self.idle += idle
         if job.state in WASTED_STATES:
             self.wasted += cost
-        self.job_ids.add(job.id or 0)
+        self.job_ids.add(job.id)
+
+
+@dataclass(slots=True)
+class _JobSums:
+    hours: float = 0.0
+    cost: float = 0.0
+    idle: float = 0.0
 
 
 class _Usage:
     """Sums by group and by job, as charges are added (those outside the filters are not)."""
 
-    def __init__(self, ask: ReportAsk) -> None:
+    def __init__(self, ask: ReportAsk, period_jobs: Any) -> None:
         self.ask = ask
+        self.period_jobs = period_jobs  # a subquery of the ids of the jobs charged
         self.team_names: dict[int, str] = {}
         self.cells: dict[tuple[object, str], _Sums] = defaultdict(_Sums)
-        self.jobs: dict[int, Job] = {}
-        self.by_job: dict[int, _Sums] = defaultdict(_Sums)
+        self.jobs: dict[int, JobFacts] = {}
+        self.by_job: dict[int, _JobSums] = defaultdict(_JobSums)
+        self.filtered = any(
+            wanted is not None for wanted in (ask.user, ask.project, ask.round, ask.gpu_type)
+        )
 
-    def wanted(self, job: Job, gpu_type: str) -> bool:
+    def wanted(self, job: JobFacts, gpu_type: str) -> bool:
         ask = self.ask
         return (
             (ask.user is None or job.owner == ask.user)
@@ -275,7 +326,7 @@ class _Usage:
             and (ask.gpu_type is None or gpu_type == ask.gpu_type)
         )
 
-    def cell_of(self, team_id: int, gpu_type: str, job: Job) -> tuple[object, str]:
+    def cell_of(self, team_id: int, gpu_type: str, job: JobFacts) -> tuple[object, str]:
         by = self.ask.by
         if by is None:
             return team_id, gpu_type
@@ -290,14 +341,17 @@ class _Usage:
         return gpu_type, gpu_type
 
     def add(
-        self, team_id: int, gpu_type: str, job: Job, hours: float, cost: float, idle: float
+        self, team_id: int, gpu_type: str, job: JobFacts, hours: float, cost: float, idle: float
     ) -> None:
-        if not self.wanted(job, gpu_type):
+        if self.filtered and not self.wanted(job, gpu_type):
             return
-        job_id = job.id or 0
+        job_id = job.id
         self.cells[self.cell_of(team_id, gpu_type, job)].add(job, hours, cost, idle)
         self.jobs[job_id] = job
-        self.by_job[job_id].add(job, hours, cost, idle)
+        spent = self.by_job[job_id]
+        spent.hours += hours
+        spent.cost += cost
+        spent.idle += idle
 
     def result(
         self, ctx: Context, team: str | None, start: datetime, end: datetime, whole: bool
@@ -309,63 +363,93 @@ class _Usage:
         def team_of(team_id: int) -> str:
             return self.team_names.get(team_id, f"team {team_id}")
 
-        outputs: dict[int, list[JobOutput]] = defaultdict(list)
-        for out in accounting.outputs_of_jobs(session=ctx.session, job_ids=list(self.jobs)):
-            outputs[out.job_id].append(out)
-        outcomes = sorted(
-            (
-                self.outcome(job, team_of(job.team_id), outputs[job.id or 0])
-                for job in self.jobs.values()
-            ),
-            key=lambda o: (-o.cost, -o.gpu_hours, o.job_id),
+        # The groups are judged by their runs' metrics (every metric, or only the one asked
+        # for); a job's other outputs only the jobs listed need: this page, or every job when
+        # the whole report is asked for. Outcomes are made only for the jobs listed.
+        whole = whole or bool(self.ask.file)
+        judged = self.ask.metric is not None or self.ask.by in (Grouping.PROJECT, Grouping.ROUND)
+        judged = judged or self.ask.project is not None
+        spent = self.by_job
+        order = sorted(spent, key=lambda i: (-spent[i].cost, -spent[i].hours, i))
+        ranked = [spent[i] for i in order]
+        facts = [self.jobs[i] for i in order]
+        metrics: dict[int, dict[str, float]] = {}
+        if whole or judged:
+            asked = None if whole else self.ask.metric
+            # A job's row holds the latest value of every metric it reported (each report,
+            # `/gpu done` too, is merged into it as it is stored): the reports themselves
+            # are read only for jobs whose row holds none.
+            bare = [job.id for job in facts if not job.holds_metrics]
+            for job_id, name, value in (
+                accounting.metric_values(session=ctx.session, job_ids=bare, name=asked)
+                if bare
+                else ()
+            ):
+                metrics.setdefault(job_id, {})[name] = float(value)
+            for job in facts:
+                _with_latest(metrics.setdefault(job.id, {}), job, asked)
+        metric_of = (
+            _metrics_chosen((job.project, metrics[job.id]) for job in facts) if metrics else {}
         )
-        by_id = {o.job_id: o for o in outcomes}
-        metric_of = _metrics_chosen(outcomes)
         keyed = [
-            (key, self.row(key, gpu_type, sums, [by_id[i] for i in sums.job_ids], metric_of))
+            (key, self.row(key, gpu_type, sums, metrics, metric_of))
             for (key, gpu_type), sums in self.cells.items()
         ]
         rows = _ordered(ctx, self.ask.by, keyed)
         if self.ask.by == Grouping.ROUND:
             rows = _with_gains(keyed, rows)
-        pages = max(1, math.ceil(len(outcomes) / JOB_LIMIT))
+        pages = max(1, math.ceil(len(order) / JOB_LIMIT))
         page = self.ask.page
         if page > pages:
             raise UserError(Problem.REPORT_PAGE_PAST_END, page=page, pages=pages)
-        shown = outcomes[(page - 1) * JOB_LIMIT : page * JOB_LIMIT]
+        if whole:
+            listed = order
+            artefacts = accounting.artefact_locations(session=ctx.session, job_ids=self.period_jobs)
+        else:
+            listed = order[(page - 1) * JOB_LIMIT : page * JOB_LIMIT]
+            # The page's jobs show every metric they reported, not only the one judged by.
+            metrics = {i: {} for i in listed}
+            for job_id, name, value in accounting.metric_values(
+                session=ctx.session, job_ids=listed
+            ):
+                metrics[job_id][name] = float(value)
+            for i in listed:
+                _with_latest(metrics[i], self.jobs[i], None)
+            artefacts = accounting.artefact_locations(session=ctx.session, job_ids=listed)
+        made: dict[int, dict[str, str]] = defaultdict(dict)
+        for job_id, name, text in artefacts:
+            if text:
+                made[job_id][name] = text
+        outcomes = [
+            self.outcome(self.jobs[i], team_of(self.jobs[i].team_id), metrics[i], made[i])
+            for i in listed
+        ]
         return ReportResult(
             start=start,
             end=end,
             team=team,
             rows=tuple(rows),
-            jobs=tuple(shown),
-            total_gpu_hours=sum(o.gpu_hours for o in outcomes),
-            total_cost=sum(o.cost for o in outcomes),
-            job_count=len(outcomes),
-            total_idle_gpu_hours=sum(o.idle_gpu_hours for o in outcomes),
-            total_wasted=sum(o.cost for o in outcomes if o.wasted),
-            finished=sum(1 for o in outcomes if o.state == JobState.SUCCEEDED),
+            jobs=tuple(outcomes[(page - 1) * JOB_LIMIT : page * JOB_LIMIT] if whole else outcomes),
+            total_gpu_hours=sum(s.hours for s in ranked),
+            total_cost=sum(s.cost for s in ranked),
+            job_count=len(order),
+            total_idle_gpu_hours=sum(s.idle for s in ranked),
+            total_wasted=sum(
+                s.cost for s, job in zip(ranked, facts, strict=True) if job.state in WASTED_STATES
+            ),
+            finished=sum(1 for job in facts if job.state == JobState.SUCCEEDED),
             page=page,
             pages=pages,
             ask=self.ask,
-            all_jobs=tuple(outcomes) if whole or self.ask.file else (),
+            all_jobs=tuple(outcomes) if whole else (),
         )
 
-    def outcome(self, job: Job, team: str, outputs: Sequence[JobOutput]) -> JobOutcome:
-        job_id = job.id or 0
-        metrics: dict[str, float] = {}
-        artefacts: dict[str, str] = {}
-        # Each report is kept; the latest of each name is what the run produced. The job's
-        # own latest metrics (`/gpu done`) win over rows with the same name.
-        for out in outputs:  # this job's, oldest first
-            if out.kind == OutputKind.METRIC and out.value is not None:
-                metrics[out.name] = float(out.value)
-            elif out.kind == OutputKind.ARTEFACT and out.text:
-                artefacts[out.name] = out.text
-        metrics.update({k: float(v) for k, v in (job.metrics or {}).items()})
-        spent = self.by_job[job_id]
+    def outcome(
+        self, job: JobFacts, team: str, metrics: dict[str, float], artefacts: dict[str, str]
+    ) -> JobOutcome:
+        spent = self.by_job[job.id]
         return JobOutcome(
-            job_id=job_id,
+            job_id=job.id,
             name=job.name,
             team=team,
             owner=job.owner,
@@ -385,7 +469,7 @@ class _Usage:
         key: object,
         gpu_type: str,
         sums: _Sums,
-        runs: Sequence[JobOutcome],
+        metrics: Mapping[int, Mapping[str, float]],
         metric_of: dict[str, str | None],
     ) -> UsageRow:
         metric = self.ask.metric
@@ -394,7 +478,7 @@ class _Usage:
             metric = metric_of.get(str(project))
         elif metric is None and self.ask.project is not None:
             metric = metric_of.get(self.ask.project)
-        best = _best(metric, runs) if metric else None
+        best = _best(metric, (metrics.get(i, {}) for i in sums.job_ids)) if metric else None
         per_unit = None
         rising = metric is not None and not lower_is_better(metric)
         if rising and best is not None and best > 0 and self.ask.by != Grouping.ROUND:
@@ -406,7 +490,7 @@ class _Usage:
             cost=sums.cost,
             jobs=len(sums.job_ids),
             idle_gpu_hours=sums.idle,
-            finished=sum(1 for o in runs if o.state == JobState.SUCCEEDED),
+            finished=sum(1 for i in sums.job_ids if self.jobs[i].state == JobState.SUCCEEDED),
             wasted=sums.wasted,
             metric=metric if best is not None else None,
             best=best,
@@ -422,21 +506,41 @@ class _Usage:
         return str(key)
 
 
-def _metrics_chosen(outcomes: Iterable[JobOutcome]) -> dict[str, str | None]:
+def _with_latest(metrics: dict[str, float], job: JobFacts, only: str | None) -> None:
+    """A job's reported metrics (each report kept, the latest of each name counting) with
+    the job's own latest metrics (`/gpu done`), which win over reports of the same name;
+    only the metric `only`, when given."""
+    if job.metrics_json is None:
+        return
+    latest = job.latest_metrics()
+    if only is not None:
+        if only in latest:
+            metrics[only] = float(latest[only])
+        return
+    metrics.update(latest)
+    for name, value in latest.items():
+        if type(value) is not float:  # an integer as JSON wrote it
+            metrics[name] = float(value)
+
+
+def _metrics_chosen(
+    reported: Iterable[tuple[str | None, Iterable[str]]],
+) -> dict[str, str | None]:
     """Per project, the metric a report without metric= judges it by: the one most of its
-    runs in the period report (ties: the first by name)."""
+    runs in the period report (ties: the first by name). `reported`: each run's project and
+    the names of its metrics."""
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for outcome in outcomes:
-        for name in outcome.metrics:
-            counts[outcome.project or ""][name] += 1
+    for project, names in reported:
+        for name in names:
+            counts[project or ""][name] += 1
     return {
         project: min(named, key=lambda name: (-named[name], name)) if named else None
         for project, named in counts.items()
     }
 
 
-def _best(metric: str, runs: Iterable[JobOutcome]) -> float | None:
-    values = [o.metrics[metric] for o in runs if metric in o.metrics]
+def _best(metric: str, runs: Iterable[Mapping[str, float]]) -> float | None:
+    values = [found[metric] for found in runs if metric in found]
     if not values:
         return None
     return min(values) if lower_is_better(metric) else max(values)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -11,6 +12,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from storage.models import Allocation, Gpu, GpuSample, Host, Job
+from storage.queries.accounting import ANY_JOB, JobFilter
 
 
 def host_by_name(*, session: Session, name: str) -> Host | None:
@@ -214,6 +216,41 @@ def open_allocations_between(
     if team_id is not None:
         query = query.where(Job.team_id == team_id)
     return [(allocation, str(gpu_type), job) for allocation, gpu_type, job in session.exec(query)]
+
+
+@dataclass(frozen=True, slots=True)
+class OpenCharge:
+    """An allocation still open, as the ledger's reports count it: whose, on which type,
+    since when."""
+
+    job_id: int
+    gpu_type: str
+    started_at: datetime
+
+
+def open_charges_between(
+    *, session: Session, end: datetime, jobs: JobFilter = ANY_JOB
+) -> list[OpenCharge]:
+    """Open allocations of these jobs begun before `end`, oldest first, as plain rows (the
+    ledger's reports)."""
+    query = sa_select(col(Allocation.job_id), col(Gpu.gpu_type), col(Allocation.started_at))
+    query = _open_before(query.join(Gpu, col(Gpu.id) == col(Allocation.gpu_id)), end, jobs)
+    return [
+        OpenCharge(*row)
+        for row in session.connection().execute(query.order_by(col(Allocation.id))).all()
+    ]
+
+
+def open_job_ids(*, end: datetime, jobs: JobFilter = ANY_JOB) -> Any:
+    """A subquery: the ids of these jobs with an allocation open and begun before `end`."""
+    return _open_before(sa_select(col(Allocation.job_id)), end, jobs)
+
+
+def _open_before(query: Any, end: datetime, jobs: JobFilter) -> Any:
+    query = query.where(col(Allocation.ended_at).is_(None), col(Allocation.started_at) < end)
+    if jobs.team_id is not None or jobs.by_job:
+        query = jobs.on_jobs(query.join(Job, col(Job.id) == col(Allocation.job_id)))
+    return query
 
 
 def last_run_hosts(*, session: Session, job_id: int) -> Sequence[Host]:
