@@ -21,12 +21,10 @@ is not archived again.
 
 from __future__ import annotations
 
-import gc
 import gzip
 import hashlib
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from operator import attrgetter
@@ -37,6 +35,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from scheduler.archive.history import StoredConfig
+from scheduler.collector import collector_paused
 from scheduler.config import PolicyConfig
 from scheduler.errors import Conflict, Problem, UserError
 from scheduler.policy.plan import Wait, WaitCode
@@ -87,23 +86,8 @@ def build_document(
 ) -> Document:
     """The queue and the cluster as `session` sees them at `now`, with the policy's reasons
     and ETAs from `waits` (the cycle's plan; None: none known)."""
-    with _collector_paused():
+    with collector_paused():
         return _document(session, policy, waits, now, config_version)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cycle collector kept from running while the document is built: building
-    ~400,000 small lists sets off full collections that each walk every object of the
-    process (at 10,000 jobs they cost more than the queries). The lists hold no cycles;
-    reference counting frees them, and the collector runs again right after."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _document(

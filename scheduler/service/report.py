@@ -3,12 +3,10 @@ GPU type over any period, and every job that used GPUs in it (costliest first, i
 
 from __future__ import annotations
 
-import gc
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
@@ -16,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import union
 
+from scheduler.collector import collector_paused
 from scheduler.errors import Problem, UserError
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
@@ -209,23 +208,8 @@ def report(
     ask = ask or ReportAsk(team=team)
     if end <= start:
         raise UserError(Problem.REPORT_EMPTY_PERIOD)
-    with _no_collection_midway():
+    with collector_paused():
         return _report(ctx, team, start, end, ask, whole)
-
-
-@contextmanager
-def _no_collection_midway() -> Iterator[None]:
-    """A year of the ledger is ~10^5 small objects (rows, facts, sums) that all live until
-    the report is made, and hold no cycles; while they pile up, the cyclic collector would
-    walk the whole process again and again (half the report's time at 20,000 jobs). Plain
-    reference counting frees them after; the collector runs again from then on."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _report(

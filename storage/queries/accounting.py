@@ -72,21 +72,6 @@ def ledger_between(
 _IDS_PER_QUERY = 500
 
 
-def outputs_of_jobs(*, session: Session, job_ids: Sequence[int]) -> Sequence[JobOutput]:
-    """What these jobs reported (metrics, artefacts, verdicts), oldest first per job."""
-    found: list[JobOutput] = []
-    ids = sorted(set(job_ids))
-    for first in range(0, len(ids), _IDS_PER_QUERY):
-        chunk = ids[first : first + _IDS_PER_QUERY]
-        query = (
-            select(JobOutput)
-            .where(col(JobOutput.job_id).in_(chunk))
-            .order_by(col(JobOutput.job_id), col(JobOutput.at), col(JobOutput.id))
-        )
-        found += session.exec(query).all()
-    return found
-
-
 # The reports read a year of the ledger at once: they select the columns they use as plain
 # rows (no ORM objects, no identity map), sum in SQL the entries wholly inside the period,
 # and read each job's facts once, not once per entry.

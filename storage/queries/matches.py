@@ -17,18 +17,6 @@ def matches_of_job(*, session: Session, job_id: int) -> Sequence[Match]:
     return session.exec(query).all()
 
 
-def latest_matches(*, session: Session, job_ids: Collection[int]) -> dict[int, Match]:
-    """The latest match of each of these jobs, by job id."""
-    if not job_ids:
-        return {}
-    query = (
-        select(Match)
-        .where(col(Match.job_id).in_(list(job_ids)))
-        .order_by(col(Match.at), col(Match.id))
-    )
-    return {match.job_id: match for match in session.exec(query).all()}
-
-
 def latest_alternatives(
     *, session: Session, job_ids: Collection[int]
 ) -> dict[int, list[dict[str, Any]] | None]:
