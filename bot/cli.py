@@ -201,6 +201,11 @@ def up() -> None:
     from scheduler.periodic import Periodic
     from scheduler.runner import MissingAgentToken, agent_cycle
 
+    # Ctrl-C or a TERM from the moment paika starts: one that comes while it is still starting
+    # (its HTTP server may already answer) stops it cleanly once it is up, never halfway.
+    stopping = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopping.set())
     paika = _start()
     try:
         configure_logging(paika.settings.log_format, paika.settings.log_level)
@@ -252,9 +257,6 @@ def up() -> None:
         where,
         archiver.where,
     )
-    stopping = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stopping.set())
     stopping.wait()
     periodic.stop()
     if bot is not None:
