@@ -41,14 +41,24 @@ class Start:
     quota_id: int | None = None
 
 
+class PreemptCode(StrEnum):
+    """Why a running job is asked to checkpoint and stop (the faces say it in words)."""
+
+    IDLE_FOR_CORE = "idle_for_core"  # an idle-class job, for a core job
+    FOR_CORE = "for_core"  # a preemptible job, for a core job
+    FOR_SHORTER = "for_shorter"  # a preemptible job, for much shorter work (SRTF-like)
+
+
 @dataclass(frozen=True, slots=True)
 class Preempt:
-    """Ask an idle-class job to checkpoint and stop, by `deadline`, for a blocked core job."""
+    """Ask a running job to checkpoint and stop by `deadline` (its grace), for `for_job`;
+    it is requeued with its progress kept."""
 
     job_id: int
     for_job: int
     deadline: float
     reason: str
+    code: PreemptCode = PreemptCode.IDLE_FOR_CORE
 
 
 class WaitCode(StrEnum):

@@ -57,6 +57,17 @@ class Knobs:
     headroom: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     idle_preemption: bool = True
     idle_grace_s: float = 600.0
+    # Jobs that declared they checkpoint and resume (`preemptible=yes`) may be stopped, after
+    # their own grace period, and requeued with their progress kept: for a core job, or for
+    # much shorter work (below). Never more than `preempt_max_per_job` times per job, and never
+    # within `preempt_min_run_s` of the job's last start.
+    preemptible_preemption: bool = True
+    preempt_max_per_job: int = 3
+    preempt_min_run_s: float = 1800.0
+    # SRTF-like: a ready job that cannot start may stop a preemptible job of its own or a lower
+    # class whose estimated time left is at least this many times the waiting job's run time.
+    # None: only core jobs preempt.
+    shorter_factor: float | None = 8.0
     # Free memory a GPU must keep beyond what foreign processes use before paika places work there.
     foreign_memory_slack_gib: float = 1.0
 
@@ -95,6 +106,10 @@ class Running:
     started_at: float
     expected_end: float
     preempting: bool = False  # already asked to stop
+    # It declared that it checkpoints and resumes: paika may stop and requeue it.
+    preemptible: bool = False
+    preemptions: int = 0  # times it was stopped by preemption so far
+    grace_s: float | None = None  # its own grace between SIGTERM and the kill; None: idle_grace_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +127,8 @@ class Pending:
     est_gpu_hours: float
     # The owner's historic actual ÷ estimated run time; corrects the estimate.
     estimate_ratio: float = 1.0
+    preemptible: bool = False  # it checkpoints and resumes (see Running)
+    preemptions: int = 0  # times it was stopped by preemption so far
 
     @property
     def run_seconds(self) -> float:
