@@ -96,7 +96,7 @@ def simulate(
 ) -> dict[str, Any]:
     """Replay `trace` (already on its cluster, see `resolve_cluster`) and summarise it."""
     drawn = draw(trace.jobs, draws, pooled=not per_vc)
-    specs = job_specs(trace.jobs, drawn, setup)
+    specs = job_specs(trace.jobs, drawn, setup, draws)
     dropped = Counter(trace.dropped)
     results: list[RunResult] = []
     if per_vc:
