@@ -205,6 +205,11 @@ class Capacity:
                 self.pools[job.gpu_type].core_in_use += len(job.gpu_ids)
 
     @property
+    def total_gpus(self) -> int:
+        """Usable GPUs of every type."""
+        return sum(pool.size for pool in self.pools.values())
+
+    @property
     def any_free(self) -> bool:
         return any(pool.max_free() > 0 for pool in self.pools.values())
 

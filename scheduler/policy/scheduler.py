@@ -48,8 +48,14 @@ _QUOTA_WAITS = {
 
 def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
     """Decide what starts now, what is preempted and (if `explain`) why the rest wait."""
-    queue = ordered(snapshot.pending, snapshot.now, snapshot.knobs, snapshot.team_usage)
     capacity = Capacity(snapshot)
+    queue = ordered(
+        snapshot.pending,
+        snapshot.now,
+        snapshot.knobs,
+        snapshot.team_usage,
+        cluster_gpus=capacity.total_gpus,
+    )
     admission = _Admission(snapshot, capacity)
     starts = admission.run(queue)
     started = {start.job_id for start in starts}

@@ -19,7 +19,9 @@ from scheduler.simulate.traces import FORMATS, TraceError, read_trace
 def simulate_command(
     trace: Annotated[Path, typer.Option("--trace", help="The trace file.")],
     fmt: Annotated[str, typer.Option("--format", help="philly, openb or csv.")],
-    policy: Annotated[str, typer.Option(help="fifo, fifo-hold, sjf, easy or paika.")] = "paika",
+    policy: Annotated[
+        str, typer.Option(help="fifo, fifo-hold, sjf, easy, slurm or paika.")
+    ] = "paika",
     core_share: Annotated[float, typer.Option(help="Share of jobs drawn as core.")] = 0.1,
     not_ready_share: Annotated[
         float, typer.Option(help="Share of jobs whose data is ready only after a delay.")
@@ -56,9 +58,11 @@ def simulate_command(
 
     Policies: fifo (first come, first served), fifo-hold (fifo where a job takes its GPUs at
     submit and holds them idle until its data is ready), sjf (oracle: exact run times, shortest
-    first, greedy backfill), easy (FIFO with EASY backfill on noisy estimates, as Slurm), paika
-    (the policy's defaults: classes, shortest-first with aging and fair share, EASY backfill,
-    cheapest card type, idle preemption).
+    first, greedy backfill), easy (FIFO with EASY backfill on noisy estimates), slurm (Slurm's
+    multifactor priority with its documentation's example weights: age, fair share, job size;
+    classes as partition tiers; EASY backfill), paika (the policy's defaults: classes,
+    shortest-first with aging and fair share, EASY backfill, cheapest card type, preemption of
+    idle and preemptible work).
 
     What a trace lacks is drawn from --seed, one random stream per attribute, so all policies see
     the same draws: --core-share of the jobs are core (a trace-given core or idle class is kept;
