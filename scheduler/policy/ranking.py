@@ -30,6 +30,40 @@ from operator import attrgetter
 from scheduler.policy.snapshot import CLASS_RANK, HOUR, Knobs, Multifactor, Pending, WithinClass
 
 RankKey = tuple[int, int, float, float, int]
+# The shortest aging doubling time a drained queue gives (a scale of zero would divide by it).
+MIN_AGING_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class TimeScale:
+    """The ordering's two times for one pass, in seconds: how long a wait doubles a job's aging,
+    and the backstop (None: none)."""
+
+    aging_s: float
+    starve_after_s: float | None
+
+
+def time_scale(knobs: Knobs, drain_s: float = 0.0) -> TimeScale:
+    """The pass's aging and backstop: the absolute knobs, or in units of the drain time."""
+    if knobs.aging_drains is not None:
+        aging = max(MIN_AGING_S, knobs.aging_drains * drain_s)
+    else:
+        aging = knobs.aging_hours * HOUR
+    limits = []
+    if knobs.starve_after_hours is not None:
+        limits.append(knobs.starve_after_hours * HOUR)
+    if knobs.starve_after_drains is not None:
+        limits.append(knobs.starve_after_drains * drain_s)
+    return TimeScale(aging, min(limits) if limits else None)
+
+
+def drain_seconds(pending: Sequence[Pending], running_left_gpu_s: float, gpus: int) -> float:
+    """How long `gpus` GPUs need to work off the ready pending jobs and what the running ones
+    have left (by the estimates): the queue's time scale, the same on any cluster size."""
+    if gpus <= 0:
+        return 0.0
+    queued = sum(job.gpus * job.run_seconds for job in pending if job.data_ready)
+    return (queued + running_left_gpu_s) / gpus
 
 
 def rank_key(
@@ -39,17 +73,20 @@ def rank_key(
     shares: Mapping[str, float],
     *,
     cluster_gpus: int = 0,
+    scale: TimeScale | None = None,
 ) -> RankKey:
-    """The sort key of one pending job (`cluster_gpus` sizes the multifactor job size)."""
+    """The sort key of one pending job (`cluster_gpus` sizes the multifactor job size; `scale`
+    is the pass's, by default from the absolute knobs)."""
+    scale = scale or time_scale(knobs)
     rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if knobs.respect_classes else 0
     wait = max(0.0, now - job.submitted_at)
-    starving = knobs.starve_after_hours is not None and wait >= knobs.starve_after_hours * HOUR
+    starving = scale.starve_after_s is not None and wait >= scale.starve_after_s
     if starving or knobs.within_class is WithinClass.SUBMIT_ORDER:
         return (rank, 0 if starving else 1, job.submitted_at, job.submitted_at, job.id)
     if knobs.within_class is WithinClass.MULTIFACTOR:
         score = -multifactor_priority(job, wait, knobs.multifactor, shares, cluster_gpus)
         return (rank, 1, score, job.submitted_at, job.id)
-    aging = wait / (knobs.aging_hours * HOUR)  # log2 of the aging factor
+    aging = wait / scale.aging_s  # log2 of the aging factor
     if knobs.max_aging_factor is not None:
         aging = min(aging, math.log2(knobs.max_aging_factor))
     fair = 1.0 + knobs.fair_share_weight * shares.get(job.team, 0.0)
@@ -89,6 +126,7 @@ def ordered(
     team_usage: Mapping[str, float],
     *,
     cluster_gpus: int = 0,
+    scale: TimeScale | None = None,
 ) -> list[Pending]:
     """Pending jobs in the order the scheduler considers them."""
     if knobs.within_class is WithinClass.SUBMIT_ORDER:
@@ -99,8 +137,10 @@ def ordered(
             return by_submit
         return sorted(by_submit, key=lambda job: CLASS_RANK.get(job.priority, len(CLASS_RANK)))
     shares = usage_shares(team_usage)
+    scale = scale or time_scale(knobs)
     return sorted(
-        jobs, key=lambda job: rank_key(job, now, knobs, shares, cluster_gpus=cluster_gpus)
+        jobs,
+        key=lambda job: rank_key(job, now, knobs, shares, cluster_gpus=cluster_gpus, scale=scale),
     )
 
 
@@ -156,12 +196,14 @@ def rank_terms(
     shares: Mapping[str, float],
     *,
     cluster_gpus: int = 0,
+    scale: TimeScale | None = None,
 ) -> RankTerms:
     """The terms of `rank_key(job, now, knobs, shares)`, each as people read it."""
+    scale = scale or time_scale(knobs)
     rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if knobs.respect_classes else 0
     wait = max(0.0, now - job.submitted_at)
-    starving = knobs.starve_after_hours is not None and wait >= knobs.starve_after_hours * HOUR
-    log_aging = wait / (knobs.aging_hours * HOUR)
+    starving = scale.starve_after_s is not None and wait >= scale.starve_after_s
+    log_aging = wait / scale.aging_s
     capped = knobs.max_aging_factor is not None and log_aging > math.log2(knobs.max_aging_factor)
     if capped and knobs.max_aging_factor is not None:
         log_aging = math.log2(knobs.max_aging_factor)

@@ -26,7 +26,7 @@ from scheduler.policy.plan import (
     WaitCode,
 )
 from scheduler.policy.quota import QuotaCheck, check_quota
-from scheduler.policy.ranking import ordered
+from scheduler.policy.ranking import TimeScale, drain_seconds, ordered, time_scale
 from scheduler.policy.snapshot import (
     CLASS_RANK,
     HOUR,
@@ -55,6 +55,7 @@ def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
         snapshot.knobs,
         snapshot.team_usage,
         cluster_gpus=capacity.total_gpus,
+        scale=pass_scale(snapshot, capacity.total_gpus),
     )
     admission = _Admission(snapshot, capacity, explain=explain)
     starts = admission.run(queue)
@@ -66,6 +67,20 @@ def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
     if explain:
         waits = explain_waits(snapshot, capacity, queue, admission.notes, admission.types, starts)
     return Plan(tuple(starts), tuple(preemptions), waits, _reservations(capacity))
+
+
+def pass_scale(snapshot: Snapshot, gpus: int) -> TimeScale:
+    """The ordering's times for this pass (scale-free knobs need the queue's drain time)."""
+    knobs = snapshot.knobs
+    if knobs.aging_drains is None and knobs.starve_after_drains is None:
+        return time_scale(knobs)
+    now = snapshot.now
+    left = sum(
+        len(job.gpu_ids) * max(0.0, job.expected_end - now)
+        for job in snapshot.running
+        if not job.preempting
+    )
+    return time_scale(knobs, drain_seconds(snapshot.pending, left, gpus))
 
 
 def _reservations(capacity: Capacity) -> tuple[Reserved, ...]:

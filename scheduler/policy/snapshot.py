@@ -75,6 +75,11 @@ class Knobs:
     max_aging_factor: float | None = None  # None: aging never stops (see ranking.py)
     # A job that has waited this long is ordered by submit time ahead of the rest of its class.
     starve_after_hours: float | None = 432.0
+    # Scale-free versions of the two (ranking.py): in units of the queue's drain time, the time
+    # the whole cluster needs to work off what is running and ready to run now. Set, they take
+    # the place of aging_hours, and the backstop is whichever of the two comes first.
+    aging_drains: float | None = None
+    starve_after_drains: float | None = None
     fair_share_weight: float = 0.5
     backfill: Backfill = Backfill.EASY
     type_choice: TypeChoice = TypeChoice.CHEAPEST
