@@ -135,6 +135,7 @@ def submit(
     team = _submit_team(ctx, fields.get("team"))
     needs = _card_needs(ctx, fields)
     _check_limits(ctx, fields)
+    preemptible = _preemptible(fields)
     asked = PriorityClass(fields["priority"])
     priority = asked
     if ctx.policy.approval_required(asked) and not ctx.actor.is_approver_of(team.id or 0):
@@ -169,6 +170,9 @@ def submit(
         template_version=template_version,
         project=fields.get("project"),
         round=fields.get("round"),
+        preemptible=preemptible,
+        preempt_grace_s=fields["grace"].seconds if "grace" in fields else None,
+        checkpoint=fields.get("checkpoint"),
         spec=dict(spec) if spec is not None else None,
         state=JobState.QUEUED if data.ready else JobState.WAITING_DATA,
         submitted_at=ctx.now,
@@ -255,6 +259,17 @@ def _check_limits(ctx: Context, fields: Mapping[str, Any]) -> None:
         raise UserError(
             Problem.TOO_MANY_HOURS, hours=fields["hours"], limit=limits.max_hours_per_job
         )
+
+
+def _preemptible(fields: Mapping[str, Any]) -> bool:
+    """Whether the job declared it checkpoints and resumes; its grace and checkpoint place
+    mean nothing without it, so either alone is refused, naming the key to add."""
+    preemptible = fields.get("preemptible") == "yes"
+    if not preemptible:
+        for key in ("grace", "checkpoint"):
+            if key in fields:
+                raise UserError(Problem.NEEDS_PREEMPTIBLE, key=key, value=str(fields[key]))
+    return preemptible
 
 
 def mark_ready(
