@@ -48,6 +48,20 @@ def ledger_of_job(*, session: Session, job_id: int) -> Sequence[LedgerEntry]:
     return session.exec(query).all()
 
 
+def kept_gpu_hours(*, session: Session, job_ids: Collection[int]) -> dict[int, float]:
+    """Job id → the GPU-hours its ended stretches kept (charged minus what preemptions lost):
+    the work a requeued job resumes from."""
+    if not job_ids:
+        return {}
+    kept = func.sum(col(LedgerEntry.gpu_hours) - col(LedgerEntry.lost_gpu_hours))
+    query = (
+        sa_select(col(LedgerEntry.job_id), kept)
+        .where(col(LedgerEntry.job_id).in_(sorted(job_ids)))
+        .group_by(col(LedgerEntry.job_id))
+    )
+    return {job_id: float(hours or 0.0) for job_id, hours in session.execute(query).all()}
+
+
 def ledger_since(*, session: Session, since: datetime) -> Sequence[LedgerEntry]:
     """Ledger entries that ended at or after `since`."""
     return session.exec(select(LedgerEntry).where(col(LedgerEntry.ended_at) >= since)).all()
