@@ -108,6 +108,7 @@ class Charge:
     cost: float
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    lost_gpu_hours: float = 0.0  # of gpu_hours, what preemptions threw away
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +197,7 @@ def charges_between(
             func.sum(col(LedgerEntry.gpu_hours)),
             func.sum(col(LedgerEntry.idle_gpu_hours)),
             func.sum(col(LedgerEntry.cost)),
+            func.sum(col(LedgerEntry.lost_gpu_hours)),
         ).where(inside),
         start,
         end,
@@ -211,6 +213,7 @@ def charges_between(
             col(LedgerEntry.cost),
             col(LedgerEntry.started_at),
             col(LedgerEntry.ended_at),
+            col(LedgerEntry.lost_gpu_hours),
         ).where(~inside),
         start,
         end,
@@ -221,8 +224,16 @@ def charges_between(
         edges = edges.where(col(LedgerEntry.gpu_type) == gpu_type)
     connection = session.connection()
     found = [
-        Charge(job_id, team_id, kind, float(hours), float(idle or 0), float(cost))
-        for job_id, team_id, kind, hours, idle, cost in connection.execute(sums).all()
+        Charge(
+            job_id,
+            team_id,
+            kind,
+            float(hours),
+            float(idle or 0),
+            float(cost),
+            lost_gpu_hours=float(lost or 0),
+        )
+        for job_id, team_id, kind, hours, idle, cost, lost in connection.execute(sums).all()
     ]
     return found + [Charge(*row) for row in connection.execute(edges).all()]
 
