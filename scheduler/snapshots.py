@@ -161,6 +161,8 @@ def _running(
         gpu_type,
         started,
         expected,
+        # Already asked to stop (a preemption, a cancel): its GPUs are on their way back.
+        preempting=job.stop_requested_at is not None,
         preemptible=preemptible,
         preemptions=job.preemptions or 0,
         grace_s=grace_s if preemptible else None,

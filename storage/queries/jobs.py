@@ -179,6 +179,7 @@ _PLANNING_COLUMNS = (
     col(Job.preemptible),
     col(Job.preempt_grace_s),
     col(Job.preemptions),
+    col(Job.stop_requested_at),
 )
 
 
