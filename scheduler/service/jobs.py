@@ -283,7 +283,7 @@ def _preemptible(fields: Mapping[str, Any]) -> bool:
     if not preemptible:
         for key in ("grace", "checkpoint"):
             if key in fields:
-                raise UserError(Problem.NEEDS_PREEMPTIBLE, key=key, value=str(fields[key]))
+                raise UserError(Problem.NEEDS_PREEMPTIBLE, given=key, value=str(fields[key]))
     return preemptible
 
 
