@@ -2,6 +2,12 @@
 
 The pass takes GPUs from here as it admits jobs ("assume" in memory); nothing is written
 anywhere until the shell persists the plan.
+
+Built incrementally: what a host contributes (its usable GPUs by type, the free ones, who
+holds the rest) is worked out once per `Host` object and reused while the caller passes the
+same object again — a host is immutable, so the same object means the same GPUs and holders.
+A replay rebuilds only the hosts whose GPUs changed hands; a pass over a cluster of thousands
+of GPUs no longer visits every GPU. When GPUs free up is looked up per GPU as asked.
 """
 
 from __future__ import annotations
@@ -10,9 +16,95 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from scheduler.policy.snapshot import Gpu, Knobs, Snapshot
+from scheduler.policy.snapshot import Gpu, Host, Knobs, Snapshot
 
 NEVER = math.inf
+_FREE = -1  # holder of a free GPU in a host's layout
+
+
+@dataclass(frozen=True, slots=True)
+class _HostLayout:
+    """What one host contributes to a pass, for one foreign-memory slack."""
+
+    # (type, usable GPU ids, the free ones among them), types in first-seen order
+    pools: tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...]
+    holders: dict[int, int]  # every GPU id → the job holding it, or _FREE
+    unusable: frozenset[int]  # down, unhealthy, or crowded by foreign processes
+    gpus: dict[int, Gpu]
+
+
+# id(host) → (the host, the slack it was laid out for, its layout). The host itself is kept, so
+# its id cannot be reused for another object while the entry lives. Cleared when it outgrows
+# what recent passes used (a caller that builds new hosts every pass never hits it).
+_LAYOUTS: dict[int, tuple[Host, float, _HostLayout]] = {}
+_LAYOUTS_MAX = 20_000
+
+
+def _layout(host: Host, slack: float) -> _HostLayout:
+    cached = _LAYOUTS.get(id(host))
+    if cached is not None and cached[0] is host and cached[1] == slack:
+        return cached[2]
+    pools: dict[str, tuple[list[int], list[int]]] = {}
+    holders: dict[int, int] = {}
+    unusable: set[int] = set()
+    for gpu in host.gpus:
+        holders[gpu.id] = _FREE if gpu.job_id is None else gpu.job_id
+        if not (host.schedulable and gpu.healthy and gpu.foreign_memory_gib <= slack):
+            unusable.add(gpu.id)
+            continue
+        usable, free = pools.setdefault(gpu.gpu_type, ([], []))
+        usable.append(gpu.id)
+        if gpu.job_id is None:
+            free.append(gpu.id)
+    layout = _HostLayout(
+        tuple((name, tuple(usable), tuple(free)) for name, (usable, free) in pools.items()),
+        holders,
+        frozenset(unusable),
+        {gpu.id: gpu for gpu in host.gpus},
+    )
+    if len(_LAYOUTS) >= _LAYOUTS_MAX:
+        _LAYOUTS.clear()
+    _LAYOUTS[id(host)] = (host, slack, layout)
+    return layout
+
+
+class _Availability:
+    """When each GPU is expected to be free: now for a free one, its holder's expected end
+    for a held one, never for an unusable free one; `assume` overrides. Read per GPU."""
+
+    __slots__ = ("_ends", "_holders", "_now", "_set", "_unusable")
+
+    def __init__(self, now: float, ends: dict[int, float]) -> None:
+        self._now = now
+        self._ends = ends
+        self._holders: dict[int, int] = {}
+        self._unusable: set[int] = set()
+        self._set: dict[int, float] = {}
+
+    def add(self, layout: _HostLayout) -> None:
+        self._holders.update(layout.holders)
+        if layout.unusable:
+            self._unusable.update(layout.unusable)
+
+    def __getitem__(self, gpu: int) -> float:
+        if gpu not in self._set and gpu not in self._holders:
+            raise KeyError(gpu)
+        return self.get(gpu, NEVER)
+
+    def get(self, gpu: int, default: float) -> float:
+        if self._set:
+            at = self._set.get(gpu)
+            if at is not None:
+                return at
+        job = self._holders.get(gpu)
+        if job is None:
+            return default
+        if job < 0:  # _FREE
+            return NEVER if gpu in self._unusable else self._now
+        return self._ends.get(job, NEVER if gpu in self._unusable else self._now)
+
+    def __setitem__(self, gpu: int, at: float) -> None:
+        self._set[gpu] = at
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,15 +178,24 @@ class Capacity:
         self.now = snapshot.now
         self.knobs: Knobs = snapshot.knobs
         self.pools: dict[str, Pool] = {}
-        self.available_at: dict[int, float] = {}
+        self.available_at = _Availability(self.now, _expected_ends(snapshot))
         self.host_order: list[str] = []
         self.gpus: dict[int, Gpu] = {}
-        ends = _expected_ends(snapshot)
+        # (type, GPUs) → earliest start: asked for many waiting jobs of the same shape; cleared
+        # whenever a placement changes when GPUs free up.
+        self._soonest: dict[tuple[str, int], tuple[float, frozenset[int]]] = {}
+        slack = self.knobs.foreign_memory_slack_gib
         for host in snapshot.hosts:
             self.host_order.append(host.name)
-            for gpu in host.gpus:
-                self.gpus[gpu.id] = gpu
-                self._add(gpu, host.schedulable, ends)
+            layout = _layout(host, slack)
+            self.gpus.update(layout.gpus)
+            self.available_at.add(layout)
+            for gpu_type, usable, free in layout.pools:
+                pool = self.pools.get(gpu_type)
+                if pool is None:
+                    pool = self.pools[gpu_type] = Pool(gpu_type)
+                pool.members[host.name] = list(usable)
+                pool.free[host.name] = list(free)
         for pool in self.pools.values():
             pool.max_host_size = max((len(ids) for ids in pool.members.values()), default=0)
             pool.size = sum(len(ids) for ids in pool.members.values())
@@ -103,26 +204,10 @@ class Capacity:
             if job.priority == "core" and job.gpu_type in self.pools:
                 self.pools[job.gpu_type].core_in_use += len(job.gpu_ids)
 
-    def _add(self, gpu: Gpu, schedulable: bool, ends: dict[int, float]) -> None:
-        usable = (
-            schedulable
-            and gpu.healthy
-            and gpu.foreign_memory_gib <= self.knobs.foreign_memory_slack_gib
-        )
-        if not usable:
-            self.available_at[gpu.id] = (
-                ends.get(gpu.job_id, NEVER) if gpu.job_id is not None else NEVER
-            )
-            return
-        pool = self.pools.setdefault(gpu.gpu_type, Pool(gpu.gpu_type))
-        pool.members.setdefault(gpu.host, []).append(gpu.id)
-        pool.free.setdefault(gpu.host, [])
-        if gpu.job_id is None:
-            pool.free[gpu.host].append(gpu.id)
-            pool._max_free = pool._free_count = None
-            self.available_at[gpu.id] = self.now
-        else:
-            self.available_at[gpu.id] = ends.get(gpu.job_id, self.now)
+    @property
+    def total_gpus(self) -> int:
+        """Usable GPUs of every type."""
+        return sum(pool.size for pool in self.pools.values())
 
     @property
     def any_free(self) -> bool:
@@ -216,16 +301,28 @@ class Capacity:
             pool.core_in_use += len(placement.gpu_ids)
         for gpu in placement.gpu_ids:
             self.available_at[gpu] = until
+        self._soonest.clear()
+
+    def claim_free(self, gpu_type: str, host: str) -> None:
+        """Every free GPU of the type on the host is spoken for (by a job others make room for)."""
+        pool = self.pools[gpu_type]
+        pool.take(list(pool.free.get(host, [])), [host])
 
     def earliest_start(self, gpu_type: str, gpus: int) -> tuple[float, frozenset[int]]:
         """When a job could start on this type at the soonest, and on which GPUs."""
+        key = (gpu_type, gpus)
+        found = self._soonest.get(key)
+        if found is None:
+            found = self._soonest[key] = self._earliest_start(gpu_type, gpus)
+        return found
+
+    def _earliest_start(self, gpu_type: str, gpus: int) -> tuple[float, frozenset[int]]:
         pool = self.pools.get(gpu_type)
         if pool is None:
             return NEVER, frozenset()
+        at = self.available_at.get
         if gpus > pool.max_host_size:
-            times = sorted(
-                (self.available_at[gpu], gpu) for ids in pool.members.values() for gpu in ids
-            )
+            times = sorted([(at(gpu, NEVER), gpu) for ids in pool.members.values() for gpu in ids])
             if len(times) < gpus:
                 return NEVER, frozenset()
             return times[gpus - 1][0], frozenset(gpu for _, gpu in times[:gpus])
@@ -233,7 +330,7 @@ class Capacity:
         for ids in pool.members.values():
             if len(ids) < gpus:
                 continue
-            times = sorted((self.available_at[gpu], gpu) for gpu in ids)
+            times = sorted([(at(gpu, NEVER), gpu) for gpu in ids])
             start = times[gpus - 1][0]
             if start < best[0]:
                 best = (start, frozenset(gpu for _, gpu in times[:gpus]))

@@ -7,7 +7,8 @@ Key, smallest first:
 3. within the class, `shortest_first` orders by estimated GPU-seconds ÷ aging × fair share:
    aging = 2 ** (wait / aging_hours), capped at `max_aging_factor` when one is set;
    fair share = 1 + fair_share_weight × the team's share of recent usage;
-   `submit_order` orders by submit time;
+   `submit_order` orders by submit time; `multifactor` by Slurm's multifactor priority
+   (snapshot.Multifactor), highest first;
 4. submit time, then id, so ties never reorder.
 
 Uncapped aging bounds every wait: a job k times the size of another, submitted before it,
@@ -26,24 +27,51 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from scheduler.policy.snapshot import CLASS_RANK, HOUR, Knobs, Pending, WithinClass
+from scheduler.policy.snapshot import CLASS_RANK, HOUR, Knobs, Multifactor, Pending, WithinClass
 
 RankKey = tuple[int, int, float, float, int]
 
 
-def rank_key(job: Pending, now: float, knobs: Knobs, shares: Mapping[str, float]) -> RankKey:
-    """The sort key of one pending job."""
+def rank_key(
+    job: Pending,
+    now: float,
+    knobs: Knobs,
+    shares: Mapping[str, float],
+    *,
+    cluster_gpus: int = 0,
+) -> RankKey:
+    """The sort key of one pending job (`cluster_gpus` sizes the multifactor job size)."""
     rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if knobs.respect_classes else 0
     wait = max(0.0, now - job.submitted_at)
     starving = knobs.starve_after_hours is not None and wait >= knobs.starve_after_hours * HOUR
     if starving or knobs.within_class is WithinClass.SUBMIT_ORDER:
         return (rank, 0 if starving else 1, job.submitted_at, job.submitted_at, job.id)
+    if knobs.within_class is WithinClass.MULTIFACTOR:
+        score = -multifactor_priority(job, wait, knobs.multifactor, shares, cluster_gpus)
+        return (rank, 1, score, job.submitted_at, job.id)
     aging = wait / (knobs.aging_hours * HOUR)  # log2 of the aging factor
     if knobs.max_aging_factor is not None:
         aging = min(aging, math.log2(knobs.max_aging_factor))
     fair = 1.0 + knobs.fair_share_weight * shares.get(job.team, 0.0)
     size = max(1.0, job.gpus * job.run_seconds)
     return (rank, 1, math.log2(size * fair) - aging, job.submitted_at, job.id)
+
+
+def multifactor_priority(
+    job: Pending, wait: float, weights: Multifactor, shares: Mapping[str, float], cluster_gpus: int
+) -> float:
+    """Slurm's multifactor priority of a pending job (higher goes first)."""
+    age = min(1.0, wait / weights.max_age_s) if weights.max_age_s > 0 else 1.0
+    normalized_shares = 1.0 / max(1, len(shares))
+    fairshare = math.pow(2.0, -shares.get(job.team, 0.0) / normalized_shares)
+    size = min(1.0, job.gpus / cluster_gpus) if cluster_gpus > 0 else 0.0
+    if weights.favor_small:
+        size = 1.0 - size
+    return (
+        weights.weight_age * age
+        + weights.weight_fairshare * fairshare
+        + weights.weight_job_size * size
+    )
 
 
 def usage_shares(team_usage: Mapping[str, float]) -> dict[str, float]:
@@ -55,7 +83,12 @@ def usage_shares(team_usage: Mapping[str, float]) -> dict[str, float]:
 
 
 def ordered(
-    jobs: Sequence[Pending], now: float, knobs: Knobs, team_usage: Mapping[str, float]
+    jobs: Sequence[Pending],
+    now: float,
+    knobs: Knobs,
+    team_usage: Mapping[str, float],
+    *,
+    cluster_gpus: int = 0,
 ) -> list[Pending]:
     """Pending jobs in the order the scheduler considers them."""
     if knobs.within_class is WithinClass.SUBMIT_ORDER:
@@ -66,7 +99,9 @@ def ordered(
             return by_submit
         return sorted(by_submit, key=lambda job: CLASS_RANK.get(job.priority, len(CLASS_RANK)))
     shares = usage_shares(team_usage)
-    return sorted(jobs, key=lambda job: rank_key(job, now, knobs, shares))
+    return sorted(
+        jobs, key=lambda job: rank_key(job, now, knobs, shares, cluster_gpus=cluster_gpus)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +126,8 @@ class RankTerms:
     aging_capped: bool
     team_share: float  # the team's share (0..1) of recent usage
     fair_share: float  # 1 + fair_share_weight × team_share
+    # Ordered by Slurm's multifactor priority instead (a simulation baseline): that priority.
+    multifactor: float | None = None
 
     @property
     def aging_factor(self) -> float:
@@ -107,10 +144,19 @@ class RankTerms:
         if self.by_submit:
             first = 0 if self.starving else 1
             return (self.class_rank, first, self.submitted_at, self.submitted_at, self.job_id)
+        if self.multifactor is not None:
+            return (self.class_rank, 1, -self.multifactor, self.submitted_at, self.job_id)
         return (self.class_rank, 1, self.score, self.submitted_at, self.job_id)
 
 
-def rank_terms(job: Pending, now: float, knobs: Knobs, shares: Mapping[str, float]) -> RankTerms:
+def rank_terms(
+    job: Pending,
+    now: float,
+    knobs: Knobs,
+    shares: Mapping[str, float],
+    *,
+    cluster_gpus: int = 0,
+) -> RankTerms:
     """The terms of `rank_key(job, now, knobs, shares)`, each as people read it."""
     rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if knobs.respect_classes else 0
     wait = max(0.0, now - job.submitted_at)
@@ -133,4 +179,7 @@ def rank_terms(job: Pending, now: float, knobs: Knobs, shares: Mapping[str, floa
         aging_capped=capped,
         team_share=share,
         fair_share=1.0 + knobs.fair_share_weight * share,
+        multifactor=multifactor_priority(job, wait, knobs.multifactor, shares, cluster_gpus)
+        if knobs.within_class is WithinClass.MULTIFACTOR
+        else None,
     )

@@ -3,11 +3,14 @@
 1. order the pending jobs (ranking.py)
 2. build the pass's view of free GPUs (capacity.py)
 3. admit in order: cheapest adequate type, quota, headroom, backfill around reservations
-4. ask idle-class jobs to stop where they block a core job
+4. ask idle-class and preemptible jobs to stop where they block a core job, or, SRTF-like,
+   much shorter work
 5. reasons and ETAs for every job still waiting (explain.py), when asked
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from scheduler.policy.capacity import NEVER, Capacity, Placement, Reservation
 from scheduler.policy.explain import Note, explain_waits
@@ -17,13 +20,23 @@ from scheduler.policy.plan import (
     MatchDecision,
     Plan,
     Preempt,
+    PreemptCode,
     Reserved,
     Start,
     WaitCode,
 )
 from scheduler.policy.quota import QuotaCheck, check_quota
 from scheduler.policy.ranking import ordered
-from scheduler.policy.snapshot import HOUR, Backfill, Pending, Running, Snapshot, TypeChoice
+from scheduler.policy.snapshot import (
+    CLASS_RANK,
+    HOUR,
+    Backfill,
+    Knobs,
+    Pending,
+    Running,
+    Snapshot,
+    TypeChoice,
+)
 
 # Why no quota can pay for a job (policy.quota's problems), as the reason it waits.
 _QUOTA_WAITS = {
@@ -35,12 +48,18 @@ _QUOTA_WAITS = {
 
 def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
     """Decide what starts now, what is preempted and (if `explain`) why the rest wait."""
-    queue = ordered(snapshot.pending, snapshot.now, snapshot.knobs, snapshot.team_usage)
     capacity = Capacity(snapshot)
+    queue = ordered(
+        snapshot.pending,
+        snapshot.now,
+        snapshot.knobs,
+        snapshot.team_usage,
+        cluster_gpus=capacity.total_gpus,
+    )
     admission = _Admission(snapshot, capacity)
     starts = admission.run(queue)
     started = {start.job_id for start in starts}
-    preemptions = _preempt_idle_for_core(
+    preemptions = _preemptions(
         snapshot, capacity, admission, [j for j in queue if j.id not in started]
     )
     waits = {}
@@ -262,54 +281,130 @@ class _Admission:
             self.capacity.pools[gpu_type].reservation = Reservation(job.id, gpu_type, start, gpus)
 
 
-def _preempt_idle_for_core(
+def _preemptions(
     snapshot: Snapshot, capacity: Capacity, admission: _Admission, queue: list[Pending]
 ) -> list[Preempt]:
-    """Step 4: an idle job that blocks a ready core job is asked to checkpoint and stop."""
-    knobs = snapshot.knobs
-    if not knobs.idle_preemption:
-        return []
-    idle = [job for job in snapshot.running if job.priority == "idle"]
-    if not idle:
+    """Step 4: running jobs asked to checkpoint and stop for a waiting job that cannot start.
+
+    - for a ready core job: idle-class jobs (`idle_preemption`), then jobs that declared they
+      checkpoint and resume (`preemptible`), of a lower class;
+    - SRTF-like, for any ready job (`shorter_factor`): preemptible jobs of its own or a lower
+      class whose estimated time left is at least `shorter_factor` × its run time, when it
+      would otherwise wait longer than its own run time for GPUs.
+    A preemptible job is never stopped more than `preempt_max_per_job` times, nor within
+    `preempt_min_run_s` of its last start; a core job is never stopped for anyone.
+    """
+    knobs, now = snapshot.knobs, snapshot.now
+    stoppable = [r for r in snapshot.running if r.preempting or _may_stop(r, knobs, now)]
+    if not stoppable:
         return []
     host_of = {gpu.id: gpu.host for host in snapshot.hosts for gpu in host.gpus}
+    left = {
+        r.id: max(0.0, capacity.available_at.get(r.gpu_ids[0], now) - now)
+        for r in stoppable
+        if r.gpu_ids
+    }
+    most_left = max(
+        (left.get(r.id, 0.0) for r in stoppable if r.preemptible and not r.preempting), default=0.0
+    )
     by_place: dict[tuple[str, str], list[Running]] = {}
-    for victim in sorted(idle, key=lambda r: (not r.preempting, -len(r.gpu_ids), r.id)):
+    # Already stopping first (they cost nothing more), then idle before preemptible work, the
+    # lower class first, then the most work left (it gains least from running on now).
+    for victim in sorted(
+        stoppable,
+        key=lambda r: (
+            not r.preempting,
+            r.priority != "idle" or r.preemptible,
+            -CLASS_RANK.get(r.priority, len(CLASS_RANK)),
+            -left.get(r.id, 0.0),
+            r.id,
+        ),
+    ):
         if victim.gpu_ids:
-            by_place.setdefault((victim.gpu_type, host_of.get(victim.gpu_ids[0], "")), []).append(
-                victim
-            )
+            place = (victim.gpu_type, host_of.get(victim.gpu_ids[0], ""))
+            by_place.setdefault(place, []).append(victim)
     chosen: list[Preempt] = []
-    taken: set[int] = set()  # idle jobs already counted for an earlier core job
+    taken: set[int] = set()  # stoppable jobs already counted for an earlier waiting job
     for job in queue:
-        if len(taken) == len(idle):
+        if len(taken) == len(stoppable):
             break
-        if job.priority != "core" or job.id not in admission.types:
+        if job.id not in admission.types or admission.notes.get(
+            job.id, Note(WaitCode.NO_TYPE_FREE)
+        ).code in (WaitCode.NEVER_FITS, WaitCode.WAITING_FOR_DATA):
             continue
-        if admission.notes.get(job.id, Note(WaitCode.NO_TYPE_FREE)).code in (
-            WaitCode.NEVER_FITS,
-            WaitCode.WAITING_FOR_DATA,
-        ):
+        may = _victims_for(job, admission.types[job.id], snapshot, capacity, left, most_left)
+        if may is None:
             continue
-        plan = _idle_to_stop(job, admission.types[job.id], capacity, by_place, taken)
+        plan = _to_stop(job, admission.types[job.id], capacity, by_place, taken, may)
         if plan is None:
             continue
         for victim in plan:
             taken.add(victim.id)
             if not victim.preempting:
-                reason = f"idle-class job stopped so core job #{job.id} can start"
-                chosen.append(Preempt(victim.id, job.id, snapshot.now + knobs.idle_grace_s, reason))
+                chosen.append(_preempt(victim, job, snapshot))
     return chosen
 
 
-def _idle_to_stop(
+def _may_stop(job: Running, knobs: Knobs, now: float) -> bool:
+    """Whether the policy may ask this running job to stop at all (for someone)."""
+    if job.priority == "core":
+        return False
+    if job.priority == "idle" and knobs.idle_preemption and not job.preemptible:
+        return True
+    return (
+        job.preemptible
+        and knobs.preemptible_preemption
+        and job.preemptions < knobs.preempt_max_per_job
+        and now - job.started_at >= knobs.preempt_min_run_s
+    )
+
+
+def _victims_for(
+    job: Pending,
+    types: list[str],
+    snapshot: Snapshot,
+    capacity: Capacity,
+    left: dict[int, float],
+    most_left: float,
+) -> Callable[[Running], bool] | None:
+    """Which stoppable jobs this waiting job may have stopped, or None for none."""
+    knobs = snapshot.knobs
+    if job.priority == "core":
+        return lambda r: r.preempting or r.priority != "core"
+    if knobs.shorter_factor is None or not knobs.preemptible_preemption:
+        return None
+    run = job.run_seconds
+    floor = knobs.shorter_factor * run
+    if floor > most_left:
+        return None  # no running job has that much left
+    # Only for work that would otherwise wait longer than it runs: a short job waits at most
+    # about its own length before it stops a long one, so the stops stay few.
+    soonest = min((capacity.earliest_start(t, job.gpus)[0] for t in types), default=NEVER)
+    if soonest <= snapshot.now + run:
+        return None
+    rank = CLASS_RANK.get(job.priority, len(CLASS_RANK))
+
+    def may(r: Running) -> bool:
+        if r.preempting:
+            return True
+        return (
+            r.preemptible
+            and CLASS_RANK.get(r.priority, len(CLASS_RANK)) >= rank
+            and left.get(r.id, 0.0) >= floor
+        )
+
+    return may
+
+
+def _to_stop(
     job: Pending,
     types: list[str],
     capacity: Capacity,
     by_place: dict[tuple[str, str], list[Running]],
     taken: set[int],
+    may: Callable[[Running], bool],
 ) -> list[Running] | None:
-    """The fewest idle GPUs to stop on one host so that, with its free GPUs, the core job fits."""
+    """The fewest GPUs to stop on one host so that, with its free GPUs, the job fits."""
     best: tuple[int, list[Running], str, str] | None = None
     for (gpu_type, host), candidates in by_place.items():
         pool = capacity.pools.get(gpu_type)
@@ -317,10 +412,10 @@ def _idle_to_stop(
             continue
         have = len(pool.free.get(host, []))
         stop: list[Running] = []
-        for victim in candidates:  # already stopping first, then the biggest
+        for victim in candidates:  # already stopping first, then the cheapest to stop
             if have >= job.gpus:
                 break
-            if victim.id not in taken:
+            if victim.id not in taken and may(victim):
                 stop.append(victim)
                 have += len(victim.gpu_ids)
         if have >= job.gpus and stop:
@@ -330,10 +425,30 @@ def _idle_to_stop(
     if best is None:
         return None
     _, stop, host, gpu_type = best
-    # The free GPUs on that host are now spoken for by this core job.
-    pool = capacity.pools[gpu_type]
-    pool.take(list(pool.free.get(host, [])), [host])
+    # The free GPUs on that host are now spoken for by this job.
+    capacity.claim_free(gpu_type, host)
     return stop
+
+
+def _preempt(victim: Running, job: Pending, snapshot: Snapshot) -> Preempt:
+    knobs = snapshot.knobs
+    grace = victim.grace_s if victim.grace_s is not None else knobs.idle_grace_s
+    if victim.priority == "idle" and not victim.preemptible:
+        code, reason = (
+            PreemptCode.IDLE_FOR_CORE,
+            f"idle-class job stopped so core job #{job.id} can start",
+        )
+    elif job.priority == "core":
+        code, reason = (
+            PreemptCode.FOR_CORE,
+            f"preemptible job stopped so core job #{job.id} can start",
+        )
+    else:
+        code, reason = (
+            PreemptCode.FOR_SHORTER,
+            f"preemptible job stopped for much shorter job #{job.id}",
+        )
+    return Preempt(victim.id, job.id, snapshot.now + grace, reason, code)
 
 
 def _inadequate(card: CardType, needs: CardNeeds) -> str:

@@ -23,6 +23,8 @@ class WithinClass(StrEnum):
 
     SHORTEST_FIRST = "shortest_first"
     SUBMIT_ORDER = "submit_order"
+    # Slurm's priority/multifactor (a baseline for `paika simulate`; see `Multifactor`).
+    MULTIFACTOR = "multifactor"
 
 
 class Backfill(StrEnum):
@@ -41,11 +43,34 @@ class TypeChoice(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Multifactor:
+    """Slurm's priority/multifactor plugin, as its documentation's configuration example sets
+    it (priority_multifactor.html, "Configuration Example"): the weights of each factor, every
+    factor between 0 and 1, the higher priority first.
+
+    - age: the wait ÷ `max_age_s` (PriorityMaxAge=14-0), at most 1;
+    - fair share (classic): 2 ** (-usage share ÷ normalized shares), every team with an equal
+      share; usage decays with PriorityDecayHalfLife=14-0 (the simulator's half-life);
+    - job size: the job's GPUs ÷ the cluster's, larger first (PriorityFavorSmall=NO), or
+      1 − that with `favor_small`;
+    - partition and QOS: one partition, QOS weight 0, as in the example. paika's priority
+      classes stand for partitions with their own PriorityTier, which Slurm considers first.
+    """
+
+    weight_age: float = 1000.0
+    weight_fairshare: float = 10000.0
+    weight_job_size: float = 1000.0
+    max_age_s: float = 14 * 24 * HOUR
+    favor_small: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Knobs:
     """The policy's tunables (the shell builds them from the policy file)."""
 
     respect_classes: bool = True
     within_class: WithinClass = WithinClass.SHORTEST_FIRST
+    multifactor: Multifactor = Multifactor()  # with WithinClass.MULTIFACTOR
     aging_hours: float = 24.0
     max_aging_factor: float | None = None  # None: aging never stops (see ranking.py)
     # A job that has waited this long is ordered by submit time ahead of the rest of its class.

@@ -19,7 +19,9 @@ from scheduler.simulate.traces import FORMATS, TraceError, read_trace
 def simulate_command(
     trace: Annotated[Path, typer.Option("--trace", help="The trace file.")],
     fmt: Annotated[str, typer.Option("--format", help="philly, openb or csv.")],
-    policy: Annotated[str, typer.Option(help="fifo, fifo-hold, sjf, easy or paika.")] = "paika",
+    policy: Annotated[
+        str, typer.Option(help="fifo, fifo-hold, sjf, easy, slurm or paika.")
+    ] = "paika",
     core_share: Annotated[float, typer.Option(help="Share of jobs drawn as core.")] = 0.1,
     not_ready_share: Annotated[
         float, typer.Option(help="Share of jobs whose data is ready only after a delay.")
@@ -28,6 +30,16 @@ def simulate_command(
         float, typer.Option(help="σ of the log-normal estimate error.")
     ] = 0.5,
     seed: Annotated[int, typer.Option(help="Seed of every draw.")] = 1,
+    preemptible_share: Annotated[
+        float,
+        typer.Option(help="Share of normal and idle jobs that checkpoint and may be preempted."),
+    ] = 0.0,
+    checkpoint_minutes: Annotated[
+        float, typer.Option(help="A preemptible job checkpoints every this many minutes of work.")
+    ] = 30.0,
+    restart_minutes: Annotated[
+        float, typer.Option(help="What resuming from a checkpoint costs, in minutes.")
+    ] = 5.0,
     nodes: Annotated[
         int | None, typer.Option(help="Replace the cluster: N nodes (pools all queues).")
     ] = None,
@@ -46,9 +58,11 @@ def simulate_command(
 
     Policies: fifo (first come, first served), fifo-hold (fifo where a job takes its GPUs at
     submit and holds them idle until its data is ready), sjf (oracle: exact run times, shortest
-    first, greedy backfill), easy (FIFO with EASY backfill on noisy estimates, as Slurm), paika
-    (the policy's defaults: classes, shortest-first with aging and fair share, EASY backfill,
-    cheapest card type, idle preemption).
+    first, greedy backfill), easy (FIFO with EASY backfill on noisy estimates), slurm (Slurm's
+    multifactor priority with its documentation's example weights: age, fair share, job size;
+    classes as partition tiers; EASY backfill), paika (the policy's defaults: classes,
+    shortest-first with aging and fair share, EASY backfill, cheapest card type, preemption of
+    idle and preemptible work).
 
     What a trace lacks is drawn from --seed, one random stream per attribute, so all policies see
     the same draws: --core-share of the jobs are core (a trace-given core or idle class is kept;
@@ -56,7 +70,9 @@ def simulate_command(
     delay drawn from an exponential distribution with a mean of 30 min, capped at 6 h; the estimate
     is true GPU-hours × exp(N(0, --estimate-noise)), the factor clipped to [0.1, 10] (sjf sees exact
     run times); users: one of 50 per queue (Philly has none); teams: the queue (VC) in --per-vc
-    runs, else one of 8 teams.
+    runs, else one of 8 teams; --preemptible-share of the normal and idle jobs checkpoint every
+    --checkpoint-minutes and may be preempted: a stop loses the work since the last checkpoint and
+    a resume costs --restart-minutes, both charged and counted as lost GPU-hours.
 
     Formats: philly (Pollux's philly.csv; VC sizes from philly_vc_nodes.csv next to it, 8 GPUs per
     node), openb (Alibaba 2023 pod list; typed nodes from openb_node_list_gpu_node.csv next to it;
@@ -70,7 +86,15 @@ def simulate_command(
     if limit is not None and limit <= 0:
         _fail("--limit must be a positive number of jobs")
     try:
-        draws = DrawConfig(seed, core_share, not_ready_share, estimate_noise)
+        draws = DrawConfig(
+            seed,
+            core_share,
+            not_ready_share,
+            estimate_noise,
+            preemptible_share=preemptible_share,
+            checkpoint_s=checkpoint_minutes * 60,
+            restart_s=restart_minutes * 60,
+        )
         loaded = read_trace(trace, fmt).limited(limit)
         loaded = resolve_cluster(
             loaded, ClusterOverride(nodes, gpus_per_node, gpu_type), per_vc=per_vc
@@ -142,12 +166,12 @@ def render(summary: dict[str, Any]) -> str:
         f"(never fit {summary['never_fits']}, never started {summary['never_started']}, "
         f"dropped {sum(trace['dropped'].values())})",
         "",
-        f"{'class':<8}{'jobs':>9}{'mean delay':>14}{'median':>14}{'p99':>14}{'max':>14}"
+        f"{'class':<8}{'jobs':>9}{'mean wait':>14}{'median':>14}{'p99':>14}{'max':>14}"
         f"{'mean JCT':>15}",
     ]
     rows = [("all", summary), *summary["by_class"].items()]
     for name, figures in rows:
-        delay = figures["queue_delay_s"]
+        delay = figures["wait_s"]  # the first wait plus any after a preemption
         lines.append(
             f"{name:<8}{figures['jobs']:>9,}{_fmt(delay['mean'], 's'):>14}"
             f"{_fmt(delay['median'], 's'):>14}{_fmt(delay['p99'], 's'):>14}"
@@ -160,7 +184,8 @@ def render(summary: dict[str, Any]) -> str:
         f"{summary['utilization']:.1%} · GPU-hours {_fmt(summary['gpu_hours'])}",
         f"held idle waiting for data {_fmt(summary['held_idle_gpu_hours'])} GPU-h · on a "
         f"costlier type {_fmt(summary['costlier_gpu_hours'])} GPU-h · cost "
-        f"{_fmt(summary['cost'])} · preemptions {summary['preemptions']}",
+        f"{_fmt(summary['cost'])} · preemptions {summary['preemptions']} (lost "
+        f"{_fmt(summary['lost_gpu_hours'])} GPU-h)",
         f"scheduling passes {passes['calls']:,} (skipped {passes['skipped']:,}) · mean "
         f"{passes['mean_s'] * 1000:.2f} ms · max {passes['max_s'] * 1000:.1f} ms · wall "
         f"{summary['wall_s']:.1f} s",

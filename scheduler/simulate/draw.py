@@ -16,6 +16,11 @@ first N jobs (`--limit N`) get the same draws as in the full run.
   A trace-given estimate (CSV `est_hours`) is used as it is.
 - team: in per-queue runs (Philly per VC) the team is the queue; in pooled runs every job
   gets one of `teams` (8) teams, `team-1` … `team-8`, uniformly.
+- preemptible: with probability `preemptible_share` (default 0) a normal- or idle-class job
+  declares that it checkpoints and resumes: it writes a checkpoint every `checkpoint_s`
+  (30 min) of its work, takes `restart_s` (5 min) to resume after a stop, and exits within
+  `preempt_grace_s` (1 min) of SIGTERM. A stopped job loses the work since its last checkpoint
+  and pays the restart again; both are charged (see engine.py).
 - user: a trace-given user is kept; otherwise one of `users_per_queue` (50) users of the
   job's queue, e.g. `6214e9-u07` (Philly has no users at all).
 """
@@ -46,9 +51,16 @@ class DrawConfig:
     ready_delay_cap_s: float = 6 * HOUR
     teams: int = 8
     users_per_queue: int = 50
+    preemptible_share: float = 0.0
+    checkpoint_s: float = 1800.0
+    restart_s: float = 300.0
+    preempt_grace_s: float = 60.0
 
     def __post_init__(self) -> None:
-        for name in ("core_share", "not_ready_share"):
+        for name in ("checkpoint_s", "restart_s", "preempt_grace_s"):
+            if getattr(self, name) < 0 or (name == "checkpoint_s" and self.checkpoint_s <= 0):
+                raise ValueError(f"{name} must be positive, not {getattr(self, name)}")
+        for name in ("core_share", "not_ready_share", "preemptible_share"):
             share = getattr(self, name)
             if not 0.0 <= share <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, not {share}")
@@ -65,6 +77,7 @@ class Drawn:
     est_gpu_hours: float
     team: str
     user: str
+    preemptible: bool = False
 
 
 def _stream(seed: int, name: str) -> random.Random:
@@ -78,6 +91,7 @@ def draw(jobs: Sequence[TraceJob], config: DrawConfig, *, pooled: bool) -> list[
     estimate_rng = _stream(config.seed, "estimate")
     team_rng = _stream(config.seed, "team")
     user_rng = _stream(config.seed, "user")
+    preemptible_rng = _stream(config.seed, "preemptible")
     low, high = ESTIMATE_FACTOR_RANGE
     result: list[Drawn] = []
     for job in jobs:
@@ -96,6 +110,7 @@ def draw(jobs: Sequence[TraceJob], config: DrawConfig, *, pooled: bool) -> list[
 
         team_number = team_rng.randrange(config.teams) + 1
         user_number = user_rng.randrange(config.users_per_queue) + 1
+        declares = preemptible_rng.random() < config.preemptible_share
         result.append(
             Drawn(
                 priority=priority,
@@ -103,6 +118,7 @@ def draw(jobs: Sequence[TraceJob], config: DrawConfig, *, pooled: bool) -> list[
                 est_gpu_hours=estimate,
                 team=f"team-{team_number}" if pooled else job.queue,
                 user=job.user or f"{job.queue}-u{user_number:02d}",
+                preemptible=declares and priority != "core",
             )
         )
     return result

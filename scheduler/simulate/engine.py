@@ -4,8 +4,12 @@ Events are kept in a heap: a job arrives, its data becomes ready, it ends, a pre
 deadline comes, or a waiting job's cheaper-type wait runs out. After each batch of events at
 the same moment the engine builds a `Snapshot` and calls the policy once, then applies the
 plan: a started job really runs its TRUE duration (its GPUs are busy until then), while the
-policy only ever sees the ESTIMATED end. A preempted job stops at its deadline, keeps its
-progress as if checkpointed, and waits again with what is left of its run.
+policy only ever sees the ESTIMATED end. A preempted job stops at its deadline and waits again
+with what is left of its run: a job that declared it checkpoints (`preemptible`) keeps the work
+up to its last checkpoint (one every `checkpoint_s` of work since its run began) and loses the
+rest, and pays `restart_s` again when it resumes; both are held GPU time, charged, and counted
+apart as lost. An idle-class job that did not declare it keeps all its progress, as if it
+checkpointed on the signal (the model of earlier rounds).
 
 A pass is skipped when it cannot change anything, which keeps an 80k-job replay to minutes:
 no ready job waits; or nothing that matters changed since the last pass (a job whose data is
@@ -21,13 +25,13 @@ import heapq
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scheduler.policy.matching import CardNeeds, CardType, fitting_types
 from scheduler.policy.plan import Plan, Preempt, Start
 from scheduler.policy.scheduler import schedule as policy_schedule
 from scheduler.policy.snapshot import HOUR, Gpu, Host, Pending, Running, Snapshot, TypeChoice
-from scheduler.simulate.draw import Drawn
+from scheduler.simulate.draw import DrawConfig, Drawn
 from scheduler.simulate.policies import PolicySetup
 from scheduler.simulate.traces import ClusterSpec, TraceJob
 
@@ -64,12 +68,20 @@ class JobSpec:
     ready_at: float
     est_gpu_hours: float
     queue: str = "default"
+    preemptible: bool = False
+    checkpoint_s: float = 1800.0  # a checkpoint every this much of its work
+    restart_s: float = 300.0  # what resuming from a checkpoint costs
+    grace_s: float = 60.0  # SIGTERM to exit
 
 
 def job_specs(
-    jobs: Sequence[TraceJob], drawn: Sequence[Drawn], setup: PolicySetup
+    jobs: Sequence[TraceJob],
+    drawn: Sequence[Drawn],
+    setup: PolicySetup,
+    draws: DrawConfig | None = None,
 ) -> list[JobSpec]:
     """Trace jobs with their draws; the oracle's estimates are the true run times."""
+    config = draws or DrawConfig()
     specs: list[JobSpec] = []
     for job, extra in zip(jobs, drawn, strict=True):
         true_hours = job.duration * job.gpus / HOUR
@@ -86,6 +98,10 @@ def job_specs(
                 ready_at=job.submit + extra.ready_delay,
                 est_gpu_hours=true_hours if setup.oracle_estimates else extra.est_gpu_hours,
                 queue=job.queue,
+                preemptible=extra.preemptible,
+                checkpoint_s=config.checkpoint_s,
+                restart_s=config.restart_s,
+                grace_s=config.preempt_grace_s,
             )
         )
     return specs
@@ -111,6 +127,13 @@ class JobRecord:
     held_idle_gpu_s: float
     costlier_gpu_s: float
     cost: float
+    lost_gpu_s: float = 0.0  # work lost to preemption since the last checkpoint, and restarts
+    rewait_s: float = 0.0  # time queued again after preemptions (ready, not running)
+
+    @property
+    def wait(self) -> float | None:
+        """All its time queued while it could run: the first wait and every one after a stop."""
+        return None if self.queue_delay is None else self.queue_delay + self.rewait_s
 
     @property
     def wait_to_run(self) -> float | None:
@@ -168,6 +191,10 @@ class _Job:
     held_idle_gpu_s: float = 0.0
     costlier_gpu_s: float = 0.0
     cost: float = 0.0
+    overhead: float = 0.0  # restart time at the head of the current run
+    requeued_at: float = 0.0
+    rewait_s: float = 0.0
+    lost_gpu_s: float = 0.0
 
 
 @dataclass
@@ -226,6 +253,7 @@ class _Replay:
         self.ready_sizes: Counter[int] = Counter()  # GPUs asked by ready pending jobs
         self.ready_core = 0
         self.idle_running = 0  # running idle-class jobs not yet asked to stop
+        self.preemptible_running = 0  # running preemptible jobs not yet asked to stop
         self.usage: dict[str, _Usage] = {}
         self.busy_gpu_s = 0.0
         self.calls = self.skipped = self.preemptions = self.finished = self.events = 0
@@ -292,14 +320,22 @@ class _Replay:
             if token != job.token or job_id not in self.running:
                 return False
             ran = max(0.0, now - job.run_start)
-            job.remaining = max(job.remaining - ran, 0.0)
+            kept = ran
+            if job.spec.preemptible:
+                work = max(0.0, ran - job.overhead)
+                kept = min(work, job.remaining)
+                if kept < job.remaining:  # it did not finish: back to its last checkpoint
+                    kept = work // job.spec.checkpoint_s * job.spec.checkpoint_s
+                job.lost_gpu_s += (ran - kept) * job.spec.gpus
+            job.remaining = max(job.remaining - kept, 0.0)
             self.release(job, now)
             initial = job.spec.est_gpu_hours / job.spec.gpus * HOUR
-            job.est_run_s = max(job.est_run_s - ran, 0.1 * initial, 60.0)
+            job.est_run_s = max(job.est_run_s - kept, 0.1 * initial, 60.0)
             if job.remaining <= 0.0:
                 job.end = now
                 self.finished += 1
             else:
+                job.requeued_at = now
                 self.enqueue(job)
             self.dirty = True
         elif kind == READY:
@@ -318,7 +354,16 @@ class _Replay:
 
     def _pass(self, now: float) -> None:
         """Call the policy and apply its plan, unless no ready job could start or preempt."""
-        can_preempt = self.knobs.idle_preemption and self.ready_core > 0 and self.idle_running > 0
+        knobs = self.knobs
+        can_preempt = self.ready_core > 0 and (
+            (knobs.idle_preemption and self.idle_running > 0)
+            or (knobs.preemptible_preemption and self.preemptible_running > 0)
+        )
+        can_preempt = can_preempt or (
+            knobs.preemptible_preemption
+            and knobs.shorter_factor is not None
+            and self.preemptible_running > 0
+        )
         if self.cluster.free < min(self.ready_sizes) and not can_preempt:
             self.skipped += 1
             return
@@ -360,6 +405,8 @@ class _Replay:
             gpus=spec.gpus,
             needs=spec.needs,
             est_gpu_hours=job.est_run_s * spec.gpus / HOUR,
+            preemptible=spec.preemptible,
+            preemptions=job.preemptions,
         )
 
     def enqueue(self, job: _Job) -> None:
@@ -391,8 +438,8 @@ class _Replay:
         if price > job.cheapest_price:
             job.costlier_gpu_s += held
         self.busy_gpu_s += busy
-        if spec.priority == "idle" and not self.running_view[spec.id].preempting:
-            self.idle_running -= 1
+        if not self.running_view[spec.id].preempting:
+            self._count_stoppable(spec, -1)
         self.cluster.release(job.gpu_ids)
         del self.running[spec.id]
         del self.running_view[spec.id]
@@ -436,8 +483,12 @@ class _Replay:
         if job.first_held is None:
             job.first_held = now
             job.first_run = job.run_start
+        else:
+            job.rewait_s += now - job.requeued_at
+        # Resuming from a checkpoint costs its restart time, as held (and lost) GPU time.
+        job.overhead = spec.restart_s if spec.preemptible and job.preemptions else 0.0
         job.token += 1
-        self._push(job.run_start + job.remaining, END, spec.id, job.token)
+        self._push(job.run_start + job.overhead + job.remaining, END, spec.id, job.token)
         self.running_view[spec.id] = Running(
             id=spec.id,
             priority=spec.priority,
@@ -446,9 +497,19 @@ class _Replay:
             gpu_type=plan_start.gpu_type,
             started_at=now,
             expected_end=plan_start.expected_end,
+            preemptible=spec.preemptible,
+            preemptions=job.preemptions,
+            grace_s=spec.grace_s if spec.preemptible else None,
         )
         self.running[spec.id] = job
-        self.idle_running += spec.priority == "idle"
+        self._count_stoppable(spec, +1)
+
+    def _count_stoppable(self, spec: JobSpec, step: int) -> None:
+        """Running jobs a pass could ask to stop (not yet asked): idle-class, preemptible."""
+        if spec.preemptible:
+            self.preemptible_running += step
+        elif spec.priority == "idle":
+            self.idle_running += step
 
     def preempt(self, order: Preempt, now: float) -> None:
         job = self.running.get(order.job_id)
@@ -457,13 +518,14 @@ class _Replay:
         r = self.running_view[order.job_id]
         if r.preempting:
             return
-        if job.spec.priority == "idle":
-            self.idle_running -= 1
+        if not (job.spec.preemptible or job.spec.priority == "idle"):
+            raise PolicyViolation(
+                f"t={now:.0f}s: preempts job {order.job_id}, which is neither preemptible nor idle"
+            )
+        self._count_stoppable(job.spec, -1)
         self.preemptions += 1
         job.preemptions += 1
-        self.running_view[order.job_id] = Running(
-            r.id, r.priority, r.team, r.gpu_ids, r.gpu_type, r.started_at, r.expected_end, True
-        )
+        self.running_view[order.job_id] = replace(r, preempting=True)
         self._push(max(order.deadline, now), STOP, job.spec.id, job.token)
 
     def _push(self, at: float, kind: int, job_id: int, token: int = 0) -> None:
@@ -520,6 +582,8 @@ class _Replay:
             held_idle_gpu_s=job.held_idle_gpu_s,
             costlier_gpu_s=job.costlier_gpu_s,
             cost=job.cost,
+            lost_gpu_s=job.lost_gpu_s,
+            rewait_s=job.rewait_s,
         )
 
 

@@ -15,6 +15,12 @@ makespan
 utilization
     GPU-seconds running real work ÷ (GPUs × makespan), summed over the clusters of a per-VC run.
     GPUs held idle waiting for data are not real work.
+wait
+    queue delay plus every later stretch a preempted job spent queued again: all the time a
+    job could have run and did not. The policy goals are stated on it.
+lost GPU-hours
+    held GPU time that produced nothing kept: a preempted job's work since its last
+    checkpoint, its grace, and the restart time of each resume.
 held idle waiting for data
     GPU-hours between taking GPUs and the data being ready (only `fifo-hold` has any).
 costlier GPU-hours
@@ -68,10 +74,12 @@ def _job_figures(records: Sequence[JobRecord]) -> dict[str, Any]:
         "jobs": len(records),
         "finished": sum(1 for r in records if r.end is not None),
         "queue_delay_s": stats(r.queue_delay for r in records),
+        "wait_s": stats(r.wait for r in records),
         "wait_to_run_s": stats(r.wait_to_run for r in records),
         "jct_s": stats(r.jct for r in records),
         "held_idle_gpu_hours": round(sum(r.held_idle_gpu_s for r in records) / HOUR, 3),
         "preempted_jobs": sum(1 for r in records if r.preemptions),
+        "lost_gpu_hours": round(sum(r.lost_gpu_s for r in records) / HOUR, 3),
     }
 
 

@@ -5,6 +5,11 @@
   and holds them idle until its data is ready (those GPU-hours are counted).
 - `sjf`: an oracle that knows every job's exact run time; shortest first, greedy backfill.
 - `easy`: FIFO order with EASY backfill on the users' (noisy) estimates, as Slurm does.
+- `slurm`: what Slurm users really run: priority/multifactor with the weights of Slurm's
+  documentation example (age 1000 over 14 days, fair share 10000 with a 14-day decay, job
+  size 1000 favouring large jobs; snapshot.Multifactor) and EASY backfill on the noisy
+  estimates; the priority classes as partitions with their own PriorityTier, no preemption,
+  type-blind placement.
 - `paika`: the policy's own defaults (`Knobs()`), classes respected, noisy estimates.
 """
 
@@ -26,6 +31,8 @@ class PolicySetup:
     knobs: Knobs
     hold_gpus_for_data: bool = False  # the naive platform: jobs take GPUs before data is ready
     oracle_estimates: bool = False  # estimates are the exact run times
+    # How fast recorded usage decays for fair share; None: the simulator's default.
+    fair_share_half_life_hours: float | None = None
 
 
 _FIFO = Knobs(
@@ -49,6 +56,16 @@ POLICIES: dict[str, PolicySetup] = {
         oracle_estimates=True,
     ),
     "easy": PolicySetup("easy", replace(_FIFO, backfill=Backfill.EASY)),
+    "slurm": PolicySetup(
+        "slurm",
+        replace(
+            _FIFO,
+            respect_classes=True,
+            within_class=WithinClass.MULTIFACTOR,
+            backfill=Backfill.EASY,
+        ),
+        fair_share_half_life_hours=14 * 24.0,
+    ),
     "paika": PolicySetup("paika", Knobs()),
 }
 

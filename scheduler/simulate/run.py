@@ -96,7 +96,7 @@ def simulate(
 ) -> dict[str, Any]:
     """Replay `trace` (already on its cluster, see `resolve_cluster`) and summarise it."""
     drawn = draw(trace.jobs, draws, pooled=not per_vc)
-    specs = job_specs(trace.jobs, drawn, setup)
+    specs = job_specs(trace.jobs, drawn, setup, draws)
     dropped = Counter(trace.dropped)
     results: list[RunResult] = []
     if per_vc:
@@ -117,6 +117,7 @@ def simulate(
                 schedule=schedule,
                 label=queue,
                 progress=_offset(progress, done, total),
+                **_engine_options(setup),
                 host_prefix=f"{queue}-n",
             )
             results.append(engine.run())
@@ -130,6 +131,7 @@ def simulate(
             setup,
             schedule=schedule,
             progress=progress,
+            **_engine_options(setup),
         )
         results.append(engine.run())
     summary = summarize(results)
@@ -151,10 +153,17 @@ def simulate(
     return summary
 
 
+def _engine_options(setup: PolicySetup) -> dict[str, Any]:
+    if setup.fair_share_half_life_hours is None:
+        return {}
+    return {"fair_share_half_life_hours": setup.fair_share_half_life_hours}
+
+
 def _knobs(setup: PolicySetup) -> dict[str, Any]:
     knobs = setup.knobs
     figures = {name: getattr(knobs, name) for name in knobs.__dataclass_fields__}
     figures["headroom"] = dict(knobs.headroom)
+    figures["multifactor"] = asdict(knobs.multifactor)
     figures["hold_gpus_for_data"] = setup.hold_gpus_for_data
     figures["oracle_estimates"] = setup.oracle_estimates
     return figures

@@ -49,7 +49,7 @@ def test_json_summary(trace: Path) -> None:
 def test_table_output_and_determinism(trace: Path) -> None:
     args = ["--trace", str(trace), "--format", "csv", "--nodes", "1", "--gpus-per-node", "2"]
     code, out, _ = simulate(*args)
-    assert code == 0 and "policy paika" in out and "mean delay" in out
+    assert code == 0 and "policy paika" in out and "mean wait" in out
     first = json.loads(simulate(*args, "--json", "--seed", "5")[1])
     again = json.loads(simulate(*args, "--json", "--seed", "5")[1])
     for figures in (first, again):
