@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Column, Integer, String, UniqueConstraint, false
+from sqlalchemy import JSON, Column, Integer, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from storage.limits import CHECKPOINT, OUTPUT_NAME, OUTPUT_SOURCE, PROJECT, ROUND, UNIX_ACCOUNT
@@ -112,7 +112,7 @@ class Job(SQLModel, table=True):
     # its grace (`preempt_grace_s`; None: the policy's default), and requeue it with its
     # progress kept; `preemptions` counts those stops; `checkpoint` is where it keeps its
     # checkpoint (None: the policy's shared root, or a folder its host's agent provides).
-    preemptible: bool = Field(default=False, sa_column_kwargs={"server_default": false()})
+    preemptible: bool = Field(default=False, sa_column_kwargs={"server_default": "0"})
     preempt_grace_s: float | None = number_field(nullable=True)
     preemptions: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     checkpoint: str | None = Field(default=None, sa_type=String(CHECKPOINT))

@@ -21,8 +21,11 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     with op.batch_alter_table("jobs", schema=None) as batch_op:
+        # A plain "0" (false on every backend): SQLite adds such a column in place, where an
+        # expression default would make it copy the table, which the rows referring to the
+        # jobs forbid.
         batch_op.add_column(
-            sa.Column("preemptible", sa.Boolean(), nullable=False, server_default=sa.false())
+            sa.Column("preemptible", sa.Boolean(), nullable=False, server_default="0")
         )
         batch_op.add_column(sa.Column("preempt_grace_s", sa.Double(), nullable=True))
         batch_op.add_column(
