@@ -196,6 +196,9 @@ def test_a_preemptible_job_is_stopped_with_its_grace_requeued_and_resumes(
     status = ok(world, "UALICE", f"status {done.id}")
     assert f"Preempted once, {lost:.2f} GPU-hours lost" in status
     assert f"for core job #{paper.id}" in status
+    # The decision log tells the same story.
+    story = ok(world, "UALICE", f"why {done.id}")
+    assert f"for core job #{paper.id}; it resumes from its checkpoint" in story
 
 
 def test_a_job_that_did_not_declare_it_is_never_stopped_for_core_work(
