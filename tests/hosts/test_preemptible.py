@@ -221,3 +221,34 @@ def test_a_job_that_did_not_declare_it_is_never_stopped_for_core_work(
     assert steady.preemptions == 0
     assert paper.state == JobState.QUEUED  # the core job waits
     assert EventKind.JOB_PREEMPTED not in notifier.kinds()
+
+
+def test_a_preemptible_job_is_stopped_for_much_shorter_work_and_loses_all_without_a_checkpoint(
+    world: Paika, clock: ManualClock
+) -> None:
+    notifier, dispatcher = RecordingObserver(), StopsSeen()
+    cycle = cycle_of(world, notifier, dispatcher)
+    # It never reports a checkpoint: a stop loses its whole stretch.
+    looping = "trap 'exit 0' TERM; while :; do sleep 0.05; done"
+    submit(world, "sweep", looping, gpus=2, hours=1000, extra="type=A100-80GB preemptible=yes")
+    cycle.run_once()
+    sweep = job(world, "sweep")
+    assert sweep.state == JobState.RUNNING
+    clock.advance(timedelta(minutes=40))
+    submit(world, "probe", "sleep 0.5", gpus=2, hours=1, extra="type=A100-80GB")
+    probe = job(world, "probe")
+    until(cycle, clock, lambda: job(world, "probe").state == JobState.RUNNING)
+    stopped = job(world, "sweep")
+    assert stopped.state == JobState.QUEUED and stopped.preemptions == 1
+    # The policy's default grace for such jobs (default_grace_minutes: 5).
+    assert {grace for _, run, grace in dispatcher.stops if run == f"{sweep.id}.1"} == {300}
+    with Session(world.engine) as session:
+        entries = session.exec(select(LedgerEntry).where(LedgerEntry.job_id == sweep.id)).all()
+    assert len(entries) == 2 and all(e.lost_gpu_hours == e.gpu_hours > 0 for e in entries)
+    told = [
+        e for e in notifier.events if e.job_id == sweep.id and e.kind == EventKind.JOB_PREEMPTED
+    ]
+    assert told[0].detail["preempt"] == "for_shorter"
+    assert f"for shorter job #{probe.id}" in event_sentence("en", told[0])
+    assert f"for shorter job #{probe.id}" in event_sentence("en", told[1])
+    assert "为更短的任务" in event_sentence("zh", told[1])
