@@ -1,11 +1,12 @@
 """Pass time of the scheduling policy on a big synthetic cluster and queue.
 
-10,000 pending jobs (30% with data not ready), 600 running, 1,024 GPUs on 128 hosts of
-4 types. Measures the decision pass (what starts, what is preempted), the same pass with
-reasons and ETAs for every pending job, and plain FIFO's pass as the reference.
-Goals: decisions <= 100 ms median; reasons and ETAs <= 1 s.
+20,000 pending jobs (`--pending`; 30% with data not ready), 600 running (half of the non-core
+ones preemptible, started 1-3 h ago), 1,024 GPUs on 128 hosts of 4 types. Measures the decision
+pass (what starts, what is preempted), the same pass with reasons and ETAs for every pending
+job, and plain FIFO's pass as the reference.
+Goals: decisions <= 200 ms median at 20,000 pending jobs; reasons and ETAs <= 1 s.
 
-    .venv/bin/python bench/policy_pass.py [--repeat 15] [--seed 1]
+    .venv/bin/python bench/policy_pass.py [--repeat 15] [--seed 1] [--pending 20000]
 
 Prints a table and ends with one JSON line of the figures.
 """
@@ -43,7 +44,7 @@ NOW = 1_800_000_000.0
 FIFO = policy_setup("fifo").knobs
 
 
-def build(seed: int) -> Snapshot:
+def build(seed: int, pending_jobs: int = 20_000) -> Snapshot:
     """The benchmark's cluster and queue, the same for a given seed."""
     rng = random.Random(seed)
     hosts: list[Host] = []
@@ -57,7 +58,7 @@ def build(seed: int) -> Snapshot:
             _ = slot
         hosts.append(Host(f"h{index:03d}", tuple(gpus)))
     running, hosts = _running(rng, hosts, 600)
-    pending = [_pending(rng, i) for i in range(10_000)]
+    pending = [_pending(rng, i) for i in range(pending_jobs)]
     return Snapshot(
         NOW,
         tuple(hosts),
@@ -93,8 +94,9 @@ def _running(rng: random.Random, hosts: list[Host], count: int) -> tuple[list[Ru
                 f"team{rng.randrange(8)}",
                 ids,
                 type_of[host],
-                NOW - HOUR,
+                NOW - rng.uniform(1, 3) * HOUR,
                 NOW + rng.uniform(0.1, 48) * HOUR,
+                preemptible=priority != "core" and rng.random() < 0.5,
             )
         )
     marked = [
@@ -141,8 +143,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--pending", type=int, default=20_000)
     args = parser.parse_args()
-    snapshot = build(args.seed)
+    snapshot = build(args.seed, args.pending)
     decisions, plan = timed(snapshot, args.repeat, explain=False)
     explained, full = timed(snapshot, max(3, args.repeat // 3), explain=True)
     fifo, fifo_plan = timed(replace(snapshot, knobs=FIFO), args.repeat, explain=False)
@@ -162,7 +165,7 @@ def main() -> None:
         "waits_explained": len(full.waits),
         "fifo_ms_median": round(statistics.median(fifo), 2),
         "fifo_starts": len(fifo_plan.starts),
-        "goal_decisions_le_100ms": statistics.median(decisions) <= 100,
+        "goal_decisions_le_200ms": statistics.median(decisions) <= 200,
         "goal_reasons_le_1s": statistics.median(explained) <= 1000,
     }
     width = max(len(key) for key in figures)

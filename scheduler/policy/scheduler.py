@@ -56,7 +56,7 @@ def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
         snapshot.team_usage,
         cluster_gpus=capacity.total_gpus,
     )
-    admission = _Admission(snapshot, capacity)
+    admission = _Admission(snapshot, capacity, explain=explain)
     starts = admission.run(queue)
     started = {start.job_id for start in starts}
     preemptions = _preemptions(
@@ -80,7 +80,8 @@ def _reservations(capacity: Capacity) -> tuple[Reserved, ...]:
 class _Admission:
     """Step 3: walks the queue once, starting what may start and noting why the rest wait."""
 
-    def __init__(self, snapshot: Snapshot, capacity: Capacity) -> None:
+    def __init__(self, snapshot: Snapshot, capacity: Capacity, *, explain: bool = True) -> None:
+        self.explain = explain
         self.snapshot = snapshot
         self.knobs = snapshot.knobs
         self.capacity = capacity
@@ -95,6 +96,14 @@ class _Admission:
     def run(self, queue: list[Pending]) -> list[Start]:
         starts: list[Start] = []
         any_free = self.capacity.any_free  # changes only when a job starts
+        # Placements that failed since the last start, per (types, core): (GPUs, run time).
+        # A job of one type needing as many GPUs for as long cannot be placed either (free
+        # GPUs, headroom and the reservation only ever refuse a bigger or longer job), so it
+        # is passed over without a look at every host: long queues behind a blocked job stay
+        # cheap. Not when reasons are asked for (each job's own reason is worked out).
+        failed: dict[tuple[int, bool], list[tuple[int, float]]] | None = (
+            None if self.explain else {}
+        )
         for job in queue:
             if not job.data_ready:
                 self.notes[job.id] = Note(WaitCode.WAITING_FOR_DATA)
@@ -103,11 +112,28 @@ class _Admission:
                 continue
             if not any_free and self.knobs.backfill is not Backfill.NONE:
                 continue  # nothing can start; later steps still see this job as waiting
+            shape = None
+            if failed is not None and len(self.types[job.id]) == 1:
+                shape = (id(self.types[job.id]), job.priority == "core")
+                tried = failed.get(shape)
+                if tried and any(g <= job.gpus and r <= job.run_seconds for g, r in tried):
+                    continue  # as blocked as one already tried (its reservation is made)
             start = self._try_start(job)
             if start is not None:
                 starts.append(start)
                 any_free = self.capacity.any_free
+                if failed:
+                    failed.clear()
                 continue
+            if failed is not None and shape is not None:
+                # Keep only the failures no other one covers: a handful of shapes at most.
+                kept = [
+                    (g, r)
+                    for g, r in failed.get(shape, ())
+                    if not (g >= job.gpus and r >= job.run_seconds)
+                ]
+                kept.append((job.gpus, job.run_seconds))
+                failed[shape] = kept
             if self.knobs.backfill is Backfill.NONE:
                 break  # strict order: nobody passes a blocked job
             if self.knobs.backfill is Backfill.EASY:

@@ -43,6 +43,7 @@ _FIFO = Knobs(
     fair_share_weight=0.0,
     max_aging_factor=1.0,
     idle_preemption=False,
+    preemptible_preemption=False,  # the baselines never preempt
     headroom=NO_HEADROOM,
     type_choice=TypeChoice.FIRST_FIT,
 )
