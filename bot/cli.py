@@ -146,7 +146,7 @@ def cmd(
 
 # Words that only a job's own report has (`metric=` is both: a job reports `metric=loss:0.31`,
 # the ledger report picks a metric by name, `metric=loss`).
-JOB_REPORT_KEYS = ("output", "status", "note")
+JOB_REPORT_KEYS = ("output", "checkpoint", "status", "note")
 
 
 def is_job_report(words: list[str], fmt: str | None, env: Mapping[str, str]) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot import config_words
-from bot.blocks.job import priority, state
+from bot.blocks.job import preempted_line, priority, state
 from bot.blocks.logs import logs_header, logs_notes
 from bot.blocks.matches import costliest_lines, estimates_lines, own_estimate_line, review_lines
 from bot.blocks.priority import priority_header, priority_lines
@@ -282,6 +282,8 @@ def _spent(lang: str, result: StatusResult) -> list[str]:
     idle = sum(entry.idle_gpu_hours for entry in result.ledger)
     if idle >= 0.005:
         lines.append(t(lang, "status.idle", hours=idle))
+    if result.preempted is not None:
+        lines.append(preempted_line(lang, result.preempted))
     return lines
 
 

@@ -55,10 +55,44 @@ def event_sentence(lang: str, event: Event) -> str:
         **event.detail,
     }
     code = event.code or EventCode.FINISHED
+    key = f"notice.event.{code.value}"
     extra = _EVENT_VALUES.get(code)
     if extra is not None:
         values.update(extra(lang, values))
-    return t(lang, f"notice.event.{code.value}", **values)
+    if code in _PREEMPTED and "preempt" in values:  # a preemption that says why and for whom
+        values.update(_preempted(lang, values))
+        key = _PREEMPTED[code]
+    return t(lang, key, **values)
+
+
+# Preemption notices that name their reason, the run stopped and where it resumes from.
+_PREEMPTED = {
+    EventCode.PREEMPT_ASKED: "notice.event.preempt_asked_resumes",
+    EventCode.STOPPED_REQUEUED: "notice.event.stopped_preempted",
+}
+
+
+def _preempted(lang: str, values: Mapping[str, Any]) -> dict[str, object]:
+    code = str(values.get("preempt"))
+    reason_key = f"notice.event.preempt_for.{code}"
+    for_job = values.get("for_job", "?")
+    reason = t(lang, reason_key, for_job=for_job) if has(reason_key) else code
+    hosts = ", ".join(str(host) for host in values.get("hosts") or ()) or "?"
+    place = values.get("resumes")
+    resumes = (
+        t(lang, "notice.event.resumes.place", place=place)
+        if place
+        else t(lang, "notice.event.resumes.host", hosts=hosts)
+        if values.get("hosts")
+        else t(lang, "notice.event.resumes.none")
+    )
+    return {
+        "reason": reason,
+        "resumes": resumes,
+        "attempt": values.get("attempt", "?"),
+        "minutes": float(values.get("minutes") or 0),
+        "lost": float(values.get("lost_gpu_hours") or 0),
+    }
 
 
 def _where(lang: str, values: Mapping[str, Any]) -> dict[str, object]:

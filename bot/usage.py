@@ -27,6 +27,13 @@ def expected_words(lang: str, rule: Expected) -> str:
         return t(lang, f"grammar.value.{kind.value}", range=_range(lang, rule))
     if kind is ValueKind.CHOICE:
         return t(lang, "grammar.value.choice", choices=joined(lang, rule.choices))
+    if kind is ValueKind.DURATION:
+        return t(
+            lang,
+            "grammar.value.duration",
+            low=duration_text(rule.minimum or 0),
+            high=duration_text(rule.maximum or 0),
+        )
     if kind in (ValueKind.DATE, ValueKind.TIME):
         return t(lang, f"grammar.value.{kind.value}", earliest=rule.earliest, latest=rule.latest)
     if rule.max_length is not None:  # text whose description names the longest value
@@ -168,6 +175,14 @@ def _range(lang: str, rule: Expected) -> str:
     if high is not None:
         return t(lang, "grammar.range.at_most", high=_number(high))
     return ""
+
+
+def duration_text(seconds: float) -> str:
+    """A length of time as it is typed: 30s, 5m, 2h (the largest unit that divides it)."""
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{_number(seconds / size)}{unit}"
+    return f"{_number(seconds)}s"
 
 
 def _number(value: float) -> str:

@@ -93,9 +93,44 @@ class Admission(_Strict):
 
 
 class Preemption(_Strict):
-    """Idle-class jobs blocking core work get this long to checkpoint."""
+    """Which running jobs paika may stop and requeue for other work, and how.
+
+    Idle-class jobs blocking core work get `idle_grace_minutes` to checkpoint. Jobs that
+    declared they checkpoint and resume (`preemptible=yes`) may be stopped (`preemptible`
+    on): for a core job, or for much shorter work (`shorter_factor`; null: only core work
+    preempts), never more than `max_per_job` times, never within `min_run_minutes` of their
+    last start; each gets its own grace, else `default_grace_minutes`. `checkpoint_root`: a
+    path every host shares; a preemptible job without `checkpoint=` keeps its checkpoint in
+    `<root>/job-<id>` (null: in a folder its host's agent provides).
+    """
 
     idle_grace_minutes: float = Field(default=10, ge=0)
+    preemptible: bool = True
+    max_per_job: int = Field(default=3, ge=0, le=100)
+    min_run_minutes: float = Field(default=30, ge=0, le=7 * 24 * 60)
+    shorter_factor: float | None = Field(default=8, ge=1, le=1000)
+    default_grace_minutes: float = Field(default=5, ge=0.5, le=120)
+    checkpoint_root: str | None = Field(default=None, min_length=1, max_length=400)
+
+    @field_validator("checkpoint_root")
+    @classmethod
+    def _absolute_root(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(f"{value!r} is not an absolute path (a folder every host shares)")
+        return value
+
+    def checkpoint_of(self, job_id: int, given: str | None) -> str | None:
+        """Where a preemptible job keeps its checkpoint: what it gave, else the shared
+        root's folder for it; None: its host's agent provides a folder."""
+        if given:
+            return given
+        if self.checkpoint_root is None:
+            return None
+        return f"{self.checkpoint_root.rstrip('/')}/job-{job_id}"
+
+    def grace_of(self, own: float | None) -> float:
+        """A preemptible job's grace in seconds: its own, else the policy's default."""
+        return own if own is not None else self.default_grace_minutes * 60
 
 
 PriorityName = Literal["core", "normal", "idle"]
@@ -339,6 +374,10 @@ class PolicyConfig(_Strict):
             costlier_after_s=knobs.matching.costlier_after_minutes * 60,
             headroom=dict(knobs.headroom),
             idle_grace_s=knobs.preemption.idle_grace_minutes * 60,
+            preemptible_preemption=knobs.preemption.preemptible,
+            preempt_max_per_job=knobs.preemption.max_per_job,
+            preempt_min_run_s=knobs.preemption.min_run_minutes * 60,
+            shorter_factor=knobs.preemption.shorter_factor,
         )
 
     def catalog(self) -> tuple[CardType, ...]:

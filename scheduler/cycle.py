@@ -31,7 +31,7 @@ from sqlmodel import Session
 
 from scheduler import lifecycle
 from scheduler.clock import Clock
-from scheduler.config import PolicyConfig
+from scheduler.config import PolicyConfig, Preemption
 from scheduler.configs.live import LivePolicy
 from scheduler.decision_log import DecisionLog, Outcome
 from scheduler.dispatch import (
@@ -47,6 +47,7 @@ from scheduler.hosts.poll import Poller as HostPoller
 from scheduler.hosts.poll import Target
 from scheduler.hosts.reconcile import (
     ACTOR,
+    PREEMPT_ACTION,
     REQUEUED_STOPS,
     RETRIES,
     Reconciliation,
@@ -56,7 +57,7 @@ from scheduler.hosts.reconcile import (
 from scheduler.hosts.report import HostReport
 from scheduler.notices.events import Event, EventCode, EventKind, Observer, record
 from scheduler.outputs import mint_token
-from scheduler.policy.plan import Plan, Preempt, Start
+from scheduler.policy.plan import Plan, Preempt, PreemptCode, Start
 from scheduler.policy.scheduler import schedule
 from scheduler.policy.snapshot import Snapshot
 from scheduler.snapshots import build_snapshot
@@ -458,7 +459,7 @@ class Cycle:
                     detail={"gpus": list(start.gpu_ids), "type": start.gpu_type},
                 )
                 session.flush()
-                orders = _orders(session, job, gpus, self.report_url)
+                orders = _orders(session, job, gpus, self.report_url, self._preemption)
             result.start_times[start.job_id] = now
             return orders
         except Exception as exc:
@@ -483,15 +484,27 @@ class Cycle:
         for job_id in job_ids:
             with Session(self.engine) as session:
                 job = job_queries.get_job(session=session, job_id=job_id)
+                gpus = _gpus_of(session, job_id)
                 orders = (
-                    _orders(session, job, _gpus_of(session, job_id), self.report_url) if job else []
+                    _orders(session, job, gpus, self.report_url, self._preemption) if job else []
                 )
             if orders:
                 where = {"hosts": sorted({order.host for order in orders})}
                 self._settle_start(job_id, orders[0].attempt, self._dispatch(orders), result, where)
 
+    @property
+    def _preemption(self) -> Preemption:
+        return self.policy.scheduler.preemption
+
+    def _stop_grace(self, job: Job) -> float:
+        """How long a stop that requeues the job leaves it between SIGTERM and the kill:
+        a job that checkpoints and resumes its own grace (or the policy's default for
+        such jobs), any other the idle-class grace."""
+        if job.preemptible and job.stop_reason == "preempt":
+            return self._preemption.grace_of(job.preempt_grace_s)
+        return self._preemption.idle_grace_minutes * 60
+
     def _send_stops(self, job_ids: list[int], orphans: list[tuple[str, str]]) -> None:
-        grace = self.policy.scheduler.preemption.idle_grace_minutes * 60
         with Session(self.engine) as session:
             urls = {host.name: host.url for host in cluster_queries.host_rows(session=session)}
             targets: list[tuple[str, str, str, float]] = []
@@ -499,7 +512,8 @@ class Cycle:
                 job = job_queries.get_job(session=session, job_id=job_id)
                 for order in _orders(session, job, _gpus_of(session, job_id)) if job else []:
                     # Stops that requeue the job leave it time to checkpoint.
-                    wait = grace if job and job.stop_reason in REQUEUED_STOPS else 30.0
+                    requeued = job is not None and job.stop_reason in REQUEUED_STOPS
+                    wait = self._stop_grace(job) if job is not None and requeued else 30.0
                     targets.append(
                         (order.host, order.url, agent_job_id(job_id, order.attempt), wait)
                     )
@@ -529,22 +543,53 @@ class Cycle:
             self._send_stops(result.preempted, [])
 
     def _record_preemption(self, preempt: Preempt, result: CycleResult) -> None:
+        """Ask the job's host to stop it, with its grace, for the job the policy named; the
+        owner is told why, which run it was and where it resumes from. A job that did not
+        declare it checkpoints and resumes is never stopped for anything but an idle-class
+        preemption, and none past the policy's cap."""
+        knobs = self._preemption
         with session_scope(self.engine) as session:
             job = job_queries.get_job(session=session, job_id=preempt.job_id)
             if job is None or job.state != JobState.RUNNING or job.stop_requested_at is not None:
                 return
+            if preempt.code is not PreemptCode.IDLE_FOR_CORE and (
+                not job.preemptible or not knobs.preemptible or job.preemptions >= knobs.max_per_job
+            ):
+                log.error(
+                    "job #%s: a %s preemption refused (preemptible: %s, preempted %s times)",
+                    job.id,
+                    preempt.code.value,
+                    job.preemptible,
+                    job.preemptions,
+                    extra={"job_id": job.id},
+                )
+                return
             job.stop_requested_at, job.stop_reason = result.at, "preempt"
             session.add(job)
+            grace = self._stop_grace(job)
             audit.record(
                 session=session,
                 at=result.at,
                 actor=ACTOR,
-                action="job.preempt",
+                action=PREEMPT_ACTION,
                 target_kind="job",
                 target_id=job.id,
-                detail={"for_job": preempt.for_job},
+                detail={
+                    "for_job": preempt.for_job,
+                    "code": preempt.code.value,
+                    "reason": preempt.reason,
+                    "grace_s": grace,
+                    "attempt": job.attempts,
+                },
             )
-            minutes = self.policy.scheduler.preemption.idle_grace_minutes
+            said: dict[str, object] = {"minutes": round(grace / 60, 2), "for_job": preempt.for_job}
+            if job.preemptible:  # why, which run, and where it resumes from
+                said.update(preempt=preempt.code.value, attempt=job.attempts)
+                place = knobs.checkpoint_of(job.id or 0, job.checkpoint)
+                hosts = sorted(
+                    {o.host for o in _orders(session, job, _gpus_of(session, job.id or 0))}
+                )
+                said.update(resumes=place, hosts=hosts)
             event = Event(
                 EventKind.JOB_PREEMPTED,
                 result.at,
@@ -552,7 +597,7 @@ class Cycle:
                 job.id,
                 name=job.name,
                 owner=job.owner,
-                detail={"minutes": minutes, "for_job": preempt.for_job},
+                detail=said,
             )
             record(session, event)
         result.preempted.append(job.id or 0)
@@ -586,10 +631,17 @@ def _gpus_of(session: Session, job_id: int) -> list[Gpu]:
 
 
 def _orders(
-    session: Session, job: Job, gpus: list[Gpu], report_url: str | None = None
+    session: Session,
+    job: Job,
+    gpus: list[Gpu],
+    report_url: str | None = None,
+    preemption: Preemption | None = None,
 ) -> list[StartOrder]:
     """One start order per host the job's GPUs are on (usually one). A resent start carries
-    the same report secret: it is the same run."""
+    the same report secret: it is the same run. Each run is told which it is
+    (PAIKA_ATTEMPT, 1-based) and how often the job was preempted (PAIKA_PREEMPTIONS); a job
+    that checkpoints and resumes also where its checkpoint is (PAIKA_CHECKPOINT_DIR): its
+    checkpoint=, else `<checkpoint_root>/job-<id>`, else a folder its host's agent keeps."""
     by_host: dict[int, list[int]] = {}
     for gpu in gpus:
         by_host.setdefault(gpu.host_id, []).append(gpu.index)
@@ -605,6 +657,19 @@ def _orders(
             "PAIKA_NODE_RANK": str(rank),
             "PAIKA_JOB_NAME": job.name,
         }
+        env["PAIKA_ATTEMPT"] = str(job.attempts)
+        env["PAIKA_PREEMPTIONS"] = str(job.preemptions)
+        checkpoints = None
+        if job.preemptible:
+            place = (
+                preemption.checkpoint_of(job.id or 0, job.checkpoint)
+                if preemption is not None
+                else job.checkpoint
+            )
+            if place:
+                env["PAIKA_CHECKPOINT_DIR"] = place
+            else:
+                checkpoints = f"job-{job.id}"
         if job.report_token:
             env["PAIKA_JOB_TOKEN"] = job.report_token
             if report_url:
@@ -620,6 +685,7 @@ def _orders(
                 job.image,
                 env,
                 job.account,
+                checkpoints,
             )
         )
     return orders

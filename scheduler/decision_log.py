@@ -265,6 +265,7 @@ def _preemptions(preemptions: Iterable[Preempt], outcome: Outcome) -> list[dict[
                 "for_job": preempt.for_job,
                 "deadline": _moment(preempt.deadline),
                 "reason": preempt.reason,
+                "code": preempt.code.value,
             },
         )
         for preempt in preemptions

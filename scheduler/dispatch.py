@@ -65,6 +65,9 @@ class StartOrder:
     image: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     account: str | None = None  # the Unix account it runs as (None: the agent's own user)
+    # A job that checkpoints and resumes with no place of its own: the folder its host's
+    # agent keeps for it (PAIKA_CHECKPOINT_DIR), the same for each of its runs there.
+    checkpoints: str | None = None
 
 
 class Dispatcher(Protocol):
@@ -115,6 +118,7 @@ class AgentDispatcher:
                 image=order.image,
                 container=self.containers if order.image is not None else None,
                 account=order.account,
+                checkpoints=order.checkpoints,
             )
         except BadRequest as exc:  # the job's own data: no host would take it
             raise DispatchError(

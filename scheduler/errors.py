@@ -93,6 +93,8 @@ class Problem(StrEnum):
     TEMPLATE_VERSION_NOT_FOUND = "problem.template_version_not_found"
     OTHER_TEAMS_TEMPLATES = "problem.other_teams_templates"
     NO_SPEC_TO_REPEAT = "problem.no_spec_to_repeat"
+    # grace= or checkpoint= for a job that did not say preemptible=yes.
+    NEEDS_PREEMPTIBLE = "problem.needs_preemptible"
     # /gpu why
     WHY_BEFORE_SUBMIT = "problem.why_before_submit"
     # The policy config under version control (/gpu config …).

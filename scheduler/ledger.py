@@ -7,14 +7,14 @@ snapshot, the digest, the quota alerts), so none of them imports another for it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sqlmodel import Session
 
 from scheduler.config import PolicyConfig
 from scheduler.policy.quota import QuotaState, charge_to
 from storage.models import Gpu, Job, LedgerEntry, Quota
-from storage.queries import accounting
+from storage.queries import accounting, job_reports
 from storage.queries import cluster as cluster_queries
 from storage.queries import reclaim as reclaim_queries
 
@@ -85,3 +85,28 @@ def close_allocations_at(
         entries.append(entry)
     session.flush()
     return entries
+
+
+# The label a job reports its checkpoint under (`paika report checkpoint=<path>`;
+# scheduler/outputs.py says the same).
+CHECKPOINT = "checkpoint"
+
+
+def charge_lost(session: Session, job: Job, entries: Sequence[LedgerEntry]) -> float:
+    """Mark what a preempted stretch lost: on each of its ledger entries, the GPU-hours
+    since the last checkpoint the run reported (all of the stretch when it reported none).
+    Returns the GPU-hours lost in all."""
+    reported = job_reports.last_artefact_at(
+        session=session, job_id=job.id or 0, attempt=job.attempts, name=CHECKPOINT
+    )
+    if reported is not None and reported.tzinfo is None:  # SQLite hands back naive UTC
+        reported = reported.replace(tzinfo=UTC)
+    lost_in_all = 0.0
+    for entry in entries:
+        since = entry.started_at if reported is None else max(entry.started_at, reported)
+        lost = max(0.0, (entry.ended_at - since).total_seconds() / 3600)
+        entry.lost_gpu_hours = min(entry.gpu_hours, lost)
+        lost_in_all += entry.lost_gpu_hours
+        session.add(entry)
+    session.flush()
+    return lost_in_all

@@ -67,9 +67,18 @@ METRIC_KEY = Key("metric", ValueKind.METRIC, "loss:0.31", repeatable=True)
 OUTPUT_KEY = Key(
     "output", ValueKind.TEXT, "s3://ckpt/bert-ft/final", repeatable=True, max_length=LOCATION_LIMIT
 )
+# Where the run's latest checkpoint is: a preempted run loses only the work since then.
+CHECKPOINT_KEY = Key(
+    "checkpoint",
+    ValueKind.TEXT,
+    "/ckpt/bert-ft/step-9000",
+    repeatable=True,
+    max_length=LOCATION_LIMIT,
+)
 STATUS_KEY = Key("status", ValueKind.CHOICE, "succeeded", choices=STATUSES)
 NOTE_KEY = Key("note", ValueKind.TEXT, "diverged after step 9000", max_length=NOTE_LIMIT)
-REPORT_KEYS = (METRIC_KEY, OUTPUT_KEY, STATUS_KEY, NOTE_KEY)
+REPORT_KEYS = (METRIC_KEY, OUTPUT_KEY, CHECKPOINT_KEY, STATUS_KEY, NOTE_KEY)
+CHECKPOINT = "checkpoint"  # the label of a reported checkpoint (an artefact)
 
 
 @dataclass(frozen=True)
@@ -215,7 +224,9 @@ def _from_tokens(tokens: Sequence[Token]) -> Report:
         given[key.name] = token
         values.setdefault(key.name, []).append(convert(key, token.value))
     metrics = tuple(m for m in values.get("metric", ()) if isinstance(m, Metric))
-    artefacts = tuple(Artefact(str(o)) for o in values.get("output", ()))
+    artefacts = tuple(Artefact(str(o)) for o in values.get("output", ())) + tuple(
+        Artefact(str(c), CHECKPOINT) for c in values.get("checkpoint", ())
+    )
     status = values.get("status", [None])[0]
     note = values.get("note", [None])[0]
     return _checked(Report(metrics, artefacts, None if status is None else str(status), _opt(note)))

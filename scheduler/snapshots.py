@@ -34,6 +34,8 @@ ESTIMATE_HISTORY = 20
 # A job as the policy reads it: a plain row of storage.queries.jobs.planning_rows (or a Job).
 PlannedJob = Any
 RATIO_BOUNDS = (0.25, 4.0)
+# A resumed job's estimate of what is left never drops below this share of its estimate.
+LEFT_FLOOR = 0.1
 
 
 def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Snapshot:
@@ -44,15 +46,20 @@ def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Sna
     gpu_types = {gpu.id: gpu.gpu_type for host in hosts for gpu in host.gpus}
     jobs = job_queries.planning_rows(session=session, states=(*PENDING_STATES, *ON_HOST_STATES))
     ratios = _estimate_ratios(session, {job.owner for job in jobs})
+    # A preemptible job stopped before resumes from its checkpoint: what is left to run.
+    kept = accounting.kept_gpu_hours(
+        session=session, job_ids=[job.id for job in jobs if job.preemptions]
+    )
+    grace = policy.scheduler.preemption
     held: dict[int, list[int]] = defaultdict(list)
     for gpu_id, job_id in holders.items():
         held[job_id].append(gpu_id)
     running = [
-        _running(job, held, gpu_types, teams, ratios)
+        _running(job, held, gpu_types, teams, ratios, kept, grace.grace_of(job.preempt_grace_s))
         for job in jobs
         if job.state in ON_HOST_STATES  # an unknown job still holds its GPUs
     ]
-    pending = [_pending(job, teams, ratios) for job in jobs if job.state in PENDING_STATES]
+    pending = [_pending(job, teams, ratios, kept) for job in jobs if job.state in PENDING_STATES]
     quotas, ends = _quotas(session, policy, teams)
     return Snapshot(
         now=now.timestamp(),
@@ -99,7 +106,21 @@ def card_needs(job: PlannedJob) -> CardNeeds:
     )
 
 
-def _pending(job: PlannedJob, teams: dict[int | None, str], ratios: dict[str, float]) -> Pending:
+def left_gpu_hours(job: PlannedJob, kept: dict[int, float]) -> float:
+    """A job's estimate of what it still has to run: for a preemptible job stopped before,
+    its estimate less the GPU-hours its earlier stretches kept, never below a tenth of it
+    (the estimate may have been short); for any other job its estimate."""
+    estimate = float(job.est_gpu_hours)
+    done = kept.get(job.id or 0, 0.0) if job.preemptible and job.preemptions else 0.0
+    return max(estimate - done, estimate * LEFT_FLOOR)
+
+
+def _pending(
+    job: PlannedJob,
+    teams: dict[int | None, str],
+    ratios: dict[str, float],
+    kept: dict[int, float] | None = None,
+) -> Pending:
     return Pending(
         job.id or 0,
         job.priority,
@@ -109,8 +130,10 @@ def _pending(job: PlannedJob, teams: dict[int | None, str], ratios: dict[str, fl
         job.data_ready,
         job.gpus,
         card_needs(job),
-        job.est_gpu_hours,
+        left_gpu_hours(job, kept or {}),
         ratios.get(job.owner, 1.0),
+        preemptible=bool(job.preemptible),
+        preemptions=job.preemptions or 0,
     )
 
 
@@ -120,13 +143,29 @@ def _running(
     gpu_types: dict[int, str],
     teams: dict[int | None, str],
     ratios: dict[str, float],
+    kept: dict[int, float] | None = None,
+    grace_s: float | None = None,
 ) -> Running:
     gpu_ids = tuple(sorted(holders.get(job.id or 0, ())))
+    # The start of its current run (a resumed job's earlier runs are in `kept`).
     started = (job.started_at or job.submitted_at).timestamp()
-    expected = started + job.est_gpu_hours / max(1, job.gpus) * HOUR * ratios.get(job.owner, 1.0)
+    left = left_gpu_hours(job, kept or {})
+    expected = started + left / max(1, job.gpus) * HOUR * ratios.get(job.owner, 1.0)
     gpu_type = gpu_types.get(gpu_ids[0], "") if gpu_ids else ""
+    preemptible = bool(job.preemptible)
     return Running(
-        job.id or 0, job.priority, teams.get(job.team_id, ""), gpu_ids, gpu_type, started, expected
+        job.id or 0,
+        job.priority,
+        teams.get(job.team_id, ""),
+        gpu_ids,
+        gpu_type,
+        started,
+        expected,
+        # Already asked to stop (a preemption, a cancel): its GPUs are on their way back.
+        preempting=job.stop_requested_at is not None,
+        preemptible=preemptible,
+        preemptions=job.preemptions or 0,
+        grace_s=grace_s if preemptible else None,
     )
 
 

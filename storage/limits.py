@@ -29,6 +29,12 @@ PROJECT = 64  # jobs.project
 ROUND = 32  # jobs.round (a number or a name: "3", "v2-warmup")
 OUTPUT_NAME = 64  # job_outputs.name (a metric's name, or an artefact's label)
 OUTPUT_SOURCE = 16  # job_outputs.source
+CHECKPOINT = 500  # jobs.checkpoint (a path or URL where the job keeps its checkpoint)
+
+# A preemptible job's grace between SIGTERM and the kill, in seconds (`grace=`): long enough
+# to write a checkpoint, short enough that the work it makes room for is not kept waiting.
+GRACE_MIN_S = 30
+GRACE_MAX_S = 2 * 3600
 
 # Integer primary keys are 32-bit on PostgreSQL and MariaDB; a larger number in a query is
 # an "integer out of range" error there, so record numbers above this are refused.

@@ -34,6 +34,9 @@ SUBMIT_IMAGE = "submit_image"
 SUBMIT_TEAM = "submit_team"
 SUBMIT_PROJECT = "submit_project"
 SUBMIT_ROUND = "submit_round"
+SUBMIT_PREEMPTIBLE = "submit_preemptible"
+SUBMIT_GRACE = "submit_grace"
+SUBMIT_CHECKPOINT = "submit_checkpoint"
 
 # The submit grammar's key behind each modal block (the data radio and the location box
 # together make the one `data` key, so location has no key of its own).
@@ -52,6 +55,9 @@ SUBMIT_BLOCK_OF_KEY = MappingProxyType(
         "team": SUBMIT_TEAM,
         "project": SUBMIT_PROJECT,
         "round": SUBMIT_ROUND,
+        "preemptible": SUBMIT_PREEMPTIBLE,
+        "grace": SUBMIT_GRACE,
+        "checkpoint": SUBMIT_CHECKPOINT,
     }
 )
 
@@ -101,4 +107,7 @@ BLOCK_IDS = (
     SUBMIT_PROJECT,
     SUBMIT_ROUND,
     REPORT_PAGES,
+    SUBMIT_PREEMPTIBLE,
+    SUBMIT_GRACE,
+    SUBMIT_CHECKPOINT,
 )

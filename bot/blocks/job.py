@@ -6,9 +6,9 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from bot.blocks.common import mention, mrkdwn_escape
-from bot.i18n import eta, t, term, wait_words, when
+from bot.i18n import eta, has, t, term, wait_words, when
 from scheduler.policy.plan import Wait
-from scheduler.service.jobs import JobView
+from scheduler.service.jobs import JobView, PreemptedRecord
 from scheduler.service.records import JobRecord
 
 
@@ -109,3 +109,12 @@ def own_line(lang: str, view: JobView, zone: ZoneInfo, now: datetime) -> str:
     if job.started_at is not None:
         return f"{head} · " + t(lang, "queue.since", at=when(lang, job.started_at, zone))
     return head
+
+
+def preempted_line(lang: str, preempted: PreemptedRecord) -> str:
+    """How often the job was preempted, what that lost, and why the last time."""
+    reason_key = f"notice.event.preempt_for.{preempted.code}"
+    for_job = preempted.for_job if preempted.for_job is not None else "?"
+    reason = t(lang, reason_key, for_job=for_job) if has(reason_key) else (preempted.code or "?")
+    key = "status.preempted.once" if preempted.times == 1 else "status.preempted"
+    return t(lang, key, times=preempted.times, lost=preempted.lost_gpu_hours, reason=reason)

@@ -40,6 +40,7 @@ from bot.blocks.job import (
     gpu_hours,
     labelled_inline,
     needs,
+    preempted_line,
     priority,
     ref,
     running_line,
@@ -251,6 +252,8 @@ def _status(result: StatusResult, lang: str, zone: ZoneInfo, now: datetime) -> M
         idle = sum(entry.idle_gpu_hours for entry in result.ledger)
         if idle >= 0.005:
             facts.append(t(lang, "status.idle", hours=idle))
+    if result.preempted is not None:
+        facts.append(mrkdwn_escape(preempted_line(lang, result.preempted)))
     produced = _produced(job.output, job.metrics or {})
     if produced:
         facts.append(t(lang, "status.produced", what=produced))

@@ -25,14 +25,17 @@ from bot.blocks.common import (
 from bot.blocks.ids import (
     SUBMIT_BLOCK_OF_KEY,
     SUBMIT_CALLBACK,
+    SUBMIT_CHECKPOINT,
     SUBMIT_CMD,
     SUBMIT_DATA,
     SUBMIT_GPUS,
+    SUBMIT_GRACE,
     SUBMIT_HOURS,
     SUBMIT_IMAGE,
     SUBMIT_LOCATION,
     SUBMIT_MEM,
     SUBMIT_NAME,
+    SUBMIT_PREEMPTIBLE,
     SUBMIT_PRIORITY,
     SUBMIT_PROJECT,
     SUBMIT_ROUND,
@@ -143,6 +146,21 @@ def submit_modal(
             t(lang, "modal.label.image"),
             keys["image"],
             hint=key_help(lang, keys["image"]),
+        ),
+    ]
+    blocks += [
+        _preemptible(lang, keys["preemptible"]),
+        _text(
+            SUBMIT_GRACE,
+            t(lang, "modal.label.grace"),
+            keys["grace"],
+            hint=key_help(lang, keys["grace"]),
+        ),
+        _text(
+            SUBMIT_CHECKPOINT,
+            t(lang, "modal.label.checkpoint"),
+            keys["checkpoint"],
+            hint=key_help(lang, keys["checkpoint"]),
         ),
     ]
     blocks += [
@@ -339,6 +357,21 @@ def _priority(lang: str) -> Block:
         element,
         hint=t(lang, "modal.hint.priority"),
         optional=False,
+    )
+
+
+def _preemptible(lang: str, key: Key) -> Block:
+    """One box to tick: the job checkpoints and resumes (`preemptible=yes`)."""
+    element = {
+        "type": "checkboxes",
+        "options": [option(t(lang, "modal.preemptible.yes"), "yes")],
+    }
+    return _input(
+        SUBMIT_PREEMPTIBLE,
+        t(lang, "modal.label.preemptible"),
+        element,
+        hint=key_help(lang, key),
+        optional=True,
     )
 
 

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 from bot.blocks.common import MESSAGE_BLOCKS, Message, header, listing, mention, mrkdwn_escape
 from bot.blocks.job import priority, state
 from bot.i18n import counted, t, wait_words, when
-from scheduler.policy.plan import WaitCode
+from scheduler.policy.plan import PreemptCode, WaitCode
 from scheduler.service.why import Step, StoryStep, WhyResult
 
 Escape = Callable[[str], str]
@@ -124,6 +124,13 @@ def _what(
         )
         return f"{started}; {t(lang, 'why.step.weighed', alternatives=weighed)}"
     if kind is Step.PREEMPT_ASKED:
+        if step.code in (PreemptCode.FOR_CORE, PreemptCode.FOR_SHORTER):
+            return t(
+                lang,
+                "why.step.preempt_asked_resumes",
+                at=when(lang, step.until, zone),
+                reason=t(lang, f"notice.event.preempt_for.{step.code}", for_job=step.for_job),
+            )
         return t(
             lang,
             "why.step.preempt_asked",

@@ -99,6 +99,8 @@ LOG_TAIL_MAX_BYTES = 8 * 1024 * 1024
 REPORT_ENV = "PAIKA_REPORT_FILE"
 REPORTS_DIR_MODE = 0o711  # passable, not listable: each run reaches only its own file
 CONTAINER_REPORT_FILE = "/run/paika-report"
+CHECKPOINT_ENV = "PAIKA_CHECKPOINT_DIR"
+CONTAINER_CHECKPOINT_DIR = "/run/paika-checkpoint"
 REPORT_LINES_KEPT = 200
 REPORT_BYTES_KEPT = 32 * 1024
 REPORT_LINE_LIMIT = 4096  # characters of one line; a longer one is cut
@@ -361,8 +363,16 @@ class JobStore:
         run_as: RunAs | None = None,
         use_cgroups: bool = True,
         report_dir: Path | str | None = None,
+        checkpoint_dir: Path | str | None = None,
     ) -> None:
         self.state_dir = Path(state_dir).absolute()
+        # Where jobs that checkpoint and resume keep their checkpoints when they have no
+        # place of their own: one folder a job, kept across its runs on this host.
+        self.checkpoint_dir = (
+            Path(checkpoint_dir).absolute()
+            if checkpoint_dir is not None
+            else self.state_dir.with_name(f"{self.state_dir.name}-checkpoints")
+        )
         # Where the runs' report files are (see the module's docstring).
         self.report_dir = (
             Path(report_dir).absolute()
@@ -426,6 +436,17 @@ class JobStore:
                     "move it away (the agent makes it again)",
                 )
             self.report_dir.chmod(REPORTS_DIR_MODE)
+            self.checkpoint_dir.mkdir(mode=REPORTS_DIR_MODE, parents=True, exist_ok=True)
+            if (
+                self.checkpoint_dir.is_symlink()
+                or self.checkpoint_dir.stat().st_uid != os.geteuid()
+            ):
+                raise AgentError(
+                    None,
+                    f"the checkpoint folder {self.checkpoint_dir} is not the agent's own "
+                    "folder; move it away (the agent makes it again)",
+                )
+            self.checkpoint_dir.chmod(REPORTS_DIR_MODE)
         except OSError as exc:
             raise AgentError(
                 None, f"cannot set up the agent state dir {self.state_dir}: {exc}"
@@ -693,6 +714,7 @@ class JobStore:
         account: Account,
         env_file: Path | None = None,
         report_file: Path | None = None,
+        checkpoint_dir: Path | None = None,
     ) -> list[str]:
         """The argv the wrapper runs: the request's argv, `/bin/sh -c shell`, or a container
         run as the account's uid:gid with the job's variables read from `env_file`."""
@@ -727,6 +749,11 @@ class JobStore:
                 "--mount",
                 f"type=bind,source={report_file},target={CONTAINER_REPORT_FILE}",
             ]
+        if checkpoint_dir is not None:
+            command += [
+                "--mount",
+                f"type=bind,source={checkpoint_dir},target={CONTAINER_CHECKPOINT_DIR}",
+            ]
         if req.container is not None:
             command += req.container.run_options()
         return [*command, str(req.image), *inner]
@@ -755,7 +782,12 @@ class JobStore:
             }
             env_file = self.state_dir / "envs" / f"{req.job_id}.env"
             report_file = self.report_dir / secrets.token_urlsafe(18)
-            command = self.build_command(req, account, env_file if req.image else None, report_file)
+            checkpoints = (
+                self._checkpoint_folder(req.checkpoints, account) if req.checkpoints else None
+            )
+            command = self.build_command(
+                req, account, env_file if req.image else None, report_file, checkpoints
+            )
             log_path = self.state_dir / "logs" / f"{req.job_id}.log"
             exit_path = self.state_dir / "exits" / f"{req.job_id}.json"
             with contextlib.suppress(FileNotFoundError):
@@ -782,10 +814,14 @@ class JobStore:
             if req.image:
                 # Not CUDA_VISIBLE_DEVICES: the runtime numbers the container's GPUs from 0.
                 inside = {"PAIKA_JOB_ID": req.job_id, REPORT_ENV: CONTAINER_REPORT_FILE}
+                if checkpoints is not None:
+                    inside[CHECKPOINT_ENV] = CONTAINER_CHECKPOINT_DIR
                 _write_private(env_file, _env_file_text({**req.env, **inside}))
                 spec = self._spec(job, None, {**self._runtime_client_env(), **paika_env})
             else:
                 reports = {REPORT_ENV: str(report_file)}
+                if checkpoints is not None:
+                    reports[CHECKPOINT_ENV] = str(checkpoints)
                 env = {**account.login_env(), **req.env, **paika_env, **reports}
                 spec = self._spec(job, account, env)
             # On disk before the launch: an agent that dies mid-launch comes back knowing
@@ -811,6 +847,21 @@ class JobStore:
                 extra={"run_id": job.job_id},
             )
             return job.info(), True
+
+    def _checkpoint_folder(self, name: str, account: Account) -> Path:
+        """The job's checkpoint folder: its account's, 0700, made on its first run here and
+        kept for the next (a requeued run on this host finds its checkpoint there)."""
+        folder = self.checkpoint_dir / name
+        try:
+            folder.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+            if folder.is_symlink() or not folder.is_dir():
+                raise AgentError(500, f"the checkpoint folder {folder} is not a folder")
+            if self.run_as.privileged:
+                os.chown(folder, account.uid, account.gid, follow_symlinks=False)
+            os.chmod(folder, PRIVATE_DIR, follow_symlinks=False)
+        except OSError as exc:
+            raise AgentError(500, f"cannot make the checkpoint folder {folder}: {exc}") from exc
+        return folder
 
     def _make_report_file(self, path: Path, account: Account) -> None:
         """The run's empty report file: its account's, 0600, in the agent's folder."""

@@ -351,6 +351,20 @@ class StartRequest(WireModel):
     image: StrictStr | None = None
     account: StrictStr | None = None
     container: ContainerOptions | None = None
+    # A job that checkpoints and resumes with no place of its own for its checkpoint: the
+    # name of the folder the agent keeps for it beside its state dir (`job-<id>`, the same
+    # for every run of that job on this host), told to the run as PAIKA_CHECKPOINT_DIR.
+    checkpoints: StrictStr | None = None
+
+    @field_validator("checkpoints")
+    @classmethod
+    def _checkpoints(cls, value: str | None) -> str | None:
+        if value is not None and (not is_job_id(value) or value.startswith(".")):
+            raise ValueError(
+                f"{value!r} is not a folder name of 1-64 letters, digits, '.', '_', '-' "
+                "(not starting with '.')"
+            )
+        return value
 
     @field_validator("account")
     @classmethod

@@ -18,7 +18,11 @@ killed and the cgroup removed.
 
 The wrapper leads its own process group; the command runs in that group. A SIGTERM (or
 SIGINT, SIGHUP) sent to the wrapper is forwarded once to the whole group, so the command and
-whatever it started see it exactly once. When the command ends, the wrapper writes
+whatever it started see it exactly once. After such a stop, the command's own process may end
+before what it started has (`sh -c "python train.py"`: the shell dies of the SIGTERM at once,
+while the training saves its checkpoint): the wrapper then waits for the rest of the job (its
+cgroup, else its process group) to end, and the agent kills the group when the stop's grace
+period runs out; so a stop's grace is the job's, whatever shell it runs under. When the command ends, the wrapper writes
 {"exit_code": N} or {"signal": N} plus "ended_at" to EXITFILE (atomically) and exits with the
 same status.
 
@@ -137,6 +141,45 @@ def exec_job(command: list[str], spec: dict[str, Any]) -> None:
         os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
 
 
+def _zombie(pid: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode(errors="replace")
+    except OSError:
+        return True  # gone
+    return raw[raw.rfind(")") + 2 :].startswith("Z")
+
+
+def job_processes(cgroup: str | None) -> list[int]:
+    """The job's live processes other than the wrapper: those in its cgroup, else those in
+    the wrapper's process group."""
+    me = os.getpid()
+    if cgroup:
+        try:
+            with open(os.path.join(cgroup, "cgroup.procs")) as procs:
+                pids = [p for p in procs.read().split() if p.isdigit()]
+        except OSError:
+            pids = []
+        return [int(p) for p in pids if int(p) != me and not _zombie(p)]
+    group, found = os.getpgrp(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            if os.getpgid(int(name)) == group and not _zombie(name):
+                found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def wait_for_the_rest(cgroup: str | None) -> None:
+    """After a stop: wait while anything of the job still runs (it is saving its work; the
+    agent kills the group, this wrapper with it, once the grace period is over)."""
+    while job_processes(cgroup):
+        time.sleep(0.05)
+
+
 def end_cgroup(cgroup: str | None) -> None:
     """Kill what the job left behind in its cgroup and remove it."""
     if not cgroup:
@@ -160,12 +203,14 @@ def end_cgroup(cgroup: str | None) -> None:
 def run(exit_path: str, command: list[str], spec: dict[str, Any] | None = None) -> int:
     spec = spec or {}
     pending: list[int] = []
+    forwarded: list[int] = []
     started = False
 
     def forward(signum: int, frame: FrameType | None) -> None:
         if not started:
             pending.append(signum)
             return
+        forwarded.append(signum)
         # Send it to the group once, ignoring our own copy, then listen again.
         signal.signal(signum, signal.SIG_IGN)
         try:
@@ -193,6 +238,8 @@ def run(exit_path: str, command: list[str], spec: dict[str, Any] | None = None) 
         forward(pending_signum, None)
     _, status = os.waitpid(child, 0)
     returncode = os.waitstatus_to_exitcode(status)
+    if forwarded:  # a stop: what the command started may still be saving its work
+        wait_for_the_rest(spec.get("cgroup"))
     end_cgroup(spec.get("cgroup"))
     if returncode < 0:
         write_exit(exit_path, {"exit_code": None, "signal": -returncode, "ended_at": time.time()})

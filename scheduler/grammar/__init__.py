@@ -7,12 +7,13 @@ from scheduler.grammar.help import Help, help_for
 from scheduler.grammar.parser import ParsedCommand, check_required, defaults, parse, subcommand
 from scheduler.grammar.spec import SPEC, SUBCOMMANDS, Key, Subcommand
 from scheduler.grammar.tokens import Token, tokenize
-from scheduler.grammar.values import DataSpec, FreeValue, JobRef, Metric, ValueKind
+from scheduler.grammar.values import DataSpec, Duration, FreeValue, JobRef, Metric, ValueKind
 
 __all__ = [
     "SPEC",
     "SUBCOMMANDS",
     "DataSpec",
+    "Duration",
     "FreeValue",
     "JobRef",
     "Key",

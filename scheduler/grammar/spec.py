@@ -13,6 +13,7 @@ from storage import limits
 PRIORITIES = ("core", "normal", "idle")
 ROLES = ("member", "approver", "admin")
 LANGUAGES = ("en", "zh")
+YES_NO = ("yes", "no")
 # Free text stored in unbounded TEXT columns; a value that lands in a String column takes its
 # length from storage.limits instead (tests/storage/test_limits.py checks every key).
 TEXT_LIMIT = 500
@@ -300,6 +301,17 @@ SUBMIT_KEYS: tuple[Key, ...] = (
     # What the job is part of, for the ledger's reports (issue 15).
     Key("project", ValueKind.NAME, "llm-pretrain", max_length=limits.PROJECT),
     Key("round", ValueKind.NAME, "3", max_length=limits.ROUND),
+    # The job checkpoints and resumes: paika may stop it, with its grace, and requeue it
+    # (issue 16); where it keeps its checkpoint.
+    Key("preemptible", ValueKind.CHOICE, "yes", default="no", choices=YES_NO),
+    Key(
+        "grace",
+        ValueKind.DURATION,
+        "5m",
+        minimum=limits.GRACE_MIN_S,
+        maximum=limits.GRACE_MAX_S,
+    ),
+    Key("checkpoint", ValueKind.LOCATION, "/mnt/nas/ckpt/bert-ft", max_length=limits.CHECKPOINT),
 )
 
 _TEMPLATE_KEYS = tuple(

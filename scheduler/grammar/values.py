@@ -37,6 +37,8 @@ class ValueKind(StrEnum):
     TIME = "time"  # a moment: YYYY-MM-DDTHH:MM[:SS], in the policy's zone unless an offset is given
     DATA = "data"
     METRIC = "metric"
+    DURATION = "duration"  # minutes (5), or with a unit: 90s, 5m, 1h
+    LOCATION = "location"  # an absolute path or a URL
     WORDS = "words"  # the rest of the line as lowercase words (help topics)
 
 
@@ -63,6 +65,17 @@ class FreeValue:
 
     text: str
     quoted: bool
+
+
+@dataclass(frozen=True)
+class Duration:
+    """A length of time typed as minutes (5) or with a unit (90s, 5m, 1h); written back in
+    seconds with its unit ("300s"), so a stored one reads the same again."""
+
+    seconds: float
+
+    def __str__(self) -> str:
+        return f"{self.seconds:g}s"
 
 
 @dataclass(frozen=True)
@@ -129,6 +142,7 @@ _LENGTH_KINDS = frozenset(
         ValueKind.URL,
         ValueKind.DATA,
         ValueKind.CHANNEL,
+        ValueKind.LOCATION,
     }
 )
 
@@ -144,6 +158,8 @@ _TIME = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2})?(?:Z|[+-][0-9]{2}:[0-9]{2})?",
     re.IGNORECASE,
 )
+_DURATION = re.compile(r"([0-9]{1,7}(?:\.[0-9]{1,6})?)\s*(s|m|h|min)?", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "m": 60, "min": 60, "h": 3600}
 _URL = re.compile(r"https?://[^\s/?#]+\S*", re.IGNORECASE)
 _USER_FORMS = (
     re.compile(r"<@([UW][A-Z0-9]{2,})(?:\|[^>]*)?>"),
@@ -199,7 +215,7 @@ def convert(key: KeyRules, raw: str, example: str | None = None) -> object:
 def expected(key: KeyRules) -> Expected:
     """What a valid value for `key` looks like; shared by errors and help."""
     kind = key.kind
-    if kind in (ValueKind.INT, ValueKind.FLOAT):
+    if kind in (ValueKind.INT, ValueKind.FLOAT, ValueKind.DURATION):
         return Expected(
             kind, minimum=key.minimum, maximum=key.maximum, above_minimum=key.above_minimum
         )
@@ -402,6 +418,26 @@ def _to_metric(key: KeyRules, raw: str) -> Metric:
     return Metric(name=name, value=_finite_number(number))
 
 
+def _to_duration(key: KeyRules, raw: str) -> Duration:
+    """Minutes, or a number with s, m (min) or h; the key's bounds are in seconds."""
+    match = _DURATION.fullmatch(raw.strip())
+    if not match:
+        raise _Invalid
+    seconds = float(match[1]) * _UNIT_SECONDS[(match[2] or "m").lower()]
+    _check_range(key, seconds)
+    return Duration(seconds)
+
+
+def _to_location(key: KeyRules, raw: str) -> str:
+    """An absolute path (/mnt/nas/ckpt) or a URL (s3://bucket/run): where something is kept."""
+    _check_length(key, raw)
+    if raw != raw.strip() or any(c.isspace() for c in raw):
+        raise _Invalid
+    if not (raw.startswith("/") or re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*://\S+", raw)):
+        raise _Invalid
+    return raw
+
+
 def _to_words(key: KeyRules, raw: str) -> tuple[str, ...]:
     return tuple(word.lower() for word in raw.split())
 
@@ -424,5 +460,7 @@ _CONVERTERS: dict[ValueKind, Callable[[KeyRules, str], object]] = {
     ValueKind.TIME: _to_time,
     ValueKind.DATA: _to_data,
     ValueKind.METRIC: _to_metric,
+    ValueKind.DURATION: _to_duration,
+    ValueKind.LOCATION: _to_location,
     ValueKind.WORDS: _to_words,
 }

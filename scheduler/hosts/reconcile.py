@@ -37,11 +37,12 @@ from scheduler import lifecycle
 from scheduler.config import PolicyConfig
 from scheduler.dispatch import agent_job_id
 from scheduler.hosts.report import AgentJobState, HostReport
-from scheduler.ledger import close_allocations_at
+from scheduler.ledger import charge_lost, close_allocations_at
 from scheduler.notices.events import Event, EventCode, EventKind, LostWhy, record
 from scheduler.outputs import FileLines, lines_taken, reported_failed, take_file_lines
+from scheduler.policy.plan import PreemptCode
 from storage.db import lost_race, session_scope
-from storage.models import ON_HOST_STATES, Allocation, Job, JobState
+from storage.models import ON_HOST_STATES, Allocation, Job, JobState, LedgerEntry
 from storage.queries import audit
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
@@ -52,9 +53,17 @@ RETRIES = 3  # a job changed under the cycle is re-read and settled again, this 
 PENDING = (JobState.QUEUED, JobState.WAITING_DATA)
 
 # Why paika asked a run to stop → what happens when its host confirms the stop.
-# Requeued: the job goes back to the queue (an idle-class job stopped for core work, or a
-# job whose GPUs sat idle); ended: the job ends in that state.
+# Requeued: the job goes back to the queue (an idle-class job stopped for core work, a job
+# that checkpoints and resumes stopped for core or much shorter work, or a job whose GPUs sat
+# idle); ended: the job ends in that state.
 REQUEUED_STOPS = {"preempt": "for core work", "reclaim": "its GPUs sat idle"}
+PREEMPT_ACTION = "job.preempt"  # the audit record of a preemption: its code and for_job
+# Why a preempted job was stopped, in the English its history keeps.
+_PREEMPTED_FOR = {
+    PreemptCode.IDLE_FOR_CORE: "preempted for core job #{for_job}",
+    PreemptCode.FOR_CORE: "preempted for core job #{for_job}",
+    PreemptCode.FOR_SHORTER: "preempted for shorter job #{for_job}",
+}
 ENDING_STOPS = {
     "cancel": (JobState.CANCELLED, "cancelled"),
     "release": (JobState.CANCELLED, "released: its GPUs sat idle"),
@@ -400,6 +409,9 @@ def _ended(
         kind = EventKind.JOB_REQUEUED if state in PENDING else EventKind.JOB_FINISHED
         found.events.append(_event(kind, EventCode.STOPPED_UNSTARTED, job, now, state=str(state)))
         return
+    if asked == "preempt":
+        _preempted(session, policy, job, now, until, found)
+        return
     if asked in REQUEUED_STOPS:
         why = REQUEUED_STOPS[asked]
         _finish(session, policy, job, JobState.PREEMPTED, now, f"stopped: {why}", until=until)
@@ -434,6 +446,46 @@ def _ended(
     found.events.append(event)
 
 
+def _preempted(
+    session: Session,
+    policy: PolicyConfig,
+    job: Job,
+    now: datetime,
+    until: datetime | None,
+    found: Reconciliation,
+) -> None:
+    """Its host confirms the stop a preemption asked for: the stretch is charged, with the
+    GPU-hours since its last reported checkpoint kept apart as lost; the job counts one more
+    preemption and goes back in line, to resume from its checkpoint."""
+    asked = audit.latest(
+        session=session, action=PREEMPT_ACTION, target_kind="job", target_id=job.id
+    )
+    detail = dict(asked.detail or {}) if asked is not None else {}
+    try:
+        code = PreemptCode(str(detail.get("code", PreemptCode.IDLE_FOR_CORE.value)))
+    except ValueError:
+        code = PreemptCode.IDLE_FOR_CORE
+    for_job = detail.get("for_job")
+    why = _PREEMPTED_FOR[code].format(for_job=for_job) if for_job else REQUEUED_STOPS["preempt"]
+    attempt = job.attempts
+    entries = _finish(session, policy, job, JobState.PREEMPTED, now, f"stopped: {why}", until=until)
+    lost = charge_lost(session, job, entries)
+    job.preemptions += 1  # the job's row is versioned: a conditional update with the rest
+    lifecycle.move(session, job, back_in_line(job), at=now, actor=ACTOR, reason=f"requeued: {why}")
+    said: dict[str, object] = {"stop": "preempt"}
+    if job.preemptible:  # why, which run, and what it lost
+        said.update(
+            preempt=code.value,
+            for_job=for_job,
+            attempt=attempt,
+            preemptions=job.preemptions,
+            lost_gpu_hours=round(lost, 4),
+        )
+    found.events.append(
+        _event(EventKind.JOB_PREEMPTED, EventCode.STOPPED_REQUEUED, job, now, **said)
+    )
+
+
 def _watched_throughout(session: Session, job: Job) -> bool:
     """Whether paika saw this run on its host from its start to now, without a silence."""
     if job.missing_since is not None or job.confirmed_at is None or job.started_at is None:
@@ -466,8 +518,9 @@ def _finish(
     reason: str,
     *,
     until: datetime | None = None,
-) -> None:
-    """End the run: move the job to `state`, forget its stop, charge its GPU time."""
+) -> list[LedgerEntry]:
+    """End the run: move the job to `state`, forget its stop, charge its GPU time (its
+    ledger entries are returned)."""
     job.missing_since = None
     job.stop_requested_at, job.stop_reason = None, None
     lifecycle.move(session, job, state, at=now, actor=ACTOR, reason=reason)
@@ -475,7 +528,7 @@ def _finish(
     # MariaDB, their key checks would otherwise share-lock it first, and a user's cancel of
     # the same job in between would be a deadlock instead of a plain lost race.
     session.flush()
-    close_allocations_at(session, policy, job, now, until=until)
+    return close_allocations_at(session, policy, job, now, until=until)
 
 
 def back_in_line(job: Job) -> JobState:

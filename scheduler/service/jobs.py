@@ -36,6 +36,7 @@ from storage.models import (
 )
 from storage.models.jobs import OutputSource
 from storage.queries import accounting
+from storage.queries import audit as audit_queries
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
 from storage.queries import org as org_queries
@@ -81,6 +82,20 @@ class StatusResult:
     # The owner's record of run time against estimates, when the owner asks (see
     # scheduler.service.estimates); None for others, and before any finished run.
     estimates: EstimateRecord | None = None
+    # How often paika stopped and requeued it for other work, and why the last time; None
+    # for a job never preempted.
+    preempted: PreemptedRecord | None = None
+
+
+@dataclass(frozen=True)
+class PreemptedRecord:
+    """A job's preemptions: how many, the GPU-hours they lost, and the last one's reason
+    (its PreemptCode value and the job it made room for)."""
+
+    times: int
+    lost_gpu_hours: float
+    code: str | None
+    for_job: int | None
 
 
 @dataclass(frozen=True)
@@ -135,6 +150,7 @@ def submit(
     team = _submit_team(ctx, fields.get("team"))
     needs = _card_needs(ctx, fields)
     _check_limits(ctx, fields)
+    preemptible = _preemptible(fields)
     asked = PriorityClass(fields["priority"])
     priority = asked
     if ctx.policy.approval_required(asked) and not ctx.actor.is_approver_of(team.id or 0):
@@ -169,6 +185,9 @@ def submit(
         template_version=template_version,
         project=fields.get("project"),
         round=fields.get("round"),
+        preemptible=preemptible,
+        preempt_grace_s=fields["grace"].seconds if "grace" in fields else None,
+        checkpoint=fields.get("checkpoint"),
         spec=dict(spec) if spec is not None else None,
         state=JobState.QUEUED if data.ready else JobState.WAITING_DATA,
         submitted_at=ctx.now,
@@ -255,6 +274,17 @@ def _check_limits(ctx: Context, fields: Mapping[str, Any]) -> None:
         raise UserError(
             Problem.TOO_MANY_HOURS, hours=fields["hours"], limit=limits.max_hours_per_job
         )
+
+
+def _preemptible(fields: Mapping[str, Any]) -> bool:
+    """Whether the job declared it checkpoints and resumes; its grace and checkpoint place
+    mean nothing without it, so either alone is refused, naming the key to add."""
+    preemptible = fields.get("preemptible") == "yes"
+    if not preemptible:
+        for key in ("grace", "checkpoint"):
+            if key in fields:
+                raise UserError(Problem.NEEDS_PREEMPTIBLE, given=key, value=str(fields[key]))
+    return preemptible
 
 
 def mark_ready(
@@ -347,13 +377,32 @@ def status(ctx: Context, job_id: int | None, name: str | None) -> StatusResult:
     shows_command = ctx.actor.in_team(job.team_id)
     if not shows_command:
         view = replace(view, job=replace(view.job, command=""))
+    ledger = [LedgerRecord.of(e) for e in accounting.ledger_of_job(session=session, job_id=job_id)]
     return StatusResult(
         view,
         [EventRecord.of(e) for e in job_queries.history(session=session, job_id=job_id)],
         [BumpRecord.of(b) for b in job_queries.bumps_of_job(session=session, job_id=job_id)],
-        [LedgerRecord.of(e) for e in accounting.ledger_of_job(session=session, job_id=job_id)],
+        ledger,
         shows_command,
         dict(job.spec) if job.spec is not None and shows_command else None,
+        preempted=_preempted(ctx, job, ledger),
+    )
+
+
+def _preempted(ctx: Context, job: Job, ledger: Sequence[LedgerRecord]) -> PreemptedRecord | None:
+    """The job's preemptions so far, with the last one's reason (from its audit record)."""
+    if not job.preemptions:
+        return None
+    last = audit_queries.latest(
+        session=ctx.session, action="job.preempt", target_kind="job", target_id=job.id
+    )
+    detail = (last.detail or {}) if last is not None else {}
+    for_job = detail.get("for_job")
+    return PreemptedRecord(
+        job.preemptions,
+        sum(entry.lost_gpu_hours for entry in ledger),
+        str(detail["code"]) if detail.get("code") else None,
+        int(for_job) if isinstance(for_job, int) else None,
     )
 
 

@@ -170,6 +170,8 @@ class LedgerRecord:
     cost: float
     started_at: datetime
     ended_at: datetime
+    # Of gpu_hours, the work a preemption threw away (since the last reported checkpoint).
+    lost_gpu_hours: float = 0.0
 
     @classmethod
     def of(cls, entry: LedgerEntry) -> LedgerRecord:
@@ -180,6 +182,7 @@ class LedgerRecord:
             entry.cost,
             entry.started_at,
             entry.ended_at,
+            entry.lost_gpu_hours,
         )
 
 

@@ -64,6 +64,7 @@ class UsageRow:
     cost: float
     jobs: int  # runs: jobs that used GPUs in the period
     idle_gpu_hours: float = 0.0
+    lost_gpu_hours: float = 0.0  # of gpu_hours, what preemptions threw away
     finished: int = 0  # runs that succeeded
     wasted: float = 0.0  # cost of the runs that failed or were cancelled
     metric: str | None = None  # the metric `best` is of
@@ -102,6 +103,7 @@ class JobOutcome:
     round: str | None = None
     idle_gpu_hours: float = 0.0
     artefacts: tuple[tuple[str, str], ...] = ()  # (label, location) as reported
+    lost_gpu_hours: float = 0.0  # of gpu_hours, what preemptions threw away
 
     @property
     def wasted(self) -> bool:
@@ -147,6 +149,7 @@ class ReportResult:
     ask: ReportAsk = field(default_factory=ReportAsk)
     # Every job, when the whole report was asked for (an export, or file=csv).
     all_jobs: tuple[JobOutcome, ...] = ()
+    total_lost_gpu_hours: float = 0.0
 
     @property
     def by(self) -> str | None:
@@ -243,6 +246,7 @@ def _report(
             charge.gpu_hours * share,
             charge.cost * share,
             charge.idle_gpu_hours * share,
+            charge.lost_gpu_hours * share,
         )
     until = min(end, ctx.now)
     for allocation in still_open:
@@ -270,11 +274,13 @@ class _Sums:
     idle: float = 0.0
     wasted: float = 0.0  # of cost, what runs that failed or were cancelled spent
     job_ids: set[int] = field(default_factory=set)
+    lost: float = 0.0  # of hours, what preemptions threw away
 
-    def add(self, job: JobFacts, hours: float, cost: float, idle: float) -> None:
+    def add(self, job: JobFacts, hours: float, cost: float, idle: float, lost: float) -> None:
         self.hours += hours
         self.cost += cost
         self.idle += idle
+        self.lost += lost
         if job.state in WASTED_STATES:
             self.wasted += cost
         self.job_ids.add(job.id)
@@ -285,6 +291,7 @@ class _JobSums:
     hours: float = 0.0
     cost: float = 0.0
     idle: float = 0.0
+    lost: float = 0.0
 
 
 class _Usage:
@@ -325,17 +332,25 @@ class _Usage:
         return gpu_type, gpu_type
 
     def add(
-        self, team_id: int, gpu_type: str, job: JobFacts, hours: float, cost: float, idle: float
+        self,
+        team_id: int,
+        gpu_type: str,
+        job: JobFacts,
+        hours: float,
+        cost: float,
+        idle: float,
+        lost: float = 0.0,
     ) -> None:
         if self.filtered and not self.wanted(job, gpu_type):
             return
         job_id = job.id
-        self.cells[self.cell_of(team_id, gpu_type, job)].add(job, hours, cost, idle)
+        self.cells[self.cell_of(team_id, gpu_type, job)].add(job, hours, cost, idle, lost)
         self.jobs[job_id] = job
         spent = self.by_job[job_id]
         spent.hours += hours
         spent.cost += cost
         spent.idle += idle
+        spent.lost += lost
 
     def result(
         self, ctx: Context, team: str | None, start: datetime, end: datetime, whole: bool
@@ -426,6 +441,7 @@ class _Usage:
             pages=pages,
             ask=self.ask,
             all_jobs=tuple(outcomes) if whole else (),
+            total_lost_gpu_hours=sum(s.lost for s in ranked),
         )
 
     def outcome(
@@ -446,6 +462,7 @@ class _Usage:
             round=job.round,
             idle_gpu_hours=spent.idle,
             artefacts=tuple(sorted(artefacts.items())),
+            lost_gpu_hours=spent.lost,
         )
 
     def row(
@@ -474,6 +491,7 @@ class _Usage:
             cost=sums.cost,
             jobs=len(sums.job_ids),
             idle_gpu_hours=sums.idle,
+            lost_gpu_hours=sums.lost,
             finished=sum(1 for i in sums.job_ids if self.jobs[i].state == JobState.SUCCEEDED),
             wasted=sums.wasted,
             metric=metric if best is not None else None,

@@ -14,7 +14,7 @@ from datetime import date, datetime
 from typing import Any
 
 from scheduler.errors import Action, PermissionDenied, Problem, UserError
-from scheduler.grammar.values import DataSpec
+from scheduler.grammar.values import DataSpec, Duration
 from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_name
 
@@ -38,6 +38,8 @@ def plain(value: Any) -> Any:
         # The form can say "ready, and it is at /mnt/x"; the text grammar cannot, and
         # ready is what decides how the job is queued.
         return "ready" if value.ready else (value.location or "pending")
+    if isinstance(value, Duration):  # with its unit: read back, it is the same length
+        return str(value)
     if isinstance(value, tuple | list):
         return [plain(item) for item in value]
     if isinstance(value, datetime | date):

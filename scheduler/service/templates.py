@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from scheduler.errors import NotFound, PermissionDenied, Problem
+from scheduler.grammar.values import Duration
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
 from storage.models import Team, Template, TemplateVersion
@@ -239,6 +240,8 @@ def to_json(fields: Mapping[str, Any]) -> dict[str, Any]:
             stored[key] = "ready" if value.ready else (value.location or "pending")
         elif isinstance(value, tuple):
             stored[key] = ",".join(value)
+        elif isinstance(value, Duration):  # with its unit, so it reads back the same
+            stored[key] = str(value)
         else:
             stored[key] = value
     return stored

@@ -56,6 +56,7 @@ class StoryStep:
     from_state: str | None = None
     to_state: str | None = None
     actor: str | None = None
+    code: str | None = None  # a preemption's PreemptCode value (None: logged before codes)
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,7 @@ def _line_step(at: datetime, line: Decision) -> StoryStep | None:
             for_job=detail.get("for_job"),
             until=_parsed(detail.get("deadline")),
             reason=detail.get("reason"),
+            code=detail.get("code"),
         )
     return None  # a kind this version does not know: left out, not a failure
 

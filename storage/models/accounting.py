@@ -44,6 +44,9 @@ class LedgerEntry(SQLModel, table=True):
     gpu_hours: float = number_field()
     # Of gpu_hours, the time the GPU sat below the idle threshold (from the samples).
     idle_gpu_hours: float = number_field(default=0.0, server_default="0")
+    # Of gpu_hours, the work a preemption threw away: the time since the last checkpoint the
+    # job reported in this stretch (all of it when it reported none); 0 for other stretches.
+    lost_gpu_hours: float = number_field(default=0.0, server_default="0")
     cost: float = number_field()
     started_at: datetime = at_field()
     ended_at: datetime = at_field()

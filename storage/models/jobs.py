@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import JSON, Column, Integer, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from storage.limits import OUTPUT_NAME, OUTPUT_SOURCE, PROJECT, ROUND, UNIX_ACCOUNT
+from storage.limits import CHECKPOINT, OUTPUT_NAME, OUTPUT_SOURCE, PROJECT, ROUND, UNIX_ACCOUNT
 from storage.models.base import SLACK_ID, at_field, json_field, number_field, text_field
 
 
@@ -108,6 +108,14 @@ class Job(SQLModel, table=True):
     # When the owner was told the run overran its estimate (once per estimate; an extension
     # clears it).
     overrun_warned_at: datetime | None = at_field(nullable=True)
+    # It declared that it checkpoints and resumes (`preemptible=yes`): paika may stop it, with
+    # its grace (`preempt_grace_s`; None: the policy's default), and requeue it with its
+    # progress kept; `preemptions` counts those stops; `checkpoint` is where it keeps its
+    # checkpoint (None: the policy's shared root, or a folder its host's agent provides).
+    preemptible: bool = Field(default=False, sa_column_kwargs={"server_default": "0"})
+    preempt_grace_s: float | None = number_field(nullable=True)
+    preemptions: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    checkpoint: str | None = Field(default=None, sa_type=String(CHECKPOINT))
     version: int = Field(default=0, sa_column=_VERSION)
 
     __mapper_args__ = {"version_id_col": _VERSION}

@@ -48,6 +48,20 @@ def ledger_of_job(*, session: Session, job_id: int) -> Sequence[LedgerEntry]:
     return session.exec(query).all()
 
 
+def kept_gpu_hours(*, session: Session, job_ids: Collection[int]) -> dict[int, float]:
+    """Job id → the GPU-hours its ended stretches kept (charged minus what preemptions lost):
+    the work a requeued job resumes from."""
+    if not job_ids:
+        return {}
+    kept = func.sum(col(LedgerEntry.gpu_hours) - col(LedgerEntry.lost_gpu_hours))
+    query = (
+        sa_select(col(LedgerEntry.job_id), kept)
+        .where(col(LedgerEntry.job_id).in_(sorted(job_ids)))
+        .group_by(col(LedgerEntry.job_id))
+    )
+    return {job_id: float(hours or 0.0) for job_id, hours in session.execute(query).all()}
+
+
 def ledger_since(*, session: Session, since: datetime) -> Sequence[LedgerEntry]:
     """Ledger entries that ended at or after `since`."""
     return session.exec(select(LedgerEntry).where(col(LedgerEntry.ended_at) >= since)).all()
@@ -94,6 +108,7 @@ class Charge:
     cost: float
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    lost_gpu_hours: float = 0.0  # of gpu_hours, what preemptions threw away
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +197,7 @@ def charges_between(
             func.sum(col(LedgerEntry.gpu_hours)),
             func.sum(col(LedgerEntry.idle_gpu_hours)),
             func.sum(col(LedgerEntry.cost)),
+            func.sum(col(LedgerEntry.lost_gpu_hours)),
         ).where(inside),
         start,
         end,
@@ -197,6 +213,7 @@ def charges_between(
             col(LedgerEntry.cost),
             col(LedgerEntry.started_at),
             col(LedgerEntry.ended_at),
+            col(LedgerEntry.lost_gpu_hours),
         ).where(~inside),
         start,
         end,
@@ -207,8 +224,16 @@ def charges_between(
         edges = edges.where(col(LedgerEntry.gpu_type) == gpu_type)
     connection = session.connection()
     found = [
-        Charge(job_id, team_id, kind, float(hours), float(idle or 0), float(cost))
-        for job_id, team_id, kind, hours, idle, cost in connection.execute(sums).all()
+        Charge(
+            job_id,
+            team_id,
+            kind,
+            float(hours),
+            float(idle or 0),
+            float(cost),
+            lost_gpu_hours=float(lost or 0),
+        )
+        for job_id, team_id, kind, hours, idle, cost, lost in connection.execute(sums).all()
     ]
     return found + [Charge(*row) for row in connection.execute(edges).all()]
 

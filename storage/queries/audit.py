@@ -44,3 +44,20 @@ def events(
     if target_id is not None:
         query = query.where(AuditEvent.target_id == str(target_id))
     return session.exec(query).all()
+
+
+def latest(
+    *, session: Session, action: str, target_kind: str, target_id: object
+) -> AuditEvent | None:
+    """The newest audit event of `action` about one target, None if there is none."""
+    query = (
+        select(AuditEvent)
+        .where(
+            AuditEvent.action == action,
+            AuditEvent.target_kind == target_kind,
+            AuditEvent.target_id == str(target_id),
+        )
+        .order_by(col(AuditEvent.id).desc())
+        .limit(1)
+    )
+    return session.exec(query).first()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlmodel import Session, col, select
@@ -28,6 +29,22 @@ def latest_status(*, session: Session, job_id: int, attempt: int) -> str | None:
             JobOutput.name == "status",
         )
         .order_by(col(JobOutput.id).desc())
+        .limit(1)
+    )
+    return session.exec(query).first()
+
+
+def last_artefact_at(*, session: Session, job_id: int, attempt: int, name: str) -> datetime | None:
+    """When a run last reported an artefact labelled `name` (its checkpoint), None if never."""
+    query = (
+        select(JobOutput.at)
+        .where(
+            JobOutput.job_id == job_id,
+            JobOutput.attempt == attempt,
+            JobOutput.kind == OutputKind.ARTEFACT.value,
+            JobOutput.name == name,
+        )
+        .order_by(col(JobOutput.at).desc(), col(JobOutput.id).desc())
         .limit(1)
     )
     return session.exec(query).first()

@@ -176,6 +176,10 @@ _PLANNING_COLUMNS = (
     col(Job.min_memory_gib),
     col(Job.min_speed),
     col(Job.est_gpu_hours),
+    col(Job.preemptible),
+    col(Job.preempt_grace_s),
+    col(Job.preemptions),
+    col(Job.stop_requested_at),
 )
 
 

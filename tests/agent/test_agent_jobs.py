@@ -228,3 +228,65 @@ def test_requests_are_checked_on_the_client_side_too() -> None:
         StartRequest(job_id="a", gpus=[0])
     request = StartRequest(job_id="a", gpus=[0, 1], argv=["x"], env={"A": "1"})
     assert StartRequest.from_json(request.to_json()) == request
+
+
+def test_a_program_under_a_shell_gets_its_grace_after_the_shell_dies_of_the_stop(
+    agent: Agent, tmp_path: Path
+) -> None:
+    # `sh -c "python train.py"`: the shell dies of the SIGTERM at once; the training it
+    # started saves its work within the grace period, and is not killed with the shell.
+    saved = tmp_path / "saved.txt"
+    train = tmp_path / "train.py"
+    train.write_text(
+        "import signal, sys, time\n"
+        "stop = []\n"
+        "signal.signal(signal.SIGTERM, lambda *_: stop.append(1))\n"
+        "print('ready', flush=True)\n"
+        "while not stop:\n"
+        "    time.sleep(0.05)\n"
+        "time.sleep(0.8)  # saving its checkpoint\n"
+        f"open({str(saved)!r}, 'w').write('saved')\n"
+    )
+    agent.client.start_job(StartRequest(job_id="resumable", gpus=[0], shell=f"{PY} {train}"))
+    wait_for(lambda: "ready" in agent.client.log("resumable").lines, what="the job to trap TERM")
+    before = time.monotonic()
+    agent.client.stop_job("resumable", grace_s=20)
+    time.sleep(0.3)
+    assert agent.client.job("resumable").state is JobState.RUNNING  # saving, within its grace
+    job = agent.wait_ended("resumable", timeout=10)
+    assert saved.read_text() == "saved"
+    assert job.stop_requested and job.signal != 9
+    assert 0.8 <= time.monotonic() - before < 10
+
+
+def test_a_program_under_a_shell_that_outlives_its_grace_is_killed(agent: Agent) -> None:
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(30)"
+    agent.client.start_job(
+        StartRequest(job_id="stubborn-sh", gpus=[0], shell=f'{PY} -c "{stubborn}"')
+    )
+    wait_for(lambda: agent.client.log("stubborn-sh").lines == ("ready",), what="the trap")
+    before = time.monotonic()
+    agent.client.stop_job("stubborn-sh", grace_s=0.6)
+    job = agent.wait_ended("stubborn-sh", timeout=5)
+    assert (job.state, job.signal) == (JobState.KILLED, 9)
+    assert time.monotonic() - before >= 0.6
+
+
+def test_a_resumable_job_gets_a_checkpoint_folder_of_its_own_kept_across_its_runs(
+    agent: Agent,
+) -> None:
+    show = "import os; print(os.environ['PAIKA_CHECKPOINT_DIR'], flush=True)"
+    for run in ("7.1", "7.2"):
+        agent.client.start_job(
+            StartRequest(job_id=run, gpus=[0], argv=[PY, "-c", show], checkpoints="job-7")
+        )
+        agent.wait_ended(run)
+    first, second = (agent.client.log(run).lines for run in ("7.1", "7.2"))
+    folder = agent.state_dir.with_name(f"{agent.state_dir.name}-checkpoints") / "job-7"
+    assert first == second == (str(folder),)
+    assert folder.is_dir() and (folder.stat().st_mode & 0o777) == 0o700
+    # A job without it is told nothing of the sort.
+    agent.client.start_job(StartRequest(job_id="plain", gpus=[0], argv=[PY, "-c", show]))
+    assert agent.wait_ended("plain").exit_code == 1
+    with pytest.raises(BadRequest):
+        StartRequest(job_id="x", gpus=[0], argv=["true"], checkpoints="../escape")

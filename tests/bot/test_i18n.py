@@ -38,7 +38,7 @@ from scheduler.grammar.spec import PRIORITIES, DefaultWord, Section
 from scheduler.hosts.reconcile import ENDING_STOPS, REQUEUED_STOPS
 from scheduler.notices.events import EventCode, LostWhy
 from scheduler.notices.kinds import EVENT_KINDS, NoticeKind
-from scheduler.policy.plan import Wait, WaitCode
+from scheduler.policy.plan import PreemptCode, Wait, WaitCode
 from scheduler.results import SaidCode
 from scheduler.service.board import CardState
 from scheduler.service.jobs import ChangeNote
@@ -68,6 +68,7 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "lang.saved.": LANGUAGES,
     "notice.event.": tuple(EventCode),
     "notice.event.why.": tuple(LostWhy),
+    "notice.event.preempt_for.": tuple(PreemptCode),
     "notice.event.stop.": tuple(REQUEUED_STOPS) + tuple(ENDING_STOPS),
     "notice.idle.then.": ("release", "requeue", "keep"),
     "notice.": (NoticeKind.STORE_DOWN, NoticeKind.STORE_BACK),

@@ -7,7 +7,7 @@ import pytest
 from bot.said import problem
 from scheduler.errors import UserError
 from scheduler.grammar import Mistake, ParseError, ValueKind, check_required, parse
-from scheduler.grammar.values import Expected
+from scheduler.grammar.values import Duration, Expected
 
 COMMANDS = (
     "Commands: submit, ready, queue, board, status, why, cancel, bump, approve, deny, done, quota, "
@@ -60,7 +60,8 @@ INVALID = [
     pytest.param(
         "submit gpu=2",
         'Unknown key "gpu" for /gpu submit. Did you mean "gpus"? Valid keys: name, gpus, type, '
-        "mem, speed, hours, priority, data, team, cmd, image, template, again, project, round.",
+        "mem, speed, hours, priority, data, team, cmd, image, template, again, project, round, "
+        "preemptible, grace, checkpoint.",
         id="unknown-key-suggests",
     ),
     pytest.param(
@@ -185,7 +186,8 @@ INVALID = [
         '/gpu submit takes no words after it, got "bert-ft". Give other values as key=value, '
         "in quotes if they contain spaces. Usage: /gpu submit name=… hours=… "
         "priority=core|normal|idle data=… cmd=… [gpus=…] [type=…] [mem=…] [speed=…] [team=…] "
-        f"[image=…] [template=…] [again=…] [project=…] [round=…].\n{SUBMIT_EXAMPLE}",
+        "[image=…] [template=…] [again=…] [project=…] [round=…] [preemptible=yes|no] "
+        f"[grace=…] [checkpoint=…].\n{SUBMIT_EXAMPLE}",
         id="word-for-command-that-takes-only-keys",
     ),
     pytest.param(
@@ -307,6 +309,36 @@ INVALID = [
         id="bad-url",
     ),
     pytest.param(
+        "submit preemptible=maybe",
+        'preemptible must be one of yes, no, got "maybe".\nExample: preemptible=yes',
+        id="preemptible-yes-or-no",
+    ),
+    pytest.param(
+        "submit preemptible=yes grace=10s",
+        "grace must be minutes (5) or a length with its unit (90s, 5m, 1h), from 30s to 2h, "
+        'got "10s".\nExample: grace=5m',
+        id="grace-too-short",
+    ),
+    pytest.param(
+        "submit preemptible=yes grace=121",
+        "grace must be minutes (5) or a length with its unit (90s, 5m, 1h), from 30s to 2h, "
+        'got "121".\nExample: grace=5m',
+        id="grace-minutes-too-long",
+    ),
+    pytest.param(
+        "submit preemptible=yes grace=soon",
+        "grace must be minutes (5) or a length with its unit (90s, 5m, 1h), from 30s to 2h, "
+        'got "soon".\nExample: grace=5m',
+        id="grace-not-a-length",
+    ),
+    pytest.param(
+        "submit preemptible=yes checkpoint=ckpt/run",
+        "checkpoint must be an absolute path (/mnt/nas/ckpt/run) or a URL (s3://bucket/run), "
+        'at most 500 characters, without spaces, got "ckpt/run".'
+        "\nExample: checkpoint=/mnt/nas/ckpt/bert-ft",
+        id="checkpoint-relative",
+    ),
+    pytest.param(
         "help sumbit",
         f'Unknown command "sumbit". Did you mean "submit"? {COMMANDS} Try /gpu help.',
         id="help-unknown-topic",
@@ -370,3 +402,15 @@ def test_check_required_reports_what_the_template_did_not_fill() -> None:
 def test_check_required_rejects_unknown_path() -> None:
     with pytest.raises(ParseError):
         check_required(("sumbit",), {})
+
+
+@pytest.mark.parametrize(
+    ("typed", "seconds"),
+    [("5", 300), ("1.5", 90), ("90s", 90), ("5m", 300), ("5min", 300), ("1h", 3600), ("2H", 7200)],
+)
+def test_grace_is_minutes_or_a_length_with_its_unit(typed: str, seconds: float) -> None:
+    parsed = parse(f"template save t preemptible=yes grace={typed}")
+    assert parsed.args["grace"] == Duration(seconds)
+    # Stored with its unit, it reads back as the same length.
+    again = parse(f"template save t grace={parsed.args['grace']}")
+    assert again.args["grace"] == Duration(seconds)

@@ -68,6 +68,7 @@ class Made:
     hours: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # by type
     cost: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     idle: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    lost: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
     @property
     def total_cost(self) -> float:
@@ -164,6 +165,7 @@ def month(paika: Paika) -> tuple[Paika, dict[int, Made]]:
                 gpus = rng.choice([1, 2, 4])
                 hours = (ended - began).total_seconds() / 3600 * gpus
                 idle = round(hours * rng.choice([0.0, 0.1, 0.5]), 6)
+                lost = round(hours * rng.choice([0.0, 0.0, 0.25]), 6)  # a preempted stretch
                 session.add(
                     LedgerEntry(
                         job_id=job_id,
@@ -171,6 +173,7 @@ def month(paika: Paika) -> tuple[Paika, dict[int, Made]]:
                         gpu_type=gpu_type,
                         gpu_hours=hours,
                         idle_gpu_hours=idle,
+                        lost_gpu_hours=lost,
                         cost=hours * PRICES[gpu_type],
                         started_at=began,
                         ended_at=ended,
@@ -182,6 +185,7 @@ def month(paika: Paika) -> tuple[Paika, dict[int, Made]]:
                     mine.hours[gpu_type] += hours * share
                     mine.cost[gpu_type] += hours * PRICES[gpu_type] * share
                     mine.idle[gpu_type] += idle * share
+                    mine.lost[gpu_type] += lost * share
             if state == JobState.RUNNING:
                 gpu_type = rng.choice(sorted(PRICES))
                 card = Gpu(host_id=host.id or 0, index=i, gpu_type=gpu_type, memory_gib=80)
@@ -220,6 +224,7 @@ class Expected:
     hours: float = 0.0
     cost: float = 0.0
     idle: float = 0.0
+    lost: float = 0.0
     wasted: float = 0.0
 
 
@@ -235,6 +240,7 @@ def expected(made: Iterable[Made], by: str | None) -> dict[object, Expected]:
             group.hours += hours
             group.cost += job.cost[gpu_type]
             group.idle += job.idle[gpu_type]
+            group.lost += job.lost[gpu_type]
             if job.state in (JobState.FAILED, JobState.CANCELLED):
                 group.wasted += job.cost[gpu_type]
     return groups
@@ -278,6 +284,7 @@ def test_every_figure_of_every_grouping_adds_up(
         assert row.gpu_hours == pytest.approx(want.hours, **APPROX), key
         assert row.cost == pytest.approx(want.cost, **APPROX), key
         assert row.idle_gpu_hours == pytest.approx(want.idle, **APPROX), key
+        assert row.lost_gpu_hours == pytest.approx(want.lost, **APPROX), key
         assert row.wasted == pytest.approx(want.wasted, **APPROX), key
         per = want.cost / len(want.finished) if want.finished else None
         assert row.cost_per_finished == (pytest.approx(per, **APPROX) if per else None), key
@@ -286,6 +293,9 @@ def test_every_figure_of_every_grouping_adds_up(
     assert result.total_cost == pytest.approx(sum(j.total_cost for j in everything), **APPROX)
     assert result.total_gpu_hours == pytest.approx(
         sum(sum(j.hours.values()) for j in everything), **APPROX
+    )
+    assert result.total_lost_gpu_hours == pytest.approx(
+        sum(sum(j.lost.values()) for j in everything), **APPROX
     )
     assert result.total_idle_gpu_hours == pytest.approx(
         sum(sum(j.idle.values()) for j in everything), **APPROX
@@ -430,6 +440,7 @@ def test_the_csv_and_json_read_back_to_the_same_figures(
         assert float(row["cost"]) == want.cost and float(row["gpu_hours"]) == want.gpu_hours
         assert float(row["wasted"]) == want.wasted
         assert float(row["idle_gpu_hours"]) == want.idle_gpu_hours
+        assert float(row["lost_gpu_hours"]) == want.lost_gpu_hours
         assert (float(row["best"]) if row["best"] else None) == want.best
     assert {int(row["job_id"]): float(row["cost"]) for row in jobs} == {
         job.job_id: job.cost for job in result.all_jobs
@@ -440,6 +451,10 @@ def test_the_csv_and_json_read_back_to_the_same_figures(
         artefacts = json.loads(row["artefacts"]) if row["artefacts"] else {}
         assert artefacts == made[int(row["job_id"])].artefacts
     assert float(total["cost"]) == result.total_cost and int(total["runs"]) == len(made)
+    assert float(total["lost_gpu_hours"]) == result.total_lost_gpu_hours
+    assert {int(row["job_id"]): float(row["lost_gpu_hours"]) for row in jobs} == {
+        job.job_id: job.lost_gpu_hours for job in result.all_jobs
+    }
     document = json.loads(report_json(result))
     assert document["total"]["cost"] == result.total_cost
     assert [g["cost"] for g in document["groups"]] == [row.cost for row in result.rows]

@@ -29,6 +29,7 @@ _SUBMIT = {
     "again": (limits.JOB_NAME, ["jobs.name"]),
     "project": (limits.PROJECT, ["jobs.project"]),
     "round": (limits.ROUND, ["jobs.round"]),
+    "checkpoint": (limits.CHECKPOINT, ["jobs.checkpoint"]),
 }
 _JOB = (limits.JOB_NAME, ["jobs.name"])
 _TEAM = (limits.TEAM_NAME, ["teams.name"])
@@ -125,9 +126,17 @@ _NOT_STRING = {
     ValueKind.DATE,
     ValueKind.TIME,
     ValueKind.METRIC,
+    ValueKind.DURATION,
     ValueKind.WORDS,
 }
-READ_ONLY_CHOICES = {("queue", "scope"), ("report", "by"), ("report", "file")}
+READ_ONLY_CHOICES = {
+    ("queue", "scope"),
+    ("report", "by"),
+    ("report", "file"),
+    # yes/no, kept as jobs.preemptible (a boolean).
+    ("submit", "preemptible"),
+    ("template save", "preemptible"),
+}
 
 
 def _column(name: str) -> Column[object]:
@@ -205,3 +214,11 @@ def test_the_date_window_is_sane() -> None:
     assert limits.EARLIEST_DATE.isoformat() == "2000-01-01"
     assert limits.LATEST_DATE.isoformat() == "2199-12-31"
     assert limits.ROW_ID_MAX == 2**31 - 1
+
+
+@pytest.mark.parametrize("command", ["submit", "template save"])
+def test_grace_is_bounded_by_the_limits(command: str) -> None:
+    """A preemptible job's grace: 30 s to 2 h, in seconds (jobs.preempt_grace_s)."""
+    key = _key(command, "grace")
+    assert (key.minimum, key.maximum) == (limits.GRACE_MIN_S, limits.GRACE_MAX_S) == (30, 7200)
+    assert _column("jobs.preempt_grace_s").nullable
