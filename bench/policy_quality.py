@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         for future, (config, policy) in futures.items():
             figures = _figures(future.result())
             rows[config.name][policy] = figures
-            print(f"… {config.name} {policy} done ({figures['wall_s']} s)", file=sys.stderr)
+            print(f"… {config.name} {policy} {json.dumps(figures)}", file=sys.stderr, flush=True)
     print(_table(rows))
     goals = {config: _goals(by_policy) for config, by_policy in rows.items()}
     for config, checks in goals.items():

@@ -135,7 +135,8 @@ class Pool:
     members: dict[str, list[int]] = field(default_factory=dict)  # usable GPUs per host
     headroom: int = 0
     core_in_use: int = 0  # core work on this type counts against the headroom
-    reservation: Reservation | None = None
+    # EASY: the first blocked job's; the backstop adds one per starving job (ranking.py).
+    reservations: list[Reservation] = field(default_factory=list)
     _max_free: int | None = None
     _free_count: int | None = None
 
@@ -145,6 +146,11 @@ class Pool:
         if self._free_count is None:
             self._free_count = sum(len(ids) for ids in self.free.values())
         return self._free_count
+
+    @property
+    def reservation(self) -> Reservation | None:
+        """The pool's first reservation (EASY's), if any."""
+        return self.reservations[0] if self.reservations else None
 
     @property
     def spare_headroom(self) -> int:
@@ -183,7 +189,8 @@ class Capacity:
         self.gpus: dict[int, Gpu] = {}
         # (type, GPUs) → earliest start: asked for many waiting jobs of the same shape; cleared
         # whenever a placement changes when GPUs free up.
-        self._soonest: dict[tuple[str, int], tuple[float, frozenset[int]]] = {}
+        self._soonest: dict[tuple[str, int, bool], tuple[float, frozenset[int]]] = {}
+        self._reserved_until: dict[int, float] = {}  # GPUs kept for reserved jobs, until
         slack = self.knobs.foreign_memory_slack_gib
         for host in snapshot.hosts:
             self.host_order.append(host.name)
@@ -247,10 +254,11 @@ class Capacity:
         )
 
     def _reserved_for_others(self, pool: Pool, run_seconds: float) -> frozenset[int]:
-        reservation = pool.reservation
-        if reservation is None or self.now + run_seconds <= reservation.start:
+        end = self.now + run_seconds
+        held = [r.gpu_ids for r in pool.reservations if end > r.start]
+        if not held:
             return frozenset()
-        return reservation.gpu_ids
+        return held[0] if len(held) == 1 else frozenset().union(*held)
 
     def _on_one_host(self, pool: Pool, gpus: int, blocked: frozenset[int]) -> Placement | None:
         if pool.max_free() < gpus:
@@ -303,24 +311,43 @@ class Capacity:
             self.available_at[gpu] = until
         self._soonest.clear()
 
+    def reserve(self, reservation: Reservation, until: float) -> None:
+        """Keep GPUs for a blocked job from its start until `until` (its expected end): others
+        may use them only before, and later reservations look past it."""
+        self.pools[reservation.gpu_type].reservations.append(reservation)
+        for gpu in reservation.gpu_ids:
+            self._reserved_until[gpu] = max(self._reserved_until.get(gpu, until), until)
+        self._soonest = {key: value for key, value in self._soonest.items() if not key[2]}
+
     def claim_free(self, gpu_type: str, host: str) -> None:
         """Every free GPU of the type on the host is spoken for (by a job others make room for)."""
         pool = self.pools[gpu_type]
         pool.take(list(pool.free.get(host, [])), [host])
 
-    def earliest_start(self, gpu_type: str, gpus: int) -> tuple[float, frozenset[int]]:
-        """When a job could start on this type at the soonest, and on which GPUs."""
-        key = (gpu_type, gpus)
+    def earliest_start(
+        self, gpu_type: str, gpus: int, *, past_reservations: bool = False
+    ) -> tuple[float, frozenset[int]]:
+        """When a job could start on this type at the soonest, and on which GPUs (with
+        `past_reservations`, GPUs reserved for others count as busy until those jobs end)."""
+        key = (gpu_type, gpus, past_reservations and bool(self._reserved_until))
         found = self._soonest.get(key)
         if found is None:
-            found = self._soonest[key] = self._earliest_start(gpu_type, gpus)
+            found = self._soonest[key] = self._earliest_start(gpu_type, gpus, key[2])
         return found
 
-    def _earliest_start(self, gpu_type: str, gpus: int) -> tuple[float, frozenset[int]]:
+    def _earliest_start(
+        self, gpu_type: str, gpus: int, past_reservations: bool
+    ) -> tuple[float, frozenset[int]]:
         pool = self.pools.get(gpu_type)
         if pool is None:
             return NEVER, frozenset()
         at = self.available_at.get
+        if past_reservations:
+            plain, reserved = at, self._reserved_until
+
+            def at(gpu: int, default: float) -> float:
+                return max(plain(gpu, default), reserved.get(gpu, -NEVER))
+
         if gpus > pool.max_host_size:
             times = sorted([(at(gpu, NEVER), gpu) for ids in pool.members.values() for gpu in ids])
             if len(times) < gpus:

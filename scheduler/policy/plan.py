@@ -47,6 +47,7 @@ class PreemptCode(StrEnum):
     IDLE_FOR_CORE = "idle_for_core"  # an idle-class job, for a core job
     FOR_CORE = "for_core"  # a preemptible job, for a core job
     FOR_SHORTER = "for_shorter"  # a preemptible job, for much shorter work (SRTF-like)
+    FOR_STARVING = "for_starving"  # a preemptible job, for one waiting past the backstop
 
 
 @dataclass(frozen=True, slots=True)

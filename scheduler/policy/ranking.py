@@ -57,13 +57,15 @@ def time_scale(knobs: Knobs, drain_s: float = 0.0) -> TimeScale:
     return TimeScale(aging, min(limits) if limits else None)
 
 
-def drain_seconds(pending: Sequence[Pending], running_left_gpu_s: float, gpus: int) -> float:
-    """How long `gpus` GPUs need to work off the ready pending jobs and what the running ones
-    have left (by the estimates): the queue's time scale, the same on any cluster size."""
+def drain_seconds(pending: Sequence[Pending], gpus: int) -> float:
+    """How long `gpus` GPUs need to work off the jobs ready and waiting (by their estimates):
+    about what a job arriving now would wait under FIFO, the queue's own time scale.
+
+    What the running jobs have left is not counted: a few week-long runs would make it look
+    as if everyone waited weeks, while the GPUs the queue needs free up much sooner."""
     if gpus <= 0:
         return 0.0
-    queued = sum(job.gpus * job.run_seconds for job in pending if job.data_ready)
-    return (queued + running_left_gpu_s) / gpus
+    return sum(job.gpus * job.run_seconds for job in pending if job.data_ready) / gpus
 
 
 def rank_key(

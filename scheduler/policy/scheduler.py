@@ -49,15 +49,16 @@ _QUOTA_WAITS = {
 def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
     """Decide what starts now, what is preempted and (if `explain`) why the rest wait."""
     capacity = Capacity(snapshot)
+    scale = pass_scale(snapshot, capacity.total_gpus)
     queue = ordered(
         snapshot.pending,
         snapshot.now,
         snapshot.knobs,
         snapshot.team_usage,
         cluster_gpus=capacity.total_gpus,
-        scale=pass_scale(snapshot, capacity.total_gpus),
+        scale=scale,
     )
-    admission = _Admission(snapshot, capacity, explain=explain)
+    admission = _Admission(snapshot, capacity, explain=explain, scale=scale)
     starts = admission.run(queue)
     started = {start.job_id for start in starts}
     preemptions = _preemptions(
@@ -74,29 +75,33 @@ def pass_scale(snapshot: Snapshot, gpus: int) -> TimeScale:
     knobs = snapshot.knobs
     if knobs.aging_drains is None and knobs.starve_after_drains is None:
         return time_scale(knobs)
-    now = snapshot.now
-    left = sum(
-        len(job.gpu_ids) * max(0.0, job.expected_end - now)
-        for job in snapshot.running
-        if not job.preempting
-    )
-    return time_scale(knobs, drain_seconds(snapshot.pending, left, gpus))
+    return time_scale(knobs, drain_seconds(snapshot.pending, gpus))
 
 
 def _reservations(capacity: Capacity) -> tuple[Reserved, ...]:
-    """The reservations admission made, one per pool at most (EASY backfill)."""
+    """The reservations admission made: EASY's, one per pool, and one per starving job."""
     return tuple(
         Reserved(held.job_id, held.gpu_type, held.start, len(held.gpu_ids))
         for pool in capacity.pools.values()
-        if (held := pool.reservation) is not None
+        for held in pool.reservations
     )
 
 
 class _Admission:
     """Step 3: walks the queue once, starting what may start and noting why the rest wait."""
 
-    def __init__(self, snapshot: Snapshot, capacity: Capacity, *, explain: bool = True) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        capacity: Capacity,
+        *,
+        explain: bool = True,
+        scale: TimeScale | None = None,
+    ) -> None:
         self.explain = explain
+        limit = (scale or time_scale(snapshot.knobs)).starve_after_s
+        # Jobs submitted before this have waited past the backstop.
+        self.starving_before = -NEVER if limit is None else snapshot.now - limit
         self.snapshot = snapshot
         self.knobs = snapshot.knobs
         self.capacity = capacity
@@ -128,7 +133,8 @@ class _Admission:
             if not any_free and self.knobs.backfill is not Backfill.NONE:
                 continue  # nothing can start; later steps still see this job as waiting
             shape = None
-            if failed is not None and len(self.types[job.id]) == 1:
+            starving = job.submitted_at <= self.starving_before
+            if failed is not None and not starving and len(self.types[job.id]) == 1:
                 shape = (id(self.types[job.id]), job.priority == "core")
                 tried = failed.get(shape)
                 if tried and any(g <= job.gpus and r <= job.run_seconds for g, r in tried):
@@ -152,7 +158,7 @@ class _Admission:
             if self.knobs.backfill is Backfill.NONE:
                 break  # strict order: nobody passes a blocked job
             if self.knobs.backfill is Backfill.EASY:
-                self._reserve(job)
+                self._reserve(job, starving)
         return starts
 
     def _eligible(self, job: Pending) -> bool:
@@ -307,19 +313,28 @@ class _Admission:
             verdicts.append(Alternative(card.name, card.price_per_gpu_hour, verdict, wait))
         return tuple(verdicts)
 
-    def _reserve(self, job: Pending) -> None:
-        """EASY: the first blocked job of a pool gets a reservation at its earliest start."""
+    def _reserve(self, job: Pending, starving: bool) -> None:
+        """EASY: the first blocked job of a pool gets a reservation at its earliest start.
+
+        The backstop: every job waiting past it gets one too (conservative backfill for the
+        starving, up to one per host of the pool), so starving jobs drain hosts side by side
+        rather than one after another while short work refills the rest.
+        """
         best: tuple[float, str, frozenset[int]] | None = None
         for gpu_type in self.types[job.id]:
             pool = self.capacity.pools[gpu_type]
-            if pool.reservation is not None:
+            if pool.reservations and (not starving or len(pool.reservations) >= len(pool.members)):
                 return  # an earlier job already holds this pool's reservation
-            start, gpus = self.capacity.earliest_start(gpu_type, job.gpus)
+            start, gpus = self.capacity.earliest_start(
+                gpu_type, job.gpus, past_reservations=starving
+            )
             if start < NEVER and (best is None or start < best[0]):
                 best = (start, gpu_type, gpus)
         if best is not None:
             start, gpu_type, gpus = best
-            self.capacity.pools[gpu_type].reservation = Reservation(job.id, gpu_type, start, gpus)
+            self.capacity.reserve(
+                Reservation(job.id, gpu_type, start, gpus), start + job.run_seconds
+            )
 
 
 def _preemptions(
@@ -373,7 +388,15 @@ def _preemptions(
             job.id, Note(WaitCode.NO_TYPE_FREE)
         ).code in (WaitCode.NEVER_FITS, WaitCode.WAITING_FOR_DATA):
             continue
-        may = _victims_for(job, admission.types[job.id], snapshot, capacity, left, most_left)
+        may = _victims_for(
+            job,
+            admission.types[job.id],
+            snapshot,
+            capacity,
+            left,
+            most_left,
+            admission.starving_before,
+        )
         if may is None:
             continue
         plan = _to_stop(job, admission.types[job.id], capacity, by_place, taken, may)
@@ -382,7 +405,8 @@ def _preemptions(
         for victim in plan:
             taken.add(victim.id)
             if not victim.preempting:
-                chosen.append(_preempt(victim, job, snapshot))
+                starving = job.submitted_at <= admission.starving_before
+                chosen.append(_preempt(victim, job, snapshot, starving))
     return chosen
 
 
@@ -407,12 +431,21 @@ def _victims_for(
     capacity: Capacity,
     left: dict[int, float],
     most_left: float,
+    starving_before: float,
 ) -> Callable[[Running], bool] | None:
     """Which stoppable jobs this waiting job may have stopped, or None for none."""
     knobs = snapshot.knobs
     if job.priority == "core":
         return lambda r: r.preempting or r.priority != "core"
-    if knobs.shorter_factor is None or not knobs.preemptible_preemption:
+    if not knobs.preemptible_preemption:
+        return None
+    rank = CLASS_RANK.get(job.priority, len(CLASS_RANK))
+    if job.submitted_at <= starving_before:
+        # The backstop is a promise: work that can resume yields to a job waiting past it.
+        return lambda r: (
+            r.preempting or (r.preemptible and CLASS_RANK.get(r.priority, len(CLASS_RANK)) >= rank)
+        )
+    if knobs.shorter_factor is None:
         return None
     run = job.run_seconds
     floor = knobs.shorter_factor * run
@@ -423,7 +456,6 @@ def _victims_for(
     soonest = min((capacity.earliest_start(t, job.gpus)[0] for t in types), default=NEVER)
     if soonest <= snapshot.now + run:
         return None
-    rank = CLASS_RANK.get(job.priority, len(CLASS_RANK))
 
     def may(r: Running) -> bool:
         if r.preempting:
@@ -471,7 +503,7 @@ def _to_stop(
     return stop
 
 
-def _preempt(victim: Running, job: Pending, snapshot: Snapshot) -> Preempt:
+def _preempt(victim: Running, job: Pending, snapshot: Snapshot, starving: bool) -> Preempt:
     knobs = snapshot.knobs
     grace = victim.grace_s if victim.grace_s is not None else knobs.idle_grace_s
     if victim.priority == "idle" and not victim.preemptible:
@@ -483,6 +515,11 @@ def _preempt(victim: Running, job: Pending, snapshot: Snapshot) -> Preempt:
         code, reason = (
             PreemptCode.FOR_CORE,
             f"preemptible job stopped so core job #{job.id} can start",
+        )
+    elif starving:
+        code, reason = (
+            PreemptCode.FOR_STARVING,
+            f"preemptible job stopped for job #{job.id}, waiting past the backstop",
         )
     else:
         code, reason = (

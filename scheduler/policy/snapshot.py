@@ -71,15 +71,18 @@ class Knobs:
     respect_classes: bool = True
     within_class: WithinClass = WithinClass.SHORTEST_FIRST
     multifactor: Multifactor = Multifactor()  # with WithinClass.MULTIFACTOR
+    # Aging and the backstop are scale-free (ranking.py): in units of the queue's drain time,
+    # the time the cluster's GPUs need to work off the jobs ready and waiting now. A job's
+    # aging doubles every `aging_drains` drain times; a job that has waited
+    # `starve_after_drains` drain times is starving: ordered by submit time ahead of the rest
+    # of its class, given a reservation of its own, and preemptible work yields to it.
+    aging_drains: float | None = 0.25
+    starve_after_drains: float | None = 1.5
+    # Absolute versions: `aging_hours` is used when `aging_drains` is None; the backstop is
+    # whichever of `starve_after_hours` and `starve_after_drains` comes first.
     aging_hours: float = 24.0
+    starve_after_hours: float | None = None
     max_aging_factor: float | None = None  # None: aging never stops (see ranking.py)
-    # A job that has waited this long is ordered by submit time ahead of the rest of its class.
-    starve_after_hours: float | None = 432.0
-    # Scale-free versions of the two (ranking.py): in units of the queue's drain time, the time
-    # the whole cluster needs to work off what is running and ready to run now. Set, they take
-    # the place of aging_hours, and the backstop is whichever of the two comes first.
-    aging_drains: float | None = None
-    starve_after_drains: float | None = None
     fair_share_weight: float = 0.5
     backfill: Backfill = Backfill.EASY
     type_choice: TypeChoice = TypeChoice.CHEAPEST
