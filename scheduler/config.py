@@ -71,10 +71,16 @@ class Ordering(_Strict):
     """How jobs are ordered within one priority class."""
 
     within_class: Literal["shortest_first", "submit_order"] = "shortest_first"
+    # Scale-free (the defaults): in units of the queue's drain time, the time the cluster's
+    # GPUs need to work off the jobs ready and waiting (policy/ranking.py). null: the absolute
+    # aging_hours / no drain-time backstop.
+    aging_drains: float | None = Field(default=0.25, gt=0)
+    starve_after_drains: float | None = Field(default=1.5, gt=0)
     aging_hours: float = Field(default=24, gt=0, description="wait after which aging doubles")
     # None (the default): aging never stops, so every wait is bounded (see policy/ranking.py).
     max_aging_factor: float | None = Field(default=None, ge=1)
-    starve_after_hours: float | None = Field(default=432, gt=0)
+    # An absolute backstop besides the drain-time one (whichever comes first); None: none.
+    starve_after_hours: float | None = Field(default=None, gt=0)
     fair_share_weight: float = Field(default=0.5, ge=0, le=10)
     fair_share_half_life_hours: float = Field(default=72, gt=0)
 
@@ -367,6 +373,8 @@ class PolicyConfig(_Strict):
         return Knobs(
             within_class=WithinClass(knobs.ordering.within_class),
             aging_hours=knobs.ordering.aging_hours,
+            aging_drains=knobs.ordering.aging_drains,
+            starve_after_drains=knobs.ordering.starve_after_drains,
             max_aging_factor=knobs.ordering.max_aging_factor,
             starve_after_hours=knobs.ordering.starve_after_hours,
             fair_share_weight=knobs.ordering.fair_share_weight,

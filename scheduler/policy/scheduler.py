@@ -49,15 +49,7 @@ _QUOTA_WAITS = {
 def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
     """Decide what starts now, what is preempted and (if `explain`) why the rest wait."""
     capacity = Capacity(snapshot)
-    scale = pass_scale(snapshot, capacity.total_gpus)
-    queue = ordered(
-        snapshot.pending,
-        snapshot.now,
-        snapshot.knobs,
-        snapshot.team_usage,
-        cluster_gpus=capacity.total_gpus,
-        scale=scale,
-    )
+    queue, scale = queue_order(snapshot, capacity)
     admission = _Admission(snapshot, capacity, explain=explain, scale=scale)
     starts = admission.run(queue)
     started = {start.job_id for start in starts}
@@ -68,6 +60,24 @@ def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
     if explain:
         waits = explain_waits(snapshot, capacity, queue, admission.notes, admission.types, starts)
     return Plan(tuple(starts), tuple(preemptions), waits, _reservations(capacity))
+
+
+def queue_order(
+    snapshot: Snapshot, capacity: Capacity | None = None
+) -> tuple[list[Pending], TimeScale]:
+    """The pending jobs in the order this pass considers them, and the pass's time scale
+    (what `/gpu priority` and positions show is what the pass does)."""
+    gpus = (capacity or Capacity(snapshot)).total_gpus
+    scale = pass_scale(snapshot, gpus)
+    queue = ordered(
+        snapshot.pending,
+        snapshot.now,
+        snapshot.knobs,
+        snapshot.team_usage,
+        cluster_gpus=gpus,
+        scale=scale,
+    )
+    return queue, scale
 
 
 def pass_scale(snapshot: Snapshot, gpus: int) -> TimeScale:
@@ -541,4 +551,4 @@ def _price(snapshot: Snapshot, gpu_type: str) -> float:
     return next((c.price_per_gpu_hour for c in snapshot.catalog if c.name == gpu_type), 0.0)
 
 
-__all__ = ["HOUR", "Note", "schedule"]
+__all__ = ["HOUR", "Note", "queue_order", "schedule"]

@@ -17,8 +17,7 @@ from scheduler.outputs import store as store_report
 from scheduler.policy.admission import Admission, Verdict, admit
 from scheduler.policy.matching import CardNeeds, CardType, cheapest_fit, fitting_types
 from scheduler.policy.plan import Wait, WaitCode
-from scheduler.policy.ranking import ordered
-from scheduler.policy.scheduler import schedule
+from scheduler.policy.scheduler import queue_order, schedule
 from scheduler.service import accounts
 from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_by_name, team_name
@@ -557,12 +556,7 @@ def _compute_waits(ctx: Context) -> dict[int, Wait]:
     snapshot = build_snapshot(ctx.session, ctx.policy, ctx.now)
     plan = schedule(snapshot, explain=True)
     waits = dict(plan.waits)
-    positions = {
-        job.id: i
-        for i, job in enumerate(
-            ordered(snapshot.pending, snapshot.now, snapshot.knobs, snapshot.team_usage), 1
-        )
-    }
+    positions = {job.id: i for i, job in enumerate(queue_order(snapshot)[0], 1)}
     for start in plan.starts:
         waits[start.job_id] = Wait(
             start.job_id,

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.policy.ranking import RankTerms, ordered, rank_terms, usage_shares
-from scheduler.policy.snapshot import Knobs
+from scheduler.policy.capacity import Capacity
+from scheduler.policy.ranking import RankTerms, TimeScale, rank_terms, time_scale, usage_shares
+from scheduler.policy.scheduler import queue_order
+from scheduler.policy.snapshot import HOUR, Knobs
 from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_name
 from scheduler.service.records import JobRecord
@@ -43,11 +45,14 @@ class OrderingKnobs:
 
     respect_classes: bool
     within_class: str
-    aging_hours: float
+    aging_hours: float  # the wait that doubles aging, now
     max_aging_factor: float | None
-    starve_after_hours: float | None
+    starve_after_hours: float | None  # the backstop, now
     fair_share_weight: float
     half_life_hours: float
+    # Aging and the backstop are in units of the queue's drain time: the hours above are this
+    # moment's (they move with the queue).
+    scale_free: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,27 +82,37 @@ def priority(ctx: Context, job_id: int | None, name: str | None) -> PriorityResu
         )
     ctx.session.flush()
     snapshot = build_snapshot(ctx.session, ctx.policy, ctx.now)
-    queue = ordered(snapshot.pending, snapshot.now, snapshot.knobs, snapshot.team_usage)
+    capacity = Capacity(snapshot)
+    queue, scale = queue_order(snapshot, capacity)
     place = next(i for i, pending in enumerate(queue) if pending.id == record.id)
     shares = usage_shares(snapshot.team_usage)
-    terms = rank_terms(queue[place], snapshot.now, snapshot.knobs, shares)
+    terms = rank_terms(
+        queue[place],
+        snapshot.now,
+        snapshot.knobs,
+        shares,
+        cluster_gpus=capacity.total_gpus,
+        scale=scale,
+    )
     usage = tuple(
         TeamUsage(name, hours, shares.get(name, 0.0))
         for name, hours in sorted(snapshot.team_usage.items(), key=lambda kv: (-kv[1], kv[0]))
         if hours > 0
     )
     ahead = tuple(AheadJob(p.id, p.priority, p.team) for p in queue[:place])
-    knobs = _knobs(snapshot.knobs, half_life)
+    knobs = _knobs(snapshot.knobs, half_life, scale)
     return PriorityResult(record, team, terms, place + 1, len(queue), ahead, usage, knobs)
 
 
-def _knobs(knobs: Knobs, half_life_hours: float) -> OrderingKnobs:
+def _knobs(knobs: Knobs, half_life_hours: float, scale: TimeScale | None = None) -> OrderingKnobs:
+    scale = scale or time_scale(knobs)
     return OrderingKnobs(
         respect_classes=knobs.respect_classes,
         within_class=str(knobs.within_class),
-        aging_hours=knobs.aging_hours,
+        aging_hours=scale.aging_s / HOUR,
         max_aging_factor=knobs.max_aging_factor,
-        starve_after_hours=knobs.starve_after_hours,
+        starve_after_hours=None if scale.starve_after_s is None else scale.starve_after_s / HOUR,
         fair_share_weight=knobs.fair_share_weight,
         half_life_hours=half_life_hours,
+        scale_free=knobs.aging_drains is not None or knobs.starve_after_drains is not None,
     )

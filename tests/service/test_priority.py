@@ -17,7 +17,7 @@ from scheduler.policy.matching import CardNeeds
 from scheduler.policy.ranking import ordered, rank_key, rank_terms, usage_shares
 from scheduler.policy.snapshot import Knobs, Pending, WithinClass
 from scheduler.service.priority import PriorityResult
-from storage.models import Job, JobState, LedgerEntry, Team
+from storage.models import Gpu, Host, HostState, Job, JobState, LedgerEntry, Team
 
 HOUR = 3600.0
 
@@ -36,10 +36,21 @@ def _job(team_id: int, name: str, priority: str, gpus: int, hours: float, at: da
     )
 
 
+def _absolute(paika: Paika) -> None:
+    """Aging and the backstop in hours (24 h per doubling, 432 h), so they can be worked out
+    by hand whatever the queue's drain time."""
+    ordering = paika.policy.scheduler.ordering.model_copy(
+        update={"aging_drains": None, "starve_after_drains": None, "starve_after_hours": 432}
+    )
+    scheduler = paika.policy.scheduler.model_copy(update={"ordering": ordering})
+    paika.policy = paika.policy.model_copy(update={"scheduler": scheduler})
+
+
 @pytest.fixture
 def queue(paika: Paika) -> dict[str, int]:
     """Five waiting jobs with known submit times and sizes; vision used 30 GPU-hours just
     now and nlp 10, so their shares of recent usage are 75 % and 25 %."""
+    _absolute(paika)
     now = paika.clock.now()
     with Session(paika.engine) as session:
         teams = {t.name: t.id for t in session.exec(select(Team)).all()}
@@ -182,3 +193,45 @@ def test_ordering_by_the_breakdown_is_the_policys_order(
         assert rank_terms(job, now, knobs, shares).key == rank_key(job, now, knobs, shares)
     by_terms = sorted(jobs, key=lambda job: rank_terms(job, now, knobs, shares).key)
     assert [j.id for j in by_terms] == [j.id for j in ordered(jobs, now, knobs, usage)]
+
+
+def test_scale_free_aging_and_backstop_are_read_in_drain_times(paika: Paika) -> None:
+    """By default aging doubles every quarter of the queue's drain time and the backstop is
+    1.5 drain times: the ready jobs' GPU-hours over the cluster's GPUs."""
+    from scheduler.policy.capacity import Capacity
+    from scheduler.snapshots import build_snapshot
+
+    now = paika.clock.now()
+    with Session(paika.engine) as session:
+        team = session.exec(select(Team).where(Team.name == "vision")).one()
+        assert team.id is not None
+        host = Host(name="gpu-01", url="https://gpu-01:8470", added_at=now, state=HostState.UP)
+        session.add(host)
+        session.flush()
+        session.add_all(
+            Gpu(host_id=host.id or 0, index=i, gpu_type="A100-80GB", memory_gib=80)
+            for i in range(4)
+        )
+        session.add(_job(team.id, "long", "normal", 1, 300, now - timedelta(hours=10)))
+        session.add(_job(team.id, "short", "normal", 1, 1, now - timedelta(hours=1)))
+        session.commit()
+        snapshot = build_snapshot(session, paika.policy, now)
+    gpus = Capacity(snapshot).total_gpus
+    assert gpus > 0
+    drain_h = 301 / gpus
+    result = _ask(paika, _id_of(paika, "short"))
+    assert result.knobs.scale_free
+    assert result.knobs.aging_hours == pytest.approx(max(0.25 * drain_h, 1 / 60))
+    assert result.knobs.starve_after_hours == pytest.approx(1.5 * drain_h)
+    terms = result.terms
+    assert terms is not None
+    assert terms.aging_log2 == pytest.approx(1.0 / result.knobs.aging_hours)
+    waited = _ask(paika, _id_of(paika, "long")).terms
+    assert waited is not None
+    assert waited.starving == (1.5 * drain_h <= 10)
+
+
+def _id_of(paika: Paika, name: str) -> int:
+    with Session(paika.engine) as session:
+        found = session.exec(select(Job).where(Job.name == name)).one()
+        return found.id or 0
