@@ -311,6 +311,7 @@ class _Replay:
         if kind == END:
             if token != job.token or job_id not in self.running:
                 return False
+            job.lost_gpu_s += job.overhead * job.spec.gpus  # the restart it paid, done
             job.remaining = 0.0
             self.release(job, now)
             job.end = now

@@ -186,3 +186,40 @@ def test_a_core_job_is_not_held_back_by_a_job_that_overran_its_estimate() -> Non
     core = next(r for r in result.records if r.id == 5)
     # Knowing X runs long, it starts by 5,000 s on host 1 (before the overrun fix in capacity.py it waited until 85,000 s).
     assert core.queue_delay is not None and core.queue_delay <= 5000
+
+
+def test_a_preemptible_job_loses_the_work_since_its_checkpoint_and_pays_its_restart() -> None:
+    """One GPU: a 10 h preemptible job checkpoints every 30 min; a 1 h core job comes after
+    130 min. It is stopped after its 60 s grace, back at its 120-minute checkpoint (11 min
+    lost), and resumes after the core job with a 5 min restart: it ends at 191 + 5 + 480 min."""
+    minute = 60.0
+    long_run = replace(
+        job(1, 0.0, 600 * minute, 1),
+        preemptible=True,
+        checkpoint_s=30 * minute,
+        restart_s=5 * minute,
+        grace_s=60.0,
+    )
+    core = job(2, 130 * minute, 60 * minute, 1, priority="core")
+    result = replay([long_run, core], "paika", gpus=1)
+    by_id = {r.id: r for r in result.records}
+    assert result.preemptions == 1 and by_id[1].preemptions == 1
+    assert by_id[2].wait == pytest.approx(60.0)  # the grace, then the core job runs
+    assert by_id[2].end == pytest.approx(191 * minute)
+    assert by_id[1].end == pytest.approx((191 + 5 + 480) * minute)
+    assert by_id[1].lost_gpu_s == pytest.approx((11 + 5) * minute)
+    assert by_id[1].rewait_s == pytest.approx(60 * minute)  # queued again while the core job ran
+    assert by_id[1].held_gpu_s == pytest.approx((131 + 485) * minute)
+    assert summarize([result])["lost_gpu_hours"] == pytest.approx(16 / 60, abs=1e-3)
+
+
+def test_a_job_that_does_not_checkpoint_is_never_preempted_in_the_replay() -> None:
+    minute = 60.0
+    result = replay(
+        [job(1, 0.0, 600 * minute, 1), job(2, 130 * minute, 60 * minute, 1, priority="core")],
+        "paika",
+        gpus=1,
+    )
+    by_id = {r.id: r for r in result.records}
+    assert result.preemptions == 0
+    assert by_id[2].first_held == pytest.approx(600 * minute)
