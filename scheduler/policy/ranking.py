@@ -43,6 +43,35 @@ class TimeScale:
     starve_after_s: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class TimeScales:
+    """A pass's TimeScale per class rank. Each class is measured by the drain time of its own
+    ready work and that of the classes ordered before it — what FIFO would make a newcomer of
+    that class wait — so work of a lower class never changes the order of a higher one."""
+
+    by_rank: tuple[TimeScale, ...]
+
+    def of(self, rank: int) -> TimeScale:
+        return self.by_rank[min(rank, len(self.by_rank) - 1)]
+
+
+def time_scales(knobs: Knobs, pending: Sequence[Pending] = (), gpus: int = 0) -> TimeScales:
+    """The pass's time scales: the absolute knobs, or drain times per class (see TimeScales)."""
+    if knobs.aging_drains is None and knobs.starve_after_drains is None:
+        return TimeScales((time_scale(knobs),))
+    if not knobs.respect_classes:
+        return TimeScales((time_scale(knobs, drain_seconds(pending, gpus)),))
+    work = [0.0] * (len(CLASS_RANK) + 1)
+    for job in pending:
+        if job.data_ready:
+            work[CLASS_RANK.get(job.priority, len(CLASS_RANK))] += job.gpus * job.run_seconds
+    scales, total = [], 0.0
+    for amount in work:
+        total += amount
+        scales.append(time_scale(knobs, total / gpus if gpus > 0 else 0.0))
+    return TimeScales(tuple(scales))
+
+
 def time_scale(knobs: Knobs, drain_s: float = 0.0) -> TimeScale:
     """The pass's aging and backstop: the absolute knobs, or in units of the drain time."""
     if knobs.aging_drains is not None:
@@ -75,12 +104,12 @@ def rank_key(
     shares: Mapping[str, float],
     *,
     cluster_gpus: int = 0,
-    scale: TimeScale | None = None,
+    scales: TimeScales | None = None,
 ) -> RankKey:
-    """The sort key of one pending job (`cluster_gpus` sizes the multifactor job size; `scale`
-    is the pass's, by default from the absolute knobs)."""
-    scale = scale or time_scale(knobs)
+    """The sort key of one pending job (`cluster_gpus` sizes the multifactor job size; `scales`
+    are the pass's, by default from the absolute knobs)."""
     rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if knobs.respect_classes else 0
+    scale = (scales or time_scales(knobs)).of(rank)
     wait = max(0.0, now - job.submitted_at)
     starving = scale.starve_after_s is not None and wait >= scale.starve_after_s
     if starving or knobs.within_class is WithinClass.SUBMIT_ORDER:
@@ -128,7 +157,7 @@ def ordered(
     team_usage: Mapping[str, float],
     *,
     cluster_gpus: int = 0,
-    scale: TimeScale | None = None,
+    scales: TimeScales | None = None,
 ) -> list[Pending]:
     """Pending jobs in the order the scheduler considers them."""
     if knobs.within_class is WithinClass.SUBMIT_ORDER:
@@ -139,10 +168,10 @@ def ordered(
             return by_submit
         return sorted(by_submit, key=lambda job: CLASS_RANK.get(job.priority, len(CLASS_RANK)))
     shares = usage_shares(team_usage)
-    scale = scale or time_scale(knobs)
+    scales = scales or time_scales(knobs)
     return sorted(
         jobs,
-        key=lambda job: rank_key(job, now, knobs, shares, cluster_gpus=cluster_gpus, scale=scale),
+        key=lambda job: rank_key(job, now, knobs, shares, cluster_gpus=cluster_gpus, scales=scales),
     )
 
 
@@ -198,11 +227,11 @@ def rank_terms(
     shares: Mapping[str, float],
     *,
     cluster_gpus: int = 0,
-    scale: TimeScale | None = None,
+    scales: TimeScales | None = None,
 ) -> RankTerms:
     """The terms of `rank_key(job, now, knobs, shares)`, each as people read it."""
-    scale = scale or time_scale(knobs)
     rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if knobs.respect_classes else 0
+    scale = (scales or time_scales(knobs)).of(rank)
     wait = max(0.0, now - job.submitted_at)
     starving = scale.starve_after_s is not None and wait >= scale.starve_after_s
     log_aging = wait / scale.aging_s

@@ -26,7 +26,7 @@ from scheduler.policy.plan import (
     WaitCode,
 )
 from scheduler.policy.quota import QuotaCheck, check_quota
-from scheduler.policy.ranking import TimeScale, drain_seconds, ordered, time_scale
+from scheduler.policy.ranking import TimeScales, ordered, time_scales
 from scheduler.policy.snapshot import (
     CLASS_RANK,
     HOUR,
@@ -49,8 +49,8 @@ _QUOTA_WAITS = {
 def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
     """Decide what starts now, what is preempted and (if `explain`) why the rest wait."""
     capacity = Capacity(snapshot)
-    queue, scale = queue_order(snapshot, capacity)
-    admission = _Admission(snapshot, capacity, explain=explain, scale=scale)
+    queue, scales = queue_order(snapshot, capacity)
+    admission = _Admission(snapshot, capacity, explain=explain, scales=scales)
     starts = admission.run(queue)
     started = {start.job_id for start in starts}
     preemptions = _preemptions(
@@ -64,28 +64,20 @@ def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
 
 def queue_order(
     snapshot: Snapshot, capacity: Capacity | None = None
-) -> tuple[list[Pending], TimeScale]:
-    """The pending jobs in the order this pass considers them, and the pass's time scale
+) -> tuple[list[Pending], TimeScales]:
+    """The pending jobs in the order this pass considers them, and the pass's time scales
     (what `/gpu priority` and positions show is what the pass does)."""
     gpus = (capacity or Capacity(snapshot)).total_gpus
-    scale = pass_scale(snapshot, gpus)
+    scales = time_scales(snapshot.knobs, snapshot.pending, gpus)
     queue = ordered(
         snapshot.pending,
         snapshot.now,
         snapshot.knobs,
         snapshot.team_usage,
         cluster_gpus=gpus,
-        scale=scale,
+        scales=scales,
     )
-    return queue, scale
-
-
-def pass_scale(snapshot: Snapshot, gpus: int) -> TimeScale:
-    """The ordering's times for this pass (scale-free knobs need the queue's drain time)."""
-    knobs = snapshot.knobs
-    if knobs.aging_drains is None and knobs.starve_after_drains is None:
-        return time_scale(knobs)
-    return time_scale(knobs, drain_seconds(snapshot.pending, gpus))
+    return queue, scales
 
 
 def _reservations(capacity: Capacity) -> tuple[Reserved, ...]:
@@ -106,12 +98,11 @@ class _Admission:
         capacity: Capacity,
         *,
         explain: bool = True,
-        scale: TimeScale | None = None,
+        scales: TimeScales | None = None,
     ) -> None:
         self.explain = explain
-        limit = (scale or time_scale(snapshot.knobs)).starve_after_s
-        # Jobs submitted before this have waited past the backstop.
-        self.starving_before = -NEVER if limit is None else snapshot.now - limit
+        self._scales = scales or time_scales(snapshot.knobs)
+        self._respect_classes = snapshot.knobs.respect_classes
         self.snapshot = snapshot
         self.knobs = snapshot.knobs
         self.capacity = capacity
@@ -143,7 +134,7 @@ class _Admission:
             if not any_free and self.knobs.backfill is not Backfill.NONE:
                 continue  # nothing can start; later steps still see this job as waiting
             shape = None
-            starving = job.submitted_at <= self.starving_before
+            starving = self.starving(job)
             if failed is not None and not starving and len(self.types[job.id]) == 1:
                 shape = (id(self.types[job.id]), job.priority == "core")
                 tried = failed.get(shape)
@@ -170,6 +161,12 @@ class _Admission:
             if self.knobs.backfill is Backfill.EASY:
                 self._reserve(job, starving)
         return starts
+
+    def starving(self, job: Pending) -> bool:
+        """Whether the job has waited past its class's backstop."""
+        rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if self._respect_classes else 0
+        limit = self._scales.of(rank).starve_after_s
+        return limit is not None and self.snapshot.now - job.submitted_at >= limit
 
     def _eligible(self, job: Pending) -> bool:
         """Types that fit the job and its quota; notes never-fits and quota problems."""
@@ -405,7 +402,7 @@ def _preemptions(
             capacity,
             left,
             most_left,
-            admission.starving_before,
+            admission.starving(job),
         )
         if may is None:
             continue
@@ -415,7 +412,7 @@ def _preemptions(
         for victim in plan:
             taken.add(victim.id)
             if not victim.preempting:
-                starving = job.submitted_at <= admission.starving_before
+                starving = admission.starving(job)
                 chosen.append(_preempt(victim, job, snapshot, starving))
     return chosen
 
@@ -441,7 +438,7 @@ def _victims_for(
     capacity: Capacity,
     left: dict[int, float],
     most_left: float,
-    starving_before: float,
+    starving: bool,
 ) -> Callable[[Running], bool] | None:
     """Which stoppable jobs this waiting job may have stopped, or None for none."""
     knobs = snapshot.knobs
@@ -450,7 +447,7 @@ def _victims_for(
     if not knobs.preemptible_preemption:
         return None
     rank = CLASS_RANK.get(job.priority, len(CLASS_RANK))
-    if job.submitted_at <= starving_before:
+    if starving:
         # The backstop is a promise: work that can resume yields to a job waiting past it.
         return lambda r: (
             r.preempting or (r.preemptible and CLASS_RANK.get(r.priority, len(CLASS_RANK)) >= rank)

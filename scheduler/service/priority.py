@@ -83,7 +83,7 @@ def priority(ctx: Context, job_id: int | None, name: str | None) -> PriorityResu
     ctx.session.flush()
     snapshot = build_snapshot(ctx.session, ctx.policy, ctx.now)
     capacity = Capacity(snapshot)
-    queue, scale = queue_order(snapshot, capacity)
+    queue, scales = queue_order(snapshot, capacity)
     place = next(i for i, pending in enumerate(queue) if pending.id == record.id)
     shares = usage_shares(snapshot.team_usage)
     terms = rank_terms(
@@ -92,7 +92,7 @@ def priority(ctx: Context, job_id: int | None, name: str | None) -> PriorityResu
         snapshot.knobs,
         shares,
         cluster_gpus=capacity.total_gpus,
-        scale=scale,
+        scales=scales,
     )
     usage = tuple(
         TeamUsage(name, hours, shares.get(name, 0.0))
@@ -100,7 +100,7 @@ def priority(ctx: Context, job_id: int | None, name: str | None) -> PriorityResu
         if hours > 0
     )
     ahead = tuple(AheadJob(p.id, p.priority, p.team) for p in queue[:place])
-    knobs = _knobs(snapshot.knobs, half_life, scale)
+    knobs = _knobs(snapshot.knobs, half_life, scales.of(terms.class_rank))
     return PriorityResult(record, team, terms, place + 1, len(queue), ahead, usage, knobs)
 
 

@@ -190,10 +190,14 @@ def test_every_pending_job_has_a_reason_and_the_pass_is_deterministic() -> None:
     assert schedule(snap, explain=True) == plan
 
 
+# Aging and the backstop in hours, as the policy file can set them.
+ABSOLUTE = Knobs(aging_drains=None, starve_after_drains=None, starve_after_hours=432)
+
+
 def test_shortest_first_with_bounded_aging_and_no_starvation() -> None:
     hosts = [host("h1", "A100-80GB", 1)]
 
-    def first(big_hours: float, waited_h: float, knobs: Knobs | None = None) -> list[int]:
+    def first(big_hours: float, waited_h: float, knobs: Knobs = ABSOLUTE) -> list[int]:
         pending = [job(1, hours=big_hours, waited_h=waited_h), job(2, hours=1)]
         return started(schedule(snapshot(hosts, pending, knobs=knobs)))
 
@@ -203,13 +207,35 @@ def test_shortest_first_with_bounded_aging_and_no_starvation() -> None:
     assert first(50, 5 * 24) == [2]
     assert first(50, 6 * 24) == [1]
     # A cap on aging ends that: the big job never catches up by aging alone...
-    capped = Knobs(max_aging_factor=8, starve_after_hours=None)
+    capped = replace(ABSOLUTE, max_aging_factor=8, starve_after_hours=None)
     assert first(50, 30 * 24, capped) == [2]
-    # ...and the starvation guard is the backstop: past starve_after_hours (18 days by
-    # default) a job goes first whatever its size.
+    # ...and the starvation guard is the backstop: past starve_after_hours a job goes first
+    # whatever its size.
     assert first(10**7, 431) == [2]
     assert first(10**7, 433) == [1]
     assert first(50, 30 * 24, replace(capped, starve_after_hours=72)) == [1]
+
+
+def test_scale_free_aging_and_backstop_follow_the_queues_drain_time() -> None:
+    """By default the times are in drain times D: here 51 GPU-hours ready on one GPU, D = 51 h;
+    aging doubles every D/4 = 12.75 h, so the 50 GPU-hour job (2 ** 5.64 times the other)
+    goes first after about 72 h; the backstop is 1.5 D = 76.5 h."""
+    hosts = [host("h1", "A100-80GB", 1)]
+
+    def first(big_hours: float, small_hours: float, waited_h: float, knobs: Knobs) -> list[int]:
+        pending = [job(1, hours=big_hours, waited_h=waited_h), job(2, hours=small_hours)]
+        return started(schedule(snapshot(hosts, pending, knobs=knobs)))
+
+    knobs = Knobs(fair_share_weight=0.0)
+    assert first(50, 1, 70, knobs) == [2]
+    assert first(50, 1, 73, knobs) == [1]
+    no_aging = replace(knobs, max_aging_factor=1.0)
+    assert first(50, 1, 76, no_aging) == [2]
+    assert first(50, 1, 77, no_aging) == [1]  # past the backstop
+    # The same queue with every estimate and wait k times longer orders the same way.
+    for k in (0.1, 100.0):  # (the builder adds ~1,000 s to every wait)
+        assert first(50 * k, 1 * k, 70 * k, knobs) == [2]
+        assert first(50 * k, 1 * k, 73 * k, knobs) == [1]
 
 
 def _date():  # type: ignore[no-untyped-def]
