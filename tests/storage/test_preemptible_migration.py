@@ -3,36 +3,13 @@ preempted, nothing lost."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-from paika_test_servers import BACKENDS, create_database
 from paika_test_time import T0
 from sqlalchemy import Engine, column, insert, select, table, text
 from sqlmodel import Session
 
-from storage.db import current_revision, head_revision, make_engine, upgrade
+from storage.db import current_revision, head_revision, upgrade
 from storage.models import Job, LedgerEntry
 from storage.types import UTCDateTime
-
-
-@pytest.fixture(params=BACKENDS)
-def bare(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    """An engine on an empty database of one backend, with no schema yet."""
-    if request.param == "sqlite":
-        engine = make_engine(f"sqlite:///{tmp_path / 'old.db'}")
-        yield engine
-        engine.dispose()
-        return
-    url, admin = create_database(request.param)
-    engine = make_engine(url)
-    yield engine
-    engine.dispose()
-    with admin.connect() as conn:
-        force = " WITH (FORCE)" if request.param == "postgresql" else ""
-        conn.execute(text(f"DROP DATABASE {url.rsplit('/', 1)[1].split('?')[0]}{force}"))
-    admin.dispose()
 
 
 def test_jobs_and_charges_from_before_0011_read_as_not_preemptible(bare: Engine) -> None:

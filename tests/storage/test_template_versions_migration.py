@@ -2,36 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
-import pytest
-from paika_test_servers import BACKENDS, create_database
 from paika_test_time import T0
 from sqlalchemy import JSON, Engine, column, insert, select, table, text
 
-from storage.db import current_revision, head_revision, make_engine, upgrade
+from storage.db import current_revision, head_revision, upgrade
 from storage.models import Template, TemplateVersion
 from storage.types import UTCDateTime
-
-
-@pytest.fixture(params=BACKENDS)
-def bare(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    """An engine on an empty database of one backend, with no schema yet."""
-    if request.param == "sqlite":
-        engine = make_engine(f"sqlite:///{tmp_path / 'old.db'}")
-        yield engine
-        engine.dispose()
-        return
-    url, admin = create_database(request.param)
-    engine = make_engine(url)
-    yield engine
-    engine.dispose()
-    with admin.connect() as conn:
-        force = " WITH (FORCE)" if request.param == "postgresql" else ""
-        conn.execute(text(f"DROP DATABASE {url.rsplit('/', 1)[1].split('?')[0]}{force}"))
-    admin.dispose()
 
 
 def test_templates_from_before_versions_become_version_1(bare: Engine) -> None:
