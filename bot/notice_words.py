@@ -13,6 +13,7 @@ from datetime import date
 from typing import Any
 
 from bot.blocks.digest import notification
+from bot.blocks.job import preempt_reason
 from bot.i18n import counted, day, has, t, term
 from scheduler.alerts.idle import ACTION_KIND, ASK_KIND
 from scheduler.alerts.overrun import KIND as OVERRUN_KIND
@@ -73,10 +74,7 @@ _PREEMPTED = {
 
 
 def _preempted(lang: str, values: Mapping[str, Any]) -> dict[str, object]:
-    code = str(values.get("preempt"))
-    reason_key = f"notice.event.preempt_for.{code}"
-    for_job = values.get("for_job", "?")
-    reason = t(lang, reason_key, for_job=for_job) if has(reason_key) else code
+    reason = preempt_reason(lang, values.get("preempt"), values.get("for_job", "?"))
     hosts = ", ".join(str(host) for host in values.get("hosts") or ()) or "?"
     place = values.get("resumes")
     resumes = (

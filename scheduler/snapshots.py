@@ -50,12 +50,14 @@ def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Sna
     kept = accounting.kept_gpu_hours(
         session=session, job_ids=[job.id for job in jobs if job.preemptions]
     )
-    grace = policy.scheduler.preemption
+    preemption = policy.scheduler.preemption
     held: dict[int, list[int]] = defaultdict(list)
     for gpu_id, job_id in holders.items():
         held[job_id].append(gpu_id)
     running = [
-        _running(job, held, gpu_types, teams, ratios, kept, grace.grace_of(job.preempt_grace_s))
+        _running(
+            job, held, gpu_types, teams, ratios, kept, preemption.grace_of(job.preempt_grace_s)
+        )
         for job in jobs
         if job.state in ON_HOST_STATES  # an unknown job still holds its GPUs
     ]

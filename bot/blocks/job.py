@@ -111,10 +111,16 @@ def own_line(lang: str, view: JobView, zone: ZoneInfo, now: datetime) -> str:
     return head
 
 
+def preempt_reason(lang: str, code: object, for_job: object) -> str:
+    """Why a job was preempted ("for core job #57"), from its PreemptCode value; a code the
+    catalogue does not know is shown as it is."""
+    key = f"notice.event.preempt_for.{code}"
+    return t(lang, key, for_job=for_job) if has(key) else str(code or "?")
+
+
 def preempted_line(lang: str, preempted: PreemptedRecord) -> str:
     """How often the job was preempted, what that lost, and why the last time."""
-    reason_key = f"notice.event.preempt_for.{preempted.code}"
     for_job = preempted.for_job if preempted.for_job is not None else "?"
-    reason = t(lang, reason_key, for_job=for_job) if has(reason_key) else (preempted.code or "?")
+    reason = preempt_reason(lang, preempted.code, for_job)
     key = "status.preempted.once" if preempted.times == 1 else "status.preempted"
     return t(lang, key, times=preempted.times, lost=preempted.lost_gpu_hours, reason=reason)

@@ -8,7 +8,7 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from bot.blocks.common import MESSAGE_BLOCKS, Message, header, listing, mention, mrkdwn_escape
-from bot.blocks.job import priority, state
+from bot.blocks.job import preempt_reason, priority, state
 from bot.i18n import counted, t, wait_words, when
 from scheduler.policy.plan import PreemptCode, WaitCode
 from scheduler.service.why import Step, StoryStep, WhyResult
@@ -129,7 +129,7 @@ def _what(
                 lang,
                 "why.step.preempt_asked_resumes",
                 at=when(lang, step.until, zone),
-                reason=t(lang, f"notice.event.preempt_for.{step.code}", for_job=step.for_job),
+                reason=preempt_reason(lang, step.code, step.for_job),
             )
         return t(
             lang,

@@ -63,6 +63,7 @@ _PREEMPTED_FOR = {
     PreemptCode.IDLE_FOR_CORE: "preempted for core job #{for_job}",
     PreemptCode.FOR_CORE: "preempted for core job #{for_job}",
     PreemptCode.FOR_SHORTER: "preempted for shorter job #{for_job}",
+    PreemptCode.FOR_STARVING: "preempted for job #{for_job}, waiting past the backstop",
 }
 ENDING_STOPS = {
     "cancel": (JobState.CANCELLED, "cancelled"),

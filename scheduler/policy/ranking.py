@@ -42,6 +42,10 @@ class TimeScale:
     aging_s: float
     starve_after_s: float | None
 
+    def starves(self, wait: float) -> bool:
+        """Whether a job that has waited `wait` seconds is past the backstop."""
+        return self.starve_after_s is not None and wait >= self.starve_after_s
+
 
 @dataclass(frozen=True, slots=True)
 class TimeScales:
@@ -111,7 +115,7 @@ def rank_key(
     rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if knobs.respect_classes else 0
     scale = (scales or time_scales(knobs)).of(rank)
     wait = max(0.0, now - job.submitted_at)
-    starving = scale.starve_after_s is not None and wait >= scale.starve_after_s
+    starving = scale.starves(wait)
     if starving or knobs.within_class is WithinClass.SUBMIT_ORDER:
         return (rank, 0 if starving else 1, job.submitted_at, job.submitted_at, job.id)
     if knobs.within_class is WithinClass.MULTIFACTOR:
@@ -233,7 +237,7 @@ def rank_terms(
     rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if knobs.respect_classes else 0
     scale = (scales or time_scales(knobs)).of(rank)
     wait = max(0.0, now - job.submitted_at)
-    starving = scale.starve_after_s is not None and wait >= scale.starve_after_s
+    starving = scale.starves(wait)
     log_aging = wait / scale.aging_s
     capped = knobs.max_aging_factor is not None and log_aging > math.log2(knobs.max_aging_factor)
     if capped and knobs.max_aging_factor is not None:

@@ -165,8 +165,7 @@ class _Admission:
     def starving(self, job: Pending) -> bool:
         """Whether the job has waited past its class's backstop."""
         rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if self._respect_classes else 0
-        limit = self._scales.of(rank).starve_after_s
-        return limit is not None and self.snapshot.now - job.submitted_at >= limit
+        return self._scales.of(rank).starves(self.snapshot.now - job.submitted_at)
 
     def _eligible(self, job: Pending) -> bool:
         """Types that fit the job and its quota; notes never-fits and quota problems."""
@@ -395,14 +394,9 @@ def _preemptions(
             job.id, Note(WaitCode.NO_TYPE_FREE)
         ).code in (WaitCode.NEVER_FITS, WaitCode.WAITING_FOR_DATA):
             continue
+        starving = admission.starving(job)
         may = _victims_for(
-            job,
-            admission.types[job.id],
-            snapshot,
-            capacity,
-            left,
-            most_left,
-            admission.starving(job),
+            job, admission.types[job.id], snapshot, capacity, left, most_left, starving
         )
         if may is None:
             continue
@@ -412,7 +406,6 @@ def _preemptions(
         for victim in plan:
             taken.add(victim.id)
             if not victim.preempting:
-                starving = admission.starving(job)
                 chosen.append(_preempt(victim, job, snapshot, starving))
     return chosen
 

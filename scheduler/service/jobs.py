@@ -11,6 +11,7 @@ from typing import Any
 
 from scheduler import lifecycle
 from scheduler.errors import Action, Conflict, PermissionDenied, Problem, UserError
+from scheduler.hosts.reconcile import PREEMPT_ACTION
 from scheduler.notices import approvals
 from scheduler.outputs import Artefact, Report
 from scheduler.outputs import store as store_report
@@ -393,7 +394,7 @@ def _preempted(ctx: Context, job: Job, ledger: Sequence[LedgerRecord]) -> Preemp
     if not job.preemptions:
         return None
     last = audit_queries.latest(
-        session=ctx.session, action="job.preempt", target_kind="job", target_id=job.id
+        session=ctx.session, action=PREEMPT_ACTION, target_kind="job", target_id=job.id
     )
     detail = (last.detail or {}) if last is not None else {}
     for_job = detail.get("for_job")
