@@ -4,7 +4,9 @@ on every cluster configuration of the goals, with one set of defaults.
 Configurations (`--configs`, all by default):
 - `philly-56`, `philly-66`, `philly-80`: every Philly job pooled on 56, 66 or 80 nodes × 8 GPUs;
 - `philly-40k`: the first 40,000 Philly jobs on 40 nodes × 8 GPUs;
-- `openb-200x`: Alibaba openb (gpuspec33) on its typed nodes, arrivals 200× faster.
+- `openb-200x`: Alibaba openb (gpuspec33) on its typed nodes, arrivals 200× faster. Its node
+  list was the cluster that ran those pods, so nothing waits there (every policy ties);
+- `openb-200x-tenth`: the same on every 10th node of each type, where typed pods queue.
 Draws: `--estimate-noise 0.5 --core-share 0.1 --not-ready-share 0.3 --seed 1`. Policies: fifo,
 easy, slurm (multifactor + EASY), sjf (oracle: exact run times, no preemption), paika, and
 `paika+pre`: paika where half the normal jobs declare they checkpoint (every 30 min, 5 min to
@@ -42,7 +44,7 @@ from typing import Any
 from scheduler.simulate.draw import DrawConfig
 from scheduler.simulate.policies import policy_setup
 from scheduler.simulate.run import ClusterOverride, resolve_cluster, simulate
-from scheduler.simulate.traces import Trace, read_trace
+from scheduler.simulate.traces import ClusterSpec, NodeGroup, Trace, read_trace
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "traces"
@@ -61,6 +63,9 @@ class Config:
     nodes: int | None = None  # pooled on N × 8 GPUs; None: the trace's own nodes
     limit: int | None = None
     speedup: float = 1.0
+    # Keep every n-th node of the trace's own list (each type keeps its share): openb's
+    # cluster was sized for its pods, so only a smaller one makes them queue.
+    node_every: int = 1
 
 
 CONFIGS = {
@@ -71,6 +76,7 @@ CONFIGS = {
         Config("philly-80", PHILLY, "philly", nodes=80),
         Config("philly-40k", PHILLY, "philly", nodes=40, limit=40_000),
         Config("openb-200x", OPENB, "openb", speedup=200.0),
+        Config("openb-200x-tenth", OPENB, "openb", speedup=200.0, node_every=10),
     )
 }
 
@@ -87,7 +93,23 @@ def _trace(config: Config, limit: int | None) -> Trace:
             replace(job, submit=first + (job.submit - first) / config.speedup) for job in trace.jobs
         ]
     override = ClusterOverride(config.nodes, 8) if config.nodes else ClusterOverride()
-    return resolve_cluster(trace, override, per_vc=False)
+    trace = resolve_cluster(trace, override, per_vc=False)
+    if config.node_every > 1 and trace.cluster is not None:
+        trace = trace.with_cluster(_every(trace.cluster, config.node_every), trace.catalog)
+    return trace
+
+
+def _every(cluster: ClusterSpec, n: int) -> ClusterSpec:
+    """Every n-th node of each GPU type (at least one of each), in the cluster's order."""
+    kept: list[NodeGroup] = []
+    seen: dict[str, int] = {}
+    for group in cluster.groups:
+        for _ in range(group.count):
+            index = seen.get(group.gpu_type, 0)
+            seen[group.gpu_type] = index + 1
+            if index % n == 0:
+                kept.append(NodeGroup(1, group.gpus_per_node, group.gpu_type))
+    return ClusterSpec(tuple(kept))
 
 
 def _run(config: Config, policy: str, limit: int | None) -> dict[str, Any]:

@@ -52,10 +52,7 @@ def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
     queue, scales = queue_order(snapshot, capacity)
     admission = _Admission(snapshot, capacity, explain=explain, scales=scales)
     starts = admission.run(queue)
-    started = {start.job_id for start in starts}
-    preemptions = _preemptions(
-        snapshot, capacity, admission, [j for j in queue if j.id not in started]
-    )
+    preemptions = _preemptions(snapshot, capacity, admission, queue, starts)
     waits = {}
     if explain:
         waits = explain_waits(snapshot, capacity, queue, admission.notes, admission.types, starts)
@@ -344,7 +341,11 @@ class _Admission:
 
 
 def _preemptions(
-    snapshot: Snapshot, capacity: Capacity, admission: _Admission, queue: list[Pending]
+    snapshot: Snapshot,
+    capacity: Capacity,
+    admission: _Admission,
+    queue: list[Pending],
+    starts: list[Start],
 ) -> list[Preempt]:
     """Step 4: running jobs asked to checkpoint and stop for a waiting job that cannot start.
 
@@ -360,6 +361,7 @@ def _preemptions(
     stoppable = [r for r in snapshot.running if r.preempting or _may_stop(r, knobs, now)]
     if not stoppable:
         return []
+    started = {start.job_id for start in starts}
     host_of = {gpu.id: gpu.host for host in snapshot.hosts for gpu in host.gpus}
     left = {
         r.id: max(0.0, capacity.available_at.get(r.gpu_ids[0], now) - now)
@@ -390,9 +392,12 @@ def _preemptions(
     for job in queue:
         if len(taken) == len(stoppable):
             break
-        if job.id not in admission.types or admission.notes.get(
-            job.id, Note(WaitCode.NO_TYPE_FREE)
-        ).code in (WaitCode.NEVER_FITS, WaitCode.WAITING_FOR_DATA):
+        if (
+            job.id in started
+            or job.id not in admission.types
+            or admission.notes.get(job.id, Note(WaitCode.NO_TYPE_FREE)).code
+            in (WaitCode.NEVER_FITS, WaitCode.WAITING_FOR_DATA)
+        ):
             continue
         starving = admission.starving(job)
         may = _victims_for(

@@ -30,7 +30,18 @@ from dataclasses import dataclass, replace
 from scheduler.policy.matching import CardNeeds, CardType, fitting_types
 from scheduler.policy.plan import Plan, Preempt, Start
 from scheduler.policy.scheduler import schedule as policy_schedule
-from scheduler.policy.snapshot import HOUR, Gpu, Host, Pending, Running, Snapshot, TypeChoice
+from scheduler.policy.snapshot import (
+    CLASS_RANK,
+    HOUR,
+    Backfill,
+    Gpu,
+    Host,
+    Pending,
+    Running,
+    Snapshot,
+    TypeChoice,
+    WithinClass,
+)
 from scheduler.simulate.draw import DrawConfig, Drawn
 from scheduler.simulate.policies import PolicySetup
 from scheduler.simulate.traces import ClusterSpec, TraceJob
@@ -259,6 +270,11 @@ class _Replay:
         self.calls = self.skipped = self.preemptions = self.finished = self.events = 0
         self.pass_total = self.pass_max = 0.0
         self.dirty = False  # something that matters changed since the last pass
+        # Strict submit order (fifo): nothing starts until the first ready job in that order
+        # fits, so a pass is skipped while it cannot. Its candidates, (class, submit, id).
+        knobs = self.knobs
+        strict = knobs.backfill is Backfill.NONE and knobs.within_class is WithinClass.SUBMIT_ORDER
+        self.fifo_heads: list[tuple[int, float, int]] | None = [] if strict else None
         self._admit(engine.jobs)
         self.total = len(self.jobs)
 
@@ -340,11 +356,13 @@ class _Replay:
                 self.enqueue(job)
             self.dirty = True
         elif kind == READY:
-            job.ready = True
-            if job_id in self.pending:
-                self.dequeue(job)
-                self.enqueue(job)
+            if job_id in self.pending and not (job.ready or self.hold):
+                # In place: the view keeps its submit order, which the policy sorts fastest.
+                job.ready = True
+                self.pending_view[job_id] = self.pending_obj(job)
+                self._count_ready(job, +1)
                 self.dirty = True
+            job.ready = True
         elif kind == ARRIVE:
             job.ready = self.hold or job.spec.ready_at <= job.spec.submit
             self.enqueue(job)
@@ -365,9 +383,12 @@ class _Replay:
             and knobs.shorter_factor is not None
             and self.preemptible_running > 0
         )
-        if self.cluster.free < min(self.ready_sizes) and not can_preempt:
-            self.skipped += 1
-            return
+        if not can_preempt:
+            head = self._fifo_head() if self.fifo_heads is not None else None
+            least = head.spec.gpus if head is not None else min(self.ready_sizes)
+            if not self.cluster.could_fit(least):
+                self.skipped += 1
+                return
         snapshot = Snapshot(
             now=now,
             hosts=self.cluster.hosts(),
@@ -414,17 +435,35 @@ class _Replay:
         self.pending_view[job.spec.id] = self.pending_obj(job)
         self.pending[job.spec.id] = job
         if job.ready or self.hold:
-            self.ready_sizes[job.spec.gpus] += 1
-            self.ready_core += job.spec.priority == "core"
+            self._count_ready(job, +1)
 
     def dequeue(self, job: _Job) -> None:
         del self.pending[job.spec.id]
         del self.pending_view[job.spec.id]
         if job.ready or self.hold:
-            self.ready_sizes[job.spec.gpus] -= 1
-            if not self.ready_sizes[job.spec.gpus]:
-                del self.ready_sizes[job.spec.gpus]
-            self.ready_core -= job.spec.priority == "core"
+            self._count_ready(job, -1)
+
+    def _count_ready(self, job: _Job, step: int) -> None:
+        spec = job.spec
+        self.ready_sizes[spec.gpus] += step
+        if not self.ready_sizes[spec.gpus]:
+            del self.ready_sizes[spec.gpus]
+        self.ready_core += step * (spec.priority == "core")
+        if step > 0 and self.fifo_heads is not None:
+            rank = (
+                CLASS_RANK.get(spec.priority, len(CLASS_RANK)) if self.knobs.respect_classes else 0
+            )
+            heapq.heappush(self.fifo_heads, (rank, spec.submit, spec.id))
+
+    def _fifo_head(self) -> _Job | None:
+        """The first ready pending job in strict submit order (stale candidates dropped)."""
+        heads = self.fifo_heads
+        while heads:
+            job = self.pending.get(heads[0][2])
+            if job is not None and (job.ready or self.hold):
+                return job
+            heapq.heappop(heads)
+        return None
 
     def release(self, job: _Job, now: float) -> None:
         """Close the job's current run segment at `now` and free its GPUs."""
@@ -622,6 +661,15 @@ class _Cluster:
         self._dirty_hosts: set[int] = set()
         self._hosts_cache: tuple[Host, ...] | None = None
         self.free = len(self.gpus)
+        self._host_free = [b - a for a, b in self._host_ranges]
+        self._host_size = max(self._host_free, default=0)
+
+    def could_fit(self, gpus: int) -> bool:
+        """Whether `gpus` GPUs could be free for one job (on one host when a host is that
+        big; type and memory aside, so a False is sure and a True only possible)."""
+        if gpus > self._host_size:
+            return self.free >= gpus
+        return self.free >= gpus and max(self._host_free) >= gpus
 
     def hold(self, gpu_ids: tuple[int, ...], job_id: int) -> None:
         self._set_holder(gpu_ids, job_id)
@@ -644,4 +692,6 @@ class _Cluster:
         for gpu_id in gpu_ids:
             gpu = self.gpus[gpu_id]
             self.gpus[gpu_id] = Gpu(gpu.id, gpu.host, gpu.gpu_type, gpu.memory_gib, job_id=job_id)
-            self._dirty_hosts.add(self._host_of[gpu_id])
+            host = self._host_of[gpu_id]
+            self._dirty_hosts.add(host)
+            self._host_free[host] += 1 if job_id is None else -1

@@ -223,3 +223,42 @@ def test_a_job_that_does_not_checkpoint_is_never_preempted_in_the_replay() -> No
     by_id = {r.id: r for r in result.records}
     assert result.preemptions == 0
     assert by_id[2].first_held == pytest.approx(600 * minute)
+
+
+def test_fifo_skips_passes_its_first_job_cannot_use_and_decides_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Strict order waits for its first ready job: passes while that job cannot fit are
+    skipped, and the replay is the same as one that calls the policy every time."""
+    import random
+
+    from scheduler.simulate import engine as engine_module
+
+    rng = random.Random(7)
+    jobs = [
+        job(
+            i,
+            submit=i * 30.0,
+            duration=rng.choice([60.0, 600.0, 3600.0]),
+            gpus=rng.choice([1, 1, 2, 4, 8]),
+            ready_at=i * 30.0 + rng.choice([0.0, 0.0, 900.0]),
+        )
+        for i in range(1, 301)
+    ]
+    cluster = ClusterSpec.uniform(3, 8, "V100-16GB")
+    skipping = replay(jobs, "fifo", cluster=cluster)
+    monkeypatch.setattr(engine_module._Cluster, "could_fit", lambda self, gpus: True)
+    every_time = replay(jobs, "fifo", cluster=cluster)
+    assert skipping.records == every_time.records
+    assert skipping.skipped > every_time.skipped
+    assert skipping.calls < every_time.calls
+
+
+@pytest.mark.parametrize("policy", ["fifo", "easy", "paika"])
+def test_a_job_starts_when_its_data_becomes_ready_with_nothing_else_happening(
+    policy: str,
+) -> None:
+    """The moment its data is ready, a waiting job counts as ready (a pass is due)."""
+    result = replay([job(1, 0, 100, 1, ready_at=500), job(2, 0, 50, 1, ready_at=800)], policy)
+    starts = {r.id: r.first_run for r in result.records}
+    assert starts == {1: 500, 2: 800}
