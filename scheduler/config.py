@@ -88,6 +88,8 @@ class Ordering(_Strict):
 class Matching(_Strict):
     """When a job may be put on a costlier card than the cheapest adequate one."""
 
+    # A share of the job's own run time (None: the minutes alone), at most the minutes.
+    costlier_after_runs: float | None = Field(default=0.25, ge=0)
     costlier_after_minutes: float = Field(default=60, ge=0)
 
 
@@ -379,6 +381,7 @@ class PolicyConfig(_Strict):
             starve_after_hours=knobs.ordering.starve_after_hours,
             fair_share_weight=knobs.ordering.fair_share_weight,
             backfill=Backfill(knobs.backfill),
+            costlier_after_runs=knobs.matching.costlier_after_runs,
             costlier_after_s=knobs.matching.costlier_after_minutes * 60,
             headroom=dict(knobs.headroom),
             idle_grace_s=knobs.preemption.idle_grace_minutes * 60,

@@ -23,7 +23,7 @@ long wait never overflows.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -112,21 +112,52 @@ def rank_key(
 ) -> RankKey:
     """The sort key of one pending job (`cluster_gpus` sizes the multifactor job size; `scales`
     are the pass's, by default from the absolute knobs)."""
-    rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if knobs.respect_classes else 0
-    scale = (scales or time_scales(knobs)).of(rank)
-    wait = max(0.0, now - job.submitted_at)
-    starving = scale.starves(wait)
-    if starving or knobs.within_class is WithinClass.SUBMIT_ORDER:
-        return (rank, 0 if starving else 1, job.submitted_at, job.submitted_at, job.id)
-    if knobs.within_class is WithinClass.MULTIFACTOR:
-        score = -multifactor_priority(job, wait, knobs.multifactor, shares, cluster_gpus)
-        return (rank, 1, score, job.submitted_at, job.id)
-    aging = wait / scale.aging_s  # log2 of the aging factor
-    if knobs.max_aging_factor is not None:
-        aging = min(aging, math.log2(knobs.max_aging_factor))
-    fair = 1.0 + knobs.fair_share_weight * shares.get(job.team, 0.0)
-    size = max(1.0, job.gpus * job.run_seconds)
-    return (rank, 1, math.log2(size * fair) - aging, job.submitted_at, job.id)
+    return rank_key_function(now, knobs, shares, cluster_gpus=cluster_gpus, scales=scales)(job)
+
+
+def rank_key_function(
+    now: float,
+    knobs: Knobs,
+    shares: Mapping[str, float],
+    *,
+    cluster_gpus: int = 0,
+    scales: TimeScales | None = None,
+) -> Callable[[Pending], RankKey]:
+    """`rank_key` for one pass, with what every job shares worked out once (a pass sorts
+    tens of thousands of jobs with it)."""
+    by_rank = (scales or time_scales(knobs)).by_rank
+    last = len(by_rank) - 1
+    starve_at = [scale.starve_after_s for scale in by_rank]
+    aging_s = [scale.aging_s for scale in by_rank]
+    respect, within = knobs.respect_classes, knobs.within_class
+    others = len(CLASS_RANK)
+    cap = math.log2(knobs.max_aging_factor) if knobs.max_aging_factor is not None else None
+    weight = knobs.fair_share_weight
+    log2 = math.log2
+
+    def key(job: Pending) -> RankKey:
+        rank = CLASS_RANK.get(job.priority, others) if respect else 0
+        scale = rank if rank < last else last
+        wait = now - job.submitted_at
+        if wait < 0.0:
+            wait = 0.0
+        limit = starve_at[scale]
+        starving = limit is not None and wait >= limit
+        if starving or within is WithinClass.SUBMIT_ORDER:
+            return (rank, 0 if starving else 1, job.submitted_at, job.submitted_at, job.id)
+        if within is WithinClass.MULTIFACTOR:
+            score = -multifactor_priority(job, wait, knobs.multifactor, shares, cluster_gpus)
+            return (rank, 1, score, job.submitted_at, job.id)
+        aging = wait / aging_s[scale]  # log2 of the aging factor
+        if cap is not None and aging > cap:
+            aging = cap
+        fair = 1.0 + weight * shares.get(job.team, 0.0)
+        size = job.gpus * job.run_seconds
+        if size < 1.0:
+            size = 1.0
+        return (rank, 1, log2(size * fair) - aging, job.submitted_at, job.id)
+
+    return key
 
 
 def multifactor_priority(
@@ -174,12 +205,10 @@ def ordered(
         for job in by_submit:  # a stable split by class, cheaper than a second sort
             classes[CLASS_RANK.get(job.priority, len(CLASS_RANK))].append(job)
         return [job for jobs_of_class in classes for job in jobs_of_class]
-    shares = usage_shares(team_usage)
-    scales = scales or time_scales(knobs)
-    return sorted(
-        jobs,
-        key=lambda job: rank_key(job, now, knobs, shares, cluster_gpus=cluster_gpus, scales=scales),
+    key = rank_key_function(
+        now, knobs, usage_shares(team_usage), cluster_gpus=cluster_gpus, scales=scales
     )
+    return sorted(jobs, key=key)
 
 
 @dataclass(frozen=True, slots=True)

@@ -200,13 +200,14 @@ class _Admission:
     def _fitting_here(self, needs: CardNeeds, gpus: int, core: bool) -> list[CardType]:
         """Adequate types this cluster has enough GPUs of, cheapest first (cached)."""
         key = (needs, gpus, core)
-        if key not in self._fits_here:
-            self._fits_here[key] = [
+        found = self._fits_here.get(key)
+        if found is None:
+            found = self._fits_here[key] = [
                 c
                 for c in self._fitting(needs)
                 if self.capacity.could_ever_fit(c.name, gpus, core=core)
             ]
-        return self._fits_here[key]
+        return found
 
     def _fitting(self, needs: CardNeeds) -> list[CardType]:
         if needs not in self._fits:
@@ -259,7 +260,7 @@ class _Admission:
             )
             if placement is None:
                 continue
-            limit = self.knobs.costlier_after_s
+            limit = costlier_after(self.knobs, job.run_seconds)
             if now - job.submitted_at >= limit:
                 return placement, f"waited over {limit / 60:g} min for a cheaper type"
             cheap_at, _ = capacity.earliest_start(cheapest, job.gpus)
@@ -392,14 +393,17 @@ def _preemptions(
     for job in queue:
         if len(taken) == len(stoppable):
             break
-        if (
-            job.id in started
-            or job.id not in admission.types
-            or admission.notes.get(job.id, Note(WaitCode.NO_TYPE_FREE)).code
-            in (WaitCode.NEVER_FITS, WaitCode.WAITING_FOR_DATA)
-        ):
+        if job.id in started or job.id not in admission.types:
+            continue
+        note = admission.notes.get(job.id)
+        if note is not None and note.code in (WaitCode.NEVER_FITS, WaitCode.WAITING_FOR_DATA):
             continue
         starving = admission.starving(job)
+        if job.priority != "core" and not (starving and knobs.preemptible_preemption):
+            # What _victims_for would refuse, passed over cheaply (most of a long queue).
+            factor = knobs.shorter_factor if knobs.preemptible_preemption else None
+            if factor is None or factor * job.run_seconds > most_left:
+                continue
         may = _victims_for(
             job, admission.types[job.id], snapshot, capacity, left, most_left, starving
         )
@@ -532,6 +536,13 @@ def _preempt(victim: Running, job: Pending, snapshot: Snapshot, starving: bool) 
             f"preemptible job stopped for much shorter job #{job.id}",
         )
     return Preempt(victim.id, job.id, snapshot.now + grace, reason, code)
+
+
+def costlier_after(knobs: Knobs, run_seconds: float) -> float:
+    """How long a job of this run time waits for a cheaper type before a costlier one."""
+    if knobs.costlier_after_runs is None:
+        return knobs.costlier_after_s
+    return min(knobs.costlier_after_s, knobs.costlier_after_runs * run_seconds)
 
 
 def _inadequate(card: CardType, needs: CardNeeds) -> str:

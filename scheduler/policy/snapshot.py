@@ -86,6 +86,10 @@ class Knobs:
     fair_share_weight: float = 0.5
     backfill: Backfill = Backfill.EASY
     type_choice: TypeChoice = TypeChoice.CHEAPEST
+    # How long a job may wait for the cheapest adequate type before it takes a costlier
+    # one: a share of its own run time (the saving grows with it), never over
+    # `costlier_after_s`. None: `costlier_after_s` alone.
+    costlier_after_runs: float | None = 0.25
     costlier_after_s: float = 3600.0
     headroom: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     idle_preemption: bool = True

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 
 from scheduler.policy.matching import CardNeeds, CardType, fitting_types
 from scheduler.policy.plan import Plan, Preempt, Start
+from scheduler.policy.scheduler import costlier_after
 from scheduler.policy.scheduler import schedule as policy_schedule
 from scheduler.policy.snapshot import (
     CLASS_RANK,
@@ -299,7 +300,7 @@ class _Replay:
                 self._push(spec.ready_at, READY, spec.id)
             prices_here = {card.price_per_gpu_hour for card in present}
             if self.knobs.type_choice is TypeChoice.CHEAPEST and len(prices_here) > 1:
-                wait = self.knobs.costlier_after_s + WAKE_SLACK_S
+                wait = costlier_after(self.knobs, job.est_run_s) + WAKE_SLACK_S
                 self._push(spec.submit + wait, WAKE, spec.id)
                 if spec.ready_at > spec.submit and not self.hold:
                     self._push(spec.ready_at + wait, WAKE, spec.id)

@@ -50,15 +50,29 @@ def test_the_cheapest_adequate_card_is_chosen_over_the_big_one() -> None:
 def test_a_costlier_card_only_after_the_wait_or_when_no_cheaper_frees_soon() -> None:
     small, big = host("small", "T4-16GB", 1), host("big", "A100-80GB", 1)
     soon = running(9, small, 1, ends_in_h=0.25)
-    plan = schedule(snapshot([small, big], [job(1)], [soon]), explain=True)
+    plan = schedule(snapshot([small, big], [job(1, hours=4)], [soon]), explain=True)
     assert started(plan) == []  # a T4 frees in 15 min: wait for it
     assert plan.waits[1].code is WaitCode.WAITING_FOR_CHEAPER_TYPE
-    waited = schedule(snapshot([small, big], [job(1, waited_h=2)], [soon]))
+    waited = schedule(snapshot([small, big], [job(1, hours=4, waited_h=2)], [soon]))
     assert [s.gpu_type for s in waited.starts] == ["A100-80GB"]
     late = running(9, small, 1, ends_in_h=5)
     assert [s.gpu_type for s in schedule(snapshot([small, big], [job(1)], [late])).starts] == [
         "A100-80GB"
     ]
+
+
+def test_the_wait_for_a_cheaper_card_is_a_share_of_the_jobs_own_run() -> None:
+    small, big = host("small", "T4-16GB", 1), host("big", "A100-80GB", 1)
+
+    def types(hours: float, frees_in_h: float, knobs: Knobs = Knobs()) -> list[str]:
+        busy = running(9, small, 1, ends_in_h=frees_in_h)
+        plan = schedule(snapshot([small, big], [job(999, hours=hours)], [busy], knobs=knobs))
+        return [s.gpu_type for s in plan.starts]
+
+    assert types(4, 0.25) == []  # a 4-hour run waits 15 min for the T4 (up to 1 h)
+    assert types(0.5, 0.25) == ["A100-80GB"]  # a 30-min run waits at most 7.5 min
+    assert types(40, 2) == ["A100-80GB"]  # never over costlier_after_s (1 h), however long
+    assert types(0.5, 0.25, Knobs(costlier_after_runs=None)) == []  # the absolute hour alone
 
 
 def test_all_gpus_of_a_job_on_one_host_best_fit() -> None:

@@ -140,14 +140,20 @@ def test_cheapest_type_costs_less_than_type_blind_first_fit() -> None:
 
 
 def test_a_job_waiting_for_a_cheaper_type_wakes_when_its_wait_runs_out() -> None:
-    # Job 1 promises to free the T4 at 3,000 s but runs to 10,000 s; job 2 waits for the T4,
-    # and takes the costlier card once it has waited costlier_after_s (3,600 s) — not at 10,000.
+    # Job 1 promises to free the T4 at 3,000 s but runs to 20,000 s; job 2 waits for the T4,
+    # and takes the costlier card once it has waited its share of its run (1/4) or
+    # costlier_after_s (3,600 s), whichever is shorter — not at 20,000.
     cluster = ClusterSpec((NodeGroup(1, 1, "T4"), NodeGroup(1, 1, "V100M32")))
-    jobs = [job(1, 0, 10_000, 1, est_s=3000), job(2, 1, 100, 1)]
+    for run, waits in ((14_000, 3500), (40_000, 3600)):
+        jobs = [job(1, 0, 20_000, 1, est_s=3000), job(2, 1, run, 1)]
+        result = replay(jobs, "paika", cluster=cluster, catalog=(T4, BIG))
+        second = result.records[1]
+        assert second.gpu_type == "V100M32"
+        assert second.first_held == pytest.approx(1 + waits + 1)
+    # A short job does not wait for a T4 that frees later than a quarter of its run.
+    jobs = [job(1, 0, 20_000, 1, est_s=3000), job(2, 1, 4000, 1)]
     result = replay(jobs, "paika", cluster=cluster, catalog=(T4, BIG))
-    second = result.records[1]
-    assert second.gpu_type == "V100M32"
-    assert second.first_held == pytest.approx(1 + 3600 + 1)
+    assert result.records[1].first_held == 1
 
 
 def test_an_impossible_plan_is_a_policy_violation() -> None:
