@@ -115,10 +115,11 @@ class _Admission:
         starts: list[Start] = []
         any_free = self.capacity.any_free  # changes only when a job starts
         # Placements that failed since the last start, per (types, core): (GPUs, run time).
-        # A job of one type needing as many GPUs for as long cannot be placed either (free
-        # GPUs, headroom and the reservation only ever refuse a bigger or longer job), so it
-        # is passed over without a look at every host: long queues behind a blocked job stay
-        # cheap. Not when reasons are asked for (each job's own reason is worked out).
+        # A job of the same types needing as many GPUs for as long cannot be placed either
+        # (free GPUs, headroom and the reservation only ever refuse a bigger or longer job),
+        # so it is passed over without a look at every host: long queues behind a blocked job
+        # stay cheap. Only failures on every type count (a job waiting for a cheaper type had
+        # a place). Not when reasons are asked for (each job's own reason is worked out).
         failed: dict[tuple[int, bool], list[tuple[int, float]]] | None = (
             None if self.explain else {}
         )
@@ -132,19 +133,19 @@ class _Admission:
                 continue  # nothing can start; later steps still see this job as waiting
             shape = None
             starving = self.starving(job)
-            if failed is not None and not starving and len(self.types[job.id]) == 1:
+            if failed is not None and not starving:
                 shape = (id(self.types[job.id]), job.priority == "core")
                 tried = failed.get(shape)
                 if tried and any(g <= job.gpus and r <= job.run_seconds for g, r in tried):
                     continue  # as blocked as one already tried (its reservation is made)
-            start = self._try_start(job)
+            start, placeable = self._try_start(job)
             if start is not None:
                 starts.append(start)
                 any_free = self.capacity.any_free
                 if failed:
                     failed.clear()
                 continue
-            if failed is not None and shape is not None:
+            if failed is not None and shape is not None and not placeable:
                 # Keep only the failures no other one covers: a handful of shapes at most.
                 kept = [
                     (g, r)
@@ -225,7 +226,9 @@ class _Admission:
             spent=self.spent,
         )
 
-    def _try_start(self, job: Pending) -> Start | None:
+    def _try_start(self, job: Pending) -> tuple[Start | None, bool]:
+        """The job's start if it may start now, and whether any type had a place for it (a
+        job waiting for a cheaper type had one)."""
         types = self.types[job.id]
         core = job.priority == "core"
         if self.knobs.type_choice is TypeChoice.FIRST_FIT:
@@ -236,8 +239,8 @@ class _Admission:
         if placement is None:
             if any(self.capacity.held_by_headroom(t, job.gpus) for t in types) and not core:
                 self.notes.setdefault(job.id, Note(WaitCode.HELD_FOR_HEADROOM, gpu_type=types[0]))
-            return None
-        return self._admit(job, placement, reason)
+            return None, reason is _FOR_A_CHEAPER_TYPE
+        return self._admit(job, placement, reason), True
 
     def _first_fit(self, job: Pending, types: list[str], core: bool) -> Placement | None:
         order = {host: i for i, host in enumerate(self.capacity.host_order)}
@@ -272,7 +275,7 @@ class _Admission:
                 eta=cheap_at,
                 costlier=costlier,
             )
-            return None, ""
+            return None, _FOR_A_CHEAPER_TYPE
         return None, ""
 
     def _admit(self, job: Pending, placement: Placement, reason: str) -> Start:
@@ -339,6 +342,9 @@ class _Admission:
             self.capacity.reserve(
                 Reservation(job.id, gpu_type, start, gpus), start + job.run_seconds
             )
+
+
+_FOR_A_CHEAPER_TYPE = "waits for a cheaper type"  # _cheapest had a place but waits
 
 
 def _preemptions(

@@ -1,6 +1,6 @@
 """The policy's stated invariants, over generated clusters and queues (hypothesis).
 
-- the pass is deterministic;
+- the pass is deterministic, and decides the same whether or not it is asked for reasons;
 - a job whose data is not ready never gets GPUs;
 - a core job never waits behind a startable normal one: lower classes never change which core
   jobs start;
@@ -112,6 +112,17 @@ def test_the_pass_is_deterministic_and_never_starts_a_job_whose_data_is_not_read
     held = {g.id for h in snap.hosts for g in h.gpus if g.job_id is not None}
     placed = [gpu for s in plan.starts for gpu in s.gpu_ids]
     assert len(placed) == len(set(placed)) and not held & set(placed)
+
+
+@settings(max_examples=300, deadline=None)
+@given(clusters())
+def test_asking_for_reasons_never_changes_a_decision(snap: Snapshot) -> None:
+    """A pass without reasons passes over jobs as blocked as one already tried; the one
+    with reasons tries each: both decide the same."""
+    quick, explained = schedule(snap), schedule(snap, explain=True)
+    assert quick.starts == explained.starts
+    assert quick.preemptions == explained.preemptions
+    assert quick.reservations == explained.reservations
 
 
 @settings(max_examples=200, deadline=None)

@@ -64,7 +64,7 @@ def test_a_costlier_card_only_after_the_wait_or_when_no_cheaper_frees_soon() -> 
 def test_the_wait_for_a_cheaper_card_is_a_share_of_the_jobs_own_run() -> None:
     small, big = host("small", "T4-16GB", 1), host("big", "A100-80GB", 1)
 
-    def types(hours: float, frees_in_h: float, knobs: Knobs = Knobs()) -> list[str]:
+    def types(hours: float, frees_in_h: float, knobs: Knobs | None = None) -> list[str]:
         busy = running(9, small, 1, ends_in_h=frees_in_h)
         plan = schedule(snapshot([small, big], [job(999, hours=hours)], [busy], knobs=knobs))
         return [s.gpu_type for s in plan.starts]
@@ -73,6 +73,18 @@ def test_the_wait_for_a_cheaper_card_is_a_share_of_the_jobs_own_run() -> None:
     assert types(0.5, 0.25) == ["A100-80GB"]  # a 30-min run waits at most 7.5 min
     assert types(40, 2) == ["A100-80GB"]  # never over costlier_after_s (1 h), however long
     assert types(0.5, 0.25, Knobs(costlier_after_runs=None)) == []  # the absolute hour alone
+
+
+def test_a_job_waiting_for_a_cheaper_card_does_not_block_one_that_waited_enough() -> None:
+    """A 30-min job waits 5 min for the T4; a 4-hour job behind it that has waited over its
+    hour takes the A100 (the pass's shortcut for jobs as blocked as one already tried must not
+    count a job that only chose to wait)."""
+    small, big = host("small", "T4-16GB", 1), host("big", "A100-80GB", 2)
+    busy = running(9, small, 1, ends_in_h=5 / 60)
+    queue = [job(999, hours=0.5), job(998, hours=4, waited_h=1.1)]
+    for explain in (False, True):
+        plan = schedule(snapshot([small, big], queue, [busy]), explain=explain)
+        assert [(s.job_id, s.gpu_type) for s in plan.starts] == [(998, "A100-80GB")]
 
 
 def test_all_gpus_of_a_job_on_one_host_best_fit() -> None:
