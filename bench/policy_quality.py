@@ -141,6 +141,7 @@ def _figures(summary: dict[str, Any]) -> dict[str, Any]:
         "wait_max_s": wait["max"],
         "core_wait_mean_s": class_mean("core"),
         "normal_wait_mean_s": class_mean("normal"),
+        "idle_wait_mean_s": class_mean("idle"),
         "jct_mean_s": summary["jct_s"]["mean"],
         "utilization": summary["utilization"],
         "held_idle_gpu_hours": summary["held_idle_gpu_hours"],
@@ -159,18 +160,20 @@ def _num(value: Any, digits: int = 0) -> str:
 
 def _table(rows: dict[str, dict[str, dict[str, Any]]]) -> str:
     head = (
-        f"{'config':<12}{'policy':<11}{'jobs':>7}{'mean wait':>11}{'median':>9}{'p99':>11}"
-        f"{'max':>11}{'core':>9}{'normal':>10}{'util':>7}{'lost GPU-h':>11}{'stops':>7}"
+        f"{'config':<18}{'policy':<11}{'jobs':>7}{'mean wait':>11}{'median':>9}{'p99':>11}"
+        f"{'max':>11}{'core':>9}{'normal':>10}{'idle':>10}{'util':>7}{'lost GPU-h':>11}"
+        f"{'stops':>7}"
         f"{'pass ms':>9}{'max ms':>9}{'wall s':>8}"
     )
     lines = ["waits in seconds (first wait + waits after preemptions)", head]
     for config, policies in rows.items():
         for name, f in policies.items():
             lines.append(
-                f"{config:<12}{name:<11}{f['jobs']:>7,}{_num(f['wait_mean_s']):>11}"
+                f"{config:<18}{name:<11}{f['jobs']:>7,}{_num(f['wait_mean_s']):>11}"
                 f"{_num(f['wait_median_s']):>9}{_num(f['wait_p99_s']):>11}"
                 f"{_num(f['wait_max_s']):>11}{_num(f['core_wait_mean_s']):>9}"
-                f"{_num(f['normal_wait_mean_s']):>10}{f['utilization']:>7.1%}"
+                f"{_num(f['normal_wait_mean_s']):>10}{_num(f.get('idle_wait_mean_s')):>10}"
+                f"{f['utilization']:>7.1%}"
                 f"{_num(f['lost_gpu_hours'], 1):>11}{f['preemptions']:>7,}"
                 f"{f['pass_mean_ms']:>9.2f}{f['pass_max_ms']:>9.1f}{f['wall_s']:>8.1f}"
             )
