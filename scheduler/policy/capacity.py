@@ -191,6 +191,9 @@ class Capacity:
         # whenever a placement changes when GPUs free up.
         self._soonest: dict[tuple[str, int, bool], tuple[float, frozenset[int]]] = {}
         self._reserved_until: dict[int, float] = {}  # GPUs kept for reserved jobs, until
+        # (type, host, past reservations) → those GPUs by when they are free, soonest first:
+        # what earliest_start reads for every host; dropped when one of them changes.
+        self._host_times: dict[tuple[str, str, bool], list[tuple[float, int]]] = {}
         slack = self.knobs.foreign_memory_slack_gib
         for host in snapshot.hosts:
             self.host_order.append(host.name)
@@ -309,6 +312,9 @@ class Capacity:
             pool.core_in_use += len(placement.gpu_ids)
         for gpu in placement.gpu_ids:
             self.available_at[gpu] = until
+        for host in placement.hosts:
+            self._host_times.pop((placement.gpu_type, host, False), None)
+            self._host_times.pop((placement.gpu_type, host, True), None)
         self._soonest.clear()
 
     def reserve(self, reservation: Reservation, until: float) -> None:
@@ -317,6 +323,7 @@ class Capacity:
         self.pools[reservation.gpu_type].reservations.append(reservation)
         for gpu in reservation.gpu_ids:
             self._reserved_until[gpu] = max(self._reserved_until.get(gpu, until), until)
+            self._host_times.pop((reservation.gpu_type, self.gpus[gpu].host, True), None)
         self._soonest = {key: value for key, value in self._soonest.items() if not key[2]}
 
     def claim_free(self, gpu_type: str, host: str) -> None:
@@ -353,15 +360,21 @@ class Capacity:
             if len(times) < gpus:
                 return NEVER, frozenset()
             return times[gpus - 1][0], frozenset(gpu for _, gpu in times[:gpus])
-        best: tuple[float, frozenset[int]] = (NEVER, frozenset())
-        for ids in pool.members.values():
+        soonest: float = NEVER
+        on: list[tuple[float, int]] | None = None
+        cached = self._host_times
+        for host, ids in pool.members.items():
             if len(ids) < gpus:
                 continue
-            times = sorted([(at(gpu, NEVER), gpu) for gpu in ids])
-            start = times[gpus - 1][0]
-            if start < best[0]:
-                best = (start, frozenset(gpu for _, gpu in times[:gpus]))
-        return best
+            key = (gpu_type, host, past_reservations)
+            by_time = cached.get(key)
+            if by_time is None:
+                by_time = cached[key] = sorted((at(g, NEVER), g) for g in ids)
+            if by_time[gpus - 1][0] < soonest:
+                soonest, on = by_time[gpus - 1][0], by_time
+        if on is None:
+            return NEVER, frozenset()
+        return soonest, frozenset(gpu for _, gpu in on[:gpus])
 
 
 # A job past its estimate has shown the estimate wrong: it is expected to run on for this

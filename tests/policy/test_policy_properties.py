@@ -168,3 +168,42 @@ def test_preemption_stops_only_what_may_be_stopped(snap: Snapshot) -> None:
         assert snap.now - victim.started_at >= knobs.preempt_min_run_s
         grace = victim.grace_s if victim.grace_s is not None else knobs.idle_grace_s
         assert stop.deadline == snap.now + grace
+
+
+@settings(max_examples=200, deadline=None)
+@given(clusters(), st.data())
+def test_earliest_starts_kept_between_placements_match_fresh_ones(
+    snap: Snapshot, data: st.DataObject
+) -> None:
+    """Capacity keeps each host's GPUs in order of when they free up, across the pass's
+    placements and reservations: what it answers is what a fresh look gives."""
+    from scheduler.policy.capacity import Capacity, Reservation
+
+    capacity = Capacity(snap)
+    types = sorted(capacity.pools)
+
+    asks = [(t, gpus, past) for t in types for gpus in (1, 2, 3, 4, 8) for past in (False, True)]
+
+    def answers() -> list[tuple[float, frozenset[int]]]:
+        return [capacity.earliest_start(t, g, past_reservations=p) for t, g, p in asks]
+
+    def check() -> None:
+        kept = answers()
+        capacity._host_times.clear()
+        capacity._soonest.clear()
+        assert kept == answers()  # and every host's order is kept again for the next step
+
+    for step in range(data.draw(st.integers(1, 6))):
+        check()
+        gpu_type = data.draw(st.sampled_from(types))
+        gpus = data.draw(st.sampled_from((1, 2, 4)))
+        until = NOW + data.draw(st.floats(0, 100)) * HOUR
+        if data.draw(st.booleans()):
+            placement = capacity.place_now(gpu_type, gpus, core=True, run_seconds=HOUR)
+            if placement is not None:
+                capacity.assume(placement, until, core=False)
+        else:
+            start, ids = capacity.earliest_start(gpu_type, gpus)
+            if ids:
+                capacity.reserve(Reservation(step, gpu_type, start, ids), until)
+    check()
