@@ -119,7 +119,16 @@ def _stop(lang: str, values: Mapping[str, Any]) -> dict[str, object]:
     return {"why": t(lang, key) if has(key) else stop}
 
 
+def _dispatch_problem(lang: str, values: Mapping[str, Any]) -> dict[str, object]:
+    """A refused or failed start with a code (the Slurm executor's) said in the reader's
+    words; without one, the host's own words as they came."""
+    key = f"notice.event.dispatch.{values.get('dispatch')}"
+    return {"problem": t(lang, key)} if values.get("dispatch") and has(key) else {}
+
+
 _EVENT_VALUES: Mapping[EventCode, Callable[[str, Mapping[str, Any]], dict[str, object]]] = {
+    EventCode.START_REFUSED: _dispatch_problem,
+    EventCode.START_FAILED: _dispatch_problem,
     EventCode.STARTED: _where,
     EventCode.LOST: _lost_why,
     EventCode.LOST_REQUEUED: _lost_why,

@@ -354,6 +354,8 @@ class Cycle:
             reason = f"its start was refused on {failure.host}: {failure.problem}"
             kind, code = EventKind.JOB_FAILED, EventCode.START_REFUSED
             said: dict[str, object] = {"host": failure.host, "problem": failure.problem}
+            if failure.code is not None:  # the faces have words for it
+                said["dispatch"] = failure.code
 
             def change(session: Session, job: Job) -> None:
                 requeue_or_finish(session, job, now, reason, fail=True)
@@ -362,6 +364,8 @@ class Cycle:
             unsent = not failure.reached  # the host never saw it: the attempt is given back
             kind, code = EventKind.JOB_REQUEUED, EventCode.START_FAILED
             said = {"host": failure.host, "problem": failure.problem}
+            if failure.code is not None:
+                said["dispatch"] = failure.code
 
             def change(session: Session, job: Job) -> None:
                 requeue_or_finish(session, job, now, reason, unsent=unsent)
@@ -686,6 +690,8 @@ def _orders(
                 env,
                 job.account,
                 checkpoints,
+                gpu_type=next((g.gpu_type for g in gpus if g.host_id == host_id), None),
+                wall_hours=job.est_gpu_hours / max(1, job.gpus),
             )
         )
     return orders

@@ -49,9 +49,16 @@ class SlurmCommands:
         return reply.jobs
 
     def ids_named(self, name: str) -> tuple[int, ...]:
-        """The ids of the jobs named `name` slurmctld still knows, ended ones included."""
-        out = self._run(["squeue", "--noheader", "--states=all", f"--name={name}", "--format=%i"])
-        return tuple(int(line) for line in out.split() if line.isdigit())
+        """The ids of the jobs named `name` slurmctld still knows, ended ones included; not
+        a submission it refused after numbering it (a GRES no node has leaves a FAILED
+        record with reason BadConstraints: it never ran)."""
+        args = ["squeue", "--noheader", "--states=all", f"--name={name}", "--format=%i %T %r"]
+        ids = []
+        for line in self._run(args).splitlines():
+            job_id, state, reason = (line.split() + ["", "", ""])[:3]
+            if job_id.isdigit() and (state, reason) != ("FAILED", "BadConstraints"):
+                ids.append(int(job_id))
+        return tuple(ids)
 
     def nodes(self) -> tuple[Node, ...]:
         """Every node and its state."""

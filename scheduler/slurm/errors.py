@@ -25,6 +25,7 @@ class SlurmProblem(StrEnum):
     INVALID_GRES = "invalid_gres"
     UNKNOWN_USER = "unknown_user"
     UNMAPPED_USER = "unmapped_user"  # paika's own refusal: no Unix account for the owner
+    IMAGE = "image_unsupported"  # paika's own refusal: a container job (not on Slurm yet)
     OTHER = "other"
 
 

@@ -150,6 +150,7 @@ def test_a_refused_submission_has_its_code_and_slurms_words(
         slurm.submit(_job(slurm_prefix, shared_dir, "true", **change))
     assert caught.value.code is code and words in caught.value.stderr
     assert caught.value.command[0] == "sbatch"
+    assert slurm.ids_named(f"{slurm_prefix}1.1") == ()  # no run to take for a started one
 
 
 @pytest.fixture
