@@ -194,6 +194,10 @@ class Cycle:
             self.dispatcher.timeout = timeout
         if isinstance(self.poller, HostPoller):
             self.poller.timeout = timeout
+        for part in (self.dispatcher, self.poller):  # per-pool executors take the new pools
+            follow = getattr(part, "follow", None)
+            if callable(follow):
+                follow(policy)
 
     @contextmanager
     def _step(self, result: CycleResult, name: str) -> Iterator[None]:

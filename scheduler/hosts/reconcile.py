@@ -93,6 +93,7 @@ class Seen(Enum):
     ENDED = "ended"  # exited or killed, with a record of how
     GONE = "gone"  # the agent answers without it, or lost it while it was away
     SILENT = "silent"  # a host of the job does not answer
+    AWAY = "away"  # its executor cannot be asked (Slurm's controller): nothing is concluded
 
 
 @dataclass
@@ -206,7 +207,7 @@ def _seen(
     for host in hosts:
         report = reports.get(host)
         if report is None or not report.ok:
-            return Seen.SILENT, None
+            return (Seen.AWAY if report is not None and report.patient else Seen.SILENT), None
         answers.append(report.jobs.get(run))
     ended = [a for a in answers if a is not None and a.state in ("exited", "killed")]
     if ended:
@@ -290,7 +291,7 @@ def _settle(
     elif seen is Seen.GONE:
         _gone(session, policy, job, known, now, found)
     else:
-        _silent(session, policy, job, now, found)
+        _silent(session, policy, job, now, found, give_up=seen is Seen.SILENT)
 
 
 def _running(session: Session, job: Job, now: datetime, found: Reconciliation) -> None:
@@ -335,9 +336,16 @@ def _gone(
 
 
 def _silent(
-    session: Session, policy: PolicyConfig, job: Job, now: datetime, found: Reconciliation
+    session: Session,
+    policy: PolicyConfig,
+    job: Job,
+    now: datetime,
+    found: Reconciliation,
+    *,
+    give_up: bool = True,
 ) -> None:
-    """A host of the job does not answer: it keeps its GPUs, and paika waits for its word."""
+    """A host of the job does not answer: it keeps its GPUs, and paika waits for its word
+    (for `give_up_after_hours`; without `give_up`, for as long as it takes)."""
     knobs = policy.scheduler.hosts
     if job.missing_since is None:
         job.missing_since = now
@@ -352,7 +360,11 @@ def _silent(
         found.events.append(
             _event(EventKind.JOB_UNKNOWN, EventCode.HOST_SILENT, job, now, minutes=round(minutes))
         )
-    elif job.state == JobState.UNKNOWN and silent_for >= timedelta(hours=knobs.give_up_after_hours):
+    elif (
+        give_up
+        and job.state == JobState.UNKNOWN
+        and silent_for >= timedelta(hours=knobs.give_up_after_hours)
+    ):
         _lost(session, policy, job, now, job.missing_since, LostWhy.HOST_GAVE_UP, found)
 
 
@@ -438,13 +450,23 @@ def _ended(
         _finish(session, policy, job, JobState.SUCCEEDED, now, "exited with 0", until=until)
         found.events.append(_event(EventKind.JOB_FINISHED, EventCode.FINISHED, job, now))
         return
-    why = f"exited with {known.exit_code}" if known.state == "exited" else "was killed on its host"
+    why = f"exited with {known.exit_code}" if known.state == "exited" else _killed(known)
     _finish(session, policy, job, JobState.FAILED, now, why, until=until)
     if known.state == "exited":
         event = _event(EventKind.JOB_FAILED, EventCode.FAILED, job, now, exit_code=known.exit_code)
+    elif known.ended_by is not None:
+        ended_by = known.ended_by
+        event = _event(EventKind.JOB_FAILED, EventCode.KILLED, job, now, ended_by=ended_by)
     else:
         event = _event(EventKind.JOB_FAILED, EventCode.KILLED, job, now)
     found.events.append(event)
+
+
+def _killed(known: AgentJobState) -> str:
+    """Why a killed run ended, in the English its job's history keeps."""
+    if known.ended_by is None:
+        return "was killed on its host"
+    return f"ended by its executor: {known.ended_by.upper()}"
 
 
 def _preempted(

@@ -53,6 +53,10 @@ class SlurmDispatcher:
         """The Slurm job name of one run (`agent_job`: "<job>.<attempt>") on one host."""
         return f"{self.pool.job_name_prefix}{agent_job}.{host}"
 
+    def adopt(self, earlier: SlurmDispatcher) -> None:
+        """Keep the stops an earlier dispatcher of this pool began (their grace counts on)."""
+        self._term_sent.update(earlier._term_sent)
+
     def start(self, order: StartOrder) -> None:
         batch = self._batch(order)
         try:

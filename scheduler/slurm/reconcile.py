@@ -1,0 +1,227 @@
+"""A Slurm pool's nodes and paika's runs on them, read once per cycle (one `sinfo --json`,
+one `squeue --json`) into the same host reports an agent's poll gives: the cycle then
+applies and reconciles them exactly as it does an agent's (scheduler/hosts/).
+
+- Each node of the pool is a host; its GPUs are its GRES, numbered as Slurm numbers them
+  (the order of the node's `Gres=`, as its gres.conf lists the devices; the numbers a job
+  finds in CUDA_VISIBLE_DEVICES). A card held by a paika run names that run; one held by
+  any other Slurm job is taken.
+- A node Slurm drains, or finds down or not responding, is unhealthy: it takes no new job,
+  its runs are still reconciled, and the reason is kept on the host.
+- A paika run is a Slurm job named `<prefix><job>.<attempt>.<node>` (the dispatcher names
+  it so): one still on its node is running; one Slurm ended is exited (with its batch
+  shell's exit code) or killed (with Slurm's state: a time limit, a node failure …); one
+  Slurm no longer lists is gone, and the cycle settles it as an agent's lost run.
+- Utilization: Slurm reports none for GPUs, so none is given (idle reclaim does not act on
+  a Slurm pool's cards).
+- When slurmctld does not answer (or answers nonsense), nothing is concluded: every host
+  of the pool is reported silent but `patient` (its runs are neither failed nor started
+  again, however long it lasts) and, after the policy's failed polls, down (the admins'
+  host-down alert).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from scheduler.config import PolicyConfig, SlurmPool
+from scheduler.dispatch import agent_job_id
+from scheduler.hosts.report import AgentJobState, GpuReading, HostReport
+from scheduler.slurm.commands import SlurmCommands
+from scheduler.slurm.errors import SlurmError
+from scheduler.slurm.models import Node, QueuedJob
+
+# Node states and flags (sinfo) in which a node must get no new paika job.
+UNHEALTHY_STATES = frozenset({"down", "drained", "draining", "fail", "failing", "unknown"})
+UNHEALTHY_FLAGS = frozenset({"DRAIN", "DOWN", "NOT_RESPONDING", "FAIL", "MAINTENANCE"})
+
+# The Slurm endings the faces have their own words for (any other is told by its state).
+ENDINGS_TOLD = ("timeout", "cancelled", "node_fail", "preempted", "out_of_memory")
+
+_GRES = re.compile(r"^(?P<name>[^:(]+)(?::(?P<type>[^:(]+))?:(?P<count>\d+)")
+_IDX = re.compile(r"IDX:(?P<idx>[0-9,\-]+)")
+
+
+@dataclass(frozen=True)
+class Card:
+    """One GRES device of a node: its number there and its Slurm GPU type."""
+
+    index: int
+    slurm_type: str
+
+
+def node_cards(gres: str) -> tuple[Card, ...]:
+    """A node's GPUs from its `gres` string ("gpu:a100:2,gpu:t4:2(S:0)"), numbered from 0
+    in the order it lists them."""
+    cards: list[Card] = []
+    for part in _split_gres(gres):
+        found = _GRES.match(part)
+        if found is None or found["name"] != "gpu":
+            continue
+        kind = found["type"] or "gpu"
+        cards += [Card(len(cards) + i, kind) for i in range(int(found["count"]))]
+    return tuple(cards)
+
+
+def used_indices(gres: str) -> frozenset[int]:
+    """The GPU numbers a `gres_used` or `gres_detail` string says are held."""
+    held: set[int] = set()
+    for part in _split_gres(gres):
+        if not part.startswith("gpu"):
+            continue
+        found = _IDX.search(part)
+        if found is not None:
+            held |= set(_numbers(found["idx"]))
+    return frozenset(held)
+
+
+def _split_gres(gres: str) -> list[str]:
+    """Split at the commas between entries, not those inside an entry's "(IDX:0,2)"."""
+    parts, depth, current = [], 0, ""
+    for char in gres:
+        depth += (char == "(") - (char == ")")
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    return [p.strip() for p in [*parts, current] if p.strip()]
+
+
+def _numbers(ranges: str) -> Iterable[int]:
+    for part in ranges.split(","):
+        first, _, last = part.partition("-")
+        if first.isdigit():
+            yield from range(int(first), int(last if last.isdigit() else first) + 1)
+
+
+def unhealthy_reason(node: Node) -> str | None:
+    """Why paika must start nothing on this node (None: it may)."""
+    state = node.state.lower()
+    flags = sorted(set(node.state_flags) & UNHEALTHY_FLAGS)
+    if state not in UNHEALTHY_STATES and not flags:
+        return None
+    said = "+".join([state.upper(), *flags])
+    return f"Slurm node {said}: {node.reason}" if node.reason else f"Slurm node {said}"
+
+
+def run_of(job: QueuedJob, prefix: str) -> tuple[str, str] | None:
+    """(paika run id, node) of a Slurm job paika submitted with this name prefix."""
+    if not job.name.startswith(prefix):
+        return None
+    found = re.fullmatch(r"(\d+)\.(\d+)\.(.+)", job.name[len(prefix) :])
+    if found is None:
+        return None
+    return agent_job_id(int(found[1]), int(found[2])), found[3]
+
+
+def run_state(run: str, job: QueuedJob) -> AgentJobState:
+    """A paika run as Slurm shows it, in the words an agent would use."""
+    if not job.ended:
+        return AgentJobState(run, "running")
+    ran = (
+        float(job.end_time - job.start_time)
+        if job.start_time and job.end_time and job.end_time >= job.start_time
+        else None
+    )
+    state = job.job_state.upper()
+    if state in ("COMPLETED", "FAILED") and job.exit_status is not None:
+        return AgentJobState(run, "exited", job.exit_status, ran_seconds=ran)
+    return AgentJobState(run, "killed", None, ran_seconds=ran, ended_by=state.lower())
+
+
+class SlurmPoller:
+    """Reads each Slurm pool once per round; `commands` makes the clients of a pool (tests
+    pass their own)."""
+
+    def __init__(self, commands: type[SlurmCommands] = SlurmCommands) -> None:
+        self.commands = commands
+
+    def __call__(
+        self, policy: PolicyConfig, pool: SlurmPool, hosts: Iterable[str]
+    ) -> dict[str, HostReport]:
+        """The report of each of `hosts` (all in `pool`)."""
+        began = time.perf_counter()
+        clients = self.commands(pool.conf, timeout=pool.command_timeout_seconds)
+        names = list(hosts)
+        try:
+            nodes = {node.name: node for node in clients.nodes()}
+            queue = clients.queue()
+        except SlurmError as exc:
+            error = f"{exc.code.value}: {exc.stderr}"
+            latency = time.perf_counter() - began
+            return {
+                h: HostReport(h, False, error=error, latency_s=latency, patient=True) for h in names
+            }
+        latency = time.perf_counter() - began
+        return {h: node_report(policy, pool, h, nodes.get(h), queue, latency) for h in names}
+
+
+def node_report(
+    policy: PolicyConfig,
+    pool: SlurmPool,
+    host: str,
+    node: Node | None,
+    queue: Iterable[QueuedJob],
+    latency_s: float = 0.0,
+) -> HostReport:
+    """One node of the pool as a host report."""
+    if node is None:
+        return HostReport(host, False, error=f"Slurm has no node {host!r}", latency_s=latency_s)
+    runs = _runs_on(host, queue, pool.job_name_prefix)
+    holders = {
+        index: run
+        for run, job in runs.items()
+        if not job.ended
+        for index in used_indices(",".join(job.gres_detail))
+    }
+    taken = used_indices(node.gres_used) - set(holders)
+    types = {slurm: paika for paika, slurm in pool.gres.items()}
+    gpus = tuple(
+        _reading(policy, card, types.get(card.slurm_type), holders.get(card.index), taken)
+        for card in node_cards(node.gres)
+    )
+    jobs = {run: run_state(run, job) for run, job in runs.items()}
+    return HostReport(
+        host, True, gpus=gpus, jobs=jobs, latency_s=latency_s, unhealthy=unhealthy_reason(node)
+    )
+
+
+def _runs_on(host: str, queue: Iterable[QueuedJob], prefix: str) -> dict[str, QueuedJob]:
+    """Run id → the Slurm job of that paika run on `host` (of several with one name, the
+    one still on, else the latest)."""
+    runs: dict[str, QueuedJob] = {}
+    for job in sorted(queue, key=lambda j: j.job_id):
+        named = run_of(job, prefix)
+        if named is None or named[1] != host:
+            continue
+        run = named[0]
+        if run not in runs or runs[run].ended or not job.ended:
+            runs[run] = job
+    return runs
+
+
+def _reading(
+    policy: PolicyConfig,
+    card: Card,
+    gpu_type: str | None,
+    holder: str | None,
+    taken: frozenset[int],
+) -> GpuReading:
+    # Slurm knows neither a card's memory nor its use: the memory is the catalog's for its
+    # type, and no utilization is made up.
+    spec = policy.gpu_types.get(gpu_type or "")
+    return GpuReading(
+        index=card.index,
+        uuid=None,
+        name=card.slurm_type,
+        memory_total_gib=spec.memory_gib if spec is not None else 0.0,
+        memory_used_gib=0.0,
+        utilization_pct=None,
+        holder=holder,
+        gpu_type=gpu_type,
+        taken=card.index in taken,
+    )
