@@ -222,6 +222,7 @@ def _reading(
         memory_used_gib=0.0,
         utilization_pct=None,
         holder=holder,
-        gpu_type=gpu_type,
+        # A type the pool does not map is no catalog type: paika never plans on it.
+        gpu_type=gpu_type or f"slurm:{card.slurm_type}",
         taken=card.index in taken,
     )

@@ -18,15 +18,19 @@ import pytest
 from conftest import LiveSlurm, wait_for
 from sqlmodel import Session, select
 
+from scheduler.agent.app import build_app
+from scheduler.agent.jobs import JobStore
+from scheduler.agent.simulated import SimulatedReader
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.config import PolicyConfig
 from scheduler.cycle import Cycle, CycleResult
 from scheduler.dispatch import AgentDispatcher
-from scheduler.hosts.poll import Target
+from scheduler.hosts.poll import Target, poll_all_sync
 from scheduler.hosts.report import HostReport
 from scheduler.notices.events import EventCode, EventKind, RecordingObserver
 from scheduler.pools import PoolDispatcher, PoolPoller
+from scheduler.serving import serve_in_thread, stop_server
 from storage.models import Gpu, Host, HostState, Job, JobEvent, JobState
 
 SQLITE = pytest.mark.parametrize("backend_url", ["sqlite"], indirect=True)
@@ -47,23 +51,28 @@ class Ticks:
         return self.now
 
 
+AgentPoll = Callable[[Sequence[Target]], Mapping[str, HostReport]]
+
+
+def no_agents(targets: Sequence[Target]) -> Mapping[str, HostReport]:
+    raise AssertionError(f"no host here has an agent: {targets}")
+
+
 class SlurmSite:
     """paika with one Slurm pool (the one node), its cycle and what it told."""
 
-    def __init__(self, paika: Paika, policy: PolicyConfig, ticks: Ticks) -> None:
+    def __init__(
+        self, paika: Paika, policy: PolicyConfig, ticks: Ticks, agents: AgentPoll = no_agents
+    ) -> None:
         self.paika, self.policy, self.ticks = paika, policy, ticks
         self.notifier = RecordingObserver()
-
-        def no_agents(targets: Sequence[Target]) -> Mapping[str, HostReport]:
-            raise AssertionError(f"no host here has an agent: {targets}")
-
         self.cycle = Cycle(
             paika.engine,
             policy,
             paika.clock,
             PoolDispatcher(policy, AgentDispatcher(TOKEN, timeout=2.0), monotonic=ticks),
             self.notifier,
-            PoolPoller(policy, no_agents),
+            PoolPoller(policy, agents),
         )
 
     @property
@@ -108,11 +117,10 @@ class SlurmSite:
             time.sleep(0.2)
 
 
-@pytest.fixture
-def site(
-    paika: Paika, live_slurm: LiveSlurm, slurm_prefix: str, shared_dir: Path
-) -> Iterator[SlurmSite]:
-    """Alice (Unix account `nobody`) on a paika whose only host is the Slurm node."""
+def slurm_policy(
+    paika: Paika, live_slurm: LiveSlurm, prefix: str, shared_dir: Path, gres: dict[str, str]
+) -> PolicyConfig:
+    """The bundled policy with no headroom and the one node as a Slurm pool."""
     raw = paika.policy.model_dump(mode="json", exclude_unset=True)
     raw["scheduler"] = {**raw.get("scheduler", {}), "headroom": {}}
     raw["pools"] = {
@@ -121,21 +129,35 @@ def site(
             "hosts": [NODE],
             "slurm": {
                 "partition": live_slurm.partition,
-                "gres": {"T4-16GB": "t4", "A100-80GB": "a100"},
+                "gres": gres,
                 "time_margin": 1.0,
                 "min_time_minutes": 1,
                 "log_path": str(shared_dir / "{job_id}.{attempt}.out"),
-                "job_name_prefix": slurm_prefix,
+                "job_name_prefix": prefix,
                 "conf": live_slurm.conf,
             },
         }
     }
-    policy = PolicyConfig.model_validate(raw)
+    return PolicyConfig.model_validate(raw)
+
+
+def open_site(paika: Paika, policy: PolicyConfig, agents: AgentPoll = no_agents) -> SlurmSite:
+    """Alice (Unix account `nobody`) on a paika that runs the Slurm node."""
     paika.policy = policy
-    site = SlurmSite(paika, policy, Ticks())
+    site = SlurmSite(paika, policy, Ticks(), agents)
     site.ok("admin member add <@UALICE> team=vision", "UADMIN")
     site.ok("admin account set <@UALICE> account=nobody", "UADMIN")
     site.ok(f"admin host add {NODE} url=http://{NODE}:8700", "UADMIN")
+    return site
+
+
+@pytest.fixture
+def site(
+    paika: Paika, live_slurm: LiveSlurm, slurm_prefix: str, shared_dir: Path
+) -> Iterator[SlurmSite]:
+    """paika whose only host is the Slurm node, both its GPU types mapped."""
+    gres = {"T4-16GB": "t4", "A100-80GB": "a100"}
+    site = open_site(paika, slurm_policy(paika, live_slurm, slurm_prefix, shared_dir, gres))
     yield site
     site.cycle.close()
 
@@ -366,3 +388,54 @@ def test_slurmctld_away_mid_run_loses_nothing_and_starts_nothing_twice(
     go.touch()
     site.until(lambda: site.job("survives").state == JobState.SUCCEEDED, what="its end")
     assert [i for i, _, _ in slurm_jobs(live_slurm, slurm_prefix)] == [slurm_id]
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Iterator[str]:
+    """A paika agent with two simulated A100-80GB over real HTTP on loopback; its URL."""
+    store = JobStore(tmp_path / "agent", allow_root_jobs=True)
+    reader = SimulatedReader("2xA100-80GB", host="gpu-a", loads=store)
+    server, thread, port = serve_in_thread(build_app(reader, store, TOKEN, host="gpu-a"))
+    yield f"http://127.0.0.1:{port}"
+    for run in store.all_jobs():
+        if run.state == "running":
+            store.stop(run.job_id, 0.1)
+    stop_server(server, thread)
+    store.close()
+
+
+@SQLITE
+def test_one_paika_runs_a_pool_on_slurm_and_a_host_on_its_agent(
+    paika: Paika,
+    live_slurm: LiveSlurm,
+    slurm_prefix: str,
+    shared_dir: Path,
+    agent: str,
+) -> None:
+    # Only the node's t4 cards are paika's on Slurm; the A100s paika uses are the agent's.
+    policy = slurm_policy(paika, live_slurm, slurm_prefix, shared_dir, {"T4-16GB": "t4"})
+
+    def agents(targets: Sequence[Target]) -> Mapping[str, HostReport]:
+        assert [t.name for t in targets] == ["gpu-a"]  # the Slurm node is never polled
+        return poll_all_sync(targets, TOKEN, timeout=2.0)
+
+    site = open_site(paika, policy, agents)
+    try:
+        site.ok(f"admin host add gpu-a url={agent}", "UADMIN")
+        submit(site, "on-slurm", "true")
+        site.ok(
+            "submit name=on-agent gpus=1 hours=1 priority=normal type=A100-80GB "
+            'data=ready cmd="true"'
+        )
+        site.until(
+            lambda: {site.job(n).state for n in ("on-slurm", "on-agent")} == {JobState.SUCCEEDED},
+            what="both jobs to end",
+        )
+        started = {
+            e.name: e.detail["hosts"] for e in site.notifier.events if e.code is EventCode.STARTED
+        }
+        assert started == {"on-slurm": [NODE], "on-agent": ["gpu-a"]}
+        ((_, name, state),) = slurm_jobs(live_slurm, slurm_prefix)
+        assert (name, state) == (f"{slurm_prefix}{site.job('on-slurm').id}.1.{NODE}", "COMPLETED")
+    finally:
+        site.cycle.close()
