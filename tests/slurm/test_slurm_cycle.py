@@ -439,3 +439,44 @@ def test_one_paika_runs_a_pool_on_slurm_and_a_host_on_its_agent(
         assert (name, state) == (f"{slurm_prefix}{site.job('on-slurm').id}.1.{NODE}", "COMPLETED")
     finally:
         site.cycle.close()
+
+
+@SQLITE
+def test_an_idle_job_on_slurm_is_preempted_for_core_work_and_queued_again(
+    site: SlurmSite, live_slurm: LiveSlurm, slurm_prefix: str, shared_dir: Path
+) -> None:
+    heard = shared_dir / "sweep-heard-term"
+    site.ok("admin member add <@UVERA> team=vision role=approver", "UADMIN")
+    site.ok("admin account set <@UVERA> account=nobody", "UADMIN")
+    site.ok(
+        "submit name=sweep gpus=2 hours=1 priority=idle type=T4-16GB data=ready "
+        f"cmd=\"trap 'touch {heard}; exit 0' TERM; while true; do sleep 0.2; done\""
+    )
+    site.until(
+        lambda: (
+            site.job("sweep").confirmed_at is not None
+            and any(s == "RUNNING" for _, _, s in slurm_jobs(live_slurm, slurm_prefix))
+        ),
+        what="the idle job to run",
+    )
+    site.ok(
+        'submit name=paper gpus=2 hours=1 priority=core type=T4-16GB data=ready cmd="true"',
+        "UVERA",
+    )
+    site.until(lambda: site.job("paper").state == JobState.SUCCEEDED, what="the core job")
+    assert heard.exists()  # the idle job was told with TERM, on its batch shell
+    sweep = site.job("sweep")
+    assert sweep.state != JobState.FAILED
+    with Session(site.paika.engine) as session:
+        history = [
+            (e.to_state, e.reason)
+            for e in session.exec(select(JobEvent).where(JobEvent.job_id == sweep.id))
+        ]
+    paper_id = site.job("paper").id
+    assert (JobState.PREEMPTED, f"stopped: preempted for core job #{paper_id}") in history
+    preempted = [e for e in site.notifier.events if e.kind is EventKind.JOB_PREEMPTED]
+    assert {e.name for e in preempted} == {"sweep"}
+    assert any(e.code is EventCode.STOPPED_REQUEUED for e in preempted)
+    names = [name for _, name, _ in slurm_jobs(live_slurm, slurm_prefix)]
+    assert f"{slurm_prefix}{sweep.id}.1.{NODE}" in names
+    assert f"{slurm_prefix}{paper_id}.1.{NODE}" in names
