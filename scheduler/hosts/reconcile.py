@@ -407,13 +407,13 @@ def _ended(
     found: Reconciliation,
 ) -> None:
     # A run paika watched throughout is charged until now, by paika's clock; one it could
-    # not watch (its host was silent, or its start was never confirmed) for as long as the
-    # host says it ran.
+    # not watch (its host was silent, or its start was never confirmed), or one its executor
+    # accounts for itself (Slurm), for as long as the host says it ran.
     until = (
         job.started_at + timedelta(seconds=known.ran_seconds)
         if job.started_at is not None
         and known.ran_seconds is not None
-        and not _watched_throughout(session, job)
+        and (known.accounted or not _watched_throughout(session, job))
         else None
     )
     asked = job.stop_reason

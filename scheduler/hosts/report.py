@@ -42,6 +42,9 @@ class AgentJobState:
     # Why the executor ended a killed run, as its own state in lower case (a Slurm
     # "timeout", "node_fail" …); None: killed on its host (the agent's word).
     ended_by: str | None = None
+    # `ran_seconds` is the executor's own accounting of the run (Slurm's start to end, as
+    # slurmdbd keeps it): the ledger charges that, even for a run paika watched throughout.
+    accounted: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,8 @@ applies and reconciles them exactly as it does an agent's (scheduler/hosts/).
   it so): one still on its node is running; one Slurm ended is exited (with its batch
   shell's exit code) or killed (with Slurm's state: a time limit, a node failure …); one
   Slurm no longer lists is gone, and the cycle settles it as an agent's lost run.
+- The ledger charges a run Slurm ended for Slurm's own start to end (squeue's times, the
+  ones slurmctld sends slurmdbd: `sacct` shows the same elapsed time), not paika's clock.
 - Utilization: Slurm reports none for GPUs, so none is given (idle reclaim does not act on
   a Slurm pool's cards).
 - When slurmctld does not answer (or answers nonsense), nothing is concluded: every host
@@ -128,9 +130,12 @@ def run_state(run: str, job: QueuedJob) -> AgentJobState:
         else None
     )
     state = job.job_state.upper()
+    accounted = ran is not None  # Slurm's own start and end: what slurmdbd charges
     if state in ("COMPLETED", "FAILED") and job.exit_status is not None:
-        return AgentJobState(run, "exited", job.exit_status, ran_seconds=ran)
-    return AgentJobState(run, "killed", None, ran_seconds=ran, ended_by=state.lower())
+        return AgentJobState(run, "exited", job.exit_status, ran_seconds=ran, accounted=accounted)
+    return AgentJobState(
+        run, "killed", None, ran_seconds=ran, ended_by=state.lower(), accounted=accounted
+    )
 
 
 class SlurmPoller:

@@ -31,7 +31,9 @@ from scheduler.hosts.report import HostReport
 from scheduler.notices.events import EventCode, EventKind, RecordingObserver
 from scheduler.pools import PoolDispatcher, PoolPoller
 from scheduler.serving import serve_in_thread, stop_server
-from storage.models import Gpu, Host, HostState, Job, JobEvent, JobState
+from scheduler.slurm.commands import SlurmCommands
+from scheduler.slurm.models import AccountedJob
+from storage.models import Gpu, Host, HostState, Job, JobEvent, JobState, LedgerEntry
 
 SQLITE = pytest.mark.parametrize("backend_url", ["sqlite"], indirect=True)
 SQLITE_AND_POSTGRESQL = pytest.mark.parametrize(
@@ -189,7 +191,8 @@ def test_a_job_waits_for_its_data_then_runs_on_slurm_where_paika_put_it(
     site: SlurmSite, live_slurm: LiveSlurm, slurm_prefix: str, shared_dir: Path
 ) -> None:
     env_file = shared_dir / "env.txt"
-    submit(site, "envdump", f"env > {env_file}; id -un >> {env_file}", extra="data=pending")
+    cmd = f"env > {env_file}; id -un >> {env_file}; sleep 2"
+    submit(site, "envdump", cmd, extra="data=pending")
     site.until(lambda: site.host().state == HostState.UP, what="the node to be read")
     assert [g.gpu_type for g in site.gpus()] == ["A100-80GB"] * 2 + ["T4-16GB"] * 2
     assert site.job("envdump").state == JobState.WAITING_DATA
@@ -208,9 +211,23 @@ def test_a_job_waits_for_its_data_then_runs_on_slurm_where_paika_put_it(
     assert env["SLURM_JOB_NODELIST"] == NODE and env["SLURM_JOB_PARTITION"] == "debug"
     assert env["PAIKA_JOB_ID"] == str(done.id) and env["PAIKA_ATTEMPT"] == "1"
     assert lines[-1] == "nobody"  # the owner's mapped account, never root
-    ((_, name, state),) = slurm_jobs(live_slurm, slurm_prefix)
+    ((slurm_id, name, state),) = slurm_jobs(live_slurm, slurm_prefix)
     assert (name, state) == (f"{slurm_prefix}{done.id}.1.{NODE}", "COMPLETED")
     assert [e.code for e in site.notifier.events if e.job_id == done.id][-1] is EventCode.FINISHED
+
+    # Its ledger entry charges what Slurm's accounting does: its GPU and its run's elapsed time.
+    accounting = SlurmCommands(live_slurm.conf)
+
+    def accounted() -> AccountedJob | None:
+        jobs = accounting.accounting([slurm_id])
+        return next((j for j in jobs if j.state.current == "COMPLETED" and j.gpus()), None)
+
+    record = wait_for(accounted, timeout=30, what="slurmdbd to record the run")
+    with Session(site.paika.engine) as session:
+        entries = list(session.exec(select(LedgerEntry).where(LedgerEntry.job_id == done.id)))
+    assert [e.gpu_type for e in entries] == ["T4-16GB"] and record.gpus() == 1
+    assert record.time.elapsed >= 2
+    assert sum(e.gpu_hours for e in entries) == pytest.approx(record.gpu_hours, abs=1e-9)
 
 
 @SQLITE
