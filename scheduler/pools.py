@@ -93,14 +93,14 @@ class PoolPoller:
             self.agents.timeout = policy.scheduler.hosts.poll_timeout_seconds
 
     def __call__(self, targets: Sequence[Target]) -> Mapping[str, HostReport]:
-        by_pool: dict[str, list[str]] = {}
+        by_pool: dict[str, list[Target]] = {}
         agents: list[Target] = []
         for target in targets:
             found = slurm_pool_of(self.policy, target.name)
             if found is None:
                 agents.append(target)
             else:  # a Slurm node holds no paika token: a token problem is no problem there
-                by_pool.setdefault(found[0], []).append(target.name)
+                by_pool.setdefault(found[0], []).append(target)
         reports = dict(self.agents(agents)) if agents else {}
         for name, hosts in by_pool.items():
             pool = self.policy.pools[name].slurm

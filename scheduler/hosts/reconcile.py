@@ -116,7 +116,7 @@ def reconcile(
     found = Reconciliation()
     with Session(engine) as session:
         rows = job_queries.on_host_rows(session=session)
-        hosts_of = _hosts_of_jobs(session)
+        hosts_of = hosts_of_jobs(session)
         leaks = job_queries.allocation_leaks(session=session)
         held = _report_lines(rows, hosts_of, reports)
         taken = lines_taken(session, sorted(held)) if held else {}
@@ -185,7 +185,7 @@ def _take_lines(
             )
 
 
-def _hosts_of_jobs(session: Session) -> dict[int, list[str]]:
+def hosts_of_jobs(session: Session) -> dict[int, list[str]]:
     """Job id → the names of the hosts its open allocations are on (usually one)."""
     names = {host.id: host.name for host in cluster_queries.host_rows(session=session)}
     host_of_gpu = {g: names.get(h) for g, h in cluster_queries.gpu_hosts(session=session)}

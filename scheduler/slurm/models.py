@@ -124,6 +124,30 @@ class AccountedJob(_Read):
         return self.gpus() * self.time.elapsed / 3600
 
 
+class EndedRun(_Read):
+    """A job as plain `sacct --parsable2` shows it: the exit code as Slurm's "<code>:<signal>"
+    (its JSON says 0 for a shell that failed)."""
+
+    job_id: int
+    name: str
+    state: str  # "CANCELLED by 0" is read as CANCELLED
+    exit_code: str  # "3:0"
+    elapsed_seconds: int
+    nodes: str
+
+    @property
+    def ended(self) -> bool:
+        return self.state not in STILL_ON
+
+    @property
+    def exit_status(self) -> int | None:
+        """The batch shell's exit code (None when a signal ended it)."""
+        code, _, signal = self.exit_code.partition(":")
+        if not code.isdigit() or (signal.isdigit() and int(signal)):
+            return None
+        return int(code)
+
+
 class _Envelope(_Read):
     errors: tuple[dict[str, Any], ...] = ()
 

@@ -26,15 +26,16 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.config import PolicyConfig, SlurmPool
 from scheduler.dispatch import agent_job_id
+from scheduler.hosts.poll import Target
 from scheduler.hosts.report import AgentJobState, GpuReading, HostReport
 from scheduler.slurm.commands import SlurmCommands
 from scheduler.slurm.errors import SlurmError
-from scheduler.slurm.models import Node, QueuedJob
+from scheduler.slurm.models import EndedRun, Node, QueuedJob
 
 # Node states and flags (sinfo) in which a node must get no new paika job.
 UNHEALTHY_STATES = frozenset({"down", "drained", "draining", "fail", "failing", "unknown"})
@@ -112,9 +113,14 @@ def unhealthy_reason(node: Node) -> str | None:
 
 def run_of(job: QueuedJob, prefix: str) -> tuple[str, str] | None:
     """(paika run id, node) of a Slurm job paika submitted with this name prefix."""
-    if not job.name.startswith(prefix):
+    return run_of_name(job.name, prefix)
+
+
+def run_of_name(name: str, prefix: str) -> tuple[str, str] | None:
+    """(paika run id, node) of a Slurm job name paika gave, with this prefix."""
+    if not name.startswith(prefix):
         return None
-    found = re.fullmatch(r"(\d+)\.(\d+)\.(.+)", job.name[len(prefix) :])
+    found = re.fullmatch(r"(\d+)\.(\d+)\.(.+)", name[len(prefix) :])
     if found is None:
         return None
     return agent_job_id(int(found[1]), int(found[2])), found[3]
@@ -138,6 +144,19 @@ def run_state(run: str, job: QueuedJob) -> AgentJobState:
     )
 
 
+def recorded_state(run: str, record: EndedRun) -> AgentJobState:
+    """A run squeue no longer lists, as slurmdbd recorded it (still on, if its end has not
+    reached slurmdbd yet)."""
+    if not record.ended:
+        return AgentJobState(run, "running")
+    state, ran = record.state.upper(), float(record.elapsed_seconds)
+    if state in ("COMPLETED", "FAILED") and record.exit_status is not None:
+        return AgentJobState(run, "exited", record.exit_status, ran_seconds=ran, accounted=True)
+    return AgentJobState(
+        run, "killed", None, ran_seconds=ran, ended_by=state.lower(), accounted=True
+    )
+
+
 class SlurmPoller:
     """Reads each Slurm pool once per round; `commands` makes the clients of a pool (tests
     pass their own)."""
@@ -146,23 +165,70 @@ class SlurmPoller:
         self.commands = commands
 
     def __call__(
-        self, policy: PolicyConfig, pool: SlurmPool, hosts: Iterable[str]
+        self, policy: PolicyConfig, pool: SlurmPool, targets: Sequence[Target]
     ) -> dict[str, HostReport]:
-        """The report of each of `hosts` (all in `pool`)."""
+        """The report of each of `targets` (all hosts of `pool`)."""
         began = time.perf_counter()
         clients = self.commands(pool.conf, timeout=pool.command_timeout_seconds)
-        names = list(hosts)
         try:
             nodes = {node.name: node for node in clients.nodes()}
             queue = clients.queue()
         except SlurmError as exc:
-            error = f"{exc.code.value}: {exc.stderr}"
-            latency = time.perf_counter() - began
-            return {
-                h: HostReport(h, False, error=error, latency_s=latency, patient=True) for h in names
-            }
+            return _away(targets, f"{exc.code.value}: {exc.stderr}", began)
+        forgotten = _forgotten(pool, targets, queue)
+        recorded: dict[str, EndedRun] = {}
+        if forgotten:
+            try:
+                recorded = {r.name: r for r in clients.ended_runs(sorted(forgotten))}
+            except SlurmError as exc:  # slurmdbd away: what became of them is not known yet
+                asked = {host for host in forgotten.values()}
+                silent = [t for t in targets if t.name in asked]
+                error = f"{exc.code.value}: sacct: {exc.stderr}"
+                targets = [t for t in targets if t.name not in asked]
+                return {
+                    **_away(silent, error, began),
+                    **self._reports(policy, pool, targets, nodes, queue, {}, began),
+                }
+        return self._reports(policy, pool, targets, nodes, queue, recorded, began)
+
+    @staticmethod
+    def _reports(
+        policy: PolicyConfig,
+        pool: SlurmPool,
+        targets: Sequence[Target],
+        nodes: Mapping[str, Node],
+        queue: Sequence[QueuedJob],
+        recorded: Mapping[str, EndedRun],
+        began: float,
+    ) -> dict[str, HostReport]:
         latency = time.perf_counter() - began
-        return {h: node_report(policy, pool, h, nodes.get(h), queue, latency) for h in names}
+        return {
+            t.name: node_report(policy, pool, t.name, nodes.get(t.name), queue, latency, recorded)
+            for t in targets
+        }
+
+
+def _away(targets: Sequence[Target], error: str, began: float) -> dict[str, HostReport]:
+    """Every host silent but patient: nothing is concluded while Slurm cannot be asked."""
+    latency = time.perf_counter() - began
+    return {
+        t.name: HostReport(t.name, False, error=error, latency_s=latency, patient=True)
+        for t in targets
+    }
+
+
+def _forgotten(
+    pool: SlurmPool, targets: Sequence[Target], queue: Sequence[QueuedJob]
+) -> dict[str, str]:
+    """Slurm job name → node of each run paika holds that squeue no longer lists (it ended
+    longer ago than MinJobAge): slurmdbd is asked what became of it."""
+    listed = {job.name for job in queue}
+    names = {
+        f"{pool.job_name_prefix}{run}.{target.name}": target.name
+        for target in targets
+        for run in target.runs
+    }
+    return {name: node for name, node in names.items() if name not in listed}
 
 
 def node_report(
@@ -172,8 +238,10 @@ def node_report(
     node: Node | None,
     queue: Iterable[QueuedJob],
     latency_s: float = 0.0,
+    recorded: Mapping[str, EndedRun] | None = None,
 ) -> HostReport:
-    """One node of the pool as a host report."""
+    """One node of the pool as a host report; `recorded`: what slurmdbd says of runs squeue
+    no longer lists, by Slurm job name."""
     if node is None:
         return HostReport(host, False, error=f"Slurm has no node {host!r}", latency_s=latency_s)
     runs = _runs_on(host, queue, pool.job_name_prefix)
@@ -190,6 +258,10 @@ def node_report(
         for card in node_cards(node.gres)
     )
     jobs = {run: run_state(run, job) for run, job in runs.items()}
+    for name, record in (recorded or {}).items():
+        named = run_of_name(name, pool.job_name_prefix)
+        if named is not None and named[1] == host and named[0] not in jobs:
+            jobs[named[0]] = recorded_state(named[0], record)
     return HostReport(
         host, True, gpus=gpus, jobs=jobs, latency_s=latency_s, unhealthy=unhealthy_reason(node)
     )

@@ -32,7 +32,8 @@ from scheduler.notices.events import EventCode, EventKind, RecordingObserver
 from scheduler.pools import PoolDispatcher, PoolPoller
 from scheduler.serving import serve_in_thread, stop_server
 from scheduler.slurm.commands import SlurmCommands
-from scheduler.slurm.models import AccountedJob
+from scheduler.slurm.models import AccountedJob, QueuedJob
+from scheduler.slurm.reconcile import SlurmPoller
 from storage.models import Gpu, Host, HostState, Job, JobEvent, JobState, LedgerEntry
 
 SQLITE = pytest.mark.parametrize("backend_url", ["sqlite"], indirect=True)
@@ -64,7 +65,12 @@ class SlurmSite:
     """paika with one Slurm pool (the one node), its cycle and what it told."""
 
     def __init__(
-        self, paika: Paika, policy: PolicyConfig, ticks: Ticks, agents: AgentPoll = no_agents
+        self,
+        paika: Paika,
+        policy: PolicyConfig,
+        ticks: Ticks,
+        agents: AgentPoll = no_agents,
+        slurm: SlurmPoller | None = None,
     ) -> None:
         self.paika, self.policy, self.ticks = paika, policy, ticks
         self.notifier = RecordingObserver()
@@ -74,7 +80,7 @@ class SlurmSite:
             paika.clock,
             PoolDispatcher(policy, AgentDispatcher(TOKEN, timeout=2.0), monotonic=ticks),
             self.notifier,
-            PoolPoller(policy, agents),
+            PoolPoller(policy, agents, slurm),
         )
 
     @property
@@ -143,10 +149,15 @@ def slurm_policy(
     return PolicyConfig.model_validate(raw)
 
 
-def open_site(paika: Paika, policy: PolicyConfig, agents: AgentPoll = no_agents) -> SlurmSite:
+def open_site(
+    paika: Paika,
+    policy: PolicyConfig,
+    agents: AgentPoll = no_agents,
+    slurm: SlurmPoller | None = None,
+) -> SlurmSite:
     """Alice (Unix account `nobody`) on a paika that runs the Slurm node."""
     paika.policy = policy
-    site = SlurmSite(paika, policy, Ticks(), agents)
+    site = SlurmSite(paika, policy, Ticks(), agents, slurm)
     site.ok("admin member add <@UALICE> team=vision", "UADMIN")
     site.ok("admin account set <@UALICE> account=nobody", "UADMIN")
     site.ok(f"admin host add {NODE} url=http://{NODE}:8700", "UADMIN")
@@ -244,16 +255,15 @@ def test_a_job_that_exits_3_is_recorded_failed_with_exit_code_3(site: SlurmSite)
 def test_cancel_sends_term_then_scancel_after_the_grace(
     site: SlurmSite, live_slurm: LiveSlurm, slurm_prefix: str, shared_dir: Path
 ) -> None:
-    heard = shared_dir / "heard-term"
+    heard, listening = shared_dir / "heard-term", shared_dir / "listening"
     # It hears the TERM and carries on: only the scancel after the grace ends it.
-    submit(site, "stubborn", f"trap 'touch {heard}' TERM; while true; do sleep 0.2; done")
-    site.until(
-        lambda: (
-            site.job("stubborn").confirmed_at is not None
-            and any(s == "RUNNING" for _, _, s in slurm_jobs(live_slurm, slurm_prefix))
-        ),
-        what="the job to run",
+    submit(
+        site,
+        "stubborn",
+        f"trap 'touch {heard}' TERM; touch {listening}; while true; do sleep 0.2; done",
     )
+    # Once its trap is set (a TERM before that would simply end it).
+    site.until(listening.exists, what="the job to run")
     site.ok("cancel stubborn")
     site.until(heard.exists, what="the TERM to reach the batch shell")
     assert site.job("stubborn").state == JobState.RUNNING  # the grace is running
@@ -462,20 +472,15 @@ def test_one_paika_runs_a_pool_on_slurm_and_a_host_on_its_agent(
 def test_an_idle_job_on_slurm_is_preempted_for_core_work_and_queued_again(
     site: SlurmSite, live_slurm: LiveSlurm, slurm_prefix: str, shared_dir: Path
 ) -> None:
-    heard = shared_dir / "sweep-heard-term"
+    heard, listening = shared_dir / "sweep-heard-term", shared_dir / "sweep-listening"
     site.ok("admin member add <@UVERA> team=vision role=approver", "UADMIN")
     site.ok("admin account set <@UVERA> account=nobody", "UADMIN")
     site.ok(
         "submit name=sweep gpus=2 hours=1 priority=idle type=T4-16GB data=ready "
-        f"cmd=\"trap 'touch {heard}; exit 0' TERM; while true; do sleep 0.2; done\""
+        f"cmd=\"trap 'touch {heard}; exit 0' TERM; touch {listening}; "
+        'while true; do sleep 0.2; done"'
     )
-    site.until(
-        lambda: (
-            site.job("sweep").confirmed_at is not None
-            and any(s == "RUNNING" for _, _, s in slurm_jobs(live_slurm, slurm_prefix))
-        ),
-        what="the idle job to run",
-    )
+    site.until(listening.exists, what="the idle job to run")
     site.ok(
         'submit name=paper gpus=2 hours=1 priority=core type=T4-16GB data=ready cmd="true"',
         "UVERA",
@@ -497,3 +502,47 @@ def test_an_idle_job_on_slurm_is_preempted_for_core_work_and_queued_again(
     names = [name for _, name, _ in slurm_jobs(live_slurm, slurm_prefix)]
     assert f"{slurm_prefix}{sweep.id}.1.{NODE}" in names
     assert f"{slurm_prefix}{paper_id}.1.{NODE}" in names
+
+
+class Forgetful(SlurmCommands):
+    """Slurm's own clients, but squeue no longer lists the jobs named in `hidden`: as it
+    forgets a job that ended longer ago than MinJobAge (300 s here: too long to wait)."""
+
+    hidden: set[str] = set()
+
+    def queue(self) -> tuple[QueuedJob, ...]:
+        return tuple(job for job in super().queue() if job.name not in self.hidden)
+
+
+@SQLITE
+def test_a_run_squeue_has_forgotten_is_looked_up_in_slurms_accounting(
+    paika: Paika, live_slurm: LiveSlurm, slurm_prefix: str, shared_dir: Path
+) -> None:
+    gres = {"T4-16GB": "t4"}
+    policy = slurm_policy(paika, live_slurm, slurm_prefix, shared_dir, gres)
+    site = open_site(paika, policy, slurm=SlurmPoller(Forgetful))
+    Forgetful.hidden = set()
+    try:
+        submit(site, "long-gone", "sleep 1; exit 3")
+        site.until(lambda: site.job("long-gone").confirmed_at is not None, what="its start")
+        job_id = site.job("long-gone").id
+        name = f"{slurm_prefix}{job_id}.1.{NODE}"
+        accounting = SlurmCommands(live_slurm.conf)
+        wait_for(
+            lambda: [r for r in accounting.ended_runs([name]) if r.ended],
+            timeout=60,
+            what="slurmdbd to record its end",
+        )
+        Forgetful.hidden = {name}  # paika never saw it end in squeue
+        site.until(lambda: site.job("long-gone").state == JobState.FAILED, what="its end")
+        gone = site.job("long-gone")
+        assert (gone.exit_code, gone.attempts) == (3, 1)  # not lost, not started again
+        assert [n for _, n, _ in slurm_jobs(live_slurm, slurm_prefix)] == [name]
+        with Session(site.paika.engine) as session:
+            (entry,) = session.exec(select(LedgerEntry).where(LedgerEntry.job_id == job_id))
+        assert entry.gpu_hours == pytest.approx(
+            next(r for r in accounting.ended_runs([name])).elapsed_seconds / 3600, abs=1e-9
+        )
+    finally:
+        Forgetful.hidden = set()
+        site.cycle.close()

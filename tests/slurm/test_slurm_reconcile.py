@@ -3,16 +3,22 @@ the real one-node Slurm 22.05 (tests/slurm/captured/)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from scheduler.config import SlurmPool, load_policy
+from scheduler.hosts.poll import Target
 from scheduler.settings import BUNDLED_POLICY
-from scheduler.slurm.models import Node, NodeReply, QueuedJob, QueueReply
+from scheduler.slurm.commands import SlurmCommands
+from scheduler.slurm.errors import SlurmError, SlurmProblem
+from scheduler.slurm.models import EndedRun, Node, NodeReply, QueuedJob, QueueReply
 from scheduler.slurm.reconcile import (
+    SlurmPoller,
     node_cards,
     node_report,
+    recorded_state,
     run_state,
     unhealthy_reason,
     used_indices,
@@ -141,3 +147,49 @@ def test_a_nodes_report_names_paikas_runs_and_takes_other_jobs_cards() -> None:
 def test_a_node_slurm_does_not_know_does_not_answer() -> None:
     report = node_report(load_policy(BUNDLED_POLICY), POOL, "gone", None, [])
     assert not report.ok and not report.patient and report.error == "Slurm has no node 'gone'"
+
+
+@pytest.mark.parametrize(
+    ("state", "exit_code", "seen"),
+    [
+        ("COMPLETED", "0:0", ("exited", 0, None)),
+        ("FAILED", "3:0", ("exited", 3, None)),
+        ("FAILED", "0:9", ("killed", None, "failed")),
+        ("TIMEOUT", "0:15", ("killed", None, "timeout")),
+        ("CANCELLED", "0:15", ("killed", None, "cancelled")),
+        ("RUNNING", "0:0", ("running", None, None)),  # its end has not reached slurmdbd yet
+    ],
+)
+def test_a_run_squeue_forgot_is_said_as_slurmdbd_recorded_it(
+    state: str, exit_code: str, seen: tuple[str, int | None, str | None]
+) -> None:
+    record = EndedRun(
+        job_id=7, name="p-41.2.localhost", state=state, exit_code=exit_code,
+        elapsed_seconds=90, nodes="localhost",
+    )  # fmt: skip
+    run = recorded_state("41.2", record)
+    assert (run.state, run.exit_code, run.ended_by) == seen
+    assert run.ran_seconds == (90.0 if seen[0] != "running" else None)
+
+
+class AccountingAway(SlurmCommands):
+    """squeue and sinfo answer (from the captured JSON); sacct fails: slurmdbd is away."""
+
+    def nodes(self) -> tuple[Node, ...]:
+        return (captured_node("mixed"),)
+
+    def queue(self) -> tuple[QueuedJob, ...]:
+        return (queued("p-9.1.localhost"),)
+
+    def ended_runs(self, names: Sequence[str], *, since: str = "") -> tuple[EndedRun, ...]:
+        raise SlurmError(SlurmProblem.OTHER, ["sacct"], "Connection refused to slurmdbd")
+
+
+def test_without_slurmdbd_a_forgotten_run_concludes_nothing() -> None:
+    policy = load_policy(BUNDLED_POLICY)
+    forgot = Target("localhost", "", runs=("8.1", "9.1"))  # 8.1: squeue lists it no more
+    other = Target("gone", "", runs=())
+    reports = SlurmPoller(AccountingAway)(policy, POOL, [forgot, other])
+    assert not reports["localhost"].ok and reports["localhost"].patient
+    assert "sacct" in (reports["localhost"].error or "")
+    assert not reports["gone"].ok and not reports["gone"].patient  # read as ever
