@@ -78,7 +78,12 @@ _LOST_WHY = {
     LostWhy.NEVER_TOOK_START: "its host never took the start",
     LostWhy.AGENT_LOST: "its host lost it (the agent restarted without it)",
     LostWhy.HOST_GAVE_UP: "its host did not answer for {hours:g} h",
+    LostWhy.NODE_FAILED: "its Slurm node failed under it",
+    LostWhy.EXECUTOR_PREEMPTED: "Slurm preempted it",
 }
+# A run its executor ended for no fault of its own (by its state in lower case): it is lost,
+# and queued again as a new attempt, not failed.
+_EXECUTOR_LOST = {"node_fail": LostWhy.NODE_FAILED, "preempted": LostWhy.EXECUTOR_PREEMPTED}
 
 
 def _event(kind: EventKind, code: EventCode, job: Job, now: datetime, **said: object) -> Event:
@@ -332,7 +337,13 @@ def _gone(
         else:
             found.resend.append(job.id or 0)
         return
-    _lost(session, policy, job, now, job.missing_since or now, LostWhy.AGENT_LOST, found)
+    # Its executor ended it for no fault of its own (a Slurm node failure, Slurm's own
+    # preemption): lost, charged for as long as the executor says it ran.
+    ended_by = _EXECUTOR_LOST.get(known.ended_by or "") if known is not None else None
+    last_seen = job.missing_since or now
+    if ended_by is not None and known is not None and known.accounted and job.started_at:
+        last_seen = job.started_at + timedelta(seconds=known.ran_seconds or 0)
+    _lost(session, policy, job, now, last_seen, ended_by or LostWhy.AGENT_LOST, found)
 
 
 def _silent(

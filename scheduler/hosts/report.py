@@ -30,7 +30,7 @@ class AgentJobState:
     """A job as the agent knows it."""
 
     job_id: str
-    state: str  # running | exited | killed | lost
+    state: str  # running | exited | killed | lost (gone, not for anything the run did)
     exit_code: int | None = None
     pids: tuple[int, ...] = ()
     ran_seconds: float | None = None  # for an ended run: from its start to its end, on the host

@@ -10,8 +10,10 @@ applies and reconciles them exactly as it does an agent's (scheduler/hosts/).
   its runs are still reconciled, and the reason is kept on the host.
 - A paika run is a Slurm job named `<prefix><job>.<attempt>.<node>` (the dispatcher names
   it so): one still on its node is running; one Slurm ended is exited (with its batch
-  shell's exit code) or killed (with Slurm's state: a time limit, a node failure …); one
-  Slurm no longer lists is gone, and the cycle settles it as an agent's lost run.
+  shell's exit code) or killed (with Slurm's state: a time limit …); one its node's failure
+  or Slurm's own preemption ended is lost (queued again, as an agent's lost run); one
+  squeue no longer lists is looked up in slurmdbd (sacct), and is lost only if it is not
+  there either.
 - The ledger charges a run Slurm ended for Slurm's own start to end (squeue's times, the
   ones slurmctld sends slurmdbd: `sacct` shows the same elapsed time), not paika's clock.
 - Utilization: Slurm reports none for GPUs, so none is given (idle reclaim does not act on
@@ -42,7 +44,9 @@ UNHEALTHY_STATES = frozenset({"down", "drained", "draining", "fail", "failing", 
 UNHEALTHY_FLAGS = frozenset({"DRAIN", "DOWN", "NOT_RESPONDING", "FAIL", "MAINTENANCE"})
 
 # The Slurm endings the faces have their own words for (any other is told by its state).
-ENDINGS_TOLD = ("timeout", "cancelled", "node_fail", "preempted", "out_of_memory")
+ENDINGS_TOLD = ("timeout", "cancelled", "out_of_memory")
+# Endings that are no fault of the run: lost (queued again as a new attempt), not failed.
+LOST_ENDINGS = frozenset({"NODE_FAIL", "PREEMPTED", "BOOT_FAIL"})
 
 _GRES = re.compile(r"^(?P<name>[^:(]+)(?::(?P<type>[^:(]+))?:(?P<count>\d+)")
 _IDX = re.compile(r"IDX:(?P<idx>[0-9,\-]+)")
@@ -137,6 +141,10 @@ def run_state(run: str, job: QueuedJob) -> AgentJobState:
     )
     state = job.job_state.upper()
     accounted = ran is not None  # Slurm's own start and end: what slurmdbd charges
+    if state in LOST_ENDINGS:
+        return AgentJobState(
+            run, "lost", None, ran_seconds=ran, ended_by=state.lower(), accounted=accounted
+        )
     if state in ("COMPLETED", "FAILED") and job.exit_status is not None:
         return AgentJobState(run, "exited", job.exit_status, ran_seconds=ran, accounted=accounted)
     return AgentJobState(
@@ -150,6 +158,10 @@ def recorded_state(run: str, record: EndedRun) -> AgentJobState:
     if not record.ended:
         return AgentJobState(run, "running")
     state, ran = record.state.upper(), float(record.elapsed_seconds)
+    if state in LOST_ENDINGS:
+        return AgentJobState(
+            run, "lost", None, ran_seconds=ran, ended_by=state.lower(), accounted=True
+        )
     if state in ("COMPLETED", "FAILED") and record.exit_status is not None:
         return AgentJobState(run, "exited", record.exit_status, ran_seconds=ran, accounted=True)
     return AgentJobState(

@@ -546,3 +546,45 @@ def test_a_run_squeue_has_forgotten_is_looked_up_in_slurms_accounting(
     finally:
         Forgetful.hidden = set()
         site.cycle.close()
+
+
+@SQLITE
+def test_a_run_whose_node_fails_is_lost_and_queued_again_not_failed(
+    site: SlurmSite, live_slurm: LiveSlurm, slurm_prefix: str, shared_dir: Path
+) -> None:
+    running = shared_dir / "first-run"
+    # The first run waits for ever; the second ends at once.
+    cmd = f"if [ $PAIKA_ATTEMPT = 1 ]; then touch {running}; while true; do sleep 0.2; done; fi"
+    submit(site, "unlucky", cmd)
+    site.until(running.exists, what="the first run")
+    try:
+        # Slurm ends the run NODE_FAIL. (This Slurm has ReturnToService=2: the node is back
+        # as soon as its slurmd registers again, and paika may start the job again there.)
+        scontrol(live_slurm, "update", f"nodename={NODE}", "state=down", "reason=psu failed")
+        site.until(
+            lambda: [e for e in site.notifier.events if e.code is EventCode.LOST_REQUEUED],
+            what="the run to be lost",
+        )
+    finally:  # where it is not back by itself (Slurm refuses to resume a node that is up)
+        subprocess.run(
+            ["scontrol", "update", f"nodename={NODE}", "state=resume"],
+            capture_output=True,
+            timeout=30,
+            env={**os.environ, "SLURM_CONF": live_slurm.conf},
+            check=False,
+        )
+    (lost,) = [e for e in site.notifier.events if e.code is EventCode.LOST_REQUEUED]
+    assert lost.detail["why"] == "node_failed"
+    assert not [e for e in site.notifier.events if e.kind is EventKind.JOB_FAILED]
+    site.until(
+        lambda: site.job("unlucky").state == JobState.SUCCEEDED,
+        timeout=120,
+        what="the second run on the resumed node",
+    )
+    done = site.job("unlucky")
+    assert (done.attempts, done.exit_code) == (2, 0)
+    states = {name: state for _, name, state in slurm_jobs(live_slurm, slurm_prefix)}
+    assert states == {
+        f"{slurm_prefix}{done.id}.1.{NODE}": "NODE_FAIL",
+        f"{slurm_prefix}{done.id}.2.{NODE}": "COMPLETED",
+    }

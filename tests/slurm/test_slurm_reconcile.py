@@ -103,9 +103,9 @@ def test_a_down_or_silent_node_is_unhealthy() -> None:
         ("FAILED", 9, ("killed", None, "failed")),  # a signal ended the batch shell
         ("TIMEOUT", 15, ("killed", None, "timeout")),
         ("CANCELLED", 15, ("killed", None, "cancelled")),
-        ("NODE_FAIL", 0, ("killed", None, "node_fail")),
+        ("NODE_FAIL", 0, ("lost", None, "node_fail")),
         ("OUT_OF_MEMORY", 0, ("killed", None, "out_of_memory")),
-        ("PREEMPTED", 0, ("killed", None, "preempted")),
+        ("PREEMPTED", 0, ("lost", None, "preempted")),
     ],
 )
 def test_a_runs_state_is_said_as_an_agent_says_it(
