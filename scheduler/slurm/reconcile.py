@@ -139,17 +139,7 @@ def run_state(run: str, job: QueuedJob) -> AgentJobState:
         if job.start_time and job.end_time and job.end_time >= job.start_time
         else None
     )
-    state = job.job_state.upper()
-    accounted = ran is not None  # Slurm's own start and end: what slurmdbd charges
-    if state in LOST_ENDINGS:
-        return AgentJobState(
-            run, "lost", None, ran_seconds=ran, ended_by=state.lower(), accounted=accounted
-        )
-    if state in ("COMPLETED", "FAILED") and job.exit_status is not None:
-        return AgentJobState(run, "exited", job.exit_status, ran_seconds=ran, accounted=accounted)
-    return AgentJobState(
-        run, "killed", None, ran_seconds=ran, ended_by=state.lower(), accounted=accounted
-    )
+    return _ended(run, job.job_state, job.exit_status, ran)
 
 
 def recorded_state(run: str, record: EndedRun) -> AgentJobState:
@@ -157,16 +147,21 @@ def recorded_state(run: str, record: EndedRun) -> AgentJobState:
     reached slurmdbd yet)."""
     if not record.ended:
         return AgentJobState(run, "running")
-    state, ran = record.state.upper(), float(record.elapsed_seconds)
+    return _ended(run, record.state, record.exit_status, float(record.elapsed_seconds))
+
+
+def _ended(run: str, state: str, exit_status: int | None, ran: float | None) -> AgentJobState:
+    """An ended run: lost for no fault of its own, exited with its shell's code, or killed
+    with Slurm's state. Its time is Slurm's own (what slurmdbd charges), when known."""
+    state, accounted = state.upper(), ran is not None
     if state in LOST_ENDINGS:
-        return AgentJobState(
-            run, "lost", None, ran_seconds=ran, ended_by=state.lower(), accounted=True
-        )
-    if state in ("COMPLETED", "FAILED") and record.exit_status is not None:
-        return AgentJobState(run, "exited", record.exit_status, ran_seconds=ran, accounted=True)
-    return AgentJobState(
-        run, "killed", None, ran_seconds=ran, ended_by=state.lower(), accounted=True
-    )
+        ended_by = state.lower()
+        return AgentJobState(run, "lost", ran_seconds=ran, ended_by=ended_by, accounted=accounted)
+    # A FAILED job whose shell says 0 (one that never launched) did not succeed.
+    if exit_status is not None and (state == "COMPLETED" or (state == "FAILED" and exit_status)):
+        return AgentJobState(run, "exited", exit_status, ran_seconds=ran, accounted=accounted)
+    ended_by = state.lower()
+    return AgentJobState(run, "killed", ran_seconds=ran, ended_by=ended_by, accounted=accounted)
 
 
 class SlurmPoller:
@@ -187,37 +182,24 @@ class SlurmPoller:
             queue = clients.queue()
         except SlurmError as exc:
             return _away(targets, f"{exc.code.value}: {exc.stderr}", began)
+        reports: dict[str, HostReport] = {}
         forgotten = _forgotten(pool, targets, queue)
         recorded: dict[str, EndedRun] = {}
-        if forgotten:
-            try:
+        try:
+            if forgotten:
                 recorded = {r.name: r for r in clients.ended_runs(sorted(forgotten))}
-            except SlurmError as exc:  # slurmdbd away: what became of them is not known yet
-                asked = {host for host in forgotten.values()}
-                silent = [t for t in targets if t.name in asked]
-                error = f"{exc.code.value}: sacct: {exc.stderr}"
-                targets = [t for t in targets if t.name not in asked]
-                return {
-                    **_away(silent, error, began),
-                    **self._reports(policy, pool, targets, nodes, queue, {}, began),
-                }
-        return self._reports(policy, pool, targets, nodes, queue, recorded, began)
-
-    @staticmethod
-    def _reports(
-        policy: PolicyConfig,
-        pool: SlurmPool,
-        targets: Sequence[Target],
-        nodes: Mapping[str, Node],
-        queue: Sequence[QueuedJob],
-        recorded: Mapping[str, EndedRun],
-        began: float,
-    ) -> dict[str, HostReport]:
+        except SlurmError as exc:  # slurmdbd away: what became of those runs is not known yet
+            asked = set(forgotten.values())
+            error = f"{exc.code.value}: sacct: {exc.stderr}"
+            reports = _away([t for t in targets if t.name in asked], error, began)
         latency = time.perf_counter() - began
-        return {
-            t.name: node_report(policy, pool, t.name, nodes.get(t.name), queue, latency, recorded)
-            for t in targets
-        }
+        for target in targets:
+            node = nodes.get(target.name)
+            if target.name not in reports:
+                reports[target.name] = node_report(
+                    policy, pool, target.name, node, queue, latency, recorded
+                )
+        return reports
 
 
 def _away(targets: Sequence[Target], error: str, began: float) -> dict[str, HostReport]:

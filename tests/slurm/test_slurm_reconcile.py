@@ -101,6 +101,7 @@ def test_a_down_or_silent_node_is_unhealthy() -> None:
         ("COMPLETED", 0, ("exited", 0, None)),
         ("FAILED", 3 << 8, ("exited", 3, None)),
         ("FAILED", 9, ("killed", None, "failed")),  # a signal ended the batch shell
+        ("FAILED", 0, ("killed", None, "failed")),  # it failed without its shell failing
         ("TIMEOUT", 15, ("killed", None, "timeout")),
         ("CANCELLED", 15, ("killed", None, "cancelled")),
         ("NODE_FAIL", 0, ("lost", None, "node_fail")),
