@@ -119,8 +119,29 @@ def _stop(lang: str, values: Mapping[str, Any]) -> dict[str, object]:
     return {"why": t(lang, key) if has(key) else stop}
 
 
+def _dispatch_problem(lang: str, values: Mapping[str, Any]) -> dict[str, object]:
+    """A refused or failed start with a code (the Slurm executor's) said in the reader's
+    words; without one, the host's own words as they came."""
+    key = f"notice.event.dispatch.{values.get('dispatch')}"
+    return {"problem": t(lang, key)} if values.get("dispatch") and has(key) else {}
+
+
+def _killed_how(lang: str, values: Mapping[str, Any]) -> dict[str, object]:
+    """How a killed run ended: on its host, or as its executor (Slurm) says it ended it."""
+    ended_by = values.get("ended_by")
+    if not ended_by:
+        return {"how": t(lang, "notice.event.killed_how.host")}
+    key = f"notice.event.killed_how.{ended_by}"
+    if has(key):
+        return {"how": t(lang, key)}
+    return {"how": t(lang, "notice.event.killed_how.other", state=str(ended_by).upper())}
+
+
 _EVENT_VALUES: Mapping[EventCode, Callable[[str, Mapping[str, Any]], dict[str, object]]] = {
+    EventCode.START_REFUSED: _dispatch_problem,
+    EventCode.START_FAILED: _dispatch_problem,
     EventCode.STARTED: _where,
+    EventCode.KILLED: _killed_how,
     EventCode.LOST: _lost_why,
     EventCode.LOST_REQUEUED: _lost_why,
     EventCode.STOPPED_REQUEUED: _stop,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -307,6 +308,59 @@ class Accounts(_Strict):
         return value
 
 
+LOG_FIELDS = frozenset({"job_id", "attempt", "name", "account"})
+
+
+class SlurmPool(_Strict):
+    """How a pool's jobs go to Slurm: its partition, each paika GPU type's GRES name there,
+    the --time margin over the estimate and where each run's output goes."""
+
+    partition: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    gres: dict[str, NamePattern] = Field(min_length=1)  # paika GPU type -> Slurm GPU type
+    # --time: the run's estimated wall time (GPU-hours / GPUs) times this margin.
+    time_margin: float = Field(default=1.5, ge=1, le=100)
+    min_time_minutes: int = Field(default=10, ge=1, le=7 * 24 * 60)
+    # {job_id}, {attempt}, {name} and {account} are paika's; Slurm's own %j, %u … stay.
+    log_path: str = Field(min_length=2, max_length=400)
+    job_name_prefix: str = Field(default="paika-", pattern=r"^[A-Za-z0-9._-]{1,32}$")
+    workdir: str | None = Field(default=None, min_length=1, max_length=400)
+    conf: str | None = Field(default=None, min_length=1, max_length=400)  # SLURM_CONF
+    command_timeout_seconds: float = Field(default=30, gt=0, le=600)
+
+    @field_validator("log_path")
+    @classmethod
+    def _log_template(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"{value!r} is not an absolute path")
+        try:
+            names = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a valid template: {exc}") from None
+        unknown = names - LOG_FIELDS
+        if unknown:
+            raise ValueError(
+                f"unknown field {{{sorted(unknown)[0]}}} (known: {', '.join(sorted(LOG_FIELDS))})"
+            )
+        return value
+
+
+class Pool(_Strict):
+    """A set of hosts and the executor that starts jobs on them: paika's own agents (the
+    default), or a Slurm cluster (the hosts are its node names)."""
+
+    executor: Literal["agents", "slurm"] = "agents"
+    hosts: tuple[NamePattern, ...] = Field(min_length=1)
+    slurm: SlurmPool | None = None
+
+    @model_validator(mode="after")
+    def _slurm_settings_for_slurm(self) -> Pool:
+        if self.executor == "slurm" and self.slurm is None:
+            raise ValueError("executor slurm needs a slurm: section (partition, gres, log_path)")
+        if self.executor == "agents" and self.slurm is not None:
+            raise ValueError("a slurm: section is only for executor: slurm")
+        return self
+
+
 class PolicyConfig(_Strict):
     """The whole policy file."""
 
@@ -327,6 +381,7 @@ class PolicyConfig(_Strict):
     estimates: Estimates = Estimates()
     containers: Containers = Containers()
     accounts: Accounts = Accounts()
+    pools: dict[NamePattern, Pool] = Field(default_factory=dict)
 
     @field_validator("timezone")
     @classmethod
@@ -368,6 +423,29 @@ class PolicyConfig(_Strict):
             where, _, problem = exc.message.partition(": ")
             raise ValueError(f"containers.{where.removeprefix('container.')}|{problem}") from None
         return self
+
+    @model_validator(mode="after")
+    def _pools_are_apart_and_typed(self) -> PolicyConfig:
+        owner: dict[str, str] = {}
+        for name, pool in self.pools.items():
+            for host in pool.hosts:
+                if host in owner:
+                    raise ValueError(
+                        f"pools.{name}.hosts|host {host!r} is already in pool {owner[host]!r}"
+                    )
+                owner[host] = name
+            for gpu_type in pool.slurm.gres if pool.slurm is not None else ():
+                if gpu_type not in self.gpu_types:
+                    known = ", ".join(self.gpu_types)
+                    raise ValueError(
+                        f"pools.{name}.slurm.gres.{gpu_type}|unknown GPU type {gpu_type!r} "
+                        f"(known: {known})"
+                    )
+        return self
+
+    def pool_of(self, host: str) -> tuple[str, Pool] | None:
+        """The pool a host belongs to (None: no pool names it; its agent runs its jobs)."""
+        return next(((n, p) for n, p in self.pools.items() if host in p.hosts), None)
 
     def knobs(self) -> Knobs:
         """The policy's tunables as the pure policy code takes them."""

@@ -51,6 +51,7 @@ from scheduler.hosts.reconcile import (
     REQUEUED_STOPS,
     RETRIES,
     Reconciliation,
+    hosts_of_jobs,
     reconcile,
     requeue_or_finish,
 )
@@ -194,6 +195,10 @@ class Cycle:
             self.dispatcher.timeout = timeout
         if isinstance(self.poller, HostPoller):
             self.poller.timeout = timeout
+        for part in (self.dispatcher, self.poller):  # per-pool executors take the new pools
+            follow = getattr(part, "follow", None)
+            if callable(follow):
+                follow(policy)
 
     @contextmanager
     def _step(self, result: CycleResult, name: str) -> Iterator[None]:
@@ -254,19 +259,32 @@ class Cycle:
     def _targets(self) -> list[Target]:
         with Session(self.engine) as session:
             rows = cluster_queries.host_rows(session=session)
+            runs = self._held_runs(session)
         self._revoked_unsent = [
             row
             for row in rows
             if row.token_revoked_at is not None and row.token_revocation_sent_at is None
         ]
         if self.keys is None:
-            return [Target(host.name, host.url) for host in rows]
+            return [Target(host.name, host.url, runs=runs.get(host.name, ())) for host in rows]
         self.keys.refresh(rows)
         keys = [self.keys.key(host.name) for host in rows]
         return [
-            Target(host.name, host.url, key.token, key.problem)
+            Target(host.name, host.url, key.token, key.problem, runs.get(host.name, ()))
             for host, key in zip(rows, keys, strict=True)
         ]
+
+    def _held_runs(self, session: Session) -> dict[str, tuple[str, ...]]:
+        """Host → the runs the database holds on it, for a Slurm pool's read (which looks up
+        one Slurm no longer lists); nothing to read where no pool runs on Slurm."""
+        if not any(pool.executor == "slurm" for pool in self.policy.pools.values()):
+            return {}
+        hosts = hosts_of_jobs(session)
+        runs: dict[str, list[str]] = {}
+        for row in job_queries.on_host_rows(session=session):
+            for host in hosts.get(row.id, []):
+                runs.setdefault(host, []).append(agent_job_id(row.id, row.attempts))
+        return {host: tuple(held) for host, held in runs.items()}
 
     def _admit_all(self, starts: tuple[Start, ...], result: CycleResult) -> None:
         """Persist each start (the database refuses a GPU already held), then dispatch them
@@ -354,6 +372,8 @@ class Cycle:
             reason = f"its start was refused on {failure.host}: {failure.problem}"
             kind, code = EventKind.JOB_FAILED, EventCode.START_REFUSED
             said: dict[str, object] = {"host": failure.host, "problem": failure.problem}
+            if failure.code is not None:  # the faces have words for it
+                said["dispatch"] = failure.code
 
             def change(session: Session, job: Job) -> None:
                 requeue_or_finish(session, job, now, reason, fail=True)
@@ -362,6 +382,8 @@ class Cycle:
             unsent = not failure.reached  # the host never saw it: the attempt is given back
             kind, code = EventKind.JOB_REQUEUED, EventCode.START_FAILED
             said = {"host": failure.host, "problem": failure.problem}
+            if failure.code is not None:
+                said["dispatch"] = failure.code
 
             def change(session: Session, job: Job) -> None:
                 requeue_or_finish(session, job, now, reason, unsent=unsent)
@@ -686,6 +708,8 @@ def _orders(
                 env,
                 job.account,
                 checkpoints,
+                gpu_type=next((g.gpu_type for g in gpus if g.host_id == host_id), None),
+                wall_hours=job.est_gpu_hours / max(1, job.gpus),
             )
         )
     return orders

@@ -1,4 +1,5 @@
-"""Starting and stopping jobs on GPU hosts: through their agents (Slurm comes later).
+"""Starting and stopping jobs on GPU hosts: through their agents, or through Slurm
+(`scheduler/slurm/dispatcher.py`) for the hosts of a Slurm pool.
 
 A job's command runs through a shell on its GPU host only; the scheduler never runs it.
 """
@@ -28,7 +29,8 @@ class DispatchError(PaikaError):
     must not be started anywhere else. `bad_order` is True when the job's own data was
     refused (an invalid field): starting it again would fail the same way. `reached` is
     False when the request surely never got to the host (nothing answered the connection):
-    the host has no record of the run.
+    the host has no record of the run. `code`: why, as a code the faces have words for
+    (the Slurm executor's; None: `problem` says it).
     """
 
     def __init__(
@@ -40,9 +42,11 @@ class DispatchError(PaikaError):
         known: bool = True,
         bad_order: bool = False,
         reached: bool = True,
+        code: str | None = None,
     ) -> None:
         self.host, self.job_id, self.problem = host, job_id, problem
         self.known, self.bad_order, self.reached = known, bad_order, reached
+        self.code = code
         super().__init__(f"{host}: job #{job_id}: {problem}")
 
 
@@ -68,6 +72,10 @@ class StartOrder:
     # A job that checkpoints and resumes with no place of its own: the folder its host's
     # agent keeps for it (PAIKA_CHECKPOINT_DIR), the same for each of its runs there.
     checkpoints: str | None = None
+    # What a batch system needs besides: the GPUs' catalog type, and the run's estimated
+    # wall time (its GPU-hours over its GPUs) for the time limit.
+    gpu_type: str | None = None
+    wall_hours: float | None = None
 
 
 class Dispatcher(Protocol):

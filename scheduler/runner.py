@@ -10,6 +10,7 @@ from scheduler.errors import PaikaError
 from scheduler.hosts.credentials import AgentKeys, read_secret
 from scheduler.hosts.poll import Poller
 from scheduler.notices.events import Observer
+from scheduler.pools import PoolDispatcher, PoolPoller
 
 
 class MissingAgentToken(PaikaError):
@@ -33,25 +34,26 @@ def agent_keys(paika: Paika) -> AgentKeys:
 
 
 def agent_cycle(paika: Paika, observer: Observer) -> Cycle:
-    """The cycle polling and dispatching through the hosts' agents."""
+    """The cycle polling and dispatching through the hosts' agents, or their pool's Slurm."""
     keys = agent_keys(paika)
     ca_file = paika.settings.agent_ca_file
     tls = shared_tls(str(ca_file) if ca_file else None)
     timeout = paika.policy.scheduler.hosts.poll_timeout_seconds
     poller = Poller(keys.shared_token or "", timeout=timeout, tls=tls)
+    agents = AgentDispatcher(
+        keys.shared_token,
+        timeout=timeout,
+        keys=keys,
+        tls=tls,
+        containers=paika.policy.containers.options(),
+    )
     return Cycle(
         paika.engine,
         paika.live,
         paika.clock,
-        AgentDispatcher(
-            keys.shared_token,
-            timeout=timeout,
-            keys=keys,
-            tls=tls,
-            containers=paika.policy.containers.options(),
-        ),
+        PoolDispatcher(paika.policy, agents),
         observer,
-        poller,
+        PoolPoller(paika.policy, poller),
         keys,
         report_url=paika.settings.resolved_report_url(),
     )

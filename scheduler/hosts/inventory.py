@@ -91,8 +91,11 @@ def _answered(session: Session, host: Row[Any], report: HostReport, ctx: _Round)
         change["failed_polls"] = 0
     if host.agent_version != report.agent_version:
         change["agent_version"] = report.agent_version
-    if host.last_error is not None or host.untrusted:
-        change.update(last_error=None, untrusted=False)
+    # An unhealthy host answers but takes no new job: its reason stays on it (the board
+    # and `/gpu admin host list` show it) until it is healthy again.
+    unhealthy = None if report.unhealthy is None else report.unhealthy[:LAST_ERROR]
+    if host.last_error != unhealthy or host.untrusted:
+        change.update(last_error=unhealthy, untrusted=False)
     if change or ctx.sample:
         ctx.host_changes.append({"id": host.id, "last_seen_at": ctx.now, **change})
     _update_gpus(session, host, report, ctx)
@@ -128,7 +131,7 @@ def _update_gpus(session: Session, host: Row[Any], report: HostReport, ctx: _Rou
     known = ctx.gpus.get(host.id, {})
     seen = set()
     for reading in report.gpus:
-        values = _reading_values(reading, ctx)
+        values = _reading_values(reading, ctx, healthy=report.unhealthy is None)
         row = known.get(reading.index)
         if row is None:  # a card seen for the first time
             gpu = Gpu(host_id=host.id, index=reading.index, last_seen_at=ctx.now, **values)
@@ -159,20 +162,23 @@ def _update_gpus(session: Session, host: Row[Any], report: HostReport, ctx: _Rou
             ctx.gpu_changes.append({"id": row.id, "healthy": False})
 
 
-def _reading_values(reading: GpuReading, ctx: _Round) -> dict[str, Any]:
+def _reading_values(reading: GpuReading, ctx: _Round, *, healthy: bool) -> dict[str, Any]:
     # Memory on a card that no running paika job holds belongs to someone else: the card is
     # busy. (A run the database no longer has but the host still does counts as foreign too.)
+    # A card another job holds whole (Slurm's) is busy for all of its memory.
     foreign = reading.holder is None or reading.holder not in ctx.ours
+    used = reading.memory_total_gib if reading.taken else sum(reading.processes.values())
     values = {
         "uuid": reading.uuid,
         "name": reading.name,
-        "gpu_type": ctx.policy.type_for_card(reading.name, reading.memory_total_gib)
+        "gpu_type": reading.gpu_type
+        or ctx.policy.type_for_card(reading.name, reading.memory_total_gib)
         or reading.name,
         "memory_gib": round(reading.memory_total_gib, 2),
-        "healthy": True,
+        "healthy": healthy,
         "utilization_pct": reading.utilization_pct,
         "memory_used_gib": reading.memory_used_gib,
-        "foreign_memory_gib": round(sum(reading.processes.values()), 3) if foreign else 0.0,
+        "foreign_memory_gib": round(used, 3) if foreign else 0.0,
     }
     return values
 

@@ -32,6 +32,9 @@ class Target:
     url: str
     token: str | None = None
     problem: str | None = None
+    # The paika runs the database holds there: a batch system's poll looks up one it no
+    # longer lists (an agent reports all of its own; it is not told).
+    runs: tuple[str, ...] = ()
 
 
 class Poller:

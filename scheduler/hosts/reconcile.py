@@ -78,7 +78,12 @@ _LOST_WHY = {
     LostWhy.NEVER_TOOK_START: "its host never took the start",
     LostWhy.AGENT_LOST: "its host lost it (the agent restarted without it)",
     LostWhy.HOST_GAVE_UP: "its host did not answer for {hours:g} h",
+    LostWhy.NODE_FAILED: "its Slurm node failed under it",
+    LostWhy.EXECUTOR_PREEMPTED: "Slurm preempted it",
 }
+# A run its executor ended for no fault of its own (by its state in lower case): it is lost,
+# and queued again as a new attempt, not failed.
+_EXECUTOR_LOST = {"node_fail": LostWhy.NODE_FAILED, "preempted": LostWhy.EXECUTOR_PREEMPTED}
 
 
 def _event(kind: EventKind, code: EventCode, job: Job, now: datetime, **said: object) -> Event:
@@ -93,6 +98,7 @@ class Seen(Enum):
     ENDED = "ended"  # exited or killed, with a record of how
     GONE = "gone"  # the agent answers without it, or lost it while it was away
     SILENT = "silent"  # a host of the job does not answer
+    AWAY = "away"  # its executor cannot be asked (Slurm's controller): nothing is concluded
 
 
 @dataclass
@@ -115,7 +121,7 @@ def reconcile(
     found = Reconciliation()
     with Session(engine) as session:
         rows = job_queries.on_host_rows(session=session)
-        hosts_of = _hosts_of_jobs(session)
+        hosts_of = hosts_of_jobs(session)
         leaks = job_queries.allocation_leaks(session=session)
         held = _report_lines(rows, hosts_of, reports)
         taken = lines_taken(session, sorted(held)) if held else {}
@@ -184,7 +190,7 @@ def _take_lines(
             )
 
 
-def _hosts_of_jobs(session: Session) -> dict[int, list[str]]:
+def hosts_of_jobs(session: Session) -> dict[int, list[str]]:
     """Job id → the names of the hosts its open allocations are on (usually one)."""
     names = {host.id: host.name for host in cluster_queries.host_rows(session=session)}
     host_of_gpu = {g: names.get(h) for g, h in cluster_queries.gpu_hosts(session=session)}
@@ -206,7 +212,7 @@ def _seen(
     for host in hosts:
         report = reports.get(host)
         if report is None or not report.ok:
-            return Seen.SILENT, None
+            return (Seen.AWAY if report is not None and report.patient else Seen.SILENT), None
         answers.append(report.jobs.get(run))
     ended = [a for a in answers if a is not None and a.state in ("exited", "killed")]
     if ended:
@@ -290,7 +296,7 @@ def _settle(
     elif seen is Seen.GONE:
         _gone(session, policy, job, known, now, found)
     else:
-        _silent(session, policy, job, now, found)
+        _silent(session, policy, job, now, found, give_up=seen is Seen.SILENT)
 
 
 def _running(session: Session, job: Job, now: datetime, found: Reconciliation) -> None:
@@ -331,13 +337,26 @@ def _gone(
         else:
             found.resend.append(job.id or 0)
         return
-    _lost(session, policy, job, now, job.missing_since or now, LostWhy.AGENT_LOST, found)
+    # Its executor ended it for no fault of its own (a Slurm node failure, Slurm's own
+    # preemption): lost, charged for as long as the executor says it ran.
+    ended_by = _EXECUTOR_LOST.get(known.ended_by or "") if known is not None else None
+    last_seen = job.missing_since or now
+    if ended_by is not None and known is not None and known.accounted and job.started_at:
+        last_seen = job.started_at + timedelta(seconds=known.ran_seconds or 0)
+    _lost(session, policy, job, now, last_seen, ended_by or LostWhy.AGENT_LOST, found)
 
 
 def _silent(
-    session: Session, policy: PolicyConfig, job: Job, now: datetime, found: Reconciliation
+    session: Session,
+    policy: PolicyConfig,
+    job: Job,
+    now: datetime,
+    found: Reconciliation,
+    *,
+    give_up: bool = True,
 ) -> None:
-    """A host of the job does not answer: it keeps its GPUs, and paika waits for its word."""
+    """A host of the job does not answer: it keeps its GPUs, and paika waits for its word
+    (for `give_up_after_hours`; without `give_up`, for as long as it takes)."""
     knobs = policy.scheduler.hosts
     if job.missing_since is None:
         job.missing_since = now
@@ -352,7 +371,11 @@ def _silent(
         found.events.append(
             _event(EventKind.JOB_UNKNOWN, EventCode.HOST_SILENT, job, now, minutes=round(minutes))
         )
-    elif job.state == JobState.UNKNOWN and silent_for >= timedelta(hours=knobs.give_up_after_hours):
+    elif (
+        give_up
+        and job.state == JobState.UNKNOWN
+        and silent_for >= timedelta(hours=knobs.give_up_after_hours)
+    ):
         _lost(session, policy, job, now, job.missing_since, LostWhy.HOST_GAVE_UP, found)
 
 
@@ -395,13 +418,13 @@ def _ended(
     found: Reconciliation,
 ) -> None:
     # A run paika watched throughout is charged until now, by paika's clock; one it could
-    # not watch (its host was silent, or its start was never confirmed) for as long as the
-    # host says it ran.
+    # not watch (its host was silent, or its start was never confirmed), or one its executor
+    # accounts for itself (Slurm), for as long as the host says it ran.
     until = (
         job.started_at + timedelta(seconds=known.ran_seconds)
         if job.started_at is not None
         and known.ran_seconds is not None
-        and not _watched_throughout(session, job)
+        and (known.accounted or not _watched_throughout(session, job))
         else None
     )
     asked = job.stop_reason
@@ -438,13 +461,23 @@ def _ended(
         _finish(session, policy, job, JobState.SUCCEEDED, now, "exited with 0", until=until)
         found.events.append(_event(EventKind.JOB_FINISHED, EventCode.FINISHED, job, now))
         return
-    why = f"exited with {known.exit_code}" if known.state == "exited" else "was killed on its host"
+    why = f"exited with {known.exit_code}" if known.state == "exited" else _killed(known)
     _finish(session, policy, job, JobState.FAILED, now, why, until=until)
     if known.state == "exited":
         event = _event(EventKind.JOB_FAILED, EventCode.FAILED, job, now, exit_code=known.exit_code)
+    elif known.ended_by is not None:
+        ended_by = known.ended_by
+        event = _event(EventKind.JOB_FAILED, EventCode.KILLED, job, now, ended_by=ended_by)
     else:
         event = _event(EventKind.JOB_FAILED, EventCode.KILLED, job, now)
     found.events.append(event)
+
+
+def _killed(known: AgentJobState) -> str:
+    """Why a killed run ended, in the English its job's history keeps."""
+    if known.ended_by is None:
+        return "was killed on its host"
+    return f"ended by its executor: {known.ended_by.upper()}"
 
 
 def _preempted(

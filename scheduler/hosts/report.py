@@ -18,6 +18,11 @@ class GpuReading:
     # Memory per process id on this GPU.
     processes: dict[int, float] = field(default_factory=dict)
     holder: str | None = None  # the agent job running on it, if any
+    # The catalog type, when the executor knows it (a Slurm GRES type mapped in the policy);
+    # None: worked out from `name` and the memory, as NVML names the card.
+    gpu_type: str | None = None
+    # Held whole by work paika did not start (another Slurm job): the card is busy.
+    taken: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +30,7 @@ class AgentJobState:
     """A job as the agent knows it."""
 
     job_id: str
-    state: str  # running | exited | killed | lost
+    state: str  # running | exited | killed | lost (gone, not for anything the run did)
     exit_code: int | None = None
     pids: tuple[int, ...] = ()
     ran_seconds: float | None = None  # for an ended run: from its start to its end, on the host
@@ -34,6 +39,12 @@ class AgentJobState:
     # number `report_first` (from 1) of the run's file.
     report_lines: tuple[str, ...] = ()
     report_first: int = 1
+    # Why the executor ended a killed run, as its own state in lower case (a Slurm
+    # "timeout", "node_fail" …); None: killed on its host (the agent's word).
+    ended_by: str | None = None
+    # `ran_seconds` is the executor's own accounting of the run (Slurm's start to end, as
+    # slurmdbd keeps it): the ledger charges that, even for a run paika watched throughout.
+    accounted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,3 +60,9 @@ class HostReport:
     latency_s: float = 0.0
     # The poll failed on trust: a certificate that does not verify, a token refused or revoked.
     untrusted: bool = False
+    # It answers but takes no new job, and why (a Slurm node drained, down or not
+    # responding): its GPUs are unhealthy for paika, its runs are still reconciled.
+    unhealthy: str | None = None
+    # A failed poll here says nothing of its runs (a Slurm controller away while the nodes
+    # run on): they are waited for however long it takes, never given up.
+    patient: bool = False

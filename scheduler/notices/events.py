@@ -62,6 +62,8 @@ class LostWhy(StrEnum):
     NEVER_TOOK_START = "never_took_start"
     AGENT_LOST = "agent_lost"  # the agent restarted without it
     HOST_GAVE_UP = "host_gave_up"  # its host did not answer for `hours`
+    NODE_FAILED = "node_failed"  # its executor (Slurm) ended it: its node failed
+    EXECUTOR_PREEMPTED = "executor_preempted"  # its executor (Slurm) preempted it
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,8 @@ from scheduler.policy.plan import PreemptCode, Wait, WaitCode
 from scheduler.results import SaidCode
 from scheduler.service.board import CardState
 from scheduler.service.jobs import ChangeNote
+from scheduler.slurm.errors import SlurmProblem
+from scheduler.slurm.reconcile import ENDINGS_TOLD
 from storage.models import BumpState, HostState, JobState, Role
 
 BOT = Path(bot.__file__).parent
@@ -68,6 +70,8 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "lang.saved.": LANGUAGES,
     "notice.event.": tuple(EventCode),
     "notice.event.why.": tuple(LostWhy),
+    "notice.event.dispatch.": tuple(SlurmProblem),
+    "notice.event.killed_how.": ENDINGS_TOLD,
     "notice.event.preempt_for.": tuple(PreemptCode),
     "notice.event.stop.": tuple(REQUEUED_STOPS) + tuple(ENDING_STOPS),
     "notice.idle.then.": ("release", "requeue", "keep"),

@@ -1,0 +1,115 @@
+"""Which executor runs each host: the pool the policy file puts it in (`pools:`). A host no
+pool names, or one in an `executor: agents` pool, is polled and dispatched through its paika
+agent; a host of an `executor: slurm` pool through that pool's Slurm clients. One paika may
+run some pools on agents and others on Slurm: the cycle sees one dispatcher and one poller.
+
+Both follow the policy in force (`follow`): a pool added, moved to Slurm or given another
+partition takes effect at the next cycle, without a restart.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from scheduler.config import PolicyConfig, SlurmPool
+from scheduler.dispatch import AgentDispatcher, Dispatcher, StartOrder
+from scheduler.hosts.poll import Target
+from scheduler.hosts.report import HostReport
+from scheduler.slurm.dispatcher import SlurmDispatcher
+from scheduler.slurm.reconcile import SlurmPoller
+
+AgentPoller = Callable[[Sequence[Target]], Mapping[str, HostReport]]
+
+
+def slurm_pool_of(policy: PolicyConfig, host: str) -> tuple[str, SlurmPool] | None:
+    """The Slurm pool a host is in, by name (None: its agent runs its jobs)."""
+    found = policy.pool_of(host)
+    if found is None or found[1].executor != "slurm" or found[1].slurm is None:
+        return None
+    return found[0], found[1].slurm
+
+
+class PoolDispatcher:
+    """Starts and stops each host's jobs through its pool's executor."""
+
+    def __init__(
+        self,
+        policy: PolicyConfig,
+        agents: Dispatcher,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`monotonic`: the clock Slurm stops measure their grace on."""
+        self.policy, self.agents, self.monotonic = policy, agents, monotonic
+        self._slurm: dict[str, SlurmDispatcher] = {}
+
+    def follow(self, policy: PolicyConfig) -> None:
+        """Take a new policy: its pools, and what the agents are told."""
+        self.policy = policy
+        if isinstance(self.agents, AgentDispatcher):
+            self.agents.containers = policy.containers.options()
+            self.agents.timeout = policy.scheduler.hosts.poll_timeout_seconds
+
+    def for_host(self, host: str) -> Dispatcher:
+        """The executor of a host's jobs."""
+        found = slurm_pool_of(self.policy, host)
+        if found is None:
+            return self.agents
+        name, pool = found
+        current = self._slurm.get(name)
+        if current is None or current.pool != pool:
+            # A changed pool gets new clients; a stop's grace already counting is kept.
+            fresh = SlurmDispatcher(pool, monotonic=self.monotonic)
+            if current is not None:
+                fresh.adopt(current)
+            current = self._slurm[name] = fresh
+        return current
+
+    def start(self, order: StartOrder) -> None:
+        self.for_host(order.host).start(order)
+
+    def stop(self, host: str, url: str, agent_job: str, grace_s: float) -> None:
+        self.for_host(host).stop(host, url, agent_job, grace_s)
+
+    def revoke(self, host: str, url: str, token: str) -> bool:
+        return self.for_host(host).revoke(host, url, token)
+
+
+class PoolPoller:
+    """One round over every host: the agents' hosts polled as ever, each Slurm pool read
+    once (its nodes and its queue) for all its hosts."""
+
+    def __init__(
+        self, policy: PolicyConfig, agents: AgentPoller, slurm: SlurmPoller | None = None
+    ) -> None:
+        self.policy, self.agents = policy, agents
+        self.slurm = slurm or SlurmPoller()
+
+    def follow(self, policy: PolicyConfig) -> None:
+        """Take a new policy (its pools, and the agents' poll timeout)."""
+        self.policy = policy
+        if hasattr(self.agents, "timeout"):
+            self.agents.timeout = policy.scheduler.hosts.poll_timeout_seconds
+
+    def __call__(self, targets: Sequence[Target]) -> Mapping[str, HostReport]:
+        by_pool: dict[str, list[Target]] = {}
+        agents: list[Target] = []
+        for target in targets:
+            found = slurm_pool_of(self.policy, target.name)
+            if found is None:
+                agents.append(target)
+            else:  # a Slurm node holds no paika token: a token problem is no problem there
+                by_pool.setdefault(found[0], []).append(target)
+        reports = dict(self.agents(agents)) if agents else {}
+        for name, hosts in by_pool.items():
+            pool = self.policy.pools[name].slurm
+            if pool is not None:
+                reports.update(self.slurm(self.policy, pool, hosts))
+        return reports
+
+    def close(self) -> None:
+        """Let go of the agents' connections (when the agents' poller has any)."""
+        close = getattr(self.agents, "close", None)
+        if callable(close):
+            close()

@@ -1,0 +1,168 @@
+"""The Slurm executor: starts a paika run with sbatch, placed exactly where the policy put
+it, and stops it with scancel. paika decides; Slurm only executes.
+
+A run is submitted only when paika starts it, on the node, GPU type and count paika chose:
+Slurm's own scheduler finds it startable at once and has nothing left to decide (a job
+held in Slurm's queue instead could be released by anyone with `scontrol release`, and
+would sit in Slurm's priority order besides paika's). Each run is one Slurm job per host,
+named `<prefix><job>.<attempt>.<host>`: the name is how a start sent again is recognised
+(never submitted twice) and how a stop finds it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import pwd
+import re
+import time
+from collections.abc import Callable
+
+from scheduler.config import SlurmPool
+from scheduler.dispatch import DispatchError, StartOrder
+from scheduler.slurm.batch import BatchJob
+from scheduler.slurm.commands import SlurmCommands
+from scheduler.slurm.errors import SlurmError, SlurmProblem
+
+log = logging.getLogger(__name__)
+
+# How a failed submission is settled (see DispatchError): the job's own matter (it would
+# fail the same way anywhere) or the cluster's (queued again, the attempt given back).
+_THE_JOBS_OWN = {SlurmProblem.UNMAPPED_USER, SlurmProblem.UNKNOWN_USER, SlurmProblem.IMAGE}
+_FORGET_STOPS_AFTER_S = 24 * 3600
+
+
+class SlurmDispatcher:
+    """Dispatch one pool's runs through Slurm's clients. `monotonic`: the clock a stop's
+    grace is measured on (a TERM sent is remembered in memory: after a restart the TERM
+    is sent again and the grace starts afresh, which only gives the job longer)."""
+
+    def __init__(
+        self,
+        pool: SlurmPool,
+        commands: SlurmCommands | None = None,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.pool = pool
+        self.commands = commands or SlurmCommands(pool.conf, timeout=pool.command_timeout_seconds)
+        self.monotonic = monotonic
+        self._term_sent: dict[str, float] = {}
+
+    def run_name(self, host: str, agent_job: str) -> str:
+        """The Slurm job name of one run (`agent_job`: "<job>.<attempt>") on one host."""
+        return f"{self.pool.job_name_prefix}{agent_job}.{host}"
+
+    def adopt(self, earlier: SlurmDispatcher) -> None:
+        """Keep the stops an earlier dispatcher of this pool began (their grace counts on)."""
+        self._term_sent.update(earlier._term_sent)
+
+    def start(self, order: StartOrder) -> None:
+        batch = self._batch(order)
+        try:
+            if self.commands.ids_named(batch.name):
+                return  # sent before, its answer lost: it is there already
+            slurm_id = self.commands.submit(batch)
+        except SlurmError as exc:
+            raise _dispatch_error(order.host, order.job_id, exc) from exc
+        log.info(
+            "job #%s run %s is Slurm job %s on %s",
+            order.job_id,
+            order.attempt,
+            slurm_id,
+            order.host,
+            extra={"job_id": order.job_id, "host": order.host},
+        )
+
+    def stop(self, host: str, url: str, agent_job: str, grace_s: float) -> None:
+        """TERM to the run (its batch shell and children) at the first call; a cancel at
+        the first call past the grace. The cycle asks again each cycle until it is gone."""
+        name, now = self.run_name(host, agent_job), self.monotonic()
+        self._forget_old(now)
+        try:
+            sent = self._term_sent.get(name)
+            if sent is None:
+                self.commands.signal(name, "TERM")
+                self._term_sent[name] = now
+            elif now - sent >= grace_s:
+                self.commands.cancel(name)
+        except SlurmError as exc:
+            raise _dispatch_error(host, int(agent_job.split(".")[0]), exc) from exc
+
+    def revoke(self, host: str, url: str, token: str) -> bool:
+        """Slurm's nodes hold no paika token: nothing to revoke."""
+        return True
+
+    def _forget_old(self, now: float) -> None:
+        for name in [n for n, at in self._term_sent.items() if now - at > _FORGET_STOPS_AFTER_S]:
+            del self._term_sent[name]
+
+    def _batch(self, order: StartOrder) -> BatchJob:
+        """The sbatch submission for one order, or a DispatchError saying what is missing."""
+
+        def refuse(code: SlurmProblem, problem: str) -> DispatchError:
+            return DispatchError(
+                order.host,
+                order.job_id,
+                f"{code.value}: {problem}",
+                bad_order=code in _THE_JOBS_OWN,
+                reached=False,
+                code=code.value,
+            )
+
+        if order.account is None:  # never as root, nor as whoever runs paika
+            raise refuse(SlurmProblem.UNMAPPED_USER, "no Unix account is mapped to its owner")
+        if order.image is not None:
+            raise refuse(SlurmProblem.IMAGE, "container images are not run on Slurm pools yet")
+        gres = self.pool.gres.get(order.gpu_type or "")
+        if gres is None:
+            raise refuse(SlurmProblem.INVALID_GRES, f"no GRES name for type {order.gpu_type!r}")
+        if order.wall_hours is None:
+            raise refuse(SlurmProblem.OTHER, "no estimate to set its time limit from")
+        try:
+            gid = pwd.getpwnam(order.account).pw_gid
+        except KeyError:
+            raise refuse(SlurmProblem.UNKNOWN_USER, f"no Unix user {order.account!r}") from None
+        name = str(order.env.get("PAIKA_JOB_NAME", ""))
+        return BatchJob(
+            name=self.run_name(order.host, f"{order.job_id}.{order.attempt}"),
+            comment=f"paika job={order.job_id} attempt={order.attempt}",
+            partition=self.pool.partition,
+            node=order.host,
+            gres=f"gpu:{gres}:{len(order.gpu_indices)}",
+            time_minutes=self._minutes(order.wall_hours),
+            output=self.pool.log_path.format(
+                job_id=order.job_id,
+                attempt=order.attempt,
+                name=re.sub(r"[^A-Za-z0-9._-]", "_", name) or "job",
+                account=order.account,
+            ),
+            uid=order.account,
+            gid=gid,
+            command=order.command,
+            env={
+                **order.env,
+                "PAIKA_JOB_ID": str(order.job_id),
+                "PAIKA_ATTEMPT": str(order.attempt),
+            },
+            workdir=self.pool.workdir,
+        )
+
+    def _minutes(self, wall_hours: float) -> int:
+        """--time: the estimate times the margin, in whole minutes, never under the floor."""
+        minutes = math.ceil(wall_hours * 60 * self.pool.time_margin)
+        return max(self.pool.min_time_minutes, minutes)
+
+
+def _dispatch_error(host: str, job_id: int, exc: SlurmError) -> DispatchError:
+    """A failed Slurm command as the cycle settles it: an unanswered one may have taken
+    effect (asked again, never started elsewhere); a controller away surely did nothing."""
+    return DispatchError(
+        host,
+        job_id,
+        f"{exc.code.value}: {exc.stderr}",
+        known=exc.code is not SlurmProblem.TIMED_OUT,
+        bad_order=exc.code in _THE_JOBS_OWN,
+        reached=exc.code is SlurmProblem.TIMED_OUT,
+        code=exc.code.value,
+    )

@@ -1,0 +1,65 @@
+"""What the cycle hands an executor, against real agents over HTTP: each start order names
+its GPU type and estimated wall time (what Slurm's --gres and --time are made of), and an
+executor's refusal code reaches the job's notice, said in the reader's words."""
+
+from __future__ import annotations
+
+from agent_world import job, make_cycle, submit
+
+from bot.notice_words import event_sentence
+from scheduler.app import Paika
+from scheduler.dispatch import AgentDispatcher, DispatchError, StartOrder
+from scheduler.notices.events import EventCode, EventKind, RecordingObserver
+from storage.models import JobState
+
+TOKEN = "test-token-0123456789"
+
+
+class Recording(AgentDispatcher):
+    """The agents' own dispatcher, keeping every order it was given."""
+
+    def __init__(self) -> None:
+        super().__init__(TOKEN, timeout=2.0)
+        self.orders: list[StartOrder] = []
+
+    def start(self, order: StartOrder) -> None:
+        self.orders.append(order)
+        super().start(order)
+
+
+class RefusingUnmapped(AgentDispatcher):
+    """Refuses every start as the Slurm executor refuses a job whose owner has no account."""
+
+    def start(self, order: StartOrder) -> None:
+        raise DispatchError(
+            order.host,
+            order.job_id,
+            "unmapped_user: no Unix account is mapped to its owner",
+            bad_order=True,
+            reached=False,
+            code="unmapped_user",
+        )
+
+
+def test_each_order_names_its_gpu_type_and_wall_time(world: Paika) -> None:
+    dispatcher = Recording()
+    cycle = make_cycle(world, RecordingObserver())
+    cycle.dispatcher = dispatcher
+    submit(world, "typed", "sleep 30", gpus=2, hours=3, extra="type=T4-16GB")
+    cycle.run_once()
+    (order,) = dispatcher.orders
+    assert (order.host, order.gpu_type, order.wall_hours) == ("gpu-b", "T4-16GB", 1.5)
+
+
+def test_a_refusal_code_is_told_to_the_owner_in_their_words(world: Paika) -> None:
+    notifier = RecordingObserver()
+    cycle = make_cycle(world, notifier)
+    cycle.dispatcher = RefusingUnmapped(TOKEN)
+    submit(world, "nobody-runs-it", "sleep 30", extra="type=T4-16GB")
+    cycle.run_once()
+    assert job(world, "nobody-runs-it").state == JobState.FAILED
+    (refused,) = [e for e in notifier.events if e.code is EventCode.START_REFUSED]
+    assert refused.kind is EventKind.JOB_FAILED and refused.detail["dispatch"] == "unmapped_user"
+    english, chinese = event_sentence("en", refused), event_sentence("zh", refused)
+    assert "no Unix account is mapped to its owner or their team" in english
+    assert "/gpu admin account set" in english and "没有映射 Unix 账号" in chinese
