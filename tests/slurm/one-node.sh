@@ -2,12 +2,23 @@
 # A real one-node Slurm 22.05 (Debian's packages) with fake GPUs, for the tests: slurmctld and
 # slurmd as plain processes (no systemd, no cgroups), 2 `a100` and 2 `t4` GPUs declared as GRES.
 # WITH_DBD=1 adds slurmdbd on the MariaDB at 127.0.0.1:3306 (root, no password), for sacct.
+# Knobs for a second, larger one beside it (bench/slurm_cycle.py): SLURM_DIR, SLURM_CLUSTER,
+# SLURMCTLD_PORT and SLURMD_PORT (two Slurms on one machine need their own), A100_GPUS,
+# T4_GPUS, NODE_CPUS and NODE_MEMORY_MB (the node's declared size: one CPU and 100 MB a job).
 # Runs as root. Idempotent: what is installed is not installed again, a daemon that runs is not
 # started again, and a Slurm whose node already answers is left as it is.
 # Use it with:  export SLURM_CONF=$SLURM_DIR/etc/slurm.conf
 set -euo pipefail
 SLURM_DIR=${SLURM_DIR:-/tmp/paika-slurm}
 WITH_DBD=${WITH_DBD:-0}
+SLURM_CLUSTER=${SLURM_CLUSTER:-paika-test}
+SLURMCTLD_PORT=${SLURMCTLD_PORT:-6817}
+SLURMD_PORT=${SLURMD_PORT:-6818}
+A100_GPUS=${A100_GPUS:-2}
+T4_GPUS=${T4_GPUS:-2}
+NODE_CPUS=${NODE_CPUS:-32}
+NODE_MEMORY_MB=${NODE_MEMORY_MB:-8000}
+GPUS=$((A100_GPUS + T4_GPUS))
 S=${SLURM_DIR}
 export SLURM_CONF=$S/etc/slurm.conf
 
@@ -32,7 +43,10 @@ fi
 
 mkdir -p "$S"/{etc,state,spool,log,run,fakedev}
 # Slurm drops GPUs without a File=, and complains about files that are not character devices.
-for i in 0 1 2 3; do [ -e "$S/fakedev/nvidia$i" ] || mknod "$S/fakedev/nvidia$i" c 195 "$i"; done
+# Without cgroups nothing opens them: one device file per fake GPU is all they need.
+for i in $(seq 0 $((GPUS - 1))); do
+  [ -e "$S/fakedev/nvidia$i" ] || mknod "$S/fakedev/nvidia$i" c 195 "$i"
+done
 
 if [ "$WITH_DBD" = 1 ]; then
   ACCT="AccountingStorageType=accounting_storage/slurmdbd
@@ -49,12 +63,12 @@ fi
 # batch_sched_delay/sched_min_interval=0: jobs start at once, not on the next scheduling pass.
 # DefMemPerCPU and config_overrides: 32 declared CPUs run many jobs on a small machine.
 cat > "$S/etc/slurm.conf" <<EOF
-ClusterName=paika-test
+ClusterName=$SLURM_CLUSTER
 SlurmctldHost=localhost
 SlurmUser=root
 SlurmdUser=root
-SlurmctldPort=6817
-SlurmdPort=6818
+SlurmctldPort=$SLURMCTLD_PORT
+SlurmdPort=$SLURMD_PORT
 AuthType=auth/munge
 CredType=cred/munge
 StateSaveLocation=$S/state
@@ -84,14 +98,14 @@ MinJobAge=300
 KillWait=5
 SlurmdParameters=config_overrides
 GresTypes=gpu
-NodeName=localhost CPUs=32 Boards=1 SocketsPerBoard=1 CoresPerSocket=32 ThreadsPerCore=1 RealMemory=8000 Gres=gpu:a100:2,gpu:t4:2 State=UNKNOWN
+NodeName=localhost CPUs=$NODE_CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$NODE_CPUS ThreadsPerCore=1 RealMemory=$NODE_MEMORY_MB Gres=gpu:a100:$A100_GPUS,gpu:t4:$T4_GPUS State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 EOF
 
 cat > "$S/etc/gres.conf" <<EOF
 AutoDetect=off
-NodeName=localhost Name=gpu Type=a100 File=$S/fakedev/nvidia[0-1]
-NodeName=localhost Name=gpu Type=t4 File=$S/fakedev/nvidia[2-3]
+NodeName=localhost Name=gpu Type=a100 File=$S/fakedev/nvidia[0-$((A100_GPUS - 1))]
+NodeName=localhost Name=gpu Type=t4 File=$S/fakedev/nvidia[$A100_GPUS-$((GPUS - 1))]
 EOF
 
 if ! alive /run/munge/munged.pid; then
@@ -131,8 +145,8 @@ EOF
   # slurmdbd before slurmctld, or sacct shows wrong job names.
   alive "$S/run/slurmdbd.pid" || SLURM_CONF=$S/etc/slurm.conf /usr/sbin/slurmdbd
   for _ in $(seq 1 100); do
-    sacctmgr -n list cluster format=cluster 2>/dev/null | grep -q paika-test && break
-    sacctmgr -i add cluster paika-test >/dev/null 2>&1 && break
+    sacctmgr -n list cluster format=cluster 2>/dev/null | grep -q "$SLURM_CLUSTER" && break
+    sacctmgr -i add cluster "$SLURM_CLUSTER" >/dev/null 2>&1 && break
     sleep 0.2
   done
 fi
