@@ -170,6 +170,8 @@ def _status(result: StatusResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
         PARTS.join(run),
         t(lang, "console.status.submitted", at=when(lang, job.submitted_at, zone)),
     ]
+    if result.hosts:
+        lines.append(t(lang, "console.status.hosts", hosts=", ".join(result.hosts)))
     where = _where(lang, result.view, zone)
     if where:
         lines.append(where)

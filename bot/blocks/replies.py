@@ -223,6 +223,8 @@ def _status(result: StatusResult, lang: str, zone: ZoneInfo, now: datetime) -> M
         items.append(labelled(t(lang, "label.started"), when(lang, job.started_at, zone)))
     if job.ended_at is not None:
         items.append(labelled(t(lang, "label.ended"), when(lang, job.ended_at, zone)))
+    if result.hosts:
+        items.append(labelled(t(lang, "label.hosts"), mrkdwn_escape(", ".join(result.hosts))))
     if view.likely_type:
         items.append(labelled(t(lang, "label.likely_type"), mrkdwn_escape(view.likely_type)))
     if job.template:

@@ -85,6 +85,8 @@ class StatusResult:
     # How often paika stopped and requeued it for other work, and why the last time; None
     # for a job never preempted.
     preempted: PreemptedRecord | None = None
+    # The hosts of its latest run (a Slurm pool's: its nodes); none before it first started.
+    hosts: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -386,6 +388,7 @@ def status(ctx: Context, job_id: int | None, name: str | None) -> StatusResult:
         shows_command,
         dict(job.spec) if job.spec is not None and shows_command else None,
         preempted=_preempted(ctx, job, ledger),
+        hosts=[h.name for h in cluster_queries.last_run_hosts(session=session, job_id=job_id)],
     )
 
 
