@@ -23,9 +23,9 @@ sinfo, scancel, sacct. Each cycle's time is split into those calls and paika's o
   whole queue, starting nothing; goal: < 2 s);
 - the anchor: Slurm's own sbatch rate, `--anchor` plain `sbatch --wrap` submissions one
   after the other in the same run (held, so that they take no card; cancelled afterwards).
-A start cycle's length is bounded by sbatch: each start is one `squeue --name` (a start sent
-again is never submitted twice) and one `sbatch`, so paika's start rate is at most about
-half the anchor's.
+A start cycle's length is bounded by sbatch: each start is one `sbatch` (whether a start
+sent again is there already is read from the cycle's own `squeue --json`, no call of its
+own), so paika's start rate is at most about the anchor's.
 
 Prints its figures and ends with one JSON line.
 """
@@ -168,13 +168,14 @@ def bench_paika(folder: Path, conf: str, jobs: int, sleep: float) -> Paika:
 def slurm_cycle(paika: Paika) -> Cycle:
     """The cycle as `paika up` builds it for a policy whose only pool runs on Slurm."""
     policy = paika.policy
+    dispatcher = PoolDispatcher(policy, AgentDispatcher("no-agent-here", timeout=2.0))
     return Cycle(
         paika.engine,
         policy,
         paika.clock,
-        PoolDispatcher(policy, AgentDispatcher("no-agent-here", timeout=2.0)),
+        dispatcher,
         RecordingObserver(),
-        PoolPoller(policy, no_agents),
+        PoolPoller(policy, no_agents, dispatcher=dispatcher),
     )
 
 

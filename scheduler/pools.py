@@ -17,6 +17,7 @@ from scheduler.dispatch import AgentDispatcher, Dispatcher, StartOrder
 from scheduler.hosts.poll import Target
 from scheduler.hosts.report import HostReport
 from scheduler.slurm.dispatcher import SlurmDispatcher
+from scheduler.slurm.models import QueuedJob
 from scheduler.slurm.reconcile import SlurmPoller
 
 AgentPoller = Callable[[Sequence[Target]], Mapping[str, HostReport]]
@@ -56,7 +57,19 @@ class PoolDispatcher:
         found = slurm_pool_of(self.policy, host)
         if found is None:
             return self.agents
-        name, pool = found
+        return self._for_pool(*found)
+
+    def saw(self, name: str, pool: SlurmPool, queue: Sequence[QueuedJob] | None) -> None:
+        """A Slurm pool's queue as this cycle read it (None: the read failed), for its
+        starts to go by (SlurmDispatcher.start)."""
+        self._for_pool(name, pool).saw(queue)
+
+    def forget_reads(self) -> None:
+        """A new cycle's poll begins: no earlier read is gone by any more."""
+        for dispatcher in self._slurm.values():
+            dispatcher.saw(None)
+
+    def _for_pool(self, name: str, pool: SlurmPool) -> SlurmDispatcher:
         current = self._slurm.get(name)
         if current is None or current.pool != pool:
             # A changed pool gets new clients; a stop's grace already counting is kept.
@@ -81,9 +94,16 @@ class PoolPoller:
     once (its nodes and its queue) for all its hosts."""
 
     def __init__(
-        self, policy: PolicyConfig, agents: AgentPoller, slurm: SlurmPoller | None = None
+        self,
+        policy: PolicyConfig,
+        agents: AgentPoller,
+        slurm: SlurmPoller | None = None,
+        *,
+        dispatcher: PoolDispatcher | None = None,
     ) -> None:
-        self.policy, self.agents = policy, agents
+        """`dispatcher`: the cycle's, told each Slurm pool's queue as read (its starts then
+        need no read of their own); None: it asks Slurm itself."""
+        self.policy, self.agents, self.dispatcher = policy, agents, dispatcher
         self.slurm = slurm or SlurmPoller()
 
     def follow(self, policy: PolicyConfig) -> None:
@@ -93,6 +113,8 @@ class PoolPoller:
             self.agents.timeout = policy.scheduler.hosts.poll_timeout_seconds
 
     def __call__(self, targets: Sequence[Target]) -> Mapping[str, HostReport]:
+        if self.dispatcher is not None:  # a read is of its own cycle only
+            self.dispatcher.forget_reads()
         by_pool: dict[str, list[Target]] = {}
         agents: list[Target] = []
         for target in targets:
@@ -105,7 +127,10 @@ class PoolPoller:
         for name, hosts in by_pool.items():
             pool = self.policy.pools[name].slurm
             if pool is not None:
-                reports.update(self.slurm(self.policy, pool, hosts))
+                read, queue = self.slurm.read(self.policy, pool, hosts)
+                reports.update(read)
+                if self.dispatcher is not None:
+                    self.dispatcher.saw(name, pool, queue)
         return reports
 
     def close(self) -> None:

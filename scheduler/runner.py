@@ -47,13 +47,14 @@ def agent_cycle(paika: Paika, observer: Observer) -> Cycle:
         tls=tls,
         containers=paika.policy.containers.options(),
     )
+    dispatcher = PoolDispatcher(paika.policy, agents)
     return Cycle(
         paika.engine,
         paika.live,
         paika.clock,
-        PoolDispatcher(paika.policy, agents),
+        dispatcher,
         observer,
-        PoolPoller(paika.policy, poller),
+        PoolPoller(paika.policy, poller, dispatcher=dispatcher),
         keys,
         report_url=paika.settings.resolved_report_url(),
     )

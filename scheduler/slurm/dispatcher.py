@@ -6,7 +6,7 @@ Slurm's own scheduler finds it startable at once and has nothing left to decide 
 held in Slurm's queue instead could be released by anyone with `scontrol release`, and
 would sit in Slurm's priority order besides paika's). Each run is one Slurm job per host,
 named `<prefix><job>.<attempt>.<host>`: the name is how a start sent again is recognised
-(never submitted twice) and how a stop finds it.
+(never submitted twice, see `SlurmDispatcher.start`) and how a stop finds it.
 """
 
 from __future__ import annotations
@@ -15,14 +15,16 @@ import logging
 import math
 import pwd
 import re
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from scheduler.config import SlurmPool
 from scheduler.dispatch import DispatchError, StartOrder
 from scheduler.slurm.batch import BatchJob
 from scheduler.slurm.commands import SlurmCommands
 from scheduler.slurm.errors import SlurmError, SlurmProblem
+from scheduler.slurm.models import QueuedJob
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,11 @@ class SlurmDispatcher:
         self.commands = commands or SlurmCommands(pool.conf, timeout=pool.command_timeout_seconds)
         self.monotonic = monotonic
         self._term_sent: dict[str, float] = {}
+        # This cycle's read (see `start`): the names it lists, and those sent since. None:
+        # no read to go by. The cycle sends its starts from several threads at once.
+        self._lock = threading.Lock()
+        self._listed: frozenset[str] | None = None
+        self._sent: set[str] = set()
 
     def run_name(self, host: str, agent_job: str) -> str:
         """The Slurm job name of one run (`agent_job`: "<job>.<attempt>") on one host."""
@@ -57,12 +64,50 @@ class SlurmDispatcher:
         """Keep the stops an earlier dispatcher of this pool began (their grace counts on)."""
         self._term_sent.update(earlier._term_sent)
 
+    def saw(self, queue: Iterable[QueuedJob] | None) -> None:
+        """The pool's queue as this cycle read it (`squeue --json`, before any start is
+        sent), or None when the read failed: what `start` goes by until the next read."""
+        with self._lock:
+            self._listed = (
+                None if queue is None else frozenset(j.name for j in queue if not j.refused)
+            )
+            self._sent = set()
+
     def start(self, order: StartOrder) -> None:
+        """Submit the run, unless it is in Slurm already: a start whose answer was lost is
+        sent again, and must never be a second run.
+
+        Whether it is there is read from this cycle's read of the queue (`saw`) plus the
+        names submitted here since: no call of its own. That is sound because:
+        - the read lists every job slurmctld knows, ended ones within MinJobAge included
+          (squeue --json ignores filters: the same jobs `squeue --states=all --name` lists);
+        - a start is sent again only in a later cycle than the one that sent it (the
+          reconcile resends a start whose answer was lost when its host's report does not
+          show the run, scheduler/hosts/reconcile.py), so that cycle's read was made after
+          the first sbatch and lists the run if slurmctld took it, ended or not; within a
+          cycle, what was submitted after the read is in `_sent` (an sbatch that timed out
+          too: it may have been taken);
+        - a run that ended longer than MinJobAge before the read is not listed, but then
+          never resent: the poller asks slurmdbd (sacct) about every run the database holds
+          that the read lacks, and the host's report carries what it recorded (running or
+          ended); when sacct fails, the run's hosts are reported away (`patient`), and
+          nothing is resent for them. Only a cluster without accounting leaves such a run
+          unknown, and then `squeue --name` would not list it either.
+        A refused submission Slurm still numbered (a GRES no node has: FAILED with reason
+        BadConstraints) is no run: the read does not count it, as `ids_named` does not.
+        With no read of this cycle (it failed, or no cycle reads for this dispatcher) the
+        cluster is asked by name (`squeue --name`)."""
         batch = self._batch(order)
         try:
-            if self.commands.ids_named(batch.name):
+            if self._submitted(batch.name):
                 return  # sent before, its answer lost: it is there already
-            slurm_id = self.commands.submit(batch)
+            try:
+                slurm_id = self.commands.submit(batch)
+            except SlurmError as exc:
+                if exc.code is SlurmProblem.TIMED_OUT:  # it may have been taken
+                    self._note(batch.name)
+                raise
+            self._note(batch.name)
         except SlurmError as exc:
             raise _dispatch_error(order.host, order.job_id, exc) from exc
         log.info(
@@ -73,6 +118,20 @@ class SlurmDispatcher:
             order.host,
             extra={"job_id": order.job_id, "host": order.host},
         )
+
+    def _submitted(self, name: str) -> bool:
+        """Whether a run named `name` is in Slurm (see `start`)."""
+        with self._lock:
+            listed, sent = self._listed, name in self._sent
+        if listed is None:
+            return bool(self.commands.ids_named(name))
+        return sent or name in listed
+
+    def _note(self, name: str) -> None:
+        """Remember a name submitted after this cycle's read (none without a read)."""
+        with self._lock:
+            if self._listed is not None:
+                self._sent.add(name)
 
     def stop(self, host: str, url: str, agent_job: str, grace_s: float) -> None:
         """TERM to the run (its batch shell and children) at the first call; a cancel at

@@ -47,6 +47,12 @@ class QueuedJob(_Read):
         return self.job_state not in STILL_ON
 
     @property
+    def refused(self) -> bool:
+        """A submission slurmctld numbered and refused at once (a GRES no node has): it
+        never ran, and is no run of its name."""
+        return (self.job_state, self.state_reason) == ("FAILED", "BadConstraints")
+
+    @property
     def exit_status(self) -> int | None:
         """The batch shell's exit code (None while it runs, or when a signal ended it)."""
         if self.exit_code is None or self.exit_code & 0x7F:

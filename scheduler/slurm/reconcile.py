@@ -175,13 +175,20 @@ class SlurmPoller:
         self, policy: PolicyConfig, pool: SlurmPool, targets: Sequence[Target]
     ) -> dict[str, HostReport]:
         """The report of each of `targets` (all hosts of `pool`)."""
+        return self.read(policy, pool, targets)[0]
+
+    def read(
+        self, policy: PolicyConfig, pool: SlurmPool, targets: Sequence[Target]
+    ) -> tuple[dict[str, HostReport], tuple[QueuedJob, ...] | None]:
+        """The report of each of `targets`, and the queue read for them (None: it failed),
+        which the pool's dispatcher goes by for this cycle's starts."""
         began = time.perf_counter()
         clients = self.commands(pool.conf, timeout=pool.command_timeout_seconds)
         try:
             nodes = {node.name: node for node in clients.nodes()}
             queue = clients.queue()
         except SlurmError as exc:
-            return _away(targets, f"{exc.code.value}: {exc.stderr}", began)
+            return _away(targets, f"{exc.code.value}: {exc.stderr}", began), None
         reports: dict[str, HostReport] = {}
         forgotten = _forgotten(pool, targets, queue)
         recorded: dict[str, EndedRun] = {}
@@ -199,7 +206,7 @@ class SlurmPoller:
                 reports[target.name] = node_report(
                     policy, pool, target.name, node, queue, latency, recorded
                 )
-        return reports
+        return reports, queue
 
 
 def _away(targets: Sequence[Target], error: str, began: float) -> dict[str, HostReport]:

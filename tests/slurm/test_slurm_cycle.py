@@ -74,13 +74,17 @@ class SlurmSite:
     ) -> None:
         self.paika, self.policy, self.ticks = paika, policy, ticks
         self.notifier = RecordingObserver()
+        # Wired as `paika up` wires them: the starts go by the cycle's own queue read.
+        self.dispatcher = PoolDispatcher(
+            policy, AgentDispatcher(TOKEN, timeout=2.0), monotonic=ticks
+        )
         self.cycle = Cycle(
             paika.engine,
             policy,
             paika.clock,
-            PoolDispatcher(policy, AgentDispatcher(TOKEN, timeout=2.0), monotonic=ticks),
+            self.dispatcher,
             self.notifier,
-            PoolPoller(policy, agents, slurm),
+            PoolPoller(policy, agents, slurm, dispatcher=self.dispatcher),
         )
 
     @property

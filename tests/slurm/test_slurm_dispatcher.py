@@ -75,12 +75,53 @@ def test_a_run_starts_on_the_chosen_node_type_and_count_as_its_owner(
     assert run.gres_detail in ((), ("gpu:t4:2(IDX:2-3)",))  # () once it ended
 
 
-def test_a_start_sent_again_is_not_a_second_run(pool: SlurmPool) -> None:
-    dispatcher = SlurmDispatcher(pool)
+class CountedCommands(SlurmCommands):
+    """Slurm's clients, counting the by-name lookups a start makes."""
+
+    def __init__(self, pool: SlurmPool) -> None:
+        super().__init__(pool.conf)
+        self.lookups = 0
+
+    def ids_named(self, name: str) -> tuple[int, ...]:
+        self.lookups += 1
+        return super().ids_named(name)
+
+
+def test_a_start_sent_again_after_the_cycles_read_is_not_a_second_run(pool: SlurmPool) -> None:
+    commands = CountedCommands(pool)
+    dispatcher = SlurmDispatcher(pool, commands)
+    order = _order(command=KEEPS_RUNNING)
+    dispatcher.saw(commands.queue())  # the cycle's read, before any start
+    dispatcher.start(order)
+    dispatcher.start(order)  # sent again in the same cycle: known from this dispatcher
+    dispatcher.saw(commands.queue())  # a later cycle's read lists it
+    dispatcher.start(order)
+    assert commands.lookups == 0  # no squeue of its own
+    assert len(SlurmCommands(pool.conf).ids_named(f"{pool.job_name_prefix}12.2.localhost")) == 1
+
+
+def test_a_start_sent_again_with_no_read_asks_slurm_by_name(pool: SlurmPool) -> None:
+    commands = CountedCommands(pool)
+    dispatcher = SlurmDispatcher(pool, commands)
     order = _order(command=KEEPS_RUNNING)
     dispatcher.start(order)
+    dispatcher.saw(None)  # the next cycle's read failed: nothing to go by
     dispatcher.start(order)  # its answer was lost: the cycle sends the same start again
-    assert len(dispatcher.commands.ids_named(f"{pool.job_name_prefix}12.2.localhost")) == 1
+    assert commands.lookups == 2
+    assert len(commands.ids_named(f"{pool.job_name_prefix}12.2.localhost")) == 1
+
+
+def test_a_submission_slurm_refused_in_the_read_is_no_run(pool: SlurmPool) -> None:
+    dispatcher = SlurmDispatcher(pool)
+    name = f"{pool.job_name_prefix}12.2.localhost"
+    # Four A100s on a node with two: Slurm numbers the job, then fails it (BadConstraints).
+    with pytest.raises(DispatchError):
+        dispatcher.start(_order(gpu_type="A100-80GB", gpu_indices=(0, 1, 2, 3)))
+    refused = wait_for(lambda: _run(dispatcher.commands, name), what="the refused record")
+    assert (refused.job_state, refused.state_reason) == ("FAILED", "BadConstraints")
+    dispatcher.saw(dispatcher.commands.queue())
+    dispatcher.start(_order(command=KEEPS_RUNNING))  # the same run, now one that fits
+    assert len(dispatcher.commands.ids_named(name)) == 1
 
 
 def test_the_time_limit_is_never_below_the_floor(pool: SlurmPool) -> None:
