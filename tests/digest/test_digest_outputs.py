@@ -5,6 +5,7 @@ figures checked against sums worked out here from the runs themselves, said in e
 from __future__ import annotations
 
 import pytest
+from paika_test_slack import text_of
 from sqlmodel import Session
 from world import HostSpec, Run, at, build, people
 
@@ -187,18 +188,4 @@ def test_which_metrics_are_better_low() -> None:
 
 
 def _said(blocks: list[dict[str, object]]) -> str:
-    parts: list[str] = []
-
-    def walk(node: object) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key == "text" and isinstance(value, str):
-                    parts.append(value)
-                else:
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(blocks)
-    return "\n".join(parts)
+    return text_of({"blocks": blocks})
