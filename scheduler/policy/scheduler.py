@@ -157,7 +157,9 @@ class _Admission:
             if self.knobs.backfill is Backfill.NONE:
                 break  # strict order: nobody passes a blocked job
             if self.knobs.backfill is Backfill.EASY:
-                self._reserve(job, starving)
+                # A job waiting for a cheaper type is kept a place on that type, not on the
+                # costlier one it declined (which would sit idle for it meanwhile).
+                self._reserve(job, starving, cheapest_only=placeable)
         return starts
 
     def starving(self, job: Pending) -> bool:
@@ -320,7 +322,7 @@ class _Admission:
             verdicts.append(Alternative(card.name, card.price_per_gpu_hour, verdict, wait))
         return tuple(verdicts)
 
-    def _reserve(self, job: Pending, starving: bool) -> None:
+    def _reserve(self, job: Pending, starving: bool, *, cheapest_only: bool = False) -> None:
         """EASY: the first blocked job of a pool gets a reservation at its earliest start.
 
         The backstop: every job waiting past it gets one too (conservative backfill for the
@@ -328,7 +330,8 @@ class _Admission:
         rather than one after another while short work refills the rest.
         """
         best: tuple[float, str, frozenset[int]] | None = None
-        for gpu_type in self.types[job.id]:
+        types = self.types[job.id]
+        for gpu_type in types[:1] if cheapest_only else types:
             pool = self.capacity.pools[gpu_type]
             if pool.reservations and (not starving or len(pool.reservations) >= len(pool.members)):
                 return  # an earlier job already holds this pool's reservation

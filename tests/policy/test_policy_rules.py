@@ -87,6 +87,17 @@ def test_a_job_waiting_for_a_cheaper_card_does_not_block_one_that_waited_enough(
         assert [(s.job_id, s.gpu_type) for s in plan.starts] == [(998, "A100-80GB")]
 
 
+def test_a_job_waiting_for_a_cheaper_card_keeps_no_costlier_one_idle() -> None:
+    """It is kept a place on the T4 it waits for; the A100 it declined runs other work."""
+    small, big = host("small", "T4-16GB", 1), host("big", "A100-80GB", 1)
+    busy = running(9, small, 1, ends_in_h=0.25)
+    waiting, other = job(998, hours=4), job(999, hours=8, mem=40)  # only an A100 fits 999
+    plan = schedule(snapshot([small, big], [waiting, other], [busy]), explain=True)
+    assert [(s.job_id, s.gpu_type) for s in plan.starts] == [(999, "A100-80GB")]
+    assert plan.waits[998].code is WaitCode.WAITING_FOR_CHEAPER_TYPE
+    assert [(r.job_id, r.gpu_type) for r in plan.reservations] == [(998, "T4-16GB")]
+
+
 def test_all_gpus_of_a_job_on_one_host_best_fit() -> None:
     hosts = [host("roomy", "A100-80GB", 8), host("snug", "A100-80GB", 4)]
     plan = schedule(snapshot(hosts, [job(1, gpus=4, hours=4)]))
