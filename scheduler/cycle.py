@@ -289,21 +289,20 @@ class Cycle:
     def _admit_all(self, starts: tuple[Start, ...], result: CycleResult) -> None:
         """Persist each start (the database refuses a GPU already held), then dispatch them
         all at once, a host's slowness costing only its own jobs; settle each outcome."""
-        persisted = [
-            (start, orders) for start in starts if (orders := self._persist_start(start, result))
-        ]
+        persisted = self._persist_starts(starts, result)
         if not persisted:
             return
         with ThreadPoolExecutor(max_workers=min(32, len(persisted))) as pool:
             failures = list(pool.map(self._dispatch, [orders for _, orders in persisted]))
+        taken = [
+            (start, orders) for (start, orders), f in zip(persisted, failures, strict=True) if not f
+        ]
+        confirmed = self._confirm_starts(taken, result)
         for (start, orders), failure in zip(persisted, failures, strict=True):
+            if start.job_id in confirmed:
+                continue
             try:
-                where = {
-                    "hosts": list(start.hosts),
-                    "gpus": len(start.gpu_ids),
-                    "gpu_type": start.gpu_type,
-                }
-                self._settle_start(start.job_id, orders[0].attempt, failure, result, where)
+                self._settle_start(start.job_id, orders[0].attempt, failure, result, _where(start))
             except Exception:  # one job's trouble never stops the others' starts
                 log.exception(
                     "job #%s: its start could not be settled",
@@ -311,6 +310,72 @@ class Cycle:
                     extra={"job_id": start.job_id, "host": ",".join(start.hosts)},
                 )
                 result.errors.append(f"admit: job #{start.job_id}")
+
+    def _persist_starts(
+        self, starts: Sequence[Start], result: CycleResult
+    ) -> list[tuple[Start, list[StartOrder]]]:
+        """Record every start in one transaction: a cycle starting a hundred jobs makes one
+        commit, not a hundred. Should any of them fail (a GPU another writer took, a job a
+        user changed meanwhile), nothing of the batch is kept and each is recorded on its
+        own instead, so that one start's trouble costs only that start."""
+        if len(starts) > 1:
+            try:
+                with session_scope(self.engine) as session:
+                    made = [(start, self._persist_in(session, start, result)) for start in starts]
+            except Exception as exc:
+                log.info("the cycle's starts are recorded one by one: %s", exc)
+            else:
+                persisted = []
+                for start, found in made:
+                    if found is not None:
+                        result.start_times[start.job_id] = found[1]
+                        persisted.append((start, found[0]))
+                return persisted
+        return [
+            (start, orders) for start in starts if (orders := self._persist_start(start, result))
+        ]
+
+    def _confirm_starts(
+        self, taken: Sequence[tuple[Start, list[StartOrder]]], result: CycleResult
+    ) -> set[int]:
+        """Confirm every start its hosts took in one transaction, with the owners' notices;
+        the job ids confirmed. Should the batch fail (a user changed one of the jobs
+        meanwhile), none is, and each is settled on its own (`_settle_start`)."""
+        if len(taken) < 2:
+            return set()
+        confirmed: list[tuple[int, int]] = []
+        events: list[Event] = []
+        try:
+            with session_scope(self.engine) as session:
+                for start, orders in taken:
+                    attempt, now = (
+                        orders[0].attempt,
+                        result.start_times.get(start.job_id, result.at),
+                    )
+                    job = job_queries.get_job(session=session, job_id=start.job_id)
+                    if job is None or job.state not in ON_HOST_STATES or job.attempts != attempt:
+                        continue  # settled on its own below
+                    _confirm(job, now)
+                    session.add(job)
+                    event = Event(
+                        EventKind.JOB_STARTED,
+                        now,
+                        EventCode.STARTED,
+                        start.job_id,
+                        name=job.name,
+                        owner=job.owner,
+                        detail=_where(start),
+                    )
+                    events.append(record(session, event))
+                    confirmed.append((start.job_id, attempt))
+        except Exception as exc:
+            log.info("the cycle's starts are confirmed one by one: %s", exc)
+            return set()
+        result.events += events
+        for job_id, attempt in confirmed:
+            result.started.append(job_id)
+            result.attempts[job_id] = attempt
+        return {job_id for job_id, _ in confirmed}
 
     def _dispatch(self, orders: list[StartOrder]) -> DispatchError | None:
         try:
@@ -433,57 +498,11 @@ class Cycle:
     def _persist_start(self, start: Start, result: CycleResult) -> list[StartOrder] | None:
         try:
             with session_scope(self.engine) as session:
-                job = job_queries.get_job(session=session, job_id=start.job_id)
-                if (
-                    job is None
-                    or job.state not in (JobState.QUEUED, JobState.PREEMPTED)
-                    or not job.data_ready
-                ):
-                    return None  # changed since the snapshot (cancelled, data marked not ready …)
-                now = start_moment(result.at, job.submitted_at)
-                gpus = [
-                    gpu for gpu_id in start.gpu_ids if (gpu := session.get(Gpu, gpu_id)) is not None
-                ]
-                for gpu in gpus:
-                    allocation = Allocation(
-                        job_id=job.id or 0, gpu_id=gpu.id or 0, active_gpu_id=gpu.id, started_at=now
-                    )
-                    session.add(allocation)
-                if job.state == JobState.PREEMPTED:
-                    lifecycle.move(
-                        session, job, JobState.QUEUED, at=now, actor=ACTOR, reason="requeued"
-                    )
-                lifecycle.move(
-                    session, job, JobState.RUNNING, at=now, actor=ACTOR, reason=start.match.reason
-                )
-                job.attempts += 1
-                # The new run's own secret for its reports: one run's token is never another's.
-                job.report_token = mint_token()
-                job.missing_since = None
-                job.confirmed_at = None
-                session.add(job)
-                session.add(
-                    Match(
-                        job_id=job.id or 0,
-                        at=now,
-                        chosen_type=start.gpu_type,
-                        alternatives=[asdict(a) for a in start.match.alternatives],
-                        reason=start.match.reason,
-                    )
-                )
-                audit.record(
-                    session=session,
-                    at=now,
-                    actor=ACTOR,
-                    action="job.start",
-                    target_kind="job",
-                    target_id=job.id,
-                    detail={"gpus": list(start.gpu_ids), "type": start.gpu_type},
-                )
-                session.flush()
-                orders = _orders(session, job, gpus, self.report_url, self._preemption)
-            result.start_times[start.job_id] = now
-            return orders
+                found = self._persist_in(session, start, result)
+            if found is None:
+                return None
+            result.start_times[start.job_id] = found[1]
+            return found[0]
         except Exception as exc:
             if isinstance(exc, IntegrityError) or lost_race(exc):
                 # A GPU it was given is already held, or a user changed the job (a cancel
@@ -500,6 +519,58 @@ class Cycle:
                     extra={"job_id": start.job_id},
                 )
             return None
+
+    def _persist_in(
+        self, session: Session, start: Start, result: CycleResult
+    ) -> tuple[list[StartOrder], datetime] | None:
+        """Record one start in `session`: its GPUs' allocations, the job running as a new
+        attempt, its match and audit line; its orders and the moment it started. None: the
+        job changed since the snapshot."""
+        job = job_queries.get_job(session=session, job_id=start.job_id)
+        if (
+            job is None
+            or job.state not in (JobState.QUEUED, JobState.PREEMPTED)
+            or not job.data_ready
+        ):
+            return None  # changed since the snapshot (cancelled, data marked not ready …)
+        now = start_moment(result.at, job.submitted_at)
+        gpus = [gpu for gpu_id in start.gpu_ids if (gpu := session.get(Gpu, gpu_id)) is not None]
+        for gpu in gpus:
+            allocation = Allocation(
+                job_id=job.id or 0, gpu_id=gpu.id or 0, active_gpu_id=gpu.id, started_at=now
+            )
+            session.add(allocation)
+        if job.state == JobState.PREEMPTED:
+            lifecycle.move(session, job, JobState.QUEUED, at=now, actor=ACTOR, reason="requeued")
+        lifecycle.move(
+            session, job, JobState.RUNNING, at=now, actor=ACTOR, reason=start.match.reason
+        )
+        job.attempts += 1
+        # The new run's own secret for its reports: one run's token is never another's.
+        job.report_token = mint_token()
+        job.missing_since = None
+        job.confirmed_at = None
+        session.add(job)
+        session.add(
+            Match(
+                job_id=job.id or 0,
+                at=now,
+                chosen_type=start.gpu_type,
+                alternatives=[asdict(a) for a in start.match.alternatives],
+                reason=start.match.reason,
+            )
+        )
+        audit.record(
+            session=session,
+            at=now,
+            actor=ACTOR,
+            action="job.start",
+            target_kind="job",
+            target_id=job.id,
+            detail={"gpus": list(start.gpu_ids), "type": start.gpu_type},
+        )
+        session.flush()
+        return _orders(session, job, gpus, self.report_url, self._preemption), now
 
     def _resend_starts(self, job_ids: list[int], result: CycleResult) -> None:
         """Send again the starts whose answer was lost (the agent starts a run id once)."""
@@ -713,3 +784,8 @@ def _orders(
             )
         )
     return orders
+
+
+def _where(start: Start) -> dict[str, object]:
+    """Where a first start went, as its notice tells it."""
+    return {"hosts": list(start.hosts), "gpus": len(start.gpu_ids), "gpu_type": start.gpu_type}

@@ -126,6 +126,7 @@ def reconcile(
         held = _report_lines(rows, hosts_of, reports)
         taken = lines_taken(session, sorted(held)) if held else {}
     held_here: dict[str, set[str]] = {}
+    settle: list[_Settling] = []
     for row in rows:
         hosts = hosts_of.get(row.id, [])
         run = agent_job_id(row.id, row.attempts)
@@ -139,11 +140,12 @@ def reconcile(
         fresh = [(lines, done) for lines, done in lines if lines.last > done]
         if _steady(row, seen):
             if fresh:
-                _settle_safely(engine, policy, row, None, None, now, found, fresh)
+                settle.append(_Settling(row, None, None, fresh))
             if row.stop_requested_at is not None:
                 found.stops.append(row.id)
             continue
-        _settle_safely(engine, policy, row, seen, known, now, found, fresh)
+        settle.append(_Settling(row, seen, known, fresh))
+    _settle_all(engine, policy, settle, now, found)
     _close_leaks(engine, policy, leaks, now)
     found.orphans = _orphans(reports, held_here)
     return found
@@ -233,6 +235,68 @@ def _steady(row: Row[Any], seen: Seen) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class _Settling:
+    """One job to settle: what its hosts say of its run (`seen` None: only its new
+    report-file lines to take)."""
+
+    row: Row[Any]
+    seen: Seen | None
+    known: AgentJobState | None
+    fresh: Sequence[tuple[FileLines, int]]
+
+
+def _settle_all(
+    engine: Engine,
+    policy: PolicyConfig,
+    settling: Sequence[_Settling],
+    now: datetime,
+    found: Reconciliation,
+) -> None:
+    """Settle every job in one transaction: a cycle in which fifty runs ended makes one
+    commit, not fifty. Should the batch fail (a user's command changed one of the jobs
+    meanwhile, or one job's settling raised), nothing of it is kept and each job is settled
+    in its own transaction instead (`_settle_safely`), one job's trouble costing only it."""
+    if len(settling) > 1:
+        mine = Reconciliation()
+        try:
+            with session_scope(engine) as session:
+                for one in settling:
+                    _settle_in(session, policy, one.row, one.seen, one.known, now, mine, one.fresh)
+        except Exception as exc:
+            log.info("this cycle's jobs are settled one by one: %s", exc)
+        else:
+            found.events += mine.events
+            found.resend += mine.resend
+            found.stops += mine.stops
+            return
+    for one in settling:
+        _settle_safely(engine, policy, one.row, one.seen, one.known, now, found, one.fresh)
+
+
+def _settle_in(
+    session: Session,
+    policy: PolicyConfig,
+    row: Row[Any],
+    seen: Seen | None,
+    known: AgentJobState | None,
+    now: datetime,
+    mine: Reconciliation,
+    fresh: Sequence[tuple[FileLines, int]],
+) -> None:
+    """Settle one job in `session`, its events recorded with the change (told with it, or
+    not at all); nothing when it moved on since it was read (cancelled, requeued …)."""
+    job = session.get(Job, row.id)
+    if job is None or job.state not in ON_HOST_STATES or job.attempts != row.attempts:
+        return
+    told = len(mine.events)
+    _take_lines(session, job, fresh, now)
+    if seen is not None:
+        _settle(session, policy, job, seen, known, now, mine)
+    for event in mine.events[told:]:
+        record(session, event)
+
+
 def _settle_safely(
     engine: Engine,
     policy: PolicyConfig,
@@ -250,14 +314,7 @@ def _settle_safely(
         mine = Reconciliation()
         try:
             with session_scope(engine) as session:
-                job = session.get(Job, row.id)
-                if job is None or job.state not in ON_HOST_STATES or job.attempts != row.attempts:
-                    return  # it moved on since it was read (cancelled, requeued …)
-                _take_lines(session, job, fresh, now)
-                if seen is not None:
-                    _settle(session, policy, job, seen, known, now, mine)
-                for event in mine.events:  # told with the change, or not at all
-                    record(session, event)
+                _settle_in(session, policy, row, seen, known, now, mine, fresh)
         except Exception as exc:
             if lost_race(exc):
                 continue  # a user's command changed it in between: read it again
