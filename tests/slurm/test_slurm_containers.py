@@ -11,6 +11,8 @@ option this sbatch does not know. The tests assert exactly that much of the clus
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -186,6 +188,22 @@ def test_a_pool_without_the_setting_refuses_an_image_and_names_the_setting(
     assert (error.code, error.bad_order, error.reached) == ("image_unsupported", True, False)
     assert "slurm.container" in error.problem
     assert dispatcher.commands.ids_named(f"{slurm_prefix}12.2.localhost") == ()
+
+
+def test_an_image_run_with_the_controller_away_surely_started_nothing(
+    live_slurm: LiveSlurm, slurm_prefix: str, shared_dir: Path, tmp_path: Path
+) -> None:
+    conf = Path(live_slurm.conf).read_text()
+    conf = re.sub(r"(?m)^SlurmctldPort=.*$", "SlurmctldPort=6999", conf) + "MessageTimeout=2\n"
+    (tmp_path / "slurm.conf").write_text(conf)
+    shutil.copy(Path(live_slurm.conf).with_name("gres.conf"), tmp_path / "gres.conf")
+    away = SlurmDispatcher(_pool(slurm_prefix, shared_dir, str(tmp_path / "slurm.conf"), **OCI))
+    with pytest.raises(DispatchError) as caught:
+        away.start(_order(image="pytorch:2.3"))
+    assert caught.value.code == "slurmctld_unreachable"
+    assert caught.value.known and not caught.value.reached  # queued again, the attempt kept
+    here = SlurmDispatcher(_pool(slurm_prefix, shared_dir, live_slurm.conf, **OCI))
+    assert here.commands.ids_named(f"{slurm_prefix}12.2.localhost") == ()
 
 
 # --- end to end: /gpu submit image=… through the real cycle ---
