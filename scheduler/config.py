@@ -24,10 +24,11 @@ from pydantic import (
 )
 
 from scheduler.agent.errors import BadRequest
-from scheduler.agent.protocol import ContainerOptions, is_account_name
+from scheduler.agent.protocol import IMAGE_RE, ContainerOptions, is_account_name
 from scheduler.errors import ConfigError
 from scheduler.policy.matching import CardType
 from scheduler.policy.snapshot import Backfill, Knobs, WithinClass
+from scheduler.slurm.batch import OWN_OPTIONS
 
 NamePattern = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
 SlackUserId = Annotated[str, Field(pattern=r"^[UW][A-Z0-9]{2,}$")]
@@ -309,6 +310,93 @@ class Accounts(_Strict):
 
 
 LOG_FIELDS = frozenset({"job_id", "attempt", "name", "account"})
+# sbatch options that change what or whether paika's run runs: never a container option.
+_NOT_CONTAINER_OPTIONS = OWN_OPTIONS | {"wrap", "hold", "array", "requeue", "export-file"}
+_SBATCH_OPTION = re.compile(r"--([A-Za-z][A-Za-z0-9-]{0,63})")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# A container value's fields: the image as submitted, or in enroot's form (pyxis).
+IMAGE_FIELDS = frozenset({"image", "enroot_image"})
+
+
+def _sbatch_option(name: str) -> str:
+    """`name` if it is an sbatch long option paika leaves to the site; ValueError if not."""
+    match = _SBATCH_OPTION.fullmatch(name)
+    if match is None:
+        raise ValueError(f"{name!r} is not an sbatch long option (--name)")
+    taken = sorted(own for own in _NOT_CONTAINER_OPTIONS if own.startswith(match[1]))
+    if taken:
+        raise ValueError(f"{name!r} would set sbatch's --{taken[0]}, which paika sets itself")
+    return name
+
+
+class SlurmContainer(_Strict):
+    """How the site's Slurm runs a job's container image: the sbatch option that takes it
+    (pyxis's --container-image, or Slurm's own --container with an OCI bundle's path), its
+    value made from the image (`{image}`, or `{enroot_image}` for pyxis), and any further
+    options the site's way wants (e.g. pyxis's --container-mounts=…). sbatch gets them as
+    arguments: no shell reads them."""
+
+    option: str
+    value: str = Field(default="{image}", max_length=400)
+    options: tuple[str, ...] = Field(default=(), max_length=16)  # each --name or --name=value
+
+    @field_validator("option")
+    @classmethod
+    def _option_is_sbatchs(cls, value: str) -> str:
+        return _sbatch_option(value)
+
+    @field_validator("value")
+    @classmethod
+    def _value_names_the_image(cls, value: str) -> str:
+        try:
+            fields = [(n, c, f) for _, n, f, c in string.Formatter().parse(value) if n is not None]
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a valid template: {exc}") from None
+        for name, conversion, spec in fields:
+            if name not in IMAGE_FIELDS or conversion or spec:
+                raise ValueError(f"{value!r}: its fields are a plain {{image}} or {{enroot_image}}")
+        if not fields:
+            raise ValueError(f"{value!r} does not name the job's {{image}} (or {{enroot_image}})")
+        if _CONTROL.search(value) or value.startswith("-"):
+            raise ValueError(f"{value!r} starts with '-' or holds a control character")
+        return value
+
+    @field_validator("options")
+    @classmethod
+    def _options_are_the_sites(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for option in value:
+            name, _, given = option.partition("=")
+            _sbatch_option(name)
+            if _CONTROL.search(given) or len(option) > 400:
+                raise ValueError(f"{option!r}: a value of at most 400 characters, one line")
+        return value
+
+    @model_validator(mode="after")
+    def _oci_bundles_are_paths(self) -> SlurmContainer:
+        # Slurm's --container takes an OCI bundle's absolute path (sbatch(1)); sbatch itself
+        # takes any text and the job would fail on the node.
+        if self.option == "--container" and not self.value.startswith("/"):
+            raise ValueError(f"--container takes an absolute bundle path: {self.value!r}")
+        return self
+
+    def arguments(self, image: str) -> tuple[str, ...]:
+        """sbatch's arguments that run `image`; ValueError for an image it cannot take."""
+        # The agents' own rule (what /gpu submit image= accepts), and no '..' step: the value
+        # may make a path of it.
+        if not IMAGE_RE.fullmatch(image) or ".." in image.split("/"):
+            raise ValueError(f"{image!r} is not a container image reference")
+        value = self.value.format(image=image, enroot_image=_enroot_form(image))
+        return (f"{self.option}={value}", *self.options)
+
+
+def _enroot_form(image: str) -> str:
+    """An image reference as enroot (pyxis) reads it: a registry host ends with '#', not '/'
+    (`nvcr.io/nvidia/pytorch:24.05-py3` is `nvcr.io#nvidia/pytorch:24.05-py3`). The first
+    part names a registry as Docker decides it: it holds a '.' or ':', or is localhost."""
+    first, slash, rest = image.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        return f"{first}#{rest}"
+    return image
 
 
 class SlurmPool(_Strict):
@@ -324,6 +412,8 @@ class SlurmPool(_Strict):
     log_path: str = Field(min_length=2, max_length=400)
     job_name_prefix: str = Field(default="paika-", pattern=r"^[A-Za-z0-9._-]{1,32}$")
     workdir: str | None = Field(default=None, min_length=1, max_length=400)
+    # How this cluster runs a job's container image (None: image jobs are refused here).
+    container: SlurmContainer | None = None
     conf: str | None = Field(default=None, min_length=1, max_length=400)  # SLURM_CONF
     command_timeout_seconds: float = Field(default=30, gt=0, le=600)
 

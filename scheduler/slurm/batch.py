@@ -3,6 +3,8 @@
 The script goes to sbatch on stdin: the job's environment as `export` lines, then its
 command, which runs through a shell on the node only (never on the scheduler's machine).
 `--export=NONE`: nothing of the scheduler's own environment (its tokens) reaches the job.
+A job with a container image gets the pool's container options (`SlurmPool.container`)
+before paika's own, so that where sbatch takes the last of an option twice, paika's wins.
 """
 
 from __future__ import annotations
@@ -10,6 +12,13 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+# The sbatch options paika sets itself (without their leading "--"): a pool's container
+# options may not name one, nor an abbreviation of one (sbatch takes a unique prefix).
+OWN_OPTIONS = frozenset(
+    {"parsable", "export", "no-requeue", "partition", "nodelist", "nodes", "gres", "time",
+     "job-name", "comment", "output", "uid", "gid", "chdir"}
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -28,12 +37,15 @@ class BatchJob:
     command: str
     env: Mapping[str, str] = field(default_factory=dict)
     workdir: str | None = None
+    # The site's way to run the job's image (e.g. "--container-image=pytorch:2.3"); () without.
+    container: tuple[str, ...] = ()
 
     def arguments(self) -> list[str]:
         """sbatch's argument list (no shell ever reads it)."""
         args = [
             "sbatch",
             "--parsable",
+            *self.container,
             "--export=NONE",
             "--no-requeue",  # a run Slurm loses is paika's to start again, not Slurm's
             f"--partition={self.partition}",

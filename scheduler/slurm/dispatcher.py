@@ -30,7 +30,12 @@ log = logging.getLogger(__name__)
 
 # How a failed submission is settled (see DispatchError): the job's own matter (it would
 # fail the same way anywhere) or the cluster's (queued again, the attempt given back).
-_THE_JOBS_OWN = {SlurmProblem.UNMAPPED_USER, SlurmProblem.UNKNOWN_USER, SlurmProblem.IMAGE}
+_THE_JOBS_OWN = {
+    SlurmProblem.UNMAPPED_USER,
+    SlurmProblem.UNKNOWN_USER,
+    SlurmProblem.IMAGE,
+    SlurmProblem.BAD_IMAGE,
+}
 _FORGET_STOPS_AFTER_S = 24 * 3600
 
 
@@ -171,8 +176,18 @@ class SlurmDispatcher:
 
         if order.account is None:  # never as root, nor as whoever runs paika
             raise refuse(SlurmProblem.UNMAPPED_USER, "no Unix account is mapped to its owner")
+        container: tuple[str, ...] = ()
         if order.image is not None:
-            raise refuse(SlurmProblem.IMAGE, "container images are not run on Slurm pools yet")
+            if self.pool.container is None:
+                raise refuse(
+                    SlurmProblem.IMAGE,
+                    "the pool runs no container images: its policy sets no slurm.container "
+                    "(option: --container-image with pyxis, --container for Slurm's OCI)",
+                )
+            try:
+                container = self.pool.container.arguments(order.image)
+            except ValueError as exc:
+                raise refuse(SlurmProblem.BAD_IMAGE, str(exc)) from None
         gres = self.pool.gres.get(order.gpu_type or "")
         if gres is None:
             raise refuse(SlurmProblem.INVALID_GRES, f"no GRES name for type {order.gpu_type!r}")
@@ -205,6 +220,7 @@ class SlurmDispatcher:
                 "PAIKA_ATTEMPT": str(order.attempt),
             },
             workdir=self.pool.workdir,
+            container=container,
         )
 
     def _minutes(self, wall_hours: float) -> int:

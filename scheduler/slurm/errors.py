@@ -25,7 +25,9 @@ class SlurmProblem(StrEnum):
     INVALID_GRES = "invalid_gres"
     UNKNOWN_USER = "unknown_user"
     UNMAPPED_USER = "unmapped_user"  # paika's own refusal: no Unix account for the owner
-    IMAGE = "image_unsupported"  # paika's own refusal: a container job (not on Slurm yet)
+    IMAGE = "image_unsupported"  # paika's own refusal: the pool sets no slurm.container
+    BAD_IMAGE = "bad_image"  # paika's own refusal: an image reference it never passes on
+    UNKNOWN_OPTION = "unknown_option"  # sbatch knows no such option (the pool's container)
     OTHER = "other"
 
 
@@ -50,6 +52,8 @@ _SAID: tuple[tuple[re.Pattern[str], SlurmProblem], ...] = tuple(
             r"invalid generic resource|invalid gres|requested node configuration is not available",
             SlurmProblem.INVALID_GRES,
         ),
+        # Only the pool's container options can be unknown (a plugin such as pyxis missing).
+        (r"unrecognized option", SlurmProblem.UNKNOWN_OPTION),
         (
             r"invalid --uid|invalid --gid|invalid user id|invalid group id",
             SlurmProblem.UNKNOWN_USER,

@@ -40,6 +40,7 @@ class QueuedJob(_Read):
     start_time: int | None = None  # Unix seconds
     end_time: int | None = None
     time_limit: int | None = None  # minutes
+    container: str | None = None  # what sbatch's --container named (Slurm's OCI); "" without
 
     @property
     def ended(self) -> bool:

@@ -55,6 +55,22 @@ def test_no_pools_is_every_host_on_agents() -> None:
         (("log_path: /shared/paika/{job_id}.{attempt}.out", "log_path: /logs/{job_id.out"), "pools.cluster.slurm.log_path", "not a valid template"),
         (("hosts: [box1]", "hosts: [node01]"), "pools.boxes.hosts", "already in pool 'cluster'"),
         (("  boxes:\n    hosts: [box1]", "  boxes:\n    hosts: [box1]\n    slurm: {partition: x, gres: {T4-16GB: t4}, log_path: /l}"), "pools.boxes", "only for executor: slurm"),
+        (("partition: gpu", "partition: gpu\n      container: {value: '{image}'}"), "pools.cluster.slurm.container.option", "required key is missing"),
+        (("partition: gpu", "partition: gpu\n      container: {option: container-image}"), "pools.cluster.slurm.container.option", "not an sbatch long option"),
+        (("partition: gpu", "partition: gpu\n      container: {option: '--container-image x'}"), "pools.cluster.slurm.container.option", "not an sbatch long option"),
+        (("partition: gpu", "partition: gpu\n      container: {option: --uid}"), "pools.cluster.slurm.container.option", "sbatch's --uid, which paika sets itself"),
+        (("partition: gpu", "partition: gpu\n      container: {option: --nodel}"), "pools.cluster.slurm.container.option", "sbatch's --nodelist"),
+        (("partition: gpu", "partition: gpu\n      container: {option: --container-image, value: /images/x.sqsh}"), "pools.cluster.slurm.container.value", "does not name the job's {image}"),
+        (("partition: gpu", "partition: gpu\n      container: {option: --container-image, value: '{name}'}"), "pools.cluster.slurm.container.value", "plain {image} or {enroot_image}"),
+        (("partition: gpu", "partition: gpu\n      container: {option: --container-image, value: '{image!r}'}"), "pools.cluster.slurm.container.value", "plain {image} or {enroot_image}"),
+        (("partition: gpu", "partition: gpu\n      container: {option: --container-image, value: '{image'}"), "pools.cluster.slurm.container.value", "not a valid template"),
+        (("partition: gpu", "partition: gpu\n      container: {option: --container-image, value: \"{image}\\nx\"}"), "pools.cluster.slurm.container.value", "control character"),
+        (("partition: gpu", "partition: gpu\n      container: {option: --container, value: 'oci/{image}'}"), "pools.cluster.slurm.container", "absolute bundle path"),
+        (("partition: gpu", "partition: gpu\n      container: {option: --container-image, options: [--wrap=true]}"), "pools.cluster.slurm.container.options", "sbatch's --wrap"),
+        (("partition: gpu", "partition: gpu\n      container: {option: --container-image, options: [--export=ALL]}"), "pools.cluster.slurm.container.options", "sbatch's --export"),
+        (("partition: gpu", "partition: gpu\n      container: {option: --container-image, options: [-w node09]}"), "pools.cluster.slurm.container.options", "not an sbatch long option"),
+        (("partition: gpu", "partition: gpu\n      container: {option: --container-image, options: [\"--container-mounts=/a:/a\\n\"]}"), "pools.cluster.slurm.container.options", "one line"),
+        (("partition: gpu", "partition: gpu\n      container: {option: --container-image, colour: red}"), "pools.cluster.slurm.container.colour", "unknown key"),
     ],
 )  # fmt: skip
 def test_a_bad_pool_names_its_key(change: tuple[str, str], key: str, problem: str) -> None:
@@ -72,3 +88,21 @@ def test_a_slurm_pool_without_its_settings_says_what_it_needs() -> None:
         policy_from_text(text, "policy.yml")
     assert caught.value.key == "pools.cluster"
     assert "needs a slurm: section" in caught.value.problem
+
+
+def test_a_pools_container_setting_is_read_and_left_unset_by_default() -> None:
+    plain = policy_from_text(CATALOG + SLURM_POOL, "policy.yml").pools["cluster"].slurm
+    assert plain is not None and plain.container is None  # image jobs are refused there
+    pyxis = SLURM_POOL.replace(
+        "partition: gpu",
+        "partition: gpu\n      container:\n        option: --container-image\n"
+        "        value: '{enroot_image}'\n"
+        "        options: [--container-mounts=/data:/data:ro, --no-container-mount-home]",
+    )
+    slurm = policy_from_text(CATALOG + pyxis, "policy.yml").pools["cluster"].slurm
+    assert slurm is not None and slurm.container is not None
+    assert slurm.container.arguments("nvcr.io/nvidia/pytorch:24.05-py3") == (
+        "--container-image=nvcr.io#nvidia/pytorch:24.05-py3",
+        "--container-mounts=/data:/data:ro",
+        "--no-container-mount-home",
+    )
