@@ -59,7 +59,7 @@ from scheduler.hosts.report import HostReport
 from scheduler.notices.events import Event, EventCode, EventKind, Observer, record
 from scheduler.outputs import mint_token
 from scheduler.policy.plan import Plan, Preempt, PreemptCode, Start
-from scheduler.policy.scheduler import schedule
+from scheduler.policy.scheduler import could_act, schedule
 from scheduler.policy.snapshot import Snapshot
 from scheduler.snapshots import build_snapshot
 from storage.db import lost_race, session_scope
@@ -67,9 +67,12 @@ from storage.models import ON_HOST_STATES, Allocation, Gpu, Host, Job, JobState,
 from storage.queries import audit
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
+from storage.queries.stamps import PlanningStamp, planning_stamp
 
 log = logging.getLogger(__name__)
 Poller = Callable[[Sequence[Target]], Mapping[str, HostReport]]
+# How long a pass that could decide nothing stands while nothing changes (Cycle._quiet).
+REPLAN_EVERY = timedelta(seconds=30)
 
 
 @dataclass
@@ -89,8 +92,23 @@ class CycleResult:
     events: list[Event] = field(default_factory=list)
     plan: Plan | None = None
     snapshot: Snapshot | None = None  # what the policy was given (for the metrics)
+    # False: the policy did not run this cycle, its last pass stood (see `Cycle._quiet`).
+    planned: bool = True
     timings: dict[str, float] = field(default_factory=dict)  # seconds per step
     errors: list[str] = field(default_factory=list)  # steps that failed (logged)
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """The last time the policy ran: what it read and decided, and whether it could have
+    decided anything (see `Cycle._quiet`)."""
+
+    stamp: PlanningStamp
+    at: datetime
+    policy: PolicyConfig
+    snapshot: Snapshot
+    plan: Plan
+    quiet: bool
 
 
 class Cycle:
@@ -121,6 +139,7 @@ class Cycle:
         self.report_url = report_url
         self.dispatcher, self.observer, self.poller = dispatcher, observer, poller
         self._last_sample: datetime | None = None
+        self._last_pass: _Pass | None = None
         self._silent: set[str] = set()  # hosts whose last poll failed
         self._revoked_unsent: list[Any] = []  # host rows whose agent still takes a revoked token
         self.decisions = DecisionLog()
@@ -162,15 +181,27 @@ class Cycle:
             self._send_revocations(result.at)
         # 4. snapshot and policy
         with self._step(result, "policy"), Session(self.engine) as session:
-            result.snapshot = build_snapshot(session, self.policy, result.at)
-            # With reasons: the decision log writes each waiting job's when it changes.
-            result.plan = schedule(result.snapshot, explain=True)
+            stamp = planning_stamp(session=session)
+            last = self._last_pass
+            if last is not None and self._quiet(last, stamp, result.at):
+                result.snapshot, result.plan, result.planned = last.snapshot, last.plan, False
+            else:
+                result.snapshot = build_snapshot(session, self.policy, result.at)
+                # With reasons: the decision log writes each waiting job's when it changes.
+                result.plan = schedule(result.snapshot, explain=True)
+                quiet = not (
+                    result.plan.starts or result.plan.preemptions or could_act(result.snapshot)
+                )
+                self._last_pass = _Pass(
+                    stamp, result.at, self.policy, result.snapshot, result.plan, quiet
+                )
         # 5. admit the starts; 6. record the preemptions; 7. log the decisions
-        if result.plan is not None and result.snapshot is not None:
+        if result.plan is not None and result.snapshot is not None and result.planned:
             with self._step(result, "admit"):
                 self._admit_all(result.plan.starts, result)
             with self._step(result, "preempt"):
                 self._record_preemptions(result.plan.preemptions, result)
+        if result.plan is not None and result.snapshot is not None and self._to_log(result):
             with self._step(result, "log"):
                 outcome = Outcome(
                     result.at,
@@ -183,6 +214,27 @@ class Cycle:
         for event in result.events:
             self.observer.notify(event)
         return result
+
+    def _quiet(self, last: _Pass, stamp: PlanningStamp, now: datetime) -> bool:
+        """Whether the last pass's decisions stand without running the policy again: it
+        decided nothing and could decide nothing (no ready job fits a free GPU, no running
+        job may be stopped: `could_act`), nothing it read has changed since (the planning
+        stamp, the policy), and it is recent. A full cluster with a long queue then costs a
+        cycle its poll, not a pass over every waiting job; the reasons and ETAs, which move
+        with the clock alone, are worked out afresh at least every REPLAN_EVERY (Slurm's
+        own main scheduler, likewise, runs on events and every `sched_interval`)."""
+        return (
+            last.quiet
+            and last.policy is self.policy
+            and last.stamp == stamp
+            and timedelta(0) <= now - last.at < REPLAN_EVERY
+        )
+
+    @staticmethod
+    def _to_log(result: CycleResult) -> bool:
+        """A pass's decisions are logged; a cycle that reused them logs only what its own
+        steps did (a start sent again and confirmed)."""
+        return result.planned or bool(result.attempts or result.unconfirmed or result.preempted)
 
     def _follow(self, policy: PolicyConfig) -> None:
         """Take a new policy, with what the agents are told on every start and poll."""

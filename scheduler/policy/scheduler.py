@@ -59,6 +59,40 @@ def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
     return Plan(tuple(starts), tuple(preemptions), waits, _reservations(capacity))
 
 
+def could_act(snapshot: Snapshot) -> bool:
+    """Whether a pass over `snapshot` could start or stop anything, at this moment or any
+    later one while the state stays the same: a ready job, and either a usable free GPU or a
+    running job the policy may ever ask to stop. When not, the pass's decisions are known
+    without running it (none); only the waiting jobs' reasons and ETAs move with the clock."""
+    if not any(job.data_ready for job in snapshot.pending):
+        return False
+    knobs = snapshot.knobs
+    slack = knobs.foreign_memory_slack_gib
+    for host in snapshot.hosts:
+        if host.schedulable and any(
+            gpu.job_id is None and gpu.healthy and gpu.foreign_memory_gib <= slack
+            for gpu in host.gpus
+        ):
+            return True
+    # Time-blind on purpose: a job within its minimum run is one the clock alone makes
+    # stoppable later, with nothing else changing.
+    return any(
+        job.preempting
+        or (
+            job.priority != "core"
+            and (
+                (job.priority == "idle" and knobs.idle_preemption)
+                or (
+                    job.preemptible
+                    and knobs.preemptible_preemption
+                    and job.preemptions < knobs.preempt_max_per_job
+                )
+            )
+        )
+        for job in snapshot.running
+    )
+
+
 def queue_order(
     snapshot: Snapshot, capacity: Capacity | None = None
 ) -> tuple[list[Pending], TimeScales]:
@@ -566,4 +600,4 @@ def _price(snapshot: Snapshot, gpu_type: str) -> float:
     return next((c.price_per_gpu_hour for c in snapshot.catalog if c.name == gpu_type), 0.0)
 
 
-__all__ = ["HOUR", "Note", "queue_order", "schedule"]
+__all__ = ["HOUR", "Note", "could_act", "queue_order", "schedule"]

@@ -39,6 +39,7 @@ def planning_stamp(*, session: Session) -> PlanningStamp:
         select(func.coalesce(func.sum(col(Gpu.foreign_memory_gib)), 0)).scalar_subquery(),
         select(func.count()).where(col(Host.state) == HostState.DOWN).scalar_subquery(),
         select(func.count()).where(col(Host.draining)).scalar_subquery(),
+        select(func.count()).where(col(Host.untrusted)).scalar_subquery(),
         select(func.count()).select_from(Quota).scalar_subquery(),
         select(func.coalesce(func.max(col(Quota.id)), 0)).scalar_subquery(),
         select(func.coalesce(func.sum(col(Quota.gpu_hours)), 0)).scalar_subquery(),
