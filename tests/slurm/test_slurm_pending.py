@@ -309,6 +309,11 @@ def test_a_pending_run_its_owner_cancels_ends_cancelled_not_queued_again(
     site.until(lambda: site.job("unwanted").state == JobState.CANCELLED, what="the cancel")
     job = site.job("unwanted")
     assert job.attempts == 1 and not told(site, EventCode.LOST_REQUEUED)
+    assert job.state_reason == (
+        "stopped (cancel) while Slurm kept it pending past 10 min (Resources); it never ran"
+        if past_the_limit
+        else "cancelled"
+    )
     assert sum(charged(site, job_id)) == 0  # it never ran
     states = {n: s for _, n, s in slurm_jobs(live_slurm, slurm_prefix)}
     assert states == {
