@@ -39,7 +39,7 @@ from sqlmodel import Session
 from scheduler import lifecycle
 from scheduler.config import PolicyConfig
 from scheduler.dispatch import agent_job_id
-from scheduler.hosts.report import AgentJobState, HostReport
+from scheduler.hosts.report import PENDING_TOO_LONG, AgentJobState, HostReport
 from scheduler.ledger import charge_lost, close_allocations_at
 from scheduler.notices.events import Event, EventCode, EventKind, LostWhy, record
 from scheduler.outputs import FileLines, lines_taken, reported_failed, take_file_lines
@@ -88,8 +88,6 @@ _LOST_WHY = {
 # A run its executor ended for no fault of its own (by its state in lower case): it is lost,
 # and queued again as a new attempt, not failed.
 _EXECUTOR_LOST = {"node_fail": LostWhy.NODE_FAILED, "preempted": LostWhy.EXECUTOR_PREEMPTED}
-# How the Slurm executor says it ended a run it held pending past the pool's limit.
-PENDING_ENDING = "pending"
 
 
 def _event(kind: EventKind, code: EventCode, job: Job, now: datetime, **said: object) -> Event:
@@ -345,7 +343,7 @@ def _gone(
         else:
             found.resend.append(job.id or 0)
         return
-    if known is not None and known.ended_by == PENDING_ENDING and not known.launched:
+    if known is not None and known.ended_by == PENDING_TOO_LONG and not known.launched:
         _never_ran(session, job, known, now, found)
         return
     # Its executor ended it for no fault of its own (a Slurm node failure, Slurm's own

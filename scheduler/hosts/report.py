@@ -25,6 +25,11 @@ class GpuReading:
     taken: bool = False
 
 
+# `AgentJobState.ended_by` of a run its executor (Slurm) held pending past the pool's limit
+# and ended for that, before it ever ran.
+PENDING_TOO_LONG = "pending"
+
+
 @dataclass(frozen=True, slots=True)
 class AgentJobState:
     """A job as the agent knows it."""

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from scheduler.config import PolicyConfig, SlurmPool
 from scheduler.dispatch import agent_job_id
 from scheduler.hosts.poll import Target
-from scheduler.hosts.report import AgentJobState, GpuReading, HostReport
+from scheduler.hosts.report import PENDING_TOO_LONG, AgentJobState, GpuReading, HostReport
 from scheduler.slurm.commands import SlurmCommands
 from scheduler.slurm.errors import SlurmError, SlurmProblem
 from scheduler.slurm.models import EndedRun, Node, QueuedJob
@@ -61,8 +61,6 @@ UNHEALTHY_FLAGS = frozenset({"DRAIN", "DOWN", "NOT_RESPONDING", "FAIL", "MAINTEN
 ENDINGS_TOLD = ("timeout", "cancelled", "out_of_memory")
 # Endings that are no fault of the run: lost (queued again as a new attempt), not failed.
 LOST_ENDINGS = frozenset({"NODE_FAIL", "PREEMPTED", "BOOT_FAIL"})
-# How a run Slurm held pending past the pool's limit ended (AgentJobState.ended_by).
-PENDING_TOO_LONG = "pending"
 _FORGET_CANCELS_AFTER_S = 24 * 3600
 
 _GRES = re.compile(r"^(?P<name>[^:(]+)(?::(?P<type>[^:(]+))?:(?P<count>\d+)")
