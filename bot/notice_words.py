@@ -110,7 +110,11 @@ def _lost_why(lang: str, values: Mapping[str, Any]) -> dict[str, object]:
     why = str(values.get("why"))
     key = f"notice.event.why.{why}"
     hours = float(values.get("hours") or 0)
-    return {"why": t(lang, key, hours=hours) if has(key) else why}
+    minutes = float(values.get("minutes") or 0)
+    # Slurm's own words for why it held a run pending, where it said any.
+    said = values.get("reason")
+    reason = t(lang, "notice.event.pending_reason", reason=said) if said else ""
+    return {"why": t(lang, key, hours=hours, minutes=minutes, reason=reason) if has(key) else why}
 
 
 def _stop(lang: str, values: Mapping[str, Any]) -> dict[str, object]:

@@ -399,6 +399,10 @@ def _enroot_form(image: str) -> str:
     return image
 
 
+# Bounds of a Slurm pool's pending_timeout_seconds.
+PENDING_TIMEOUT = (60, 7 * 24 * 3600)
+
+
 class SlurmPool(_Strict):
     """How a pool's jobs go to Slurm: its partition, each paika GPU type's GRES name there,
     the --time margin over the estimate and where each run's output goes."""
@@ -416,6 +420,20 @@ class SlurmPool(_Strict):
     container: SlurmContainer | None = None
     conf: str | None = Field(default=None, min_length=1, max_length=400)  # SLURM_CONF
     command_timeout_seconds: float = Field(default=30, gt=0, le=600)
+    # A run Slurm still holds PENDING this long after its submission (another job took its
+    # cards, a reservation holds its node) is cancelled and queued again as a new attempt.
+    pending_timeout_seconds: int = 600
+
+    @field_validator("pending_timeout_seconds")
+    @classmethod
+    def _pending_bounds(cls, value: int) -> int:
+        if not PENDING_TIMEOUT[0] <= value <= PENDING_TIMEOUT[1]:
+            low, high = PENDING_TIMEOUT
+            raise ValueError(
+                f"{value} s is out of bounds: from {low} s (Slurm needs a moment to start a run)"
+                f" to {high} s (7 days)"
+            )
+        return value
 
     @field_validator("log_path")
     @classmethod

@@ -8,7 +8,10 @@ For each job that holds GPUs on a host (running, or unknown because its host is 
   host says the run lasted;
 - its agent answers without it: a start never confirmed is sent again under the same run id
   (agents start a run id once); a confirmed run the agent has lost is requeued as a new
-  attempt — or failed once the job has used its attempts;
+  attempt — or failed once the job has used its attempts; one its executor (Slurm) held
+  pending past the pool's limit and ended for that never ran: requeued as a new attempt
+  whatever its attempts, nothing charged (or ended, never having run, if paika was asked
+  to end it);
 - its host does not answer: the job keeps its GPUs; after `unknown_after_seconds` it is
   shown as unknown and its owner told; only after `give_up_after_hours` is it requeued.
 Each job is settled in its own short transaction, as a conditional update: a user's cancel or
@@ -36,7 +39,7 @@ from sqlmodel import Session
 from scheduler import lifecycle
 from scheduler.config import PolicyConfig
 from scheduler.dispatch import agent_job_id
-from scheduler.hosts.report import AgentJobState, HostReport
+from scheduler.hosts.report import PENDING_TOO_LONG, AgentJobState, HostReport
 from scheduler.ledger import charge_lost, close_allocations_at
 from scheduler.notices.events import Event, EventCode, EventKind, LostWhy, record
 from scheduler.outputs import FileLines, lines_taken, reported_failed, take_file_lines
@@ -80,6 +83,7 @@ _LOST_WHY = {
     LostWhy.HOST_GAVE_UP: "its host did not answer for {hours:g} h",
     LostWhy.NODE_FAILED: "its Slurm node failed under it",
     LostWhy.EXECUTOR_PREEMPTED: "Slurm preempted it",
+    LostWhy.PENDING_TOO_LONG: "Slurm kept it pending past {minutes:g} min{reason}",
 }
 # A run its executor ended for no fault of its own (by its state in lower case): it is lost,
 # and queued again as a new attempt, not failed.
@@ -222,7 +226,9 @@ def _seen(
         return Seen.ENDED, (failed or ended)[0]
     if all(a is not None and a.state == "running" for a in answers):
         return Seen.RUNNING, answers[0]
-    return Seen.GONE, next((a for a in answers if a is not None), None)
+    # A host's word that the run is lost (and why) before another's that it runs.
+    said = sorted((a for a in answers if a is not None), key=lambda a: a.state != "lost")
+    return Seen.GONE, next(iter(said), None)
 
 
 def _steady(row: Row[Any], seen: Seen) -> bool:
@@ -394,6 +400,9 @@ def _gone(
         else:
             found.resend.append(job.id or 0)
         return
+    if known is not None and known.ended_by == PENDING_TOO_LONG and not known.launched:
+        _never_ran(session, job, known, now, found)
+        return
     # Its executor ended it for no fault of its own (a Slurm node failure, Slurm's own
     # preemption): lost, charged for as long as the executor says it ran.
     ended_by = _EXECUTOR_LOST.get(known.ended_by or "") if known is not None else None
@@ -401,6 +410,35 @@ def _gone(
     if ended_by is not None and known is not None and known.accounted and job.started_at:
         last_seen = job.started_at + timedelta(seconds=known.ran_seconds or 0)
     _lost(session, policy, job, now, last_seen, ended_by or LostWhy.AGENT_LOST, found)
+
+
+def _never_ran(
+    session: Session, job: Job, known: AgentJobState, now: datetime, found: Reconciliation
+) -> None:
+    """Its executor held it pending past the pool's limit and ended it, never having run:
+    its cards are given back uncharged and it is queued again as a new attempt (the next
+    run has a name of its own), whatever attempts it has used — the pending was none of its
+    doing. A job paika was asked to end (cancel, done) ends, never having run."""
+    minutes = (known.pending_past_s or 0) / 60
+    reason = known.pending_reason
+    why = _LOST_WHY[LostWhy.PENDING_TOO_LONG].format(
+        minutes=round(minutes, 1), reason=f" ({reason})" if reason else ""
+    )
+    asked = job.stop_reason
+    said_why = f"stopped ({asked}) while {why}" if asked in ENDING_STOPS else f"requeued: {why}"
+    state = requeue_or_finish(session, job, now, said_why)  # "…; it never ran" when it ends
+    if state in PENDING:
+        said = {"why": LostWhy.PENDING_TOO_LONG.value, "minutes": round(minutes, 1)}
+        if reason:
+            said["reason"] = reason
+        found.events.append(
+            _event(EventKind.JOB_REQUEUED, EventCode.LOST_REQUEUED, job, now, **said)
+        )
+    else:
+        event = _event(
+            EventKind.JOB_FINISHED, EventCode.STOPPED_UNSTARTED, job, now, state=str(state)
+        )
+        found.events.append(event)
 
 
 def _silent(

@@ -25,6 +25,11 @@ class GpuReading:
     taken: bool = False
 
 
+# `AgentJobState.ended_by` of a run its executor (Slurm) held pending past the pool's limit
+# and ended for that, before it ever ran.
+PENDING_TOO_LONG = "pending"
+
+
 @dataclass(frozen=True, slots=True)
 class AgentJobState:
     """A job as the agent knows it."""
@@ -45,6 +50,10 @@ class AgentJobState:
     # `ran_seconds` is the executor's own accounting of the run (Slurm's start to end, as
     # slurmdbd keeps it): the ledger charges that, even for a run paika watched throughout.
     accounted: bool = False
+    # A run its executor (Slurm) held pending past the pool's limit, and ended for that:
+    # the limit, and why it was held, in the executor's own words ("Resources", …).
+    pending_past_s: float | None = None
+    pending_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,7 @@ class EventCode(StrEnum):
     HOST_ANSWERS = "host_answers"  # its host answers again and still runs it
     HOST_SILENT = "host_silent"  # minutes its host has been silent; it keeps its GPUs
     LOST = "lost"  # why (LostWhy), hours (host_gave_up), attempts: it failed
-    LOST_REQUEUED = "lost_requeued"  # why (LostWhy), hours: queued again as a new attempt
+    LOST_REQUEUED = "lost_requeued"  # why (LostWhy), hours, minutes, reason: queued again
     STOPPED_UNSTARTED = "stopped_unstarted"  # state: stopped before it ever ran
     STOPPED_REQUEUED = "stopped_requeued"  # stop: preempt or reclaim; queued again
     STOPPED = "stopped"  # stop: cancel, release or done
@@ -64,6 +64,8 @@ class LostWhy(StrEnum):
     HOST_GAVE_UP = "host_gave_up"  # its host did not answer for `hours`
     NODE_FAILED = "node_failed"  # its executor (Slurm) ended it: its node failed
     EXECUTOR_PREEMPTED = "executor_preempted"  # its executor (Slurm) preempted it
+    # Its executor (Slurm) held it pending past `minutes` (for `reason`): cancelled, it never ran.
+    PENDING_TOO_LONG = "pending_too_long"
 
 
 @dataclass(frozen=True)

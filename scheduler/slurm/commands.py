@@ -70,9 +70,16 @@ class SlurmCommands:
         (--full; without it only job steps get it)."""
         self._run(["scancel", f"--signal={signal}", "--full", f"--name={name}"])
 
-    def cancel(self, name: str) -> None:
-        """Cancel every job named `name` (Slurm's own SIGTERM, KillWait, SIGKILL)."""
-        self._run(["scancel", f"--name={name}"])
+    def cancel(self, name: str, *, pending_only: bool = False) -> None:
+        """Cancel every job named `name` (Slurm's own SIGTERM, KillWait, SIGKILL); with
+        `pending_only`, only those still PENDING (one that started since is left alone)."""
+        only = ["--state=PENDING"] if pending_only else []
+        self._run(["scancel", *only, f"--name={name}"])
+
+    def cancel_pending(self, job_id: int) -> None:
+        """Cancel this job if it is still PENDING (scancel filters on its state: one that
+        started in between is left alone, and so is one that already ended)."""
+        self._run(["scancel", "--state=PENDING", str(job_id)])
 
     def accounting(self, job_ids: Sequence[int]) -> tuple[AccountedJob, ...]:
         """What slurmdbd recorded of these jobs."""
@@ -85,11 +92,11 @@ class SlurmCommands:
         """What slurmdbd recorded of the jobs with these exact names (every user's) started
         since `since`; none where the cluster keeps no accounting. Plain sacct, not its JSON:
         only the plain form has the right exit code in 22.05."""
-        fields = "JobIDRaw,JobName,State,ExitCode,ElapsedRaw,NodeList"
+        fields = "JobIDRaw,JobName,State,ExitCode,ElapsedRaw,NodeList,Submit,End"
         args = ["sacct", "-X", "--allusers", "--noheader", "--parsable2", f"--format={fields}"]
         args += [f"--starttime={since}", f"--name={','.join(names)}"]
-        try:
-            out = self._run(args)
+        try:  # times as Unix seconds ("Unknown" while it is on)
+            out = self._answer(args, env={"SLURM_TIME_FORMAT": "%s"})[0]
         except SlurmError as exc:
             if "accounting storage is disabled" in exc.stderr.lower():
                 return ()
@@ -97,9 +104,9 @@ class SlurmCommands:
         runs = []
         for line in out.splitlines():
             parts = line.split("|")
-            if len(parts) != 6 or not parts[0].isdigit() or not parts[4].isdigit():
+            if len(parts) != 8 or not parts[0].isdigit() or not parts[4].isdigit():
                 continue
-            job_id, name, state, exit_code, elapsed, nodes = parts
+            job_id, name, state, exit_code, elapsed, nodes, submitted, ended_at = parts
             state = state.split()[0] if state.strip() else state
             runs.append(
                 EndedRun(
@@ -109,6 +116,8 @@ class SlurmCommands:
                     exit_code=exit_code,
                     elapsed_seconds=int(elapsed),
                     nodes=nodes,
+                    submitted=int(submitted) if submitted.isdigit() else None,
+                    ended_at=int(ended_at) if ended_at.isdigit() else None,
                 )
             )
         return tuple(runs)
@@ -145,9 +154,12 @@ class SlurmCommands:
     def _run(self, args: list[str], *, stdin: str | None = None) -> str:
         return self._answer(args, stdin=stdin)[0]
 
-    def _answer(self, args: list[str], *, stdin: str | None = None) -> tuple[str, str]:
-        """The command's stdout and stderr, or SlurmError when it failed."""
-        env = dict(os.environ)
+    def _answer(
+        self, args: list[str], *, stdin: str | None = None, env: dict[str, str] | None = None
+    ) -> tuple[str, str]:
+        """The command's stdout and stderr, or SlurmError when it failed; `env`: more
+        environment for this command."""
+        env = {**os.environ, **(env or {})}
         if self.conf is not None:
             env["SLURM_CONF"] = self.conf
         try:

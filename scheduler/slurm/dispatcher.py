@@ -60,6 +60,7 @@ class SlurmDispatcher:
         self._lock = threading.Lock()
         self._listed: frozenset[str] | None = None
         self._sent: set[str] = set()
+        self._pending: frozenset[str] = frozenset()  # names the read shows PENDING
 
     def run_name(self, host: str, agent_job: str) -> str:
         """The Slurm job name of one run (`agent_job`: "<job>.<attempt>") on one host."""
@@ -77,6 +78,7 @@ class SlurmDispatcher:
                 None if queue is None else frozenset(j.name for j in queue if not j.refused)
             )
             self._sent = set()
+            self._pending = frozenset(j.name for j in queue or () if j.job_state == "PENDING")
 
     def start(self, order: StartOrder) -> None:
         """Submit the run, unless it is in Slurm already: a start whose answer was lost is
@@ -140,12 +142,18 @@ class SlurmDispatcher:
 
     def stop(self, host: str, url: str, agent_job: str, grace_s: float) -> None:
         """TERM to the run (its batch shell and children) at the first call; a cancel at
-        the first call past the grace. The cycle asks again each cycle until it is gone."""
+        the first call past the grace. The cycle asks again each cycle until it is gone.
+        A run this cycle's read shows PENDING has nothing to TERM (Slurm refuses a signal to
+        a pending job): it is cancelled while it is still PENDING, at once."""
         name, now = self.run_name(host, agent_job), self.monotonic()
         self._forget_old(now)
+        with self._lock:
+            pending = name in self._pending
         try:
             sent = self._term_sent.get(name)
-            if sent is None:
+            if pending:
+                self.commands.cancel(name, pending_only=True)
+            elif sent is None:
                 self.commands.signal(name, "TERM")
                 self._term_sent[name] = now
             elif now - sent >= grace_s:

@@ -37,7 +37,9 @@ class QueuedJob(_Read):
     # The wait status as the batch shell ended (exit code × 256, or the signal number).
     exit_code: int | None = None
     gres_detail: tuple[str, ...] = ()  # e.g. "gpu:t4:2(IDX:2-3)" per node
-    start_time: int | None = None  # Unix seconds
+    submit_time: int | None = None  # Unix seconds
+    # While PENDING: when the backfill scheduler expects it to start (0: not worked out).
+    start_time: int | None = None
     end_time: int | None = None
     time_limit: int | None = None  # minutes
     container: str | None = None  # what sbatch's --container named (Slurm's OCI); "" without
@@ -46,6 +48,19 @@ class QueuedJob(_Read):
     def ended(self) -> bool:
         """Whether it is over (COMPLETING still has processes to clean up)."""
         return self.job_state not in STILL_ON
+
+    @property
+    def never_ran(self) -> bool:
+        """Ended without ever being given a node (cancelled while PENDING: Slurm 22.05 keeps
+        its last pending reason, no node, and start_time = end_time, the cancel)."""
+        return self.ended and not self.nodes
+
+    @property
+    def pending_seconds(self) -> int | None:
+        """How long Slurm held it before it ended without running (from its submission)."""
+        if self.submit_time and self.end_time and self.end_time >= self.submit_time:
+            return self.end_time - self.submit_time
+        return None
 
     @property
     def refused(self) -> bool:
@@ -140,11 +155,25 @@ class EndedRun(_Read):
     state: str  # "CANCELLED by 0" is read as CANCELLED
     exit_code: str  # "3:0"
     elapsed_seconds: int
-    nodes: str
+    nodes: str  # "None assigned" for a job that never ran
+    submitted: int | None = None  # Unix seconds
+    ended_at: int | None = None  # None while it is on
 
     @property
     def ended(self) -> bool:
         return self.state not in STILL_ON
+
+    @property
+    def never_ran(self) -> bool:
+        """Ended without ever being given a node (cancelled while PENDING)."""
+        return self.ended and self.nodes in ("", "None assigned")
+
+    @property
+    def pending_seconds(self) -> int | None:
+        """How long Slurm held it before it ended without running (from its submission)."""
+        if self.submitted and self.ended_at and self.ended_at >= self.submitted:
+            return self.ended_at - self.submitted
+        return None
 
     @property
     def exit_status(self) -> int | None:

@@ -6,14 +6,21 @@ applies and reconciles them exactly as it does an agent's (scheduler/hosts/).
   (the order of the node's `Gres=`, as its gres.conf lists the devices; the numbers a job
   finds in CUDA_VISIBLE_DEVICES). A card held by a paika run names that run; one held by
   any other Slurm job is taken.
-- A node Slurm drains, or finds down or not responding, is unhealthy: it takes no new job,
-  its runs are still reconciled, and the reason is kept on the host.
+- A node Slurm drains, or finds down or not responding, or one in an active reservation
+  (paika submits into none), is unhealthy: it takes no new job, its runs are still
+  reconciled, and the reason is kept on the host.
 - A paika run is a Slurm job named `<prefix><job>.<attempt>.<node>` (the dispatcher names
-  it so): one still on its node is running; one Slurm ended is exited (with its batch
+  it so): one still on its node, or PENDING, is running (it keeps the cards paika booked
+  for it); one Slurm ended is exited (with its batch
   shell's exit code) or killed (with Slurm's state: a time limit …); one its node's failure
   or Slurm's own preemption ended is lost (queued again, as an agent's lost run); one
   squeue no longer lists is looked up in slurmdbd (sacct), and is lost only if it is not
   there either.
+- A run Slurm still holds PENDING `pending_timeout_seconds` after its submission (another
+  Slurm job took its cards between paika's read and its sbatch, a reservation began) is
+  cancelled (scancel, only while it is still PENDING); once Slurm shows it ended that way
+  it is lost, never having run (queued again, nothing charged). Nothing is concluded
+  before Slurm shows the end: a cancel that fails is sent again next cycle.
 - The ledger charges a run Slurm ended for Slurm's own start to end (squeue's times, the
   ones slurmctld sends slurmdbd: `sacct` shows the same elapsed time), not paika's clock.
 - Utilization: Slurm reports none for GPUs, so none is given (idle reclaim does not act on
@@ -26,27 +33,35 @@ applies and reconciles them exactly as it does an agent's (scheduler/hosts/).
 
 from __future__ import annotations
 
+import logging
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.config import PolicyConfig, SlurmPool
 from scheduler.dispatch import agent_job_id
 from scheduler.hosts.poll import Target
-from scheduler.hosts.report import AgentJobState, GpuReading, HostReport
+from scheduler.hosts.report import PENDING_TOO_LONG, AgentJobState, GpuReading, HostReport
 from scheduler.slurm.commands import SlurmCommands
-from scheduler.slurm.errors import SlurmError
+from scheduler.slurm.errors import SlurmError, SlurmProblem
 from scheduler.slurm.models import EndedRun, Node, QueuedJob
 
-# Node states and flags (sinfo) in which a node must get no new paika job.
-UNHEALTHY_STATES = frozenset({"down", "drained", "draining", "fail", "failing", "unknown"})
-UNHEALTHY_FLAGS = frozenset({"DRAIN", "DOWN", "NOT_RESPONDING", "FAIL", "MAINTENANCE"})
+log = logging.getLogger(__name__)
+
+# Node states and flags (sinfo) in which a node must get no new paika job. RESERVED: an
+# active reservation holds it (a MAINTENANCE one too), and paika submits into none: a run
+# sent there would only pend.
+UNHEALTHY_STATES = frozenset(
+    {"down", "drained", "draining", "fail", "failing", "unknown", "reserved"}
+)
+UNHEALTHY_FLAGS = frozenset({"DRAIN", "DOWN", "NOT_RESPONDING", "FAIL", "MAINTENANCE", "RESERVED"})
 
 # The Slurm endings the faces have their own words for (any other is told by its state).
 ENDINGS_TOLD = ("timeout", "cancelled", "out_of_memory")
 # Endings that are no fault of the run: lost (queued again as a new attempt), not failed.
 LOST_ENDINGS = frozenset({"NODE_FAIL", "PREEMPTED", "BOOT_FAIL"})
+_FORGET_CANCELS_AFTER_S = 24 * 3600
 
 _GRES = re.compile(r"^(?P<name>[^:(]+)(?::(?P<type>[^:(]+))?:(?P<count>\d+)")
 _IDX = re.compile(r"IDX:(?P<idx>[0-9,\-]+)")
@@ -112,7 +127,9 @@ def unhealthy_reason(node: Node) -> str | None:
     if state not in UNHEALTHY_STATES and not flags:
         return None
     said = "+".join([state.upper(), *flags])
-    return f"Slurm node {said}: {node.reason}" if node.reason else f"Slurm node {said}"
+    reserved = "RESERVED" in flags or state == "reserved"
+    reason = node.reason or ("in an active Slurm reservation" if reserved else "")
+    return f"Slurm node {said}: {reason}" if reason else f"Slurm node {said}"
 
 
 def run_of(job: QueuedJob, prefix: str) -> tuple[str, str] | None:
@@ -130,10 +147,16 @@ def run_of_name(name: str, prefix: str) -> tuple[str, str] | None:
     return agent_job_id(int(found[1]), int(found[2])), found[3]
 
 
-def run_state(run: str, job: QueuedJob) -> AgentJobState:
-    """A paika run as Slurm shows it, in the words an agent would use."""
+def run_state(
+    run: str, job: QueuedJob, *, limit_s: float | None = None, cancelled: bool = False
+) -> AgentJobState:
+    """A paika run as Slurm shows it, in the words an agent would use. `limit_s`: how long
+    the pool lets Slurm hold a run PENDING; `cancelled`: paika cancelled it for that."""
     if not job.ended:
-        return AgentJobState(run, "running")
+        return AgentJobState(run, "running")  # PENDING too: its cards stay booked
+    if _pended_too_long(job.job_state, job.never_ran, job.pending_seconds, limit_s, cancelled):
+        reason = job.state_reason if job.state_reason not in ("", "None") else None
+        return _pending_lost(run, limit_s, reason)
     ran = (
         float(job.end_time - job.start_time)
         if job.start_time and job.end_time and job.end_time >= job.start_time
@@ -142,12 +165,43 @@ def run_state(run: str, job: QueuedJob) -> AgentJobState:
     return _ended(run, job.job_state, job.exit_status, ran)
 
 
-def recorded_state(run: str, record: EndedRun) -> AgentJobState:
+def recorded_state(
+    run: str, record: EndedRun, *, limit_s: float | None = None, cancelled: bool = False
+) -> AgentJobState:
     """A run squeue no longer lists, as slurmdbd recorded it (still on, if its end has not
-    reached slurmdbd yet)."""
+    reached slurmdbd yet). slurmdbd keeps no pending reason."""
     if not record.ended:
         return AgentJobState(run, "running")
+    if _pended_too_long(record.state, record.never_ran, record.pending_seconds, limit_s, cancelled):
+        return _pending_lost(run, limit_s, None)
     return _ended(run, record.state, record.exit_status, float(record.elapsed_seconds))
+
+
+def _pended_too_long(
+    state: str, never_ran: bool, waited: int | None, limit_s: float | None, cancelled: bool
+) -> bool:
+    """Whether a run Slurm ended was cancelled for pending past the pool's limit: it was
+    cancelled without ever running, and paika says it cancelled it for that or (paika
+    restarted since) Slurm held it at least that long by its own clock. A run that started
+    before the cancel reached it is not: it ran, and ends as any run Slurm ended."""
+    if state.upper() != "CANCELLED" or not never_ran:
+        return False
+    return cancelled or (limit_s is not None and waited is not None and waited >= limit_s)
+
+
+def _pending_lost(run: str, limit_s: float | None, reason: str | None) -> AgentJobState:
+    """Lost for no fault of its own: Slurm held it pending past the limit, and it never
+    ran (nothing to charge)."""
+    return AgentJobState(
+        run,
+        "lost",
+        ran_seconds=0.0,
+        launched=False,
+        ended_by=PENDING_TOO_LONG,
+        accounted=True,
+        pending_past_s=limit_s,
+        pending_reason=reason,
+    )
 
 
 def _ended(run: str, state: str, exit_status: int | None, ran: float | None) -> AgentJobState:
@@ -166,10 +220,21 @@ def _ended(run: str, state: str, exit_status: int | None, ran: float | None) -> 
 
 class SlurmPoller:
     """Reads each Slurm pool once per round; `commands` makes the clients of a pool (tests
-    pass their own)."""
+    pass their own); `clock`: the wall clock (Unix seconds) a run's pending time is measured
+    on, against Slurm's submit_time.
 
-    def __init__(self, commands: type[SlurmCommands] = SlurmCommands) -> None:
-        self.commands = commands
+    The runs it cancelled for pending too long are remembered (a day): Slurm's end of such
+    a run says only CANCELLED. After a restart, Slurm's own times tell it instead (a run
+    cancelled without ever running, held at least the limit)."""
+
+    def __init__(
+        self,
+        commands: type[SlurmCommands] = SlurmCommands,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.commands, self.clock = commands, clock
+        self._cancelled: dict[tuple[str, int], float] = {}  # (name, Slurm id) → when
 
     def __call__(
         self, policy: PolicyConfig, pool: SlurmPool, targets: Sequence[Target]
@@ -189,6 +254,8 @@ class SlurmPoller:
             queue = clients.queue()
         except SlurmError as exc:
             return _away(targets, f"{exc.code.value}: {exc.stderr}", began), None
+        self._cancel_overdue(clients, pool, targets, queue)
+        cancelled = frozenset(self._cancelled)
         reports: dict[str, HostReport] = {}
         forgotten = _forgotten(pool, targets, queue)
         recorded: dict[str, EndedRun] = {}
@@ -204,9 +271,49 @@ class SlurmPoller:
             node = nodes.get(target.name)
             if target.name not in reports:
                 reports[target.name] = node_report(
-                    policy, pool, target.name, node, queue, latency, recorded
+                    policy, pool, target.name, node, queue, latency, recorded, cancelled
                 )
         return reports, queue
+
+    def _cancel_overdue(
+        self,
+        clients: SlurmCommands,
+        pool: SlurmPool,
+        targets: Sequence[Target],
+        queue: Sequence[QueuedJob],
+    ) -> None:
+        """Cancel each run paika holds that Slurm has kept PENDING past the pool's limit. A
+        cancel that fails is sent again next cycle (the run is still PENDING then); one that
+        timed out may have been taken, and is remembered as sent."""
+        now = self.clock()
+        for key in [k for k, at in self._cancelled.items() if now - at > _FORGET_CANCELS_AFTER_S]:
+            del self._cancelled[key]
+        held = {f"{pool.job_name_prefix}{run}.{t.name}" for t in targets for run in t.runs}
+        for job in queue:
+            if job.job_state != "PENDING" or job.name not in held or not job.submit_time:
+                continue
+            if now - job.submit_time < pool.pending_timeout_seconds:
+                continue
+            try:
+                clients.cancel_pending(job.job_id)
+            except SlurmError as exc:
+                log.warning(
+                    "Slurm job %s (%s) pending past %s s could not be cancelled: %s",
+                    job.job_id,
+                    job.name,
+                    pool.pending_timeout_seconds,
+                    exc,
+                )
+                if exc.code is not SlurmProblem.TIMED_OUT:
+                    continue
+            log.info(
+                "Slurm job %s (%s) was pending past %s s (%s): cancelled",
+                job.job_id,
+                job.name,
+                pool.pending_timeout_seconds,
+                job.state_reason,
+            )
+            self._cancelled[(job.name, job.job_id)] = now
 
 
 def _away(targets: Sequence[Target], error: str, began: float) -> dict[str, HostReport]:
@@ -240,9 +347,11 @@ def node_report(
     queue: Iterable[QueuedJob],
     latency_s: float = 0.0,
     recorded: Mapping[str, EndedRun] | None = None,
+    cancelled: frozenset[tuple[str, int]] = frozenset(),
 ) -> HostReport:
     """One node of the pool as a host report; `recorded`: what slurmdbd says of runs squeue
-    no longer lists, by Slurm job name."""
+    no longer lists, by Slurm job name; `cancelled`: (name, Slurm id) of the runs paika
+    cancelled for pending too long."""
     if node is None:
         return HostReport(host, False, error=f"Slurm has no node {host!r}", latency_s=latency_s)
     runs = _runs_on(host, queue, pool.job_name_prefix)
@@ -258,11 +367,16 @@ def node_report(
         _reading(policy, card, types.get(card.slurm_type), holders.get(card.index), taken)
         for card in node_cards(node.gres)
     )
-    jobs = {run: run_state(run, job) for run, job in runs.items()}
+    limit = float(pool.pending_timeout_seconds)
+    jobs = {
+        run: run_state(run, job, limit_s=limit, cancelled=(job.name, job.job_id) in cancelled)
+        for run, job in runs.items()
+    }
     for name, record in (recorded or {}).items():
         named = run_of_name(name, pool.job_name_prefix)
         if named is not None and named[1] == host and named[0] not in jobs:
-            jobs[named[0]] = recorded_state(named[0], record)
+            mine = (name, record.job_id) in cancelled
+            jobs[named[0]] = recorded_state(named[0], record, limit_s=limit, cancelled=mine)
     return HostReport(
         host, True, gpus=gpus, jobs=jobs, latency_s=latency_s, unhealthy=unhealthy_reason(node)
     )

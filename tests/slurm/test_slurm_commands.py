@@ -183,3 +183,39 @@ def test_no_answer_in_time_is_timed_out(
     with pytest.raises(SlurmError) as caught:
         slow.queue()
     assert caught.value.code is SlurmProblem.TIMED_OUT
+
+
+def test_a_job_cancelled_while_pending_never_ran_and_a_running_one_is_left_alone(
+    slurm: SlurmCommands, slurm_prefix: str, shared_dir: Path
+) -> None:
+    holds = slurm.submit(_job(slurm_prefix, shared_dir, "sleep 300", name=f"{slurm_prefix}holds",
+                              gres="gpu:t4:2"))  # fmt: skip
+    wait_for(lambda: _state(slurm, holds) == "RUNNING", what="the first job to run")
+    waits = slurm.submit(_job(slurm_prefix, shared_dir, "true", name=f"{slurm_prefix}waits"))
+    wait_for(lambda: _reason(slurm, waits) == "Resources", what="Slurm to say why it pends")
+
+    slurm.cancel_pending(holds)  # it runs: left alone
+    slurm.cancel_pending(waits)
+    gone = wait_for(
+        lambda: next((j for j in slurm.queue() if j.job_id == waits and j.ended), None),
+        what="the pending job to end",
+    )
+    # As Slurm 22.05 shows a job cancelled while PENDING: no node, its reason kept.
+    assert (gone.job_state, gone.nodes, gone.state_reason) == ("CANCELLED", "", "Resources")
+    assert gone.never_ran and gone.start_time == gone.end_time
+    assert _state(slurm, holds) == "RUNNING"
+    record = wait_for(
+        lambda: [r for r in slurm.ended_runs([f"{slurm_prefix}waits"]) if r.ended],
+        what="slurmdbd to record it",
+    )[0]
+    assert (record.state, record.nodes, record.elapsed_seconds) == ("CANCELLED", "None assigned", 0)
+    assert record.never_ran and record.submitted and record.ended_at
+    assert record.submitted <= record.ended_at
+
+
+def _state(slurm: SlurmCommands, job_id: int) -> str:
+    return next((j.job_state for j in slurm.queue() if j.job_id == job_id), "")
+
+
+def _reason(slurm: SlurmCommands, job_id: int) -> str:
+    return next((j.state_reason for j in slurm.queue() if j.job_id == job_id), "")

@@ -194,3 +194,160 @@ def test_without_slurmdbd_a_forgotten_run_concludes_nothing() -> None:
     assert not reports["localhost"].ok and reports["localhost"].patient
     assert "sacct" in (reports["localhost"].error or "")
     assert not reports["gone"].ok and not reports["gone"].patient  # read as ever
+
+
+@pytest.mark.parametrize(
+    ("flags", "reason"),
+    [
+        (("RESERVED",), "Slurm node MIXED+RESERVED: in an active Slurm reservation"),
+        (
+            ("MAINTENANCE", "RESERVED"),
+            "Slurm node MIXED+MAINTENANCE+RESERVED: in an active Slurm reservation",
+        ),
+    ],
+)
+def test_a_node_in_an_active_reservation_is_unhealthy(flags: tuple[str, ...], reason: str) -> None:
+    # As sinfo --json shows it in 22.05: the state stays, the flag says it is reserved.
+    node = captured_node("mixed").model_copy(update={"state_flags": flags})
+    assert unhealthy_reason(node) == reason
+
+
+# A run cancelled while PENDING, as Slurm 22.05 shows it: no node, its last pending reason
+# kept, start_time = end_time (the cancel).
+NEVER_RAN = {"nodes": "", "submit_time": 1000, "start_time": 1700, "end_time": 1700}
+RAN = {"nodes": "localhost", "submit_time": 1000, "start_time": 1010, "end_time": 1700}
+
+
+@pytest.mark.parametrize(
+    ("state", "times", "cancelled", "seen"),
+    [
+        # held 700 s, past the 600 s limit, never ran: lost (whoever cancelled it)
+        ("CANCELLED", NEVER_RAN, False, ("lost", "pending", False)),
+        ("CANCELLED", NEVER_RAN, True, ("lost", "pending", False)),
+        # paika says it cancelled it for that, whatever Slurm's times say
+        ("CANCELLED", {**NEVER_RAN, "end_time": 1100}, True, ("lost", "pending", False)),
+        # cancelled before the limit, by no one paika knows: killed, as before
+        ("CANCELLED", {**NEVER_RAN, "end_time": 1100}, False, ("killed", "cancelled", True)),
+        # it started before the cancel reached it: it ran, it is no pending run
+        ("CANCELLED", RAN, True, ("killed", "cancelled", True)),
+        ("FAILED", NEVER_RAN, True, ("killed", "failed", True)),
+    ],
+)
+def test_a_run_cancelled_for_pending_past_the_limit_is_lost_never_having_run(
+    state: str,
+    times: dict[str, object],
+    cancelled: bool,
+    seen: tuple[str, str, bool],
+) -> None:
+    job = queued("p-41.2.localhost", state, state_reason="Resources", exit_code=0, **times)
+    run = run_state("41.2", job, limit_s=600, cancelled=cancelled)
+    assert (run.state, run.ended_by, run.launched) == seen
+    if run.state == "lost":
+        assert (run.pending_past_s, run.pending_reason) == (600, "Resources")
+        assert (run.ran_seconds, run.accounted) == (0.0, True)  # nothing to charge
+
+
+def test_a_pending_run_is_running_and_holds_its_booked_cards() -> None:
+    # Its cards are in no gres_detail while it pends: the report names no holder, and the
+    # database's booking (its open allocations) keeps them, as for any running job.
+    job = queued("p-41.2.localhost", "PENDING", nodes="", gres_detail=(), start_time=0)
+    assert run_state("41.2", job, limit_s=600).state == "running"
+
+
+@pytest.mark.parametrize(
+    ("nodes", "ended_at", "cancelled", "state"),
+    [
+        ("None assigned", 1700, False, "lost"),  # held past the limit by slurmdbd's times
+        ("None assigned", 1100, True, "lost"),  # paika cancelled it for that
+        ("None assigned", 1100, False, "killed"),
+        ("localhost", 1700, True, "killed"),  # it ran
+    ],
+)
+def test_a_pending_run_squeue_forgot_is_said_from_slurmdbds_times(
+    nodes: str, ended_at: int, cancelled: bool, state: str
+) -> None:
+    record = EndedRun(
+        job_id=7, name="p-41.2.localhost", state="CANCELLED", exit_code="0:0",
+        elapsed_seconds=0, nodes=nodes, submitted=1000, ended_at=ended_at,
+    )  # fmt: skip
+    run = recorded_state("41.2", record, limit_s=600, cancelled=cancelled)
+    assert run.state == state
+    assert run.pending_reason is None  # slurmdbd keeps none
+
+
+class PendingQueue(SlurmCommands):
+    """The captured node, and one paika run Slurm holds PENDING since 1000 (then, once
+    cancelled, CANCELLED without having run); `refuse`: scancel fails."""
+
+    refuse: SlurmError | None = None
+    jobs: dict[int, QueuedJob] = {}
+    cancels: list[int] = []
+
+    def nodes(self) -> tuple[Node, ...]:
+        return (captured_node("mixed"),)
+
+    def queue(self) -> tuple[QueuedJob, ...]:
+        return tuple(self.jobs.values())
+
+    def cancel_pending(self, job_id: int) -> None:
+        PendingQueue.cancels.append(job_id)
+        if PendingQueue.refuse is not None:
+            raise PendingQueue.refuse
+        pending = self.jobs[job_id]
+        ended = {"job_state": "CANCELLED", "end_time": 1700, "start_time": 1700}
+        self.jobs[job_id] = pending.model_copy(update=ended)
+
+
+def pending_queue(refuse: SlurmError | None = None) -> None:
+    job = queued(
+        "p-9.1.localhost", "PENDING", job_id=77, nodes="", gres_detail=(), submit_time=1000,
+        start_time=0, end_time=0, state_reason="ReqNodeNotAvail, Reserved for maintenance",
+    )  # fmt: skip
+    PendingQueue.jobs, PendingQueue.cancels, PendingQueue.refuse = {77: job}, [], refuse
+
+
+def test_the_poller_cancels_a_run_pending_past_the_limit_and_concludes_only_on_its_end() -> None:
+    policy = load_policy(BUNDLED_POLICY)
+    pending_queue()
+    now = [1000.0 + 599]
+    poller = SlurmPoller(PendingQueue, clock=lambda: now[0])
+    target = Target("localhost", "", runs=("9.1",))
+    assert poller(policy, POOL, [target])["localhost"].jobs["9.1"].state == "running"
+    assert PendingQueue.cancels == []  # not yet past the limit
+
+    now[0] = 1000.0 + 600
+    first = poller(policy, POOL, [target])["localhost"].jobs["9.1"]
+    assert first.state == "running" and PendingQueue.cancels == [77]  # not concluded yet
+    after = poller(policy, POOL, [target])["localhost"].jobs["9.1"]
+    assert (after.state, after.ended_by, after.launched) == ("lost", "pending", False)
+    assert after.pending_reason == "ReqNodeNotAvail, Reserved for maintenance"
+    assert PendingQueue.cancels == [77]  # once: it is no longer pending
+
+
+def test_a_cancel_slurm_refuses_concludes_nothing_and_is_sent_again() -> None:
+    policy = load_policy(BUNDLED_POLICY)
+    pending_queue(SlurmError(SlurmProblem.UNREACHABLE, ["scancel"], "Connection refused"))
+    poller = SlurmPoller(PendingQueue, clock=lambda: 5000.0)
+    target = Target("localhost", "", runs=("9.1",))
+    for _ in range(2):
+        assert poller(policy, POOL, [target])["localhost"].jobs["9.1"].state == "running"
+    assert PendingQueue.cancels == [77, 77]
+    PendingQueue.refuse = None
+    poller(policy, POOL, [target])
+    assert poller(policy, POOL, [target])["localhost"].jobs["9.1"].state == "lost"
+
+
+def test_a_run_paika_does_not_hold_is_not_cancelled_for_its_pending_time() -> None:
+    pending_queue()
+    poller = SlurmPoller(PendingQueue, clock=lambda: 5000.0)
+    poller(load_policy(BUNDLED_POLICY), POOL, [Target("localhost", "", runs=())])
+    assert PendingQueue.cancels == []
+
+
+@pytest.mark.parametrize("seconds", [0, 59, 7 * 24 * 3600 + 1])
+def test_a_pending_limit_out_of_bounds_is_refused_with_its_bounds(seconds: int) -> None:
+    with pytest.raises(ValueError, match=r"out of bounds: from 60 s .* to 604800 s"):
+        SlurmPool(
+            partition="debug", gres={"T4-16GB": "t4"}, log_path="/logs/{job_id}",
+            pending_timeout_seconds=seconds,
+        )  # fmt: skip
