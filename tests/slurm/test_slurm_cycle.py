@@ -22,6 +22,7 @@ from scheduler.agent.app import build_app
 from scheduler.agent.gpus import GpuLoad
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.simulated import SimulatedReader
+from scheduler.alerts.idle import ACTION_KIND, ASK_KIND, act_on_idle, check_idle
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.config import PolicyConfig
@@ -30,6 +31,7 @@ from scheduler.dispatch import AgentDispatcher
 from scheduler.hosts.poll import Target, poll_all_sync
 from scheduler.hosts.report import HostReport
 from scheduler.notices.events import EventCode, EventKind, RecordingObserver
+from scheduler.notices.outbox import RecordingAnnouncer, deliver_pending
 from scheduler.pools import PoolDispatcher, PoolPoller
 from scheduler.serving import serve_in_thread, stop_server
 from scheduler.slurm.commands import SlurmCommands
@@ -545,6 +547,66 @@ def test_a_slurm_pools_cards_carry_what_the_report_only_agent_on_its_node_reads(
         site.until(lambda: site.job("watched").state == JobState.SUCCEEDED, what="its end")
     finally:
         done.touch()
+        stop_server(server, thread)
+        store.close()
+        site.cycle.close()
+
+
+@SQLITE
+def test_idle_reclaim_releases_an_idle_run_on_slurm_by_its_nodes_agents_readings(
+    paika: Paika, live_slurm: LiveSlurm, slurm_prefix: str, shared_dir: Path, tmp_path: Path
+) -> None:
+    store = JobStore(tmp_path / "node-agent")
+    reader = SimulatedReader("2xA100-80GB,2xT4-16GB", host=NODE)  # every card at 0 %
+    server, thread, port = serve_in_thread(
+        build_app(reader, store, TOKEN, host=NODE, report_only=True)
+    )
+    policy = slurm_policy(paika, live_slurm, slurm_prefix, shared_dir, {"T4-16GB": "t4"})
+    pool = policy.pools["cluster"]
+    assert pool.slurm is not None
+    slurm = pool.slurm.model_copy(update={"utilization": "agents"})
+    policy.pools["cluster"] = pool.model_copy(update={"slurm": slurm})
+    policy = policy.model_copy(
+        update={
+            "reclaim": policy.reclaim.model_copy(update={"idle_minutes": 3, "grace_minutes": 1})
+        }
+    )
+
+    def agents(targets: Sequence[Target]) -> Mapping[str, HostReport]:
+        return poll_all_sync(targets, TOKEN, timeout=2.0)
+
+    site = open_site(paika, policy, agents, url=f"http://127.0.0.1:{port}")
+    heard, listening = shared_dir / "idle-heard-term", shared_dir / "idle-listening"
+    announcer = RecordingAnnouncer()
+
+    def reclaimed() -> bool:
+        # What periodic work runs after each cycle: the idle checks, then the DMs' delivery.
+        now, engine = site.clock.now(), paika.engine
+        check_idle(engine, policy, now)
+        act_on_idle(engine, policy, now)
+        deliver_pending(engine, announcer, now)
+        return site.job("dozing").state == JobState.CANCELLED
+
+    try:
+        site.ok(
+            "submit name=dozing gpus=1 hours=8 priority=idle type=T4-16GB data=ready "
+            f"cmd=\"trap 'touch {heard}; exit 0' TERM; touch {listening}; "
+            'while true; do sleep 0.2; done"'
+        )
+        site.until(listening.exists, what="the run")
+        site.until(reclaimed, step=timedelta(minutes=1), timeout=120, what="the idle reclaim")
+        assert heard.exists()  # stopped as paika stops a Slurm run: TERM to its batch shell
+        dozing = site.job("dozing")
+        assert dozing.state_reason == "released: its GPUs sat idle"
+        idle = [a for a in announcer.announcements if a.kind in (ASK_KIND, ACTION_KIND)]
+        assert [(a.kind, a.to_users) for a in idle] == [
+            (ASK_KIND, ("UALICE",)),
+            (ACTION_KIND, ("UALICE",)),
+        ]
+        assert idle[0].detail["hosts"] == [NODE] and idle[0].detail["peak_pct"] == 0.0
+        ((_, name, _),) = slurm_jobs(live_slurm, slurm_prefix)
+        assert name == f"{slurm_prefix}{dozing.id}.1.{NODE}"
+    finally:
         stop_server(server, thread)
         store.close()
         site.cycle.close()
