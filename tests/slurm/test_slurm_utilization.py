@@ -4,14 +4,16 @@ costs nothing but the utilization."""
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import pytest
 
 from scheduler.config import PolicyConfig, load_policy
-from scheduler.hosts.poll import Target
+from scheduler.hosts.poll import Poller, Target
 from scheduler.hosts.report import AgentJobState, GpuReading, HostReport
 from scheduler.pools import PoolPoller
 from scheduler.settings import BUNDLED_POLICY
@@ -280,3 +282,24 @@ def test_the_utilization_setting_is_checked() -> None:
     with pytest.raises(ValueError, match="utilization"):
         policy_with("nvml")
     assert policy_with("none").pools["cluster"].slurm.utilization == "none"  # type: ignore[union-attr]
+
+
+def test_an_agent_that_never_answers_costs_the_poll_only_its_timeout() -> None:
+    # It takes the connection and says nothing: only the poll's timeout ends the wait.
+    mute = socket.socket()
+    mute.bind(("127.0.0.1", 0))
+    mute.listen()
+    url = f"http://127.0.0.1:{mute.getsockname()[1]}"
+    began = threading.Event()
+    began.set()
+    agents = Poller("token", timeout=0.5)
+    poller = PoolPoller(policy_with("agents"), agents, FakeSlurm(began))  # type: ignore[arg-type]
+    try:
+        start = time.monotonic()
+        report = poller([Target("node01", url)])["node01"]
+        took = time.monotonic() - start
+    finally:
+        poller.close()  # the agents' poller with it
+        mute.close()
+    assert report == SLURM  # Slurm's read as it was: the node up, its run on
+    assert took < 3.0, took
