@@ -132,7 +132,7 @@ class PoolPoller:
             found = slurm_pool_of(self.policy, target.name)
             if found is None:
                 agents.append(target)
-            else:  # a Slurm node holds no paika token: a token problem is no problem there
+            else:  # Slurm's read needs no paika token: a token problem is only its agent's
                 by_pool.setdefault(found[0], []).append(target)
                 if found[1].utilization == "agents":
                     beside.append(target)
