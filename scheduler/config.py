@@ -423,6 +423,11 @@ class SlurmPool(_Strict):
     # A run Slurm still holds PENDING this long after its submission (another job took its
     # cards, a reservation holds its node) is cancelled and queued again as a new attempt.
     pending_timeout_seconds: int = 600
+    # Where the cards' utilization comes from: Slurm reports none. "agents": each node's
+    # paika agent, run report-only there (`paika agent --report-only`), at the URL the host
+    # was added with; "none": no utilization (idle reclaim and the board's idle cards then
+    # have nothing to go by on this pool).
+    utilization: Literal["none", "agents"] = "none"
 
     @field_validator("pending_timeout_seconds")
     @classmethod

@@ -3,14 +3,19 @@ pool names, or one in an `executor: agents` pool, is polled and dispatched throu
 agent; a host of an `executor: slurm` pool through that pool's Slurm clients. One paika may
 run some pools on agents and others on Slurm: the cycle sees one dispatcher and one poller.
 
+A Slurm pool with `utilization: agents` also has each node's report-only agent polled, while
+Slurm is read (scheduler/slurm/utilization.py): its cards' use is laid over Slurm's report.
+
 Both follow the policy in force (`follow`): a pool added, moved to Slurm or given another
 partition takes effect at the next cycle, without a restart.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from scheduler.config import PolicyConfig, SlurmPool
 from scheduler.dispatch import AgentDispatcher, Dispatcher, StartOrder
@@ -19,6 +24,9 @@ from scheduler.hosts.report import HostReport
 from scheduler.slurm.dispatcher import SlurmDispatcher
 from scheduler.slurm.models import QueuedJob
 from scheduler.slurm.reconcile import SlurmPoller
+from scheduler.slurm.utilization import with_utilization
+
+log = logging.getLogger(__name__)
 
 AgentPoller = Callable[[Sequence[Target]], Mapping[str, HostReport]]
 
@@ -105,6 +113,8 @@ class PoolPoller:
         need no read of their own); None: it asks Slurm itself."""
         self.policy, self.agents, self.dispatcher = policy, agents, dispatcher
         self.slurm = slurm or SlurmPoller()
+        self._beside: ThreadPoolExecutor | None = None  # polls the Slurm nodes' agents
+        self._answering: dict[str, bool] = {}  # node → whether its agent last answered
 
     def follow(self, policy: PolicyConfig) -> None:
         """Take a new policy (its pools, and the agents' poll timeout)."""
@@ -117,12 +127,18 @@ class PoolPoller:
             self.dispatcher.forget_reads()
         by_pool: dict[str, list[Target]] = {}
         agents: list[Target] = []
+        beside: list[Target] = []  # Slurm nodes whose agent gives their cards' use
         for target in targets:
             found = slurm_pool_of(self.policy, target.name)
             if found is None:
                 agents.append(target)
-            else:  # a Slurm node holds no paika token: a token problem is no problem there
+            else:  # Slurm's read needs no paika token: a token problem is only its agent's
                 by_pool.setdefault(found[0], []).append(target)
+                if found[1].utilization == "agents":
+                    beside.append(target)
+        # The nodes' agents answer while Slurm is read: a dead one costs this poll at most
+        # the agents' timeout, alongside the Slurm read, never after it.
+        usage = self._poll_beside(beside) if beside else None
         reports = dict(self.agents(agents)) if agents else {}
         for name, hosts in by_pool.items():
             pool = self.policy.pools[name].slurm
@@ -131,10 +147,48 @@ class PoolPoller:
                 reports.update(read)
                 if self.dispatcher is not None:
                     self.dispatcher.saw(name, pool, queue)
+        if usage is not None:
+            readings = self._readings(usage)
+            for target in beside:
+                if target.name in reports:
+                    reports[target.name] = with_utilization(
+                        reports[target.name], readings.get(target.name)
+                    )
+        return reports
+
+    def _poll_beside(self, nodes: Sequence[Target]) -> Future[Mapping[str, HostReport]]:
+        if self._beside is None:
+            self._beside = ThreadPoolExecutor(1, thread_name_prefix="paika-node-agents")
+        return self._beside.submit(self.agents, nodes)
+
+    def _readings(self, usage: Future[Mapping[str, HostReport]]) -> Mapping[str, HostReport]:
+        """The nodes' agents' reports (none when their poll failed as a whole); whether each
+        answers is logged when it changes (their silence is no host's silence: not the
+        cycle's to tell)."""
+        try:
+            reports = usage.result()
+        except Exception:  # no utilization this cycle; Slurm's reports stand
+            log.exception("polling the Slurm nodes' agents failed")
+            return {}
+        for node, report in reports.items():
+            if self._answering.get(node, True) and not report.ok:
+                log.warning(
+                    "the agent on Slurm node %s does not answer (no utilization for its "
+                    "cards until it does): %s",
+                    node,
+                    report.error,
+                    extra={"host": node},
+                )
+            elif report.ok and self._answering.get(node) is False:
+                log.info("the agent on Slurm node %s answers again", node, extra={"host": node})
+            self._answering[node] = report.ok
         return reports
 
     def close(self) -> None:
         """Let go of the agents' connections (when the agents' poller has any)."""
+        if self._beside is not None:
+            self._beside.shutdown(wait=True)
+            self._beside = None
         close = getattr(self.agents, "close", None)
         if callable(close):
             close()

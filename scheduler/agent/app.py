@@ -33,7 +33,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from scheduler.agent.body import json_text
-from scheduler.agent.errors import AgentError, BadRequest, BodyTooLarge
+from scheduler.agent.errors import AgentError, BadRequest, BodyTooLarge, StartsRefused
 from scheduler.agent.gpus import GpuReader
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.observe import metrics_route
@@ -235,10 +235,12 @@ def build_app(
     host: str | None = None,
     simulated: bool | None = None,
     tls: bool = False,
+    report_only: bool = False,
 ) -> Starlette:
     """The agent's ASGI app. `token` None switches authentication off (only for
     `--insecure-no-token` on loopback); an empty token is refused. `tls` is what health
-    reports: whether the server in front of it speaks TLS."""
+    reports: whether the server in front of it speaks TLS. `report_only`: it serves its
+    readings but refuses every start (on a Slurm node, where Slurm alone runs jobs)."""
     if isinstance(token, str) and not token:
         raise ValueError("the agent token must not be empty (None switches auth off)")
     host_name = host or str(getattr(reader, "host", "") or socket.gethostname())
@@ -250,6 +252,7 @@ def build_app(
         host=host_name,
         simulated=is_simulated,
         tls=tls,
+        report_only=report_only,
     )
 
     def read_gpus() -> list[GpuInfo]:
@@ -258,6 +261,13 @@ def build_app(
         return [g.model_copy(update={"job_id": holders.get(g.index)}) for g in gpus]
 
     def start(req: StartRequest) -> tuple[JobInfo, bool]:
+        if report_only:
+            # Before anything else: a job run here would share the cards with Slurm's.
+            log.warning("refused to start job %s: this agent is report-only", req.job_id)
+            raise StartsRefused(
+                f"this agent is report-only (--report-only): it reports {host_name}'s GPUs "
+                f"and starts no job; job {req.job_id} was not started"
+            )
         # A repeat returns the known job before the GPU check, which may have changed since;
         # a tombstoned id is JobConflict here (and again in start(), under the store's lock).
         known = jobs_store.known(req.job_id)

@@ -5,6 +5,7 @@ PAIKA_AGENT_TOKEN_FILE=/etc/paika/agent.token paika agent \
 PAIKA_AGENT_TOKEN=… paika agent --simulate 4xA100-80GB,2xT4-16GB --port 8471     # loopback
 PAIKA_AGENT_TOKEN=… paika agent --host 0.0.0.0 --insecure                         # plain HTTP
 paika agent --simulate 2xT4 --insecure-no-token --allow-root-jobs   # loopback only, no auth
+PAIKA_AGENT_TOKEN_FILE=… paika agent --report-only --tls-cert … --tls-key …  # a Slurm node
 
 Without TLS the agent listens on loopback only, unless --insecure says plain HTTP on the
 network is meant: a token sent in clear over a LAN can be read by anyone on it.
@@ -171,6 +172,14 @@ def agent(
             "Only for single-user hosts and test rigs; by default such jobs are refused.",
         ),
     ] = False,
+    report_only: Annotated[
+        bool,
+        typer.Option(
+            "--report-only",
+            help="Only report this host's GPUs (utilization, memory, processes); refuse every "
+            "job start. For the nodes of a Slurm pool with utilization: agents.",
+        ),
+    ] = False,
 ) -> None:
     """Run the GPU host agent: reports this host's GPUs and runs jobs for the scheduler.
 
@@ -240,7 +249,13 @@ def agent(
             reader = NvmlReader()
         gpus = reader.read()  # fail now, not at the scheduler's first poll
         app = build_app(
-            reader, store, token, host=host_name, simulated=simulate is not None, tls=tls
+            reader,
+            store,
+            token,
+            host=host_name,
+            simulated=simulate is not None,
+            tls=tls,
+            report_only=report_only,
         )
     except AgentError as exc:
         store.close()
@@ -249,11 +264,12 @@ def agent(
     kinds = ", ".join(sorted({g.name for g in gpus})) or "no GPUs"
     # Logged, not echoed: with PAIKA_LOG_FORMAT=json every line the agent writes is JSON.
     log.info(
-        "paika agent on %s: %d GPU(s) (%s)%s; state in %s; listening on %s://%s:%s/v1/",
+        "paika agent on %s: %d GPU(s) (%s)%s%s; state in %s; listening on %s://%s:%s/v1/",
         host_name,
         len(gpus),
         kinds,
         " [simulated]" if simulate is not None else "",
+        " [report-only: starts no job]" if report_only else "",
         store.state_dir,
         "https" if tls else "http",
         host,

@@ -100,6 +100,13 @@ class AccountRefused(_WithStatus):
     default_status = 403
 
 
+class StartsRefused(_WithStatus):
+    """This agent only reports its GPUs (`--report-only`, beside a batch system that runs
+    the jobs): it starts nothing (HTTP 403)."""
+
+    default_status = 403
+
+
 class JobNotFound(_WithStatus):
     """The agent knows no job with this id (HTTP 404)."""
 

@@ -195,6 +195,8 @@ class Health(WireModel):
     host: StrictStr
     simulated: StrictBool = False
     tls: StrictBool = False  # whether the agent serves TLS (older agents: absent, so False)
+    # Whether it only reports its GPUs and refuses every start (older agents: absent, so False).
+    report_only: StrictBool = False
 
 
 # ---------------------------------------------------------------- GPUs

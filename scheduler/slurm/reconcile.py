@@ -23,8 +23,9 @@ applies and reconciles them exactly as it does an agent's (scheduler/hosts/).
   before Slurm shows the end: a cancel that fails is sent again next cycle.
 - The ledger charges a run Slurm ended for Slurm's own start to end (squeue's times, the
   ones slurmctld sends slurmdbd: `sacct` shows the same elapsed time), not paika's clock.
-- Utilization: Slurm reports none for GPUs, so none is given (idle reclaim does not act on
-  a Slurm pool's cards).
+- Utilization: Slurm reports none for GPUs, so none is given here; a pool with
+  `utilization: agents` has it laid over these reports from the report-only agents on its
+  nodes (scheduler/slurm/utilization.py, by scheduler/pools.py).
 - When slurmctld does not answer (or answers nonsense), nothing is concluded: every host
   of the pool is reported silent but `patient` (its runs are neither failed nor started
   again, however long it lasts) and, after the policy's failed polls, down (the admins'
@@ -404,7 +405,7 @@ def _reading(
     taken: frozenset[int],
 ) -> GpuReading:
     # Slurm knows neither a card's memory nor its use: the memory is the catalog's for its
-    # type, and no utilization is made up.
+    # type, and no utilization is made up (a node's agent may give it: utilization.py).
     spec = policy.gpu_types.get(gpu_type or "")
     return GpuReading(
         index=card.index,

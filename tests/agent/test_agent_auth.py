@@ -57,6 +57,7 @@ def test_health_needs_no_token(agent: Agent) -> None:
         "host": "test-host",
         "simulated": True,
         "tls": False,
+        "report_only": False,
     }
 
 

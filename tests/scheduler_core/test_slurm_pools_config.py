@@ -33,6 +33,7 @@ def test_a_slurm_pool_and_an_agent_pool_side_by_side() -> None:
     assert name == "cluster" and pool is not None and pool.executor == "slurm"
     assert pool.slurm is not None and pool.slurm.gres["A100-80GB"] == "a100"
     assert pool.slurm.time_margin == 1.5 and pool.slurm.job_name_prefix == "paika-"
+    assert pool.slurm.utilization == "none"  # no agents on the nodes unless asked for
     assert policy.pool_of("box1") is not None and policy.pool_of("box1")[1].executor == "agents"  # type: ignore[index]
     assert policy.pool_of("elsewhere") is None  # no pool: its agent runs its jobs
 
@@ -53,6 +54,7 @@ def test_no_pools_is_every_host_on_agents() -> None:
         (("log_path: /shared/paika/{job_id}.{attempt}.out", "log_path: logs/{job_id}.out"), "pools.cluster.slurm.log_path", "not an absolute path"),
         (("log_path: /shared/paika/{job_id}.{attempt}.out", "log_path: /logs/{owner}.out"), "pools.cluster.slurm.log_path", "unknown field {owner}"),
         (("log_path: /shared/paika/{job_id}.{attempt}.out", "log_path: /logs/{job_id.out"), "pools.cluster.slurm.log_path", "not a valid template"),
+        (("partition: gpu", "partition: gpu\n      utilization: nvml"), "pools.cluster.slurm.utilization", "'none' or 'agents'"),
         (("hosts: [box1]", "hosts: [node01]"), "pools.boxes.hosts", "already in pool 'cluster'"),
         (("  boxes:\n    hosts: [box1]", "  boxes:\n    hosts: [box1]\n    slurm: {partition: x, gres: {T4-16GB: t4}, log_path: /l}"), "pools.boxes", "only for executor: slurm"),
         (("partition: gpu", "partition: gpu\n      container: {value: '{image}'}"), "pools.cluster.slurm.container.option", "required key is missing"),

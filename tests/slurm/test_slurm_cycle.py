@@ -19,8 +19,10 @@ from conftest import LiveSlurm, wait_for
 from sqlmodel import Session, select
 
 from scheduler.agent.app import build_app
+from scheduler.agent.gpus import GpuLoad
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.simulated import SimulatedReader
+from scheduler.alerts.idle import ACTION_KIND, ASK_KIND, act_on_idle, check_idle
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.config import PolicyConfig
@@ -29,12 +31,22 @@ from scheduler.dispatch import AgentDispatcher
 from scheduler.hosts.poll import Target, poll_all_sync
 from scheduler.hosts.report import HostReport
 from scheduler.notices.events import EventCode, EventKind, RecordingObserver
+from scheduler.notices.outbox import RecordingAnnouncer, deliver_pending
 from scheduler.pools import PoolDispatcher, PoolPoller
 from scheduler.serving import serve_in_thread, stop_server
 from scheduler.slurm.commands import SlurmCommands
 from scheduler.slurm.models import AccountedJob, QueuedJob
 from scheduler.slurm.reconcile import SlurmPoller
-from storage.models import Gpu, Host, HostState, Job, JobEvent, JobState, LedgerEntry
+from storage.models import (
+    Gpu,
+    GpuSample,
+    Host,
+    HostState,
+    Job,
+    JobEvent,
+    JobState,
+    LedgerEntry,
+)
 
 SQLITE = pytest.mark.parametrize("backend_url", ["sqlite"], indirect=True)
 SQLITE_AND_POSTGRESQL = pytest.mark.parametrize(
@@ -158,13 +170,16 @@ def open_site(
     policy: PolicyConfig,
     agents: AgentPoll = no_agents,
     slurm: SlurmPoller | None = None,
+    *,
+    url: str = f"http://{NODE}:8700",
 ) -> SlurmSite:
-    """Alice (Unix account `nobody`) on a paika that runs the Slurm node."""
+    """Alice (Unix account `nobody`) on a paika that runs the Slurm node, added with `url`
+    (where its agent answers, for a pool that takes its utilization from agents)."""
     paika.policy = policy
     site = SlurmSite(paika, policy, Ticks(), agents, slurm)
     site.ok("admin member add <@UALICE> team=vision", "UADMIN")
     site.ok("admin account set <@UALICE> account=nobody", "UADMIN")
-    site.ok(f"admin host add {NODE} url=http://{NODE}:8700", "UADMIN")
+    site.ok(f"admin host add {NODE} url={url}", "UADMIN")
     return site
 
 
@@ -469,6 +484,131 @@ def test_one_paika_runs_a_pool_on_slurm_and_a_host_on_its_agent(
         ((_, name, state),) = slurm_jobs(live_slurm, slurm_prefix)
         assert (name, state) == (f"{slurm_prefix}{site.job('on-slurm').id}.1.{NODE}", "COMPLETED")
     finally:
+        site.cycle.close()
+
+
+class SlurmJobOnCard:
+    """What NVML on the node shows: another Slurm job's process on card 2 (the first t4 in
+    the node's gres.conf order), busy at 37 % with 2 GiB."""
+
+    def gpu_loads(self) -> list[GpuLoad]:
+        return [GpuLoad(2, 4242, "slurm", 37.0, 2048)]
+
+
+@SQLITE
+def test_a_slurm_pools_cards_carry_what_the_report_only_agent_on_its_node_reads(
+    paika: Paika, live_slurm: LiveSlurm, slurm_prefix: str, shared_dir: Path, tmp_path: Path
+) -> None:
+    store = JobStore(tmp_path / "node-agent")
+    # The node's cards in its gres.conf order: a100, a100, t4, t4.
+    reader = SimulatedReader("2xA100-80GB,2xT4-16GB", host=NODE, loads=SlurmJobOnCard())
+    app = build_app(reader, store, TOKEN, host=NODE, report_only=True)
+    server, thread, port = serve_in_thread(app)
+    policy = slurm_policy(paika, live_slurm, slurm_prefix, shared_dir, {"T4-16GB": "t4"})
+    pool = policy.pools["cluster"]
+    assert pool.slurm is not None
+    slurm = pool.slurm.model_copy(update={"utilization": "agents"})
+    policy.pools["cluster"] = pool.model_copy(update={"slurm": slurm})
+
+    def agents(targets: Sequence[Target]) -> Mapping[str, HostReport]:
+        assert [t.name for t in targets] == [NODE]  # the node's agent, for its cards' use
+        return poll_all_sync(targets, TOKEN, timeout=2.0)
+
+    def use() -> list[tuple[int, float | None]]:
+        return [(g.index, g.utilization_pct) for g in site.gpus()]
+
+    site = open_site(paika, policy, agents, url=f"http://127.0.0.1:{port}")
+    done = shared_dir / "done"
+    try:
+        submit(site, "watched", f"while [ ! -e {done} ]; do sleep 0.2; done")
+        site.until(
+            lambda: (
+                site.job("watched").state == JobState.RUNNING
+                and use() == [(0, 0.0), (1, 0.0), (2, 37.0), (3, 0.0)]
+            ),
+            what="the run, and its node's cards' use",
+        )
+        gpus = site.gpus()
+        # The agent's UUIDs and names; Slurm's types and the catalog's sizes.
+        assert [g.uuid for g in gpus] == [reader.uuid(i) for i in range(4)]
+        assert [g.gpu_type for g in gpus] == ["slurm:a100"] * 2 + ["T4-16GB"] * 2
+        assert gpus[2].memory_used_gib == pytest.approx(2.0)
+        with Session(paika.engine) as session:  # what idle reclaim and the board go by
+            sampled = {s.utilization_pct for s in session.exec(select(GpuSample))}
+        assert {0.0, 37.0} <= sampled
+
+        # The agent goes away: no utilization, and nothing else changes.
+        stop_server(server, thread)
+        site.until(lambda: all(pct is None for _, pct in use()), what="the use to be unknown")
+        assert site.host().state == HostState.UP
+        assert all(g.healthy for g in site.gpus())
+        assert site.job("watched").state == JobState.RUNNING
+        done.touch()
+        site.until(lambda: site.job("watched").state == JobState.SUCCEEDED, what="its end")
+    finally:
+        done.touch()
+        stop_server(server, thread)
+        store.close()
+        site.cycle.close()
+
+
+@SQLITE
+def test_idle_reclaim_releases_an_idle_run_on_slurm_by_its_nodes_agents_readings(
+    paika: Paika, live_slurm: LiveSlurm, slurm_prefix: str, shared_dir: Path, tmp_path: Path
+) -> None:
+    store = JobStore(tmp_path / "node-agent")
+    reader = SimulatedReader("2xA100-80GB,2xT4-16GB", host=NODE)  # every card at 0 %
+    server, thread, port = serve_in_thread(
+        build_app(reader, store, TOKEN, host=NODE, report_only=True)
+    )
+    policy = slurm_policy(paika, live_slurm, slurm_prefix, shared_dir, {"T4-16GB": "t4"})
+    pool = policy.pools["cluster"]
+    assert pool.slurm is not None
+    slurm = pool.slurm.model_copy(update={"utilization": "agents"})
+    policy.pools["cluster"] = pool.model_copy(update={"slurm": slurm})
+    policy = policy.model_copy(
+        update={
+            "reclaim": policy.reclaim.model_copy(update={"idle_minutes": 3, "grace_minutes": 1})
+        }
+    )
+
+    def agents(targets: Sequence[Target]) -> Mapping[str, HostReport]:
+        return poll_all_sync(targets, TOKEN, timeout=2.0)
+
+    site = open_site(paika, policy, agents, url=f"http://127.0.0.1:{port}")
+    heard, listening = shared_dir / "idle-heard-term", shared_dir / "idle-listening"
+    announcer = RecordingAnnouncer()
+
+    def reclaimed() -> bool:
+        # What periodic work runs after each cycle: the idle checks, then the DMs' delivery.
+        now, engine = site.clock.now(), paika.engine
+        check_idle(engine, policy, now)
+        act_on_idle(engine, policy, now)
+        deliver_pending(engine, announcer, now)
+        return site.job("dozing").state == JobState.CANCELLED
+
+    try:
+        site.ok(
+            "submit name=dozing gpus=1 hours=8 priority=idle type=T4-16GB data=ready "
+            f"cmd=\"trap 'touch {heard}; exit 0' TERM; touch {listening}; "
+            'while true; do sleep 0.2; done"'
+        )
+        site.until(listening.exists, what="the run")
+        site.until(reclaimed, step=timedelta(minutes=1), timeout=120, what="the idle reclaim")
+        assert heard.exists()  # stopped as paika stops a Slurm run: TERM to its batch shell
+        dozing = site.job("dozing")
+        assert dozing.state_reason == "released: its GPUs sat idle"
+        idle = [a for a in announcer.announcements if a.kind in (ASK_KIND, ACTION_KIND)]
+        assert [(a.kind, a.to_users) for a in idle] == [
+            (ASK_KIND, ("UALICE",)),
+            (ACTION_KIND, ("UALICE",)),
+        ]
+        assert idle[0].detail["hosts"] == [NODE] and idle[0].detail["peak_pct"] == 0.0
+        ((_, name, _),) = slurm_jobs(live_slurm, slurm_prefix)
+        assert name == f"{slurm_prefix}{dozing.id}.1.{NODE}"
+    finally:
+        stop_server(server, thread)
+        store.close()
         site.cycle.close()
 
 
