@@ -238,7 +238,7 @@ def _team_usage(
     half_life = policy.scheduler.ordering.fair_share_half_life_hours * HOUR
     since = now - timedelta(seconds=half_life * 6)
     usage: dict[str, float] = defaultdict(float)
-    for entry in accounting.ledger_since(session=session, since=since):
-        age = max(0.0, (now - entry.ended_at).total_seconds())
-        usage[teams.get(entry.team_id, "")] += entry.gpu_hours * math.pow(0.5, age / half_life)
+    for team_id, ended_at, gpu_hours in accounting.usage_since(session=session, since=since):
+        age = max(0.0, (now - ended_at).total_seconds())
+        usage[teams.get(team_id, "")] += gpu_hours * math.pow(0.5, age / half_life)
     return dict(usage)

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 from scheduler.policy.capacity import NEVER, Capacity, Placement, Reservation
@@ -61,18 +62,29 @@ def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
 
 def could_act(snapshot: Snapshot) -> bool:
     """Whether a pass over `snapshot` could start or stop anything, at this moment or any
-    later one while the state stays the same: a ready job, and either a usable free GPU or a
-    running job the policy may ever ask to stop. When not, the pass's decisions are known
+    later one while the state stays the same: a ready job, and either enough usable free GPUs
+    of types it accepts or a running job the policy may ever ask to stop. When not, the pass's decisions are known
     without running it (none); only the waiting jobs' reasons and ETAs move with the clock."""
-    if not any(job.data_ready for job in snapshot.pending):
+    ready = [job for job in snapshot.pending if job.data_ready]
+    if not ready:
         return False
     knobs = snapshot.knobs
     slack = knobs.foreign_memory_slack_gib
-    for host in snapshot.hosts:
-        if host.schedulable and any(
-            gpu.job_id is None and gpu.healthy and gpu.foreign_memory_gib <= slack
-            for gpu in host.gpus
-        ):
+    free: Counter[str] = Counter(
+        gpu.gpu_type
+        for host in snapshot.hosts
+        if host.schedulable
+        for gpu in host.gpus
+        if gpu.job_id is None and gpu.healthy and gpu.foreign_memory_gib <= slack
+    )
+    cards = [card for card in snapshot.catalog if free[card.name]]
+    enough: dict[tuple[CardNeeds, int], bool] = {}
+    for job in ready:  # a free card no ready job could use (another type) starts nothing
+        key = (job.needs, job.gpus)
+        if key not in enough:
+            usable = sum(free[card.name] for card in cards if job.needs.admits(card))
+            enough[key] = usable >= job.gpus
+        if enough[key]:
             return True
     # Time-blind on purpose: a job within its minimum run is one the clock alone makes
     # stoppable later, with nothing else changing.

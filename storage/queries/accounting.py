@@ -62,9 +62,13 @@ def kept_gpu_hours(*, session: Session, job_ids: Collection[int]) -> dict[int, f
     return {job_id: float(hours or 0.0) for job_id, hours in session.execute(query).all()}
 
 
-def ledger_since(*, session: Session, since: datetime) -> Sequence[LedgerEntry]:
-    """Ledger entries that ended at or after `since`."""
-    return session.exec(select(LedgerEntry).where(col(LedgerEntry.ended_at) >= since)).all()
+def usage_since(*, session: Session, since: datetime) -> list[tuple[int | None, datetime, float]]:
+    """(team id, end, GPU-hours) of each ledger entry that ended at or after `since`: plain
+    rows, no ORM objects (every scheduling pass reads weeks of them for fair share)."""
+    query = select(
+        col(LedgerEntry.team_id), col(LedgerEntry.ended_at), col(LedgerEntry.gpu_hours)
+    ).where(col(LedgerEntry.ended_at) >= since)
+    return [(team, ended, hours) for team, ended, hours in session.exec(query)]
 
 
 def ledger_between(

@@ -58,6 +58,21 @@ def test_a_free_usable_gpu_can_start_a_ready_job() -> None:
     assert could_act(_snapshot(held=1))
 
 
+def test_free_cards_the_ready_jobs_cannot_use_start_nothing() -> None:
+    t4 = Host("t", (Gpu(9, "t", "T4-16GB", 16),))
+    catalog = (*CATALOG, CardType("T4-16GB", 16, 0.3, 0.5))
+    full = replace(_snapshot(), catalog=catalog)
+    assert could_act(replace(full, hosts=(*full.hosts, t4)))  # any type will do
+    picky = replace(full.pending[0], needs=CardNeeds(("A100-80GB",)))
+    assert not could_act(replace(full, hosts=(*full.hosts, t4), pending=(picky,)))
+    big = replace(full.pending[0], needs=CardNeeds(None, 40.0))  # 40 GiB per card
+    assert not could_act(replace(full, hosts=(*full.hosts, t4), pending=(big,)))
+    two = replace(_snapshot(held=1).pending[0], gpus=2)  # one free card, two needed
+    assert not could_act(replace(_snapshot(held=1), pending=(two,)))
+    unknown = Host("x", (Gpu(8, "x", "slurm:h100", 80),))  # no catalog type: never planned on
+    assert not could_act(replace(_snapshot(), hosts=(*_snapshot().hosts, unknown)))
+
+
 def test_a_free_gpu_nobody_may_use_is_not_free() -> None:
     assert not could_act(_snapshot(held=1, schedulable=False))
     assert not could_act(_snapshot(held=0, healthy=False, running=()))
