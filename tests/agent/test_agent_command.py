@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +29,8 @@ def _cli() -> typer.Typer:
 
 
 @pytest.fixture(autouse=True)
-def _keep_umask() -> Iterator[None]:
+def _keep_umask(keep_umask: None) -> None:
     """`paika agent` sets the process's umask; these tests run it in pytest's process."""
-    old = os.umask(0o022)
-    os.umask(old)
-    yield
-    os.umask(old)
 
 
 @pytest.fixture

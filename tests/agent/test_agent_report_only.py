@@ -4,7 +4,6 @@ HTTP (the mode for the nodes of a Slurm pool, where Slurm alone runs jobs)."""
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,12 +35,8 @@ def _served(app: Any) -> Iterator[AgentClient]:
 
 
 @pytest.fixture(autouse=True)
-def _keep_umask() -> Iterator[None]:
+def _keep_umask(keep_umask: None) -> None:
     """`paika agent` sets the process's umask; these tests run it in pytest's process."""
-    old = os.umask(0o022)
-    os.umask(old)
-    yield
-    os.umask(old)
 
 
 @pytest.fixture
