@@ -94,6 +94,12 @@ class PoolDispatcher:
         self.for_host(host).stop(host, url, agent_job, grace_s)
 
     def revoke(self, host: str, url: str, token: str) -> bool:
+        """Tell the host to refuse its revoked token. A Slurm node's only holder of a token
+        is its report-only agent (`utilization: agents`), told as any agent is; without one
+        Slurm holds no paika token and there is nothing to tell."""
+        found = slurm_pool_of(self.policy, host)
+        if found is not None and found[1].utilization == "agents":
+            return self.agents.revoke(host, url, token)
         return self.for_host(host).revoke(host, url, token)
 
 

@@ -15,7 +15,7 @@ import pytest
 from scheduler.config import PolicyConfig, load_policy
 from scheduler.hosts.poll import Poller, Target
 from scheduler.hosts.report import AgentJobState, GpuReading, HostReport
-from scheduler.pools import PoolPoller
+from scheduler.pools import PoolDispatcher, PoolPoller
 from scheduler.settings import BUNDLED_POLICY
 from scheduler.slurm.models import QueuedJob
 from scheduler.slurm.utilization import with_utilization
@@ -303,3 +303,29 @@ def test_an_agent_that_never_answers_costs_the_poll_only_its_timeout() -> None:
         mute.close()
     assert report == SLURM  # Slurm's read as it was: the node up, its run on
     assert took < 3.0, took
+
+
+class RecordingAgents:
+    """The agents' dispatcher, recording the revocations it is asked to send."""
+
+    def __init__(self) -> None:
+        self.revoked: list[tuple[str, str, str]] = []
+
+    def revoke(self, host: str, url: str, token: str) -> bool:
+        self.revoked.append((host, url, token))
+        return True
+
+
+def test_a_revoked_token_is_sent_to_a_slurm_nodes_agent_only_where_one_reports() -> None:
+    agents = RecordingAgents()
+    with_agents = PoolDispatcher(policy_with("agents"), agents)  # type: ignore[arg-type]
+    assert with_agents.revoke("node01", "https://node01:8471", "old-token")
+    assert with_agents.revoke("gpu-a", "https://gpu-a:8471", "old-a")  # an agent host, as ever
+    assert agents.revoked == [
+        ("node01", "https://node01:8471", "old-token"),
+        ("gpu-a", "https://gpu-a:8471", "old-a"),
+    ]
+    agents.revoked.clear()
+    without = PoolDispatcher(policy_with("none"), agents)  # type: ignore[arg-type]
+    assert without.revoke("node01", "https://node01:8471", "old-token")  # nothing holds it
+    assert agents.revoked == []
