@@ -1,4 +1,5 @@
-"""The `paika` console script, run as a user runs it: a real process on a real SQLite file."""
+"""The `paika` command line, run as a user runs it on a real SQLite file: in this process
+through typer's runner, and once as the installed console script in a process of its own."""
 
 from __future__ import annotations
 
@@ -8,16 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from paika_test_cli import run_paika as run
 
 from storage.db import head_revision
 
 PAIKA = Path(sys.executable).with_name("paika")
-
-
-def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(PAIKA), *args], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
 
 
 @pytest.fixture
@@ -28,12 +24,12 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 def test_a_fresh_install_bootstraps_from_paika_admins(env: dict[str, str], tmp_path: Path) -> None:
     upgraded = run(["db", "upgrade"], env)
-    assert upgraded.returncode == 0, upgraded.stderr
+    assert upgraded.exit_code == 0, upgraded.stderr
     assert f"database at revision {head_revision()} (was empty)" in upgraded.stdout
     assert (tmp_path / "data" / "paika.db").exists()
 
     added = run(["cmd", "admin member add <@UALICE> team=vision", "--user", "UADMIN"], env)
-    assert added.returncode == 0, added.stderr
+    assert added.exit_code == 0, added.stderr
     submitted = run(
         [
             "cmd",
@@ -43,7 +39,7 @@ def test_a_fresh_install_bootstraps_from_paika_admins(env: dict[str, str], tmp_p
         ],
         env,
     )
-    assert submitted.returncode == 0, submitted.stderr
+    assert submitted.exit_code == 0, submitted.stderr
     assert "Queued job #1 bert for team vision" in submitted.stdout
 
     queue = run(["cmd", "queue", "--user", "UALICE"], env)
@@ -51,11 +47,18 @@ def test_a_fresh_install_bootstraps_from_paika_admins(env: dict[str, str], tmp_p
 
 
 def test_a_user_error_exits_non_zero_with_the_message(env: dict[str, str]) -> None:
-    denied = run(["cmd", "admin team add robotics", "--user", "UALICE"], env)
+    """The console script itself, in a process of its own: its exit status is the command's."""
+
+    def script(args: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(PAIKA), *args], env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+
+    denied = script(["cmd", "admin team add robotics", "--user", "UALICE"])
     assert denied.returncode == 1
     assert "Only admins can add teams." in denied.stderr
 
-    bad = run(["cmd", "submit name=x gpus=two", "--user", "UALICE"], env)
+    bad = script(["cmd", "submit name=x gpus=two", "--user", "UALICE"])
     assert bad.returncode == 1
     assert "gpus" in bad.stderr and "Example:" in bad.stderr
 
@@ -64,13 +67,13 @@ def test_a_bad_policy_file_stops_paika_at_start(env: dict[str, str], tmp_path: P
     policy = tmp_path / "policy.yml"
     policy.write_text("gpu_types:\n  T4: {memory_gib: 16, price_per_gpu_hour: 0.3, colour: red}\n")
     result = run(["cmd", "queue", "--user", "U1"], {**env, "PAIKA_CONFIG": str(policy)})
-    assert result.returncode == 2
+    assert result.exit_code == 2
     assert f"{policy}: gpu_types.T4.colour: unknown key" in result.stderr
 
 
 def test_help_comes_from_the_grammar(env: dict[str, str]) -> None:
     result = run(["cmd", "help submit", "--user", "U1"], env)
-    assert result.returncode == 0
+    assert result.exit_code == 0
     for key in ("name=", "gpus=", "hours=", "priority=", "data=", "cmd="):
         assert key in result.stdout
 
@@ -78,7 +81,7 @@ def test_help_comes_from_the_grammar(env: dict[str, str]) -> None:
 def test_an_unreachable_database_is_named_without_its_password(env: dict[str, str]) -> None:
     url = "postgresql://paika:s3cret@127.0.0.1:1/paika"  # nothing listens on port 1
     result = run(["cmd", "queue", "--user", "U1"], {**env, "PAIKA_DATABASE_URL": url})
-    assert result.returncode == 2
+    assert result.exit_code == 2
     assert (
         "cannot reach the database at postgresql+psycopg://paika:***@127.0.0.1:1/paika"
         in result.stderr
@@ -92,12 +95,12 @@ def test_cmd_speaks_the_language_asked_for_else_the_users_choice(env: dict[str, 
     submit = 'submit name=bert gpus=2 hours=8 priority=normal data=pending cmd="python train.py"'
 
     queued = run(["cmd", submit, "--user", "UALICE", "--lang", "zh"], env)
-    assert queued.returncode == 0, queued.stderr
+    assert queued.exit_code == 0, queued.stderr
     assert "任务 #1 bert 已为团队 vision 排队：2 张卡，8 卡时，普通。" in queued.stdout
     assert "数据就位后运行：/gpu ready #1" in queued.stdout
 
     refused = run(["cmd", "admin team add robotics", "--user", "UALICE", "--lang", "zh"], env)
-    assert refused.returncode == 1
+    assert refused.exit_code == 1
     assert "只有管理员可以添加团队。" in refused.stderr
 
     # Without --lang, the console says what the user chose with /gpu lang.
@@ -112,7 +115,7 @@ def test_cmd_speaks_the_language_asked_for_else_the_users_choice(env: dict[str, 
     assert "Job #1 bert — waiting for data" in english
 
     unknown = run(["cmd", "queue", "--user", "UALICE", "--lang", "fr"], env)
-    assert unknown.returncode == 2
+    assert unknown.exit_code == 2
     assert "--lang fr is not known; use en or zh." in unknown.stderr
 
 
