@@ -1,23 +1,15 @@
-"""`paika digest` run as a user runs it: a real process on a fresh SQLite file."""
+"""`paika digest` run as a user runs it (in this process, through typer's runner) on a fresh
+SQLite file."""
 
 from __future__ import annotations
 
 import io
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from paika_test_cli import run_paika as run
 from PIL import Image
-
-PAIKA = Path(sys.executable).with_name("paika")
-
-
-def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(PAIKA), *args], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
 
 
 @pytest.fixture
@@ -36,10 +28,10 @@ def test_print_and_png_on_a_fresh_install(env: dict[str, str], tmp_path: Path) -
         ],
         env,
     )
-    assert submitted.returncode == 0, submitted.stderr
+    assert submitted.exit_code == 0, submitted.stderr
     out = tmp_path / "board.png"
     result = run(["digest", "--print", "--png", str(out)], env)
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     assert "paika daily GPU board — " in result.stdout
     assert "GPUs: none registered yet" in result.stdout
     assert "Waiting for data (1), longest first:" in result.stdout
@@ -52,14 +44,14 @@ def test_print_and_png_on_a_fresh_install(env: dict[str, str], tmp_path: Path) -
 def test_the_picture_alone_in_chinese(env: dict[str, str], tmp_path: Path) -> None:
     out = tmp_path / "zh.png"
     result = run(["digest", "--png", str(out), "--lang", "zh"], env)
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     assert result.stdout == ""
     assert out.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_without_print_or_png_it_says_what_to_pass(env: dict[str, str]) -> None:
     result = run(["digest"], env)
-    assert result.returncode == 2
+    assert result.exit_code == 2
     assert "--print" in result.stderr and "--png FILE" in result.stderr
     wrong = run(["digest", "--print", "--lang", "fr"], env)
-    assert wrong.returncode == 2 and "use en or zh" in wrong.stderr
+    assert wrong.exit_code == 2 and "use en or zh" in wrong.stderr

@@ -1,16 +1,16 @@
-"""`paika state show | diff | restore`, run as an operator runs them: a real process, a real
-SQLite file, snapshots in the default local object store (PAIKA_DATA_DIR/objects)."""
+"""`paika state show | diff | restore`, run as an operator runs them (in this process, through
+typer's runner): a real SQLite file, snapshots in the default local object store
+(PAIKA_DATA_DIR/objects)."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from paika_test_cli import run_paika as run
 from sqlmodel import Session
 
 from scheduler.app import Paika
@@ -20,14 +20,7 @@ from scheduler.settings import Settings
 from storage.objects import keys
 from storage.objects.local import LocalStore
 
-PAIKA = Path(sys.executable).with_name("paika")
 SUBMIT = 'submit name={name} gpus=1 hours=2 priority={priority} data=ready cmd="python {name}.py"'
-
-
-def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(PAIKA), *args], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
 
 
 @pytest.fixture
@@ -72,12 +65,12 @@ def test_show_prints_the_queue_as_it_was(
 ) -> None:
     first, second = archived
     latest = run(["state", "show"], env)
-    assert latest.returncode == 0, latest.stderr
+    assert latest.exit_code == 0, latest.stderr
     assert "The queue and the GPUs as they were at" in latest.stdout
     assert "#1 bert" in latest.stdout and "#3 vit" not in latest.stdout
     assert keys.snapshot(second) in latest.stderr  # which object it read, and where
     earlier = run(["state", "show", "--at", f"{first + timedelta(minutes=5):%Y-%m-%dT%H:%M}Z"], env)
-    assert earlier.returncode == 0, earlier.stderr
+    assert earlier.exit_code == 0, earlier.stderr
     assert "#3 vit" in earlier.stdout
     zh = run(["state", "show", "--lang", "zh"], env)
     assert "时的队列与 GPU" in zh.stdout
@@ -91,18 +84,18 @@ def test_show_says_what_is_wrong_with_a_moment(
 ) -> None:
     first, _ = archived
     before = run(["state", "show", "--at", f"{first - timedelta(days=1):%Y-%m-%d %H:%M}"], env)
-    assert before.returncode == 2
+    assert before.exit_code == 2
     assert "No snapshot taken at or before" in before.stderr
     assert "objects" in before.stderr  # where it looked
     bad = run(["state", "show", "--at", "yesterday"], env)
-    assert bad.returncode == 2 and "yesterday is not a moment" in bad.stderr
+    assert bad.exit_code == 2 and "yesterday is not a moment" in bad.stderr
     assert "2026-12-01T10:00" in bad.stderr
 
 
 def test_diff_says_what_changed(archived: tuple[datetime, datetime], env: dict[str, str]) -> None:
     first, second = archived
     found = run(["state", "diff", f"{first:%Y-%m-%dT%H:%M:%S}Z", "latest"], env)
-    assert found.returncode == 0, found.stderr
+    assert found.exit_code == 0, found.stderr
     assert "- job #3 vit" in found.stdout
     same = run(["state", "diff", "latest", "latest"], env)
     assert "Nothing changed" in same.stdout
@@ -112,13 +105,13 @@ def test_restore_rebuilds_a_new_database_and_refuses_one_with_jobs(
     archived: tuple[datetime, datetime], env: dict[str, str], tmp_path: Path
 ) -> None:
     refused = run(["state", "restore"], env)  # the install's own database holds the jobs
-    assert refused.returncode == 2
+    assert refused.exit_code == 2
     assert "not empty" in refused.stderr and "jobs" in refused.stderr
     fresh = {**env, "PAIKA_DATABASE_URL": f"sqlite:///{tmp_path / 'new.db'}"}
     restored = run(["state", "restore", "--at", "latest"], fresh)
-    assert restored.returncode == 0, restored.stderr
+    assert restored.exit_code == 0, restored.stderr
     assert "2 jobs under their old numbers" in restored.stdout
     queue = run(["cmd", "queue all", "--user", "UALICE"], fresh)
     assert "#1 bert" in queue.stdout and "#2 gpt" in queue.stdout
     again = run(["state", "restore"], fresh)
-    assert again.returncode == 2 and "not empty" in again.stderr
+    assert again.exit_code == 2 and "not empty" in again.stderr
