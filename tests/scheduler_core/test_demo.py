@@ -5,11 +5,10 @@ from __future__ import annotations
 import io
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from paika_test_cli import run_paika
 from sqlmodel import Session, col, select
 
 from bot.console import render
@@ -71,16 +70,8 @@ def test_the_demos_memory_lets_a_new_install_take_over_its_queue(
     new_db = tmp_path / "taken-over.db"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAIKA_")}
     env |= {"PAIKA_DATA_DIR": str(data), "PAIKA_DATABASE_URL": f"sqlite:///{new_db}"}
-    paika = Path(sys.executable).with_name("paika")
-    done = subprocess.run(
-        [str(paika), "state", "restore", "--at", "latest"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_paika(["state", "restore", "--at", "latest"], env)
+    assert done.exit_code == 0, done.stderr
 
     settings = Settings(database_url=f"sqlite:///{new_db}", admins=("UDEMOADMIN",), config=None)
     new = Paika.start(settings, clock=ManualClock(state.taken_at(doc)))
