@@ -651,6 +651,40 @@ for _name in DEFERRED:
     app.command(_name, cls=_Placeholder)(_deferred)
 
 
+# The top-level modules of paika[server]'s packages. A GPU host installs only paika[agent]:
+# there a command of the scheduler or the bot fails on one of these, and says so plainly.
+SERVER_MODULES = frozenset(
+    {
+        "slack_bolt",
+        "slack_sdk",
+        "apscheduler",
+        "sqlmodel",
+        "sqlalchemy",
+        "pydantic_settings",
+        "alembic",
+        "yaml",
+        "tzdata",
+        "matplotlib",
+        "rich",
+        "boto3",
+        "botocore",
+        "orjson",
+    }
+)
+
+
 def main() -> None:
     """Console-script entry point."""
-    app()
+    try:
+        app()
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in SERVER_MODULES:
+            raise
+        command = " ".join(sys.argv[1:2]) or "this command"
+        typer.echo(
+            f"paika {command}: needs the scheduler's packages ({exc.name} is not installed); "
+            "this install is for a GPU host's agent only. Install paika[server] "
+            "(pip install 'paika[server]', or uv sync --extra server) to run it.",
+            err=True,
+        )
+        raise SystemExit(2) from None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -83,3 +86,42 @@ def shutdown_agent(agent: Agent, *, kill_jobs: bool = True) -> None:
             "the test's jobs to end",
         )
     agent.store.close()
+
+
+# Runs the real console entry. uvicorn.run is where `paika agent` hands its built app to the
+# server: there the modules are counted, and nothing binds a port.
+AGENT_STARTUP = """
+import json, sys
+import uvicorn
+
+def serve(app, **options):
+    print(json.dumps({"modules": sorted(sys.modules), "app": type(app).__name__}))
+
+uvicorn.run = serve
+sys.argv = ["paika", *sys.argv[1:]]
+from bot.cli import main
+try:
+    main()
+except SystemExit as exc:
+    if exc.code:
+        raise
+    if "--help" in sys.argv:
+        print(json.dumps({"modules": sorted(sys.modules), "app": None}))
+"""
+
+
+def run_paika_counting_modules(python: str, *args: str) -> dict[str, object]:
+    """Run `paika ARGS` with the interpreter `python` up to where it would serve: the modules
+    it loaded, and the class of the app it built."""
+    env = {**os.environ, "PAIKA_AGENT_TOKEN": TOKEN}
+    done = subprocess.run(
+        [python, "-c", AGENT_STARTUP, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
