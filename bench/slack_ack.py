@@ -7,7 +7,7 @@ Each round sends `concurrency` signed slash commands at once over real HTTP — 
 `modal-every`th a bare `/gpu submit` that opens the submit modal, the rest half
 `/gpu queue`, half `/gpu submit …` — to the real Bolt app served by uvicorn in its own
 process (as in production, where Slack is another machine), with the Web API on the
-offline Slack (`bot.offline`) in this process. It reports the acknowledgement latency
+offline Slack (`fake_slack`) in this process. It reports the acknowledgement latency
 (request sent → HTTP 200), the modal latency (request sent → views.open reaching the fake
 Slack) and how long all answers of a burst took to arrive by response_url. Slack's limit for both
 the acknowledgement and views.open (the trigger_id expires) is 3,000 ms; the goals are
@@ -22,6 +22,7 @@ import asyncio
 import json
 import multiprocessing
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,8 +34,6 @@ from sqlmodel import Session
 
 from bot.app import build_app
 from bot.http import EVENTS_PATH, http_app
-from bot.offline import BOT_TOKEN, SIGNING_SECRET, signing
-from bot.offline.slack_server import FakeSlack
 from bot.services import BotServices
 from scheduler.app import Paika
 from scheduler.clock import SystemClock
@@ -42,6 +41,11 @@ from scheduler.hosts.inventory import apply_reports
 from scheduler.hosts.report import GpuReading, HostReport
 from scheduler.serving import serve_in_thread, stop_server
 from scheduler.settings import Settings
+
+# The offline Slack lives beside the tests, not in the installed packages.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from fake_slack import BOT_TOKEN, SIGNING_SECRET, signing  # noqa: E402
+from fake_slack.slack_server import FakeSlack  # noqa: E402
 
 USERS = [f"UBENCH{i:03d}" for i in range(40)]
 CARDS = (("NVIDIA A100-SXM4-80GB", 80), ("NVIDIA A10", 24), ("Tesla T4", 16))

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from fake_slack import BOT_TOKEN, SIGNING_SECRET, USER_ID, signing
+from fake_slack.slack_server import FakeSlack
 from pydantic import SecretStr
 from slack_bolt import App
 
@@ -18,8 +20,6 @@ from bot.announcer import SlackAnnouncer
 from bot.app import build_app
 from bot.http import EVENTS_PATH, http_app
 from bot.messenger import Messenger
-from bot.offline import BOT_TOKEN, SIGNING_SECRET, USER_ID, signing
-from bot.offline.slack_server import FakeSlack
 from bot.services import BotServices
 from scheduler.app import Paika
 from scheduler.notices.outbox import Courier

@@ -61,6 +61,7 @@ def agent_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A new virtual environment with paika[agent] from the lock, from uv's cache only: the
     README's install has already fetched every package the agent needs."""
     venv = tmp_path_factory.mktemp("agent-host") / "venv"
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
     env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(venv)}
     done = subprocess.run(
         [
@@ -70,6 +71,9 @@ def agent_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--offline",
             "--locked",
             "--no-editable",
+            # (built afresh from the tree: uv would otherwise reuse its cached build of paika)
+            "--reinstall-package",
+            "paika",
             "--extra",
             "agent",
             "--python",
@@ -82,6 +86,9 @@ def agent_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=300,
         check=False,
     )
+    # setuptools leaves its build folder in the tree and copies from it into the next wheel,
+    # stale modules included: the wheel tested here, and the next one, start from none.
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
     assert done.returncode == 0, done.stderr
     return venv
 
@@ -128,6 +135,20 @@ def test_the_agents_install_holds_none_of_the_servers_packages(agent_venv: Path)
         text=True,
         timeout=60,
         check=True,
+    )
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_installed_packages_hold_no_test_fakes(agent_venv: Path) -> None:
+    # The offline Slack serves tests and benches from tests/fake_slack; paika never ships it.
+    probe = "import importlib.util as u; print([m for m in ('fake_slack', 'bot.offline') if u.find_spec(m)])"
+    done = subprocess.run(
+        [str(agent_venv / "bin" / "python"), "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=agent_venv,
     )
     assert done.stdout.strip() == "[]"
 

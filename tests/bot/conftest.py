@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fake_slack.slack_server import FakeSlack
 from paika_test_slack import MEMBER, Bot, running_bot, settled, text_of
 
-from bot.offline.slack_server import FakeSlack
 from scheduler.app import Paika
 from scheduler.notices import approvals
 from storage.db import make_engine, upgrade

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 from conftest import ADMIN, APPROVER, MEMBER, OTHER, Bot, settled, text_of
+from fake_slack import SIGNING_SECRET, signing
+from fake_slack.slack_server import Call, validate_blocks
 from sqlmodel import select
 
 from bot.announcer import RENDERERS, SlackAnnouncer, delivers
 from bot.blocks import ids
 from bot.blocks.alerts import idle_answered, plain_alert, quota_acknowledged
-from bot.offline import SIGNING_SECRET, signing
-from bot.offline.slack_server import Call, validate_blocks
 from scheduler import lifecycle
 from scheduler.alerts.idle import ACTION_KIND, act_on_idle, check_idle
 from scheduler.alerts.quota import raise_quota_alerts

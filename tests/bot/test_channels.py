@@ -6,11 +6,11 @@ from __future__ import annotations
 import logging
 
 import pytest
+from fake_slack import BOT_TOKEN
+from fake_slack.slack_server import FakeSlack
 from slack_sdk import WebClient
 
 from bot.channels import ChannelDirectory
-from bot.offline import BOT_TOKEN
-from bot.offline.slack_server import FakeSlack
 
 OPS = "C0OPS00001"
 

@@ -14,6 +14,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from fake_slack import BOT_TOKEN, CHANNEL_ID
+from fake_slack.slack_server import FakeSlack
 from paika_test_time import T0
 from PIL import Image
 from slack_sdk import WebClient
@@ -21,8 +23,6 @@ from slack_sdk import WebClient
 from bot.blocks.common import MESSAGE_BLOCKS, MESSAGE_CHARS, SECTION_TEXT, text_size
 from bot.blocks.digest import digest_blocks
 from bot.digest.slack import post_digest
-from bot.offline import BOT_TOKEN, CHANNEL_ID
-from bot.offline.slack_server import FakeSlack
 from scheduler.digest.model import (
     DayUsage,
     Digest,

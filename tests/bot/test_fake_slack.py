@@ -1,4 +1,4 @@
-"""Tests of the offline Slack kit itself (bot/offline), so the bot's tests can trust it.
+"""Tests of the offline Slack kit itself (tests/fake_slack), so the bot's tests can trust it.
 
 Each check is one Slack would make: a kit that let through what Slack refuses, or refused
 what Slack takes, would make the bot's tests lie.
@@ -16,6 +16,19 @@ from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
+from fake_slack import (
+    APP_ID,
+    APP_TOKEN,
+    BOT_TOKEN,
+    BOT_USER_ID,
+    CHANNEL_ID,
+    SIGNING_SECRET,
+    TEAM_ID,
+    USER_ID,
+    signing,
+)
+from fake_slack.slack_server import RESPONSE_URLS, FakeSlack, validate_blocks, validate_view
+from fake_slack.socket_mode import SocketModeServer
 from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.adapter.wsgi import SlackRequestHandler
@@ -27,20 +40,6 @@ from slack_sdk.socket_mode.builtin import SocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.webhook import WebhookClient
-
-from bot.offline import (
-    APP_ID,
-    APP_TOKEN,
-    BOT_TOKEN,
-    BOT_USER_ID,
-    CHANNEL_ID,
-    SIGNING_SECRET,
-    TEAM_ID,
-    USER_ID,
-    signing,
-)
-from bot.offline.slack_server import RESPONSE_URLS, FakeSlack, validate_blocks, validate_view
-from bot.offline.socket_mode import SocketModeServer
 
 
 @pytest.fixture(autouse=True)

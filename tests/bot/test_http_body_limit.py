@@ -8,9 +8,9 @@ from urllib.parse import urlsplit
 
 import httpx
 from conftest import MEMBER, Bot, text_of
+from fake_slack import SIGNING_SECRET, signing
 
 from bot.http import MAX_BODY_BYTES
-from bot.offline import SIGNING_SECRET, signing
 
 CHUNK = 64 * 1024
 

@@ -6,12 +6,12 @@ import time
 from datetime import timedelta
 
 from conftest import ADMIN, APPROVER, MEMBER, OTHER, Bot, settled, text_of
+from fake_slack import SIGNING_SECRET, signing
+from fake_slack.slack_server import RESPONSE_URLS
 from sqlmodel import select
 
 from bot.announcer import SlackAnnouncer
 from bot.blocks import ids
-from bot.offline import SIGNING_SECRET, signing
-from bot.offline.slack_server import RESPONSE_URLS
 from scheduler.clock import ManualClock
 from scheduler.notices.outbox import deliver_pending
 from storage.db import session_scope

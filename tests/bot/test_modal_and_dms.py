@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from conftest import MEMBER, Bot, settled, text_of
+from fake_slack import SIGNING_SECRET, signing
 from sqlmodel import select
 
 from bot.announcer import SlackAnnouncer
 from bot.blocks import ids
-from bot.offline import SIGNING_SECRET, signing
 from scheduler.notices.events import Event, EventCode, EventKind, record
 from scheduler.notices.outbox import deliver_pending
 from storage.db import session_scope

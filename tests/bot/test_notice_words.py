@@ -13,13 +13,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from conftest import ADMIN, APPROVER, MEMBER, Bot, text_of
+from fake_slack.slack_server import validate_blocks
 from sqlmodel import select
 
 from bot.announcer import RENDERERS, SlackAnnouncer
 from bot.blocks.digest import digest_blocks
 from bot.console_notices import ConsoleAnnouncer, line
 from bot.notice_words import sentence
-from bot.offline.slack_server import validate_blocks
 from scheduler.alerts.idle import ACTION_KIND, ASK_KIND
 from scheduler.alerts.quota import EXPIRY_KIND, USED_KIND, raise_quota_alerts
 from scheduler.digest import digest_now

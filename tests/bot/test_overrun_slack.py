@@ -8,13 +8,13 @@ from datetime import timedelta
 
 import pytest
 from conftest import APPROVER, MEMBER, OTHER, Bot, settled, text_of
+from fake_slack import SIGNING_SECRET, signing
+from fake_slack.slack_server import Call, validate_blocks
 from sqlmodel import select
 
 from bot.announcer import SlackAnnouncer
 from bot.blocks import ids
 from bot.blocks.replies import reply
-from bot.offline import SIGNING_SECRET, signing
-from bot.offline.slack_server import Call, validate_blocks
 from scheduler import lifecycle
 from scheduler.alerts.overrun import check_overrun
 from scheduler.clock import ManualClock

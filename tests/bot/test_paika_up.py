@@ -12,9 +12,8 @@ from pathlib import Path
 
 import httpx
 from conftest import text_of
-
-from bot.offline import BOT_TOKEN, SIGNING_SECRET, signing
-from bot.offline.slack_server import FakeSlack
+from fake_slack import BOT_TOKEN, SIGNING_SECRET, signing
+from fake_slack.slack_server import FakeSlack
 
 PAIKA = Path(sys.executable).with_name("paika")
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from fake_slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, signing
+from fake_slack.slack_server import FakeSlack
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.offline import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, signing
-from bot.offline.slack_server import FakeSlack
 from scheduler.settings import BUNDLED_POLICY
 
 PAIKA = Path(sys.executable).with_name("paika")

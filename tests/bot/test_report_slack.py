@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 from conftest import ADMIN, MEMBER, Bot, settled, text_of
+from fake_slack import CHANNEL_ID, SIGNING_SECRET, signing
 from sqlmodel import Session, select
 
 from bot.blocks import ids
 from bot.blocks.submit_modal import read_submission, submit_modal
 from bot.console import render
-from bot.offline import CHANNEL_ID, SIGNING_SECRET, signing
 from bot.replying import message_for
 from scheduler.grammar import parse
 from scheduler.service.report import ReportResult

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import MEMBER, settled, text_of
+from fake_slack import APP_TOKEN, BOT_TOKEN, signing
+from fake_slack.slack_server import FakeSlack
+from fake_slack.socket_mode import SocketModeServer
 from pydantic import SecretStr
 
-from bot.offline import APP_TOKEN, BOT_TOKEN, signing
-from bot.offline.slack_server import FakeSlack
-from bot.offline.socket_mode import SocketModeServer
 from bot.runtime import SlackBot, start_bot
 from scheduler.app import Paika
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from conftest import LiveSlurm, wait_for
+from fake_slack.slack_server import FakeSlack
 from paika_test_slack import Bot, running_bot, text_of
 from test_slurm_cycle import NODE, SlurmSite, open_site, slurm_jobs, slurm_policy
 
-from bot.offline.slack_server import FakeSlack
 from scheduler.app import Paika
 from storage.models import HostState, JobState
 

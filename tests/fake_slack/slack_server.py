@@ -32,7 +32,7 @@ from urllib.parse import parse_qs, urlsplit
 from slack_sdk.models.blocks import Block
 from slack_sdk.models.views import View
 
-from bot.offline import (
+from fake_slack import (
     APP_ID,
     APP_TOKEN,
     BOT_ID,
@@ -42,7 +42,7 @@ from bot.offline import (
     TEAM_DOMAIN,
     TEAM_ID,
 )
-from bot.offline.socket_mode import SocketModeServer
+from fake_slack.socket_mode import SocketModeServer
 
 MESSAGE_BLOCKS_MAX = 50
 VIEW_BLOCKS_MAX = 100

@@ -5,8 +5,8 @@ requests Slack sends to the app (slash commands, clicks, modal submissions, even
 with a signing secret; ``slack_server.FakeSlack`` serves the Web API, response URLs and file
 uploads on a loopback port and records what the bot sent; ``socket_mode`` is the local
 WebSocket that ``FakeSlack(socket_mode=True)`` hands out. Everything listens on 127.0.0.1;
-nothing here reaches the internet. For example ``from bot.offline import BOT_TOKEN, signing``
-and ``from bot.offline.slack_server import FakeSlack``.
+nothing here reaches the internet. For example ``from fake_slack import BOT_TOKEN, signing``
+and ``from fake_slack.slack_server import FakeSlack``.
 
 The identifiers below describe the one workspace the fake serves. They are shared by the
 fake Web API (``auth.test`` answers with them) and by the request builders, so that what a

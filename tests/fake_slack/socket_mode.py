@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import Any, BinaryIO
 from urllib.parse import parse_qs, urlsplit
 
-from bot.offline import APP_ID
+from fake_slack import APP_ID
 
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA

@@ -21,7 +21,7 @@ from urllib.parse import urlencode
 
 import httpx
 
-from bot.offline import (
+from fake_slack import (
     APP_ID,
     BOT_ID,
     BOT_USER_ID,
