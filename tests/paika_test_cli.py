@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine
+from sqlmodel import create_engine
 from typer.testing import CliRunner
 
 import storage.db
@@ -31,8 +32,10 @@ class Ran:
     stderr: str
 
 
-def run_paika(args: list[str], env: Mapping[str, str]) -> Ran:
-    """Run `paika ARGS` with the environment `env` (the whole of it, as a process would get)."""
+def run_paika(args: list[str], env: Mapping[str, str] | None = None) -> Ran:
+    """Run `paika ARGS` with the environment `env` (the whole of it, as a process would get;
+    by default this process's)."""
+    env = os.environ if env is None else env
     changed: dict[str, str | None] = {name: None for name in os.environ if name not in env}
     changed |= {name: value for name, value in env.items() if os.environ.get(name) != value}
     with _engines_closed_after():
@@ -45,7 +48,6 @@ def run_paika(args: list[str], env: Mapping[str, str]) -> Ran:
 def _engines_closed_after() -> Iterator[None]:
     """Close every engine made meanwhile (a command leaves its own to the process's exit)."""
     made: list[Engine] = []
-    create_engine = storage.db.create_engine
 
     def recorded(*args: Any, **kwargs: Any) -> Engine:
         engine = create_engine(*args, **kwargs)
@@ -53,6 +55,7 @@ def _engines_closed_after() -> Iterator[None]:
         return engine
 
     with pytest.MonkeyPatch.context() as patch:
+        # storage.db makes every engine paika opens (the patch fails if that ever changes).
         patch.setattr(storage.db, "create_engine", recorded)
         try:
             yield

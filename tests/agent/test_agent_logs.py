@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from agent_harness import TOKEN, wait_for
+from paika_test_cli import run_paika
 
 from scheduler.agent.observe import LogSettingError, checked, configure_logging
 
@@ -107,15 +108,8 @@ def test_unknown_settings_are_refused_with_the_choices(fmt: str, level: str, nam
     assert "use" in str(refused.value)
 
 
-def test_the_agent_refuses_an_unknown_log_format_at_start(tmp_path: Path) -> None:
+def test_the_agent_refuses_an_unknown_log_format_at_start(tmp_path: Path, keep_umask: None) -> None:
     env = {**os.environ, "PAIKA_AGENT_TOKEN": TOKEN, "PAIKA_LOG_FORMAT": "xml"}
-    done = subprocess.run(
-        [str(PAIKA), "agent", "--simulate", "2xT4", "--state-dir", str(tmp_path / "s")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 2
+    done = run_paika(["agent", "--simulate", "2xT4", "--state-dir", str(tmp_path / "s")], env)
+    assert done.exit_code == 2
     assert "PAIKA_LOG_FORMAT='xml' is not known: use text or json" in done.stderr

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from paika_test_cli import run_paika
 
 from scheduler.deploy import UNIT_NAMES, units
 
@@ -35,14 +36,8 @@ def _verify(*paths: Path) -> str:
 
 @needs_systemd
 def test_the_units_paika_writes_verify_cleanly(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [str(PAIKA), "deploy", "units", "--exec", str(PAIKA), "--write", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_paika(["deploy", "units", "--exec", str(PAIKA), "--write", str(tmp_path)])
+    assert done.exit_code == 0, done.stderr
     written = [tmp_path / name for name in UNIT_NAMES]
     assert all(path.read_text().count(str(PAIKA)) >= 1 for path in written)
     assert _verify(*written) == ""
@@ -80,12 +75,6 @@ def test_the_scheduler_unit_is_hardened_and_the_agent_keeps_what_jobs_need() -> 
 
 
 def test_a_relative_exec_path_is_refused_with_what_systemd_needs() -> None:
-    done = subprocess.run(
-        [str(PAIKA), "deploy", "units", "--exec", "bin/paika"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 2
+    done = run_paika(["deploy", "units", "--exec", "bin/paika"])
+    assert done.exit_code == 2
     assert "absolute path" in done.stderr
