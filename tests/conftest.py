@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from paika_test_servers import BACKENDS, create_database
+from paika_test_servers import BACKENDS, create_database, empty_database
 from paika_test_time import T0  # noqa: E402,F401
 from sqlalchemy import Engine, text
 
@@ -20,7 +20,6 @@ from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.settings import Settings
 from storage.db import make_engine, upgrade
-from storage.models.base import metadata
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
@@ -49,25 +48,9 @@ def backend_url(
 def engine(backend_url: str) -> Iterator[Engine]:
     """An engine on an empty (migrated) database of the current backend."""
     eng = make_engine(backend_url)
-    _empty(eng)
+    empty_database(eng)
     yield eng
     eng.dispose()
-
-
-def _empty(eng: Engine) -> None:
-    """Delete every row and restart ids at 1, so tests can name job #1."""
-    tables = [table.name for table in reversed(metadata.sorted_tables)]
-    with eng.begin() as conn:
-        if eng.dialect.name == "postgresql":
-            conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
-        elif eng.dialect.name == "mysql":
-            conn.execute(text("SET FOREIGN_KEY_CHECKS=0"))
-            for table in tables:
-                conn.execute(text(f"TRUNCATE TABLE {table}"))
-            conn.execute(text("SET FOREIGN_KEY_CHECKS=1"))
-        else:  # SQLite reuses ids from 1 once a table is empty
-            for table in tables:
-                conn.execute(text(f"DELETE FROM {table}"))
 
 
 @pytest.fixture
