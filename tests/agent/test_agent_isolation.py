@@ -31,9 +31,13 @@ from scheduler.agent.isolation import Account, RunAs, jobs_cgroup_root
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.protocol import JobInfo, JobState, StartRequest
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="making Unix accounts and switching to them needs root"
-)
+pytestmark = [
+    # Unix accounts are made and removed here: one worker at a time edits /etc/passwd.
+    pytest.mark.xdist_group("unix-accounts"),
+    pytest.mark.skipif(
+        os.geteuid() != 0, reason="making Unix accounts and switching to them needs root"
+    ),
+]
 
 TOKEN = "isolation-token-" + secrets.token_hex(8)
 PLANTED = "planted-" + secrets.token_hex(8)  # in the agent's environment, for no job's eyes

@@ -23,6 +23,9 @@ from scheduler.errors import Problem
 from scheduler.notices.events import RecordingObserver
 from storage.models import JobEvent
 
+# Unix accounts are made and removed here: one worker at a time edits /etc/passwd.
+pytestmark = pytest.mark.xdist_group("unix-accounts")
+
 
 @pytest.fixture(scope="module")
 def account() -> Iterator[pwd.struct_passwd]:

@@ -109,3 +109,12 @@ def wait_for(check: Callable[[], T], *, timeout: float = 30, what: str = "it") -
         if time.monotonic() > deadline:
             pytest.fail(f"waited {timeout:g} s for {what}")
         time.sleep(0.1)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every Slurm test runs on one worker: they share the one-node Slurm and its four GPUs,
+    and a job of one test would hold a card that another test expects free."""
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
