@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from paika_test_servers import BACKENDS, create_database, empty_database
+from paika_test_servers import BACKENDS, create_database, empty_database, without_tls
 from paika_test_time import T0  # noqa: E402,F401
 from sqlalchemy import Engine, text
 
@@ -34,6 +34,7 @@ def backend_url(
         yield url
         return
     url, admin = create_database(backend)
+    url = without_tls(url)
     engine = make_engine(url)
     upgrade(engine)
     yield url

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from paika_test_servers import BACKENDS, create_database
+from paika_test_servers import BACKENDS, create_database, without_tls
 from sqlalchemy import Engine, text
 
 from storage.db import make_engine
@@ -21,7 +21,7 @@ def bare(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
         engine.dispose()
         return
     url, admin = create_database(request.param)
-    engine = make_engine(url)
+    engine = make_engine(without_tls(url))
     yield engine
     engine.dispose()
     with admin.connect() as conn:
