@@ -111,10 +111,23 @@ def wait_for(check: Callable[[], T], *, timeout: float = 30, what: str = "it") -
         time.sleep(0.1)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every Slurm test runs on one worker: they share the one-node Slurm and its four GPUs,
-    and a job of one test would hold a card that another test expects free."""
+    and some stop slurmctld, which every other Slurm test needs."""
     here = Path(__file__).parent
     for item in items:
         if item.path.is_relative_to(here):
             item.add_marker(pytest.mark.xdist_group("slurm"))
+
+
+@pytest.fixture(autouse=True)
+def _on_the_slurm_worker(request: pytest.FixtureRequest) -> None:
+    """Under pytest-xdist's loadgroup a Slurm test must carry its group: were grouping lost
+    (as pytest 9.2 loses it), two workers would share the Slurm and fail each other's tests
+    at random; this fails them all at once, saying why."""
+    if getattr(request.config.option, "loadgroup", False):
+        assert request.node.nodeid.endswith("@slurm"), (
+            f"{request.node.nodeid} is not grouped with the other Slurm tests; "
+            "pytest-xdist's --dist loadgroup is not grouping (see the pytest pin in pyproject.toml)"
+        )
