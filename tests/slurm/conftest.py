@@ -114,11 +114,13 @@ def wait_for(check: Callable[[], T], *, timeout: float = 30, what: str = "it") -
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every Slurm test runs on one worker: they share the one-node Slurm and its four GPUs,
-    and some stop slurmctld, which every other Slurm test needs."""
+    and some stop slurmctld, which every other Slurm test needs. They run first: one after
+    the other they take minutes of Slurm's own waiting, which the other workers fill."""
     here = Path(__file__).parent
     for item in items:
         if item.path.is_relative_to(here):
             item.add_marker(pytest.mark.xdist_group("slurm"))
+    items.sort(key=lambda item: not item.path.is_relative_to(here))  # stable: order kept
 
 
 @pytest.fixture(autouse=True)
