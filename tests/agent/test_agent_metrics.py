@@ -3,14 +3,11 @@ and the agent still starts without prometheus_client."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import httpx
-from agent_harness import TOKEN, Agent, wait_for
+from agent_harness import TOKEN, Agent, run_paika_counting_modules, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.agent.app import build_app
@@ -100,27 +97,9 @@ def test_a_failed_gpu_read_is_a_series_not_an_error(tmp_path: Path) -> None:
     assert "paika_agent_gpu_utilization_percent" not in found
 
 
-AGENT_MODULES = """
-import json, sys
-import uvicorn
-uvicorn.run = lambda app, **options: print(json.dumps(sorted(sys.modules)))
-sys.argv = ["paika", "agent", "--simulate", "2xT4", "--state-dir", sys.argv[1]]
-from bot.cli import main
-main()
-"""
-
-
 def test_the_agent_starts_without_prometheus_client(tmp_path: Path) -> None:
-    env = {**os.environ, "PAIKA_AGENT_TOKEN": TOKEN}
-    done = subprocess.run(
-        [sys.executable, "-c", AGENT_MODULES, str(tmp_path / "agent")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    modules = json.loads(done.stdout.strip().splitlines()[-1])
+    args = ("agent", "--simulate", "2xT4", "--state-dir", str(tmp_path / "agent"))
+    modules = run_paika_counting_modules(sys.executable, *args)["modules"]
+    assert isinstance(modules, list)
     assert "scheduler.agent.observe" in modules  # the route is there …
     assert not [m for m in modules if m.startswith("prometheus_client")]  # … its library not yet
