@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from scheduler.agent.body import MAX_JSON_DEPTH, json_depth
 from scheduler.errors import Problem, UserError
 from scheduler.grammar.errors import Mistake, ParseError
 from scheduler.grammar.spec import Key
@@ -152,12 +153,21 @@ def from_line(line: str) -> Report:
     """A report from one line of a report file: the command's words, or a JSON object."""
     text = line.strip()
     if text.startswith("{"):
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise UserError(Problem.JOB_REPORT_BAD_JSON, detail=shorten(str(exc))) from exc
-        return from_json(data)
+        return from_json(_bounded_json(text))
     return _from_tokens(tokenize(text))
+
+
+def _bounded_json(text: str) -> object:
+    """The JSON value of `text`, or UserError: its nesting is measured before it is read,
+    since a recursive reader given a few thousand '[' raises RecursionError — which no
+    caller expects, and which froze the job whose report file held such a line."""
+    if json_depth(text) > MAX_JSON_DEPTH:
+        detail = f"nested deeper than {MAX_JSON_DEPTH} levels"
+        raise UserError(Problem.JOB_REPORT_BAD_JSON, detail=detail)
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise UserError(Problem.JOB_REPORT_BAD_JSON, detail=shorten(str(exc))) from exc
 
 
 def from_json(data: object) -> Report:
@@ -183,10 +193,10 @@ def from_body(raw: bytes) -> Report:
     if len(raw) > BODY_LIMIT:
         raise UserError(Problem.JOB_REPORT_TOO_LARGE, limit=BODY_LIMIT)
     try:
-        data = json.loads(raw or b"{}")
-    except ValueError as exc:
-        raise UserError(Problem.JOB_REPORT_BAD_JSON, detail=shorten(str(exc))) from exc
-    return from_json(data)
+        text = raw.decode("utf-8-sig") if raw else "{}"
+    except UnicodeDecodeError as exc:
+        raise UserError(Problem.JOB_REPORT_BAD_JSON, detail=f"not UTF-8 ({exc.reason})") from exc
+    return from_json(_bounded_json(text))
 
 
 def _metric(raw: str) -> Metric:
@@ -313,10 +323,11 @@ def token_matches(job: Job | None, token: str) -> bool:
     return hmac.compare_digest(job.report_token.encode(), token.encode())
 
 
-def take_from_job(engine: Engine, now: datetime, job_id: int, token: str, report: Report) -> Stored:
-    """Store a report the job sent with its run's secret. UserError, storing nothing: the
-    secret is not this job's current run's (REPORT_TOKEN_REFUSED), or the run has ended
-    (REPORT_RUN_ENDED)."""
+def take_from_job(engine: Engine, now: datetime, job_id: int, token: str, body: bytes) -> Stored:
+    """Store the report a job POSTed (`body`, see from_body) with its run's secret.
+    UserError, storing nothing: the secret is not this job's current run's
+    (REPORT_TOKEN_REFUSED), the run has ended (REPORT_RUN_ENDED), or the body is not a
+    report. The secret is checked first: nobody without it has the body read at all."""
 
     def work() -> Stored:
         with session_scope(engine) as session:
@@ -326,6 +337,7 @@ def take_from_job(engine: Engine, now: datetime, job_id: int, token: str, report
             assert job is not None
             if job.state not in ON_HOST_STATES:
                 raise UserError(Problem.JOB_REPORT_RUN_ENDED, id=job_id, state=job.state)
+            report = from_body(body)
             rows = store(session, job, report, source=OutputSource.JOB, at=now)
             audit.record(
                 session=session,

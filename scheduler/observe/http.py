@@ -24,7 +24,7 @@ from scheduler.clock import Clock
 from scheduler.errors import Problem, UserError
 from scheduler.observe.health import Health
 from scheduler.observe.metrics import CONTENT_TYPE, ServiceMetrics
-from scheduler.outputs import BODY_LIMIT, from_body, take_from_job
+from scheduler.outputs import BODY_LIMIT, take_from_job
 
 METRICS_PATH = "/metrics"
 HEALTH_PATH = "/healthz"
@@ -63,9 +63,8 @@ def report_route(desk: ReportDesk) -> Route:
             return refused(UserError(Problem.JOB_REPORT_TOKEN_REFUSED, id=job_id))
         raw = await _body(request, BODY_LIMIT)
         try:
-            report = from_body(raw)
             stored = await run_in_threadpool(
-                take_from_job, desk.engine, desk.clock.now(), job_id, token.strip(), report
+                take_from_job, desk.engine, desk.clock.now(), job_id, token.strip(), raw
             )
         except UserError as error:
             return refused(error)

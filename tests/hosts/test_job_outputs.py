@@ -30,6 +30,7 @@ from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.cycle import Cycle
 from scheduler.dispatch import AgentDispatcher, DispatchError, StartOrder
+from scheduler.errors import Problem, UserError
 from scheduler.grammar.errors import Mistake, ParseError
 from scheduler.grammar.values import Metric
 from scheduler.hosts.poll import Target, poll_all_sync
@@ -167,6 +168,38 @@ def test_a_job_reports_through_paika_report_to_the_endpoint(
     ]
 
 
+# A report nested thousands deep: a recursive JSON reader raises RecursionError on it.
+DEEP_JSON = '{"metrics": ' + "[" * 3000 + "]" * 3000 + "}"
+
+
+def test_a_report_line_nested_thousands_deep_is_skipped_and_the_job_ends(
+    world: Paika, clock: ManualClock, tmp_path: Path
+) -> None:
+    cycle = report_cycle(world, RecordingObserver(), None)
+    command = script(
+        tmp_path,
+        "deep",
+        "import os\n"
+        "with open(os.environ['PAIKA_REPORT_FILE'], 'a') as out:\n"
+        f"    out.write({DEEP_JSON!r} + '\\n')\n"
+        "    out.write('metric=loss:0.2\\n')\n",
+    )
+    submit(world, "deep", command)
+    cycle.run_once()
+    until(cycle, clock, lambda: job(world, "deep").state == JobState.SUCCEEDED)
+    assert job(world, "deep").metrics == {"loss": 0.2}  # the line after it is taken
+    assert [row[4:6] for row in outputs(world)] == [("loss", 0.2)]
+
+
+@pytest.mark.parametrize("depth", [33, 3000, 100_000])
+def test_a_report_nested_too_deep_is_refused_as_bad_json(depth: int) -> None:
+    line = '{"note": ' + "[" * depth + "]" * depth + "}"
+    with pytest.raises(UserError) as refused:
+        from_line(line)
+    assert refused.value.problem is Problem.JOB_REPORT_BAD_JSON
+    assert refused.value.values["detail"] == "nested deeper than 32 levels"
+
+
 def test_a_run_that_exits_0_after_reporting_failed_ends_failed(
     world: Paika, clock: ManualClock
 ) -> None:
@@ -225,6 +258,11 @@ def test_refused_reports_change_nothing(world: Paika, clock: ManualClock, endpoi
         (_post(endpoint, a.id, a.report_token, {"secret": 1}), 400),
         (_post(endpoint, a.id, a.report_token, {"metrics": {"a b": 1}}), 400),
         (_post(endpoint, a.id, a.report_token, {}), 400),
+        (_post(endpoint, a.id, a.report_token, DEEP_JSON.encode()), 400),
+        # Without the run's token nothing of the body is read: junk, deep or large, is 401.
+        (_post(endpoint, a.id, None, b"[" * 100_000), 401),
+        (_post(endpoint, a.id, "forged-" + "x" * 36, DEEP_JSON.encode()), 401),
+        (_post(endpoint, a.id, None, b"x" * (64 * 1024 + 1)), 401),
     ]
     for response, status in refusals:
         assert response.status_code == status, response.text
