@@ -111,6 +111,20 @@ def _start() -> Paika:
         raise typer.Exit(2) from exc
 
 
+def _refuse_undecodable(what: str, value: str, expected: str) -> None:
+    """Bytes that are not text in the terminal's encoding reach Python as lone surrogates,
+    which no database or Slack can store: say so and exit 2, rather than a traceback."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = value.encode("utf-8", "backslashreplace").decode("utf-8")
+        typer.echo(
+            f'paika cmd: {what} "{shown}" holds bytes that are not text; give {expected}.',
+            err=True,
+        )
+        raise typer.Exit(2) from None
+
+
 @app.command()
 def cmd(
     text: Annotated[str, typer.Argument(help='The text of a /gpu command, e.g. "queue mine".')],
@@ -130,8 +144,10 @@ def cmd(
     if lang is not None and lang not in LANGUAGES:
         typer.echo(f"paika cmd: --lang {lang} is not known; use en or zh.", err=True)
         raise typer.Exit(2)
-    paika = _start()
     user = user.strip()
+    _refuse_undecodable("--user", user, "a Slack member id, e.g. U012AB3CD")
+    _refuse_undecodable("the command's text", text, 'text such as "queue mine"')
+    paika = _start()
     reply = paika.run(text, user)
     # The reply's text is English; say it again in the reader's language when that differs.
     said = lang or chosen_language(paika.engine, user) or "en"

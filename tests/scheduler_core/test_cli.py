@@ -89,6 +89,23 @@ def test_an_unreachable_database_is_named_without_its_password(env: dict[str, st
     assert "s3cret" not in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["cmd", "queue", "--user", "U\udcff"], '--user "U\\udcff"'),
+        (["cmd", "queue \udcff", "--user", "U1"], 'the command\'s text "queue \\udcff"'),
+    ],
+)
+def test_bytes_that_are_not_text_are_named_not_a_traceback(
+    env: dict[str, str], args: list[str], named: str
+) -> None:
+    # (a byte such as 0xff in argv reaches Python as a lone surrogate: `--user $'U\xff'`)
+    result = run(args, env)
+    assert result.exit_code == 2
+    assert f"paika cmd: {named} holds bytes that are not text" in result.stderr
+    assert not (Path(env["PAIKA_DATA_DIR"]) / "paika.db").exists()  # refused before anything
+
+
 def test_cmd_speaks_the_language_asked_for_else_the_users_choice(env: dict[str, str]) -> None:
     run(["db", "upgrade"], env)
     run(["cmd", "admin member add <@UALICE> team=vision", "--user", "UADMIN"], env)
