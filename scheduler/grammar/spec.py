@@ -19,6 +19,7 @@ YES_NO = ("yes", "no")
 TEXT_LIMIT = 500
 CMD_LIMIT = 2000
 # Every number has both bounds, so nothing huge reaches sums of hours or cost.
+JOB_HOURS_MIN = 0.01
 JOB_HOURS_MAX = 100_000
 # What one row of `/gpu report` is (scheduler.service.report.Grouping).
 REPORT_GROUPINGS = ("team", "user", "project", "round", "type")
@@ -269,8 +270,9 @@ SUBMIT_KEYS: tuple[Key, ...] = (
         ValueKind.FLOAT,
         "24",
         required=True,
-        minimum=0,
-        above_minimum=True,
+        # 36 GPU-seconds: the least estimate that means anything; a smaller one (1e-320 was
+        # taken) makes the ratio of actual to estimated hours overflow.
+        minimum=JOB_HOURS_MIN,
         maximum=JOB_HOURS_MAX,
     ),
     _priority("priority"),

@@ -95,13 +95,18 @@ INVALID = [
         id="out-of-range-int",
     ),
     pytest.param(
-        "submit hours=0",
-        'hours must be a number greater than 0 and at most 100000, got "0".\nExample: hours=24',
+        "admin quota add team=vision hours=0 expires=2027-06-30",
+        'hours must be a number greater than 0 and at most 10000000, got "0".\nExample: hours=5000',
         id="out-of-range-exclusive-minimum",
     ),
     pytest.param(
+        "submit hours=1e-320",
+        'hours must be a number from 0.01 to 100000, got "1e-320".\nExample: hours=24',
+        id="an-estimate-too-small-to-mean-anything",
+    ),
+    pytest.param(
         "submit hours=inf",
-        'hours must be a number greater than 0 and at most 100000, got "inf".\nExample: hours=24',
+        'hours must be a number from 0.01 to 100000, got "inf".\nExample: hours=24',
         id="infinite-number",
     ),
     pytest.param(
