@@ -56,7 +56,8 @@ def test_the_agent_process_logs_json_lines(tmp_path: Path) -> None:
         process = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT)
     url, auth = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {TOKEN}"}
     try:
-        wait_for(lambda: "listening on" in log_file.read_text(), 30, "the agent to listen")
+        # (its "listening on" line is written a moment before the socket is bound)
+        wait_for(lambda: _answers(f"{url}/v1/health"), 30, "the agent to answer")
         start = {"job_id": "42.1", "gpus": [1], "argv": ["sleep", "30"]}
         assert httpx.post(f"{url}/v1/jobs", json=start, headers=auth).status_code == 201
         assert httpx.post(f"{url}/v1/jobs/42.1/stop", json={"grace_s": 0}, headers=auth)
@@ -75,6 +76,13 @@ def test_the_agent_process_logs_json_lines(tmp_path: Path) -> None:
     assert len(about_the_job) >= 3  # started, stopping, killed
     assert all(line["run_id"] == "42.1" for line in about_the_job)
     assert any(str(line["logger"]).startswith("uvicorn") for line in lines)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def test_a_json_line_carries_extra_fields_and_the_traceback() -> None:

@@ -203,7 +203,7 @@ INVALID = [
     ("gpus", text("0"), ids.SUBMIT_GPUS, "Example: 2"),
     ("name", text("bert ft!"), ids.SUBMIT_NAME, "name must be a name of letters"),
     ("mem", text("-1"), ids.SUBMIT_MEM, "mem must be a number from 1 to 1024"),
-    ("hours", text("0"), ids.SUBMIT_HOURS, "hours must be a number greater than 0"),
+    ("hours", text("0"), ids.SUBMIT_HOURS, "hours must be a number from 0.01"),
     ("hours", text("1e999"), ids.SUBMIT_HOURS, "Example: 24"),
     ("cmd", text("x" * 2001), ids.SUBMIT_CMD, "cmd must be text of at most 2000 characters"),
     ("image", text("i" * 501), ids.SUBMIT_IMAGE, "got 501 characters"),
