@@ -667,8 +667,9 @@ for _name in DEFERRED:
     app.command(_name, cls=_Placeholder)(_deferred)
 
 
-# The top-level modules of paika[server]'s packages. A GPU host installs only paika[agent]:
-# there a command of the scheduler or the bot fails on one of these, and says so plainly.
+# The top-level modules that only paika[server] installs (rich comes with typer, so every
+# install has it). A GPU host installs only paika[agent]: there a command of the scheduler
+# or the bot fails on one of these, and says so plainly.
 SERVER_MODULES = frozenset(
     {
         "slack_bolt",
@@ -679,9 +680,7 @@ SERVER_MODULES = frozenset(
         "pydantic_settings",
         "alembic",
         "yaml",
-        "tzdata",
         "matplotlib",
-        "rich",
         "boto3",
         "botocore",
         "orjson",
