@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 
 from bot.failures import error_handler
+from bot.i18n import t
 from bot.listeners import register
 from bot.locales import SlackLocales
 from bot.messenger import Messenger
@@ -95,8 +97,57 @@ def build_app(
     app.middleware(once_per_delivery(services))
     modals = ThreadPoolExecutor(max_workers=MODAL_WORKERS, thread_name_prefix="paika-slack-modal")
     register(app, services, messenger, modals, answers)
-    app.error(error_handler(services))
+    app.error(answered_failures(error_handler(services), services))
     return app, messenger
+
+
+def answered_failures(
+    tell: Callable[..., None], services: BotServices
+) -> Callable[..., BoltResponse | None]:
+    """`tell` (the log gets the trace, the user plain words), then Slack an answer it expects
+    instead of Bolt's 500: a modal keeps open with the failure under its first field, and
+    a command, a button or an event is acknowledged (Slack would retry an event, and show
+    its own "failed" under a command besides paika's words)."""
+
+    def handler(
+        error: Exception,
+        body: dict[str, Any],
+        response: BoltResponse | None = None,
+        respond: Any = None,
+    ) -> BoltResponse | None:
+        tell(error=error, body=body, respond=respond)
+        if response is None:  # already acknowledged: Slack has its answer
+            return None
+        return failure_answer(body, services)
+
+    return handler
+
+
+def failure_answer(body: dict[str, Any], services: BotServices) -> BoltResponse:
+    """What Slack is told when a listener failed before it acknowledged."""
+    if body.get("type") != "view_submission":
+        return BoltResponse(status=200, body="")
+    values = _dig(body, "view", "state", "values")
+    first = next(iter(values), None) if isinstance(values, dict) else None
+    if not isinstance(first, str):
+        return BoltResponse(status=200, body="")  # nothing to show an error under: it closes
+    user = _dig(body, "user", "id")
+    try:
+        lang = services.language(user, ask_slack=False) if isinstance(user, str) else "en"
+    except Exception:  # the database may be what failed
+        lang = "en"
+    return BoltResponse(
+        status=200,
+        body=json.dumps({"response_action": "errors", "errors": {first: t(lang, "modal.failed")}}),
+        headers={"content-type": "application/json"},
+    )
+
+
+def _dig(node: Any, *keys: str) -> Any:
+    """node[k1][k2]…, or None where a level is missing or not a JSON object."""
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
 
 
 class BotIdentity:

@@ -8,6 +8,12 @@ checked and the job is queued, so it goes to a worker thread.
 
 A body larger than Slack ever sends is refused (413) before it is read: by its declared
 Content-Length, or, when it comes chunked, as soon as it grows past the limit.
+
+The door is checked here, before Bolt parses a byte: a request without Slack's valid
+signature is refused (401), and a signed body that is not what Slack sends (not UTF-8,
+not a form or a JSON object, a `payload=` that is not a JSON object) is refused (400), each
+with a short plain-text reason, so no stranger's junk ever reaches a parser that could fail
+with a 500.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from slack_bolt import App, BoltRequest
+from slack_sdk.signature import SignatureVerifier
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -41,10 +48,16 @@ def http_app(
     *,
     acked: Acked | None = None,
     more_routes: Sequence[BaseRoute] = (),
+    signing_secret: str | None = None,
 ) -> Starlette:
     """The ASGI app serving Slack's requests and a health check; `pacing` hears of each
     request so the work after acks waits out a burst (bot.pacing); `acked` hears how long
-    each took to ack; `more_routes` are served beside them (the service's /metrics)."""
+    each took to ack; `more_routes` are served beside them (the service's /metrics).
+
+    `signing_secret`: the app's Slack signing secret, checked at the door; None takes the
+    one the Bolt app was built with."""
+    # Bolt keeps the secret it was given (SLACK_SIGNING_SECRET when it was given none).
+    verifier = SignatureVerifier(signing_secret or bolt._signing_secret)
     # The answers are computed on a worker thread that holds the GIL for long stretches;
     # the event loop, which acks, waits up to this interval for it at every step. Python's
     # default (5 ms) let a burst of acks queue behind the answers (bench/slack_ack.py).
@@ -57,11 +70,11 @@ def http_app(
         body = await body_within(request, MAX_BODY_BYTES)
         if body is None:
             return too_large()
-        bolt_request = BoltRequest(
-            body=body.decode("utf-8", errors="replace"),
-            query=str(request.url.query),
-            headers={key: [value] for key, value in request.headers.items()},
-        )
+        if not signed_by_slack(verifier, body, request):
+            return refused(401, "the request does not carry Slack's valid signature")
+        bolt_request, problem = slack_request(body, request)
+        if bolt_request is None:
+            return refused(400, problem)
         if b"view_submission" in body:
             answer = await run_in_threadpool(bolt.dispatch, bolt_request)
         else:
@@ -108,6 +121,45 @@ async def body_within(request: Request, limit: int) -> bytes | None:
         if len(body) > limit:
             return None
     return bytes(body)
+
+
+def signed_by_slack(verifier: SignatureVerifier, body: bytes, request: Request) -> bool:
+    """Whether the body carries Slack's signature, made within the last five minutes."""
+    timestamp = request.headers.get("x-slack-request-timestamp")
+    signature = request.headers.get("x-slack-signature")
+    try:
+        return verifier.is_valid(body, timestamp, signature)
+    except (ValueError, TypeError):  # a timestamp that is no number, a signature not ASCII
+        return False
+
+
+def slack_request(body: bytes, request: Request) -> tuple[BoltRequest | None, str]:
+    """The body as Bolt's request, parsed as Bolt parses it; or None and what is wrong with it.
+
+    Only a body that parses to a JSON object (an event, or an interaction's `payload`) or
+    a form (a command) goes on: Bolt would fail on anything else with a 500."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "the body is not UTF-8 text"
+    try:
+        bolt_request = BoltRequest(
+            body=text,
+            query=str(request.url.query),
+            headers={key: [value] for key, value in request.headers.items()},
+        )
+    except (ValueError, RecursionError):
+        return None, "the body is neither a form nor JSON as Slack sends them"
+    except Exception:  # parsed, but fields of shapes Slack never sends (a list, a number…)
+        return None, "the body (or its payload) is not shaped as Slack sends it"
+    if not isinstance(bolt_request.body, dict):
+        return None, "the body (or its payload) is not a JSON object"
+    return bolt_request, ""
+
+
+def refused(status: int, reason: str) -> Response:
+    """A short plain-text refusal; Slack shows it nowhere, a person testing the URL reads it."""
+    return Response(f"{reason}\n", status_code=status, media_type="text/plain")
 
 
 def too_large() -> Response:

@@ -247,7 +247,10 @@ def _read_data(
     location = _given(state_values, SUBMIT_LOCATION)
     if location is None:
         if readiness is not None:
-            args["data"] = convert(key, readiness)
+            try:
+                args["data"] = convert(key, readiness)
+            except ParseError as exc:  # a choice the modal never offered
+                errors[SUBMIT_DATA] = _inline(lang, problem_sentence(lang, exc), key.example)
         return
     example = "/mnt/nas/imagenet"
     try:
