@@ -141,7 +141,22 @@ def _killed_how(lang: str, values: Mapping[str, Any]) -> dict[str, object]:
     return {"how": t(lang, "notice.event.killed_how.other", state=str(ended_by).upper())}
 
 
+def _refusal(lang: str, values: Mapping[str, Any]) -> dict[str, object]:
+    """Why a host refuses a job's start for good, and what to do about it, in `lang`."""
+    key = f"notice.event.refusal.{values.get('refusal')}"
+    said = {
+        "host": values.get("host") or "?",
+        "account": values.get("account") or "?",
+        "problem": values.get("problem") or "?",
+    }
+    if not has(key):
+        key = "notice.event.refusal.other"
+    return {"refusal": t(lang, key, **said)}
+
+
 _EVENT_VALUES: Mapping[EventCode, Callable[[str, Mapping[str, Any]], dict[str, object]]] = {
+    EventCode.START_HELD: _refusal,
+    EventCode.UNSETTLED_ENDED: lambda lang, v: {"state": term(lang, "state", str(v["state"]))},
     EventCode.START_REFUSED: _dispatch_problem,
     EventCode.START_FAILED: _dispatch_problem,
     EventCode.STARTED: _where,

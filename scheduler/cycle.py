@@ -47,6 +47,7 @@ from scheduler.hosts.poll import Poller as HostPoller
 from scheduler.hosts.poll import Target
 from scheduler.hosts.reconcile import (
     ACTOR,
+    ENDING_STOP_GRACE_S,
     PREEMPT_ACTION,
     REQUEUED_STOPS,
     RETRIES,
@@ -658,11 +659,14 @@ class Cycle:
                 for order in _orders(session, job, _gpus_of(session, job_id)) if job else []:
                     # Stops that requeue the job leave it time to checkpoint.
                     requeued = job is not None and job.stop_reason in REQUEUED_STOPS
-                    wait = self._stop_grace(job) if job is not None and requeued else 30.0
+                    ending = ENDING_STOP_GRACE_S
+                    wait = self._stop_grace(job) if job is not None and requeued else ending
                     targets.append(
                         (order.host, order.url, agent_job_id(job_id, order.attempt), wait)
                     )
-        targets += [(host, urls[host], run, 30.0) for host, run in orphans if host in urls]
+        targets += [
+            (host, urls[host], run, ENDING_STOP_GRACE_S) for host, run in orphans if host in urls
+        ]
         for host, url, run, wait in targets:
             try:
                 self.dispatcher.stop(host, url, run, wait)

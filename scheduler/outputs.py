@@ -397,13 +397,18 @@ def take_file_lines(
             bad.append((number, exc.problem.value))
             continue
         rows += store(session, job, report, source=OutputSource.FILE, at=at)
-    # How far the file is stored, on the job's own row (a conditional update with the rest):
-    # the next poll starts after it, and a new run starts from nothing.
+    skip_file_lines(session, job, held)
+    return LinesTaken(rows, tuple(bad), max(0, held.first - 1 - taken))
+
+
+def skip_file_lines(session: Session, job: Job, held: FileLines) -> None:
+    """Record the lines `held` as taken, on the job's own row (a conditional update with the
+    rest): the next poll starts after them, and a new run starts from nothing. Alone, it
+    skips them (lines whose taking raised, so that they do not raise every cycle)."""
     hosts = dict(_taken_hosts(job.report_lines_taken, job.attempts))
     hosts[held.host] = max(hosts.get(held.host, 0), held.last)
     job.report_lines_taken = {"attempt": job.attempts, "hosts": hosts}
     session.add(job)
-    return LinesTaken(rows, tuple(bad), max(0, held.first - 1 - taken))
 
 
 def lines_taken(session: Session, job_ids: Sequence[int]) -> Mapping[tuple[int, int, str], int]:

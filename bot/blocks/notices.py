@@ -23,6 +23,8 @@ _EMOJI = {
     EventKind.JOB_RESUMED: ":arrow_forward:",
     EventKind.JOB_PREEMPTED: ":pause_button:",
     EventKind.JOB_REQUEUED: ":repeat:",
+    EventKind.JOB_UNSETTLED: ":rotating_light:",
+    EventKind.JOB_HELD: ":no_entry:",
     EventKind.HOST_DOWN: ":red_circle:",
     EventKind.HOST_UP: ":large_green_circle:",
 }
@@ -37,6 +39,7 @@ _NEXT = {
     EventKind.JOB_RESUMED: ("event.next.started", "/gpu status #{id}"),
     EventKind.JOB_PREEMPTED: ("event.next.preempted", "/gpu status #{id}"),
     EventKind.JOB_REQUEUED: ("event.next.requeued", "/gpu status #{id}"),
+    EventKind.JOB_HELD: ("event.next.failed", "/gpu status #{id}"),
 }
 
 

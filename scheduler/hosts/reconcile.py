@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
 
@@ -42,7 +42,13 @@ from scheduler.dispatch import agent_job_id
 from scheduler.hosts.report import PENDING_TOO_LONG, AgentJobState, HostReport
 from scheduler.ledger import charge_lost, close_allocations_at
 from scheduler.notices.events import Event, EventCode, EventKind, LostWhy, record
-from scheduler.outputs import FileLines, lines_taken, reported_failed, take_file_lines
+from scheduler.outputs import (
+    FileLines,
+    lines_taken,
+    reported_failed,
+    skip_file_lines,
+    take_file_lines,
+)
 from scheduler.policy.plan import PreemptCode
 from storage.db import lost_race, session_scope
 from storage.models import ON_HOST_STATES, Allocation, Job, JobState, LedgerEntry
@@ -54,6 +60,12 @@ log = logging.getLogger(__name__)
 ACTOR = "scheduler"
 RETRIES = 3  # a job changed under the cycle is re-read and settled again, this many times
 PENDING = (JobState.QUEUED, JobState.WAITING_DATA)
+# The audit record of a job whose settling raised (once per run: the admins are told once).
+UNSETTLED_ACTION = "job.unsettled"
+ERROR_SAID = 300  # characters of the error a notice and the job's history keep
+# How long a stop that ends the job (cancel, done) leaves the run between SIGTERM and the
+# kill; a job whose settling fails ends this long after its stop when its host cannot be asked.
+ENDING_STOP_GRACE_S = 30.0
 
 # Why paika asked a run to stop → what happens when its host confirms the stop.
 # Requeued: the job goes back to the queue (an idle-class job stopped for core work, a job
@@ -325,11 +337,12 @@ def _settle_safely(
             if lost_race(exc):
                 continue  # a user's command changed it in between: read it again
             log.exception(
-                "job #%s could not be reconciled; it is tried again next cycle",
+                "job #%s could not be reconciled; its trouble is kept to it",
                 row.id,
                 extra={"job_id": row.id},
             )
             found.failed.append(row.id)
+            _contain(engine, policy, _Settling(row, seen, known, fresh), now, found, exc)
             return
         found.events += mine.events
         found.resend += mine.resend
@@ -340,6 +353,135 @@ def _settle_safely(
         row.id,
         extra={"job_id": row.id},
     )
+
+
+def _contain(
+    engine: Engine,
+    policy: PolicyConfig,
+    one: _Settling,
+    now: datetime,
+    found: Reconciliation,
+    error: Exception,
+) -> None:
+    """Settling the job raised (a bug, a row or a report line nobody foresaw): keep it to
+    this job, so that it is never stuck. The admins hear of it once per run (an outbox
+    notice in the channel; the audit record says what raised). A run that is gone (ended,
+    or lost) ends the job — as its stop asked (a cancel: cancelled), else failed — and its
+    GPUs are given back; a run asked to end whose host cannot be asked ends so once the
+    stop's grace is over. A run still running keeps its GPUs, its stop (if asked) is sent,
+    and the report lines that could not be taken are skipped. Tried with the ledger first;
+    should that raise too, the allocations are closed without charging them."""
+    for charge in (True, False):
+        for _ in range(RETRIES):
+            mine = Reconciliation()
+            try:
+                with session_scope(engine) as session:
+                    job = session.get(Job, one.row.id)
+                    if (
+                        job is None
+                        or job.state not in ON_HOST_STATES
+                        or job.attempts != one.row.attempts
+                    ):
+                        return
+                    _contained(session, policy, job, one, now, mine, error, charge=charge)
+                    for event in mine.events:
+                        record(session, event)
+            except Exception as exc:
+                if lost_race(exc):
+                    continue
+                log.exception(
+                    "job #%s: its trouble could not be contained%s",
+                    one.row.id,
+                    "; again without charging its GPUs" if charge else "; next cycle",
+                    extra={"job_id": one.row.id},
+                )
+                break
+            found.events += mine.events
+            found.stops += mine.stops
+            return
+
+
+def _contained(
+    session: Session,
+    policy: PolicyConfig,
+    job: Job,
+    one: _Settling,
+    now: datetime,
+    found: Reconciliation,
+    error: Exception,
+    *,
+    charge: bool,
+) -> None:
+    """What `_contain` does, in `session`."""
+    told = audit.latest(
+        session=session, action=UNSETTLED_ACTION, target_kind="job", target_id=job.id
+    )
+    what = f"{type(error).__name__}: {error}"
+    what = what if len(what) <= ERROR_SAID else what[:ERROR_SAID] + "…"
+    if told is None or (told.detail or {}).get("attempt") != job.attempts:
+        audit.record(
+            session=session,
+            at=now,
+            actor=ACTOR,
+            action=UNSETTLED_ACTION,
+            target_kind="job",
+            target_id=job.id,
+            detail={"attempt": job.attempts, "error": what, "seen": _seen_said(one.seen)},
+        )
+        admins = Event(
+            EventKind.JOB_UNSETTLED,
+            now,
+            EventCode.UNSETTLED,
+            job.id,
+            name=job.name,
+            detail={"error": what, "owner": job.owner, "attempt": job.attempts},
+        )
+        found.events.append(admins)
+    asked = job.stop_reason
+    gone = one.seen in (Seen.ENDED, Seen.GONE)
+    overdue = (
+        asked in ENDING_STOPS
+        and one.seen in (Seen.SILENT, Seen.AWAY)
+        and job.stop_requested_at is not None
+        and now - _aware(job.stop_requested_at) >= timedelta(seconds=ENDING_STOP_GRACE_S)
+    )
+    if gone or overdue:
+        state, done = ENDING_STOPS.get(asked or "", (JobState.FAILED, ""))
+        why = (
+            f"{done} (it could not be settled: {what})"
+            if done
+            else f"it could not be settled: {what}"
+        )
+        if charge:
+            _finish(session, policy, job, state, now, why)
+        else:
+            job.missing_since = None
+            job.stop_requested_at, job.stop_reason = None, None
+            lifecycle.move(session, job, state, at=now, actor=ACTOR, reason=why)
+            session.flush()
+            for allocation in cluster_queries.open_allocations(session=session, job_id=job.id):
+                allocation.ended_at = max(allocation.started_at, now)
+                allocation.active_gpu_id = None
+                session.add(allocation)
+        kind = EventKind.JOB_FINISHED if asked in ENDING_STOPS else EventKind.JOB_FAILED
+        said = {"state": str(state), "error": what}
+        found.events.append(_event(kind, EventCode.UNSETTLED_ENDED, job, now, **said))
+        return
+    # Still running (or its host cannot be asked yet): its new report lines are skipped,
+    # so the same line does not raise again every cycle; its stop goes out.
+    for lines, _done in one.fresh:
+        skip_file_lines(session, job, lines)
+    if job.stop_requested_at is not None and one.seen in (None, Seen.RUNNING):
+        found.stops.append(job.id or 0)
+
+
+def _seen_said(seen: Seen | None) -> str:
+    return "running" if seen is None else seen.value
+
+
+def _aware(at: datetime) -> datetime:
+    """A time from the database as UTC (SQLite hands back naive datetimes)."""
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def _settle(

@@ -49,6 +49,13 @@ class EventCode(StrEnum):
     FAILED = "failed"  # exit_code
     KILLED = "killed"  # killed on its host
     REPORTED_FAILED = "reported_failed"  # exited with 0, but the job reported status=failed
+    # Settling the job raised (error: what, shortened; owner, attempt), told to the admins
+    # once per run; kept to this job, which ends once its run is gone (UNSETTLED_ENDED)
+    UNSETTLED = "unsettled"
+    UNSETTLED_ENDED = "unsettled_ended"  # state, error: its run is gone, its GPUs given back
+    # host, refusal (a RefusalCode), account: a host refused its start for a reason that
+    # will not change by itself; it waits, not sent there again until something changes
+    START_HELD = "start_held"
     HOST_BACK = "host_back"
     HOST_DOWN = "host_down"  # error: why the last poll failed
 
@@ -84,6 +91,8 @@ class Event:
 
 
 HOST_KINDS = frozenset({EventKind.HOST_DOWN, EventKind.HOST_UP})
+# Told in the channel, where the admins hear it: hosts, and jobs that need an admin.
+CHANNEL_KINDS = HOST_KINDS | {EventKind.JOB_UNSETTLED, EventKind.JOB_HELD}
 
 
 def record(session: Any, event: Event) -> Event:
@@ -93,7 +102,8 @@ def record(session: Any, event: Event) -> Event:
 
 
 def announcement_of(event: Event) -> Announcement:
-    """The notice an event becomes: to the job's owner, or (hosts) to the channel."""
+    """The notice an event becomes: to the job's owner (when it names one) and, for hosts and
+    jobs that need an admin, to the channel."""
     subject = f"job:{event.job_id}" if event.job_id is not None else f"host:{event.host}"
     return Announcement(
         # One occasion per event: the same kind can happen to a job again (another attempt).
@@ -101,7 +111,7 @@ def announcement_of(event: Event) -> Announcement:
         kind=event.kind.value,
         at=event.at,
         to_users=(event.owner,) if event.owner else (),
-        to_channel=event.kind in HOST_KINDS,
+        to_channel=event.kind in CHANNEL_KINDS,
         detail={
             "subject": subject,
             "job_id": event.job_id,

@@ -19,6 +19,10 @@ class NoticeKind(StrEnum):
     JOB_RESUMED = "job_resumed"  # its host answers again and still runs it
     JOB_PREEMPTED = "job_preempted"
     JOB_REQUEUED = "job_requeued"
+    # Told to the admins (the channel): a job whose settling raised, contained to it; and,
+    # to its owner and the admins, a job held because a host refused its start for good.
+    JOB_UNSETTLED = "job_unsettled"
+    JOB_HELD = "job_held"
     HOST_DOWN = "host_down"
     HOST_UP = "host_up"
     # Bump requests for the approvers, and their decisions (scheduler.notices.approvals)
@@ -46,6 +50,8 @@ EVENT_KINDS = frozenset(
         NoticeKind.JOB_RESUMED,
         NoticeKind.JOB_PREEMPTED,
         NoticeKind.JOB_REQUEUED,
+        NoticeKind.JOB_UNSETTLED,
+        NoticeKind.JOB_HELD,
         NoticeKind.HOST_DOWN,
         NoticeKind.HOST_UP,
     }

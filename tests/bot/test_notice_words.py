@@ -54,6 +54,9 @@ CODE_VALUES: Mapping[EventCode, dict[str, object]] = {
     EventCode.STOPPED: {"stop": "release"},
     EventCode.FAILED: {"exit_code": 3},
     EventCode.HOST_DOWN: {"error": "connection refused"},
+    EventCode.UNSETTLED: {"error": "RuntimeError: boom", "owner": MEMBER, "attempt": 1},
+    EventCode.UNSETTLED_ENDED: {"state": "cancelled", "error": "RuntimeError: boom"},
+    EventCode.START_HELD: {"host": "gpu-a", "refusal": "account_unknown", "account": "alice"},
 }
 # The kind of event each code comes with, as the cycle writes them.
 KIND_OF = {
@@ -73,6 +76,9 @@ KIND_OF = {
     EventCode.FAILED: EventKind.JOB_FAILED,
     EventCode.KILLED: EventKind.JOB_FAILED,
     EventCode.REPORTED_FAILED: EventKind.JOB_FAILED,
+    EventCode.UNSETTLED: EventKind.JOB_UNSETTLED,
+    EventCode.UNSETTLED_ENDED: EventKind.JOB_FINISHED,
+    EventCode.START_HELD: EventKind.JOB_HELD,
 }
 HOST_CODES = {EventCode.HOST_BACK: EventKind.HOST_UP, EventCode.HOST_DOWN: EventKind.HOST_DOWN}
 
