@@ -31,6 +31,7 @@ import uvicorn
 from scheduler.agent.app import TokenFile, TokenSource, TokenUnavailable, build_app
 from scheduler.agent.errors import AgentError
 from scheduler.agent.gpus import GpuReader
+from scheduler.agent.isolation import RunAs
 from scheduler.agent.jobs import TOKEN_ENV, JobStore
 from scheduler.agent.observe import LogSettingError, configure_logging
 from scheduler.agent.protocol import DEFAULT_PORT, LOOPBACK
@@ -180,6 +181,30 @@ def agent(
             "job start. For the nodes of a Slurm pool with utilization: agents.",
         ),
     ] = False,
+    allow_system_accounts: Annotated[
+        bool,
+        typer.Option(
+            "--allow-system-accounts",
+            help="Let an agent running as root run jobs as system accounts (uid under 1000, "
+            "or nobody); by default such jobs are refused.",
+        ),
+    ] = False,
+    allow_group: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-group",
+            help="Run jobs of accounts in this privileged group all the same (docker, wheel, "
+            "sudo, adm, root, lxd, libvirt, disk are refused by default); repeat for more.",
+        ),
+    ] = None,
+    container_cap_add: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--container-cap-add",
+            help="A Linux capability container jobs keep (they drop all and take no new "
+            "privileges), e.g. IPC_LOCK; repeat for more.",
+        ),
+    ] = None,
 ) -> None:
     """Run the GPU host agent: reports this host's GPUs and runs jobs for the scheduler.
 
@@ -230,11 +255,21 @@ def agent(
         raise _fail(str(exc)) from exc
     warn_root_jobs(allow_root_jobs)
     try:
+        run_as = RunAs.for_this_process(
+            allow_root_jobs=allow_root_jobs,
+            allow_system_accounts=allow_system_accounts,
+            allowed_groups=tuple(allow_group or ()),
+            container_caps=tuple(container_cap_add or ()),
+        )
+    except ValueError as exc:
+        raise _fail(f"--container-cap-add: {exc}") from exc
+    try:
         store = JobStore(
             state_dir,
             container_runtime=container_runtime,
             default_grace_s=grace_s,
             allow_root_jobs=allow_root_jobs,
+            run_as=run_as,
         )
     except AgentError as exc:
         typer.echo(f"paika agent: {exc.message}", err=True)

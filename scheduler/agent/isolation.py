@@ -5,6 +5,15 @@ groups initgroups would give) and never as root, unless it was started with
 --allow-root-jobs (single-user boxes, test rigs). An agent running as any other user can
 only run jobs as that user: it has no right to become anyone else, and says so.
 
+Nor does a root agent run a job as an account that is as good as root or as the system's:
+a system account (uid 1-999: daemons own files and services under those) unless started
+with --allow-system-accounts, or a member of a privileged group (docker, wheel, sudo, adm,
+root, lxd, libvirt, disk: each hands its members root, the logs or the raw disks) unless
+that group was named with --allow-group. The scheduler maps people to accounts by name and
+cannot see a host's /etc/passwd; the agent can, so it is the agent that refuses (403, the
+reason saying what to do). A container job drops every capability and takes no new
+privileges; `container_caps` are those the site adds back (--container-cap-add).
+
 The job's working directory must be one the account can write to; that is checked from the
 directory's mode bits and owners before the launch (the wrapper changes into it again as the
 account, so the kernel has the last word), so a bad one is refused with a reason instead of
@@ -23,9 +32,11 @@ delegation), jobs run without one: one info line at start says so.
 from __future__ import annotations
 
 import contextlib
+import grp
 import logging
 import os
 import pwd
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +50,14 @@ JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 JOB_UMASK = 0o022
 MOUNTINFO = Path("/proc/self/mountinfo")
 OWN_CGROUP = Path("/proc/self/cgroup")
+# Groups whose members are as good as root (docker, lxd, libvirt, wheel, sudo, root) or read
+# what only root should (adm: the system's logs; disk: the raw disks).
+PRIVILEGED_GROUPS = ("docker", "wheel", "sudo", "adm", "root", "lxd", "libvirt", "disk")
+# Accounts under this uid are the system's own (Debian, Fedora and SUSE agree: login.defs),
+# and so is nobody (the kernel's overflow uid, owner of every file it cannot map).
+FIRST_PERSON_UID = 1000
+NOBODY_UID = 65534
+CAPABILITY_RE = re.compile(r"(CAP_)?[A-Z][A-Z0-9_]{1,31}")
 
 
 @dataclass(frozen=True)
@@ -95,16 +114,48 @@ class Account:
         return self.home if Path(self.home).is_dir() else "/"
 
 
+def capability_name(value: str) -> str:
+    """A Linux capability as `--cap-add` takes it (SYS_PTRACE or CAP_SYS_PTRACE, any case);
+    ValueError saying what is wrong."""
+    name = value.strip().upper()
+    if not CAPABILITY_RE.fullmatch(name) or name.removeprefix("CAP_") == "ALL":
+        raise ValueError(
+            f"{value!r} is not one Linux capability (such as SYS_PTRACE or IPC_LOCK; ALL is "
+            "not taken: name each one a job needs)"
+        )
+    return name
+
+
 @dataclass(frozen=True)
 class RunAs:
-    """The rules for the accounts this agent runs jobs as."""
+    """The rules for the accounts this agent runs jobs as, and what a container job keeps."""
 
     agent: Account
     allow_root_jobs: bool = False
+    # Let a root agent run jobs as system accounts (uid 1-999).
+    allow_system_accounts: bool = False
+    # Privileged groups a root agent still runs their members' jobs for.
+    allowed_groups: frozenset[str] = frozenset()
+    privileged_groups: tuple[str, ...] = PRIVILEGED_GROUPS
+    # Capabilities a container job keeps (every other one is dropped).
+    container_caps: tuple[str, ...] = ()
 
     @classmethod
-    def for_this_process(cls, *, allow_root_jobs: bool = False) -> RunAs:
-        return cls(Account.current(), allow_root_jobs)
+    def for_this_process(
+        cls,
+        *,
+        allow_root_jobs: bool = False,
+        allow_system_accounts: bool = False,
+        allowed_groups: frozenset[str] | set[str] | tuple[str, ...] = (),
+        container_caps: tuple[str, ...] | list[str] = (),
+    ) -> RunAs:
+        return cls(
+            Account.current(),
+            allow_root_jobs,
+            allow_system_accounts=allow_system_accounts,
+            allowed_groups=frozenset(allowed_groups),
+            container_caps=tuple(capability_name(c) for c in container_caps),
+        )
 
     @property
     def privileged(self) -> bool:
@@ -141,7 +192,49 @@ class RunAs:
                 f"account: {requested!r} is root (uid 0) and this agent does not run jobs as "
                 "root; name the owner's own account, or start the agent with --allow-root-jobs"
             )
+        self.check_unprivileged(account)
         return account
+
+    def check_unprivileged(self, account: Account) -> None:
+        """AccountRefused when a root agent would run a job as a system account or as a
+        member of a privileged group it was not told to accept (root itself answers to
+        allow_root_jobs alone)."""
+        if account.uid == 0:
+            return
+        system = account.uid < FIRST_PERSON_UID or account.uid == NOBODY_UID
+        if system and not self.allow_system_accounts:
+            raise AccountRefused(
+                f"account: {account.name!r} is a system account (uid {account.uid}; people's "
+                f"accounts start at {FIRST_PERSON_UID}) and this agent does not run jobs as "
+                "system accounts; map "
+                "the job's owner to a person's own account, or start the agent with "
+                "--allow-system-accounts"
+            )
+        held = [
+            name
+            for name in group_names(account.groups)
+            if name in self.privileged_groups and name not in self.allowed_groups
+        ]
+        if held:
+            names = ", ".join(held)
+            options = " ".join(f"--allow-group {name}" for name in held)
+            raise AccountRefused(
+                f"account: {account.name!r} is in the privileged group(s) {names}, which "
+                "give their members root's powers on this host, so this agent does not run "
+                f"its jobs; take the account out of {names} (gpasswd -d {account.name} "
+                f"<group>), map the owner to another account, or start the agent with {options}"
+            )
+
+
+def group_names(gids: tuple[int, ...]) -> list[str]:
+    """The names of these groups on this host (a gid without a name is left out)."""
+    names = []
+    for gid in gids:
+        try:
+            names.append(grp.getgrgid(gid).gr_name)
+        except KeyError:
+            continue
+    return names
 
 
 def workdir_for(account: Account, cwd: str | None) -> str:

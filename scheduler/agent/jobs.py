@@ -716,11 +716,23 @@ class JobStore:
         report_file: Path | None = None,
         checkpoint_dir: Path | None = None,
     ) -> list[str]:
-        """The argv the wrapper runs: the request's argv, `/bin/sh -c shell`, or a container
-        run as the account's uid:gid with the job's variables read from `env_file`."""
-        inner = list(req.argv) if req.argv is not None else ["/bin/sh", "-c", str(req.shell)]
+        """The job's command as the agent runs it: the request's argv, `/bin/sh -c shell`, or
+        a container run as the account's uid:gid with the job's variables read from
+        `env_file`, no new privileges and no capabilities but those the agent's site adds
+        back (RunAs.container_caps). The shell's text is kept here as `-c`'s argument; it
+        reaches the wrapper in the launch spec, never in argv (see _spec)."""
+        inner = list(req.argv) if req.argv is not None else [*SHELL_C, str(req.shell)]
         if req.image is None:
             return inner
+        if req.shell is not None:
+            size = len(req.shell.encode("utf-8", "surrogatepass"))
+            if size > CONTAINER_SCRIPT_MAX:
+                raise BadRequest(
+                    f"shell: the command of a container job is {size} bytes; at most "
+                    f"{CONTAINER_SCRIPT_MAX} (it reaches the container in a variable, which "
+                    "Linux caps at 128 KiB). Put the script in a file in the image or in a "
+                    "mounted folder and run that file"
+                )
         devices = ",".join(str(g) for g in req.gpus)
         command = [
             self.container_runtime,
@@ -737,6 +749,11 @@ class JobStore:
         for group in account.groups:
             if group != account.gid:
                 command += ["--group-add", str(group)]
+        # No set-uid program, file capability or sudo in the image lifts the job above its
+        # account; and the container keeps no capability the site did not add back.
+        command += ["--security-opt", "no-new-privileges", "--cap-drop", "ALL"]
+        for capability in self.run_as.container_caps:
+            command += ["--cap-add", capability]
         # The quotes are part of the value: docker reads --gpus as CSV, and a bare
         # device=0,1 would split at the comma.
         command += ["--gpus", f'"device={devices}"']
@@ -882,8 +899,31 @@ class JobStore:
         return {"PATH": JOB_PATH, "HOME": agent.home, **self._runtime_env}
 
     def _spec(self, job: _Job, account: Account | None, env: dict[str, str]) -> dict[str, Any]:
-        """What the wrapper needs to start the job: as `account` (None: as the agent)."""
+        """What the wrapper needs to start the job: as `account` (None: as the agent), and
+        the command, which travels here and never in the wrapper's argv (`ps` shows argv to
+        every user of the host). A shell's text goes as "script", which the wrapper hands to
+        /bin/sh through a descriptor; in a container, the runtime's client passes it on in a
+        variable of its own environment (`--env NAME` carries the name, not the value), and
+        the container's shell takes it out of its environment before running it."""
+        command = list(job.command)
+        program: dict[str, Any] = {"argv": command}
+        if job.image is None and len(command) == 3 and command[:2] == SHELL_C:
+            program = {"script": command[2]}
+        elif job.image is not None and len(command) >= 4 and command[-3:-1] == SHELL_C:
+            at = len(command) - 4
+            if command[at] == job.image:
+                env = {**env, CONTAINER_SCRIPT_ENV: command[-1]}
+                program = {
+                    "argv": [
+                        *command[:at],
+                        "--env",
+                        CONTAINER_SCRIPT_ENV,
+                        job.image,
+                        *CONTAINER_SHELL,
+                    ]
+                }
         spec: dict[str, Any] = {
+            **program,
             "env": env,
             "cwd": job.cwd,
             "umask": JOB_UMASK,
@@ -928,7 +968,7 @@ class JobStore:
             out = self._open_log(log_path, account)
             try:
                 launcher = subprocess.Popen(
-                    [*argv, "--", *job.command],
+                    argv,  # the command is in the spec: argv is for everyone's eyes (ps)
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -1080,8 +1120,26 @@ def container_name(job_id: str) -> str:
     return f"paika-{job_id}"
 
 
+# How a shell job's command is kept in its record (and shown in JobInfo.command); the
+# wrapper runs the text from a descriptor instead (wrapper.py: SCRIPT_ARGV).
+SHELL_C = ["/bin/sh", "-c"]
+# A container job's shell text: in this variable of the runtime client's environment, taken
+# out of the container shell's own environment before the text runs (so nothing the job
+# starts inherits it), and shifted off $1 the same way: the text runs as under `sh -c`.
+CONTAINER_SCRIPT_ENV = "PAIKA_SCRIPT"
+CONTAINER_SHELL = [
+    "/bin/sh",
+    "-c",
+    f'set -- "${CONTAINER_SCRIPT_ENV}"; unset {CONTAINER_SCRIPT_ENV}; eval "shift;$1"',
+]
+# Linux caps one argv or environment string at 128 KiB (MAX_ARG_STRLEN), "NAME=" included.
+CONTAINER_SCRIPT_MAX = 128 * 1024 - len(CONTAINER_SCRIPT_ENV) - 2
+
+
 def _send_spec(fd: int, spec: dict[str, Any]) -> None:
-    """Hand the launch spec to the wrapper; a wrapper that died first shows as no report."""
+    """Hand the launch spec (the command in it) to the wrapper through a pipe; a wrapper
+    that died first shows as no report. The wrapper reads it to its end before it forks,
+    so a spec of any size goes through."""
     with os.fdopen(fd, "wb") as out, contextlib.suppress(BrokenPipeError):
         out.write(json.dumps(spec).encode())
 

@@ -1,5 +1,6 @@
 """Runs one job's command and writes its exit status to a file.
 
+    python -I wrapper.py [--detach FD] --spec FD EXITFILE
     python -I wrapper.py [--detach FD] [--spec FD] EXITFILE -- PROGRAM [ARG …]
 
 With --detach (how the agent starts every job) the wrapper first forks: the parent writes
@@ -7,8 +8,18 @@ With --detach (how the agent starts every job) the wrapper first forks: the pare
 a new session and carries on. So the job is never the agent's child: it survives the
 agent, and a fresh agent and a restarted one watch it the same way (/proc and the exit file).
 
-With --spec the wrapper first reads a JSON launch spec from FD (to its end): the command's
-environment, working directory, umask, cgroup, and the uid, gid and groups to run it as.
+With --spec the wrapper first reads a JSON launch spec from FD (to its end): the command
+itself, its environment, working directory, umask, cgroup, and the uid, gid and groups to
+run it as. The agent always passes the command there, never in argv, so no other user of
+the host reads it with `ps` (a job's command often holds a token); the spec names it as
+"argv" (a program and its arguments, exec'd as they are) or "script" (shell text). A
+script runs as `/bin/sh -c '. /proc/self/fd/3'`: the child, once it is the job's account,
+writes the text into an anonymous memory file (memfd_create, Linux 3.17 or later) at
+descriptor 3 and the shell reads it from there, the first thing it runs closing that
+descriptor again; so the shell's argv holds no text of the job's, any length of script
+runs (argv caps one argument at 128 KiB), and the script behaves as under
+`/bin/sh -c "<text>"`: the same $0, the same exit status, the same signals, with nothing
+left open for the programs it starts.
 The wrapper itself keeps the agent's user and an empty environment: it forks, and the child
 joins the job's cgroup, drops to the job's account (groups, then gid, then uid: never back),
 changes into the working directory as that account and execs the command. So nothing of the
@@ -43,8 +54,19 @@ from types import FrameType
 from typing import Any
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-USAGE = "usage: wrapper.py [--detach FD] [--spec FD] EXITFILE -- PROGRAM [ARG …]"
+USAGE = (
+    "usage: wrapper.py [--detach FD] --spec FD EXITFILE, the spec naming argv or script; "
+    "or wrapper.py [--detach FD] [--spec FD] EXITFILE -- PROGRAM [ARG …]"
+)
 CGROUP_EMPTY_WAIT_S = 5.0
+# A script job's shell and the descriptor it reads the script from (Linux: /proc, memfd).
+SHELL = "/bin/sh"
+SCRIPT_FD = 3
+SCRIPT_ARGV = [SHELL, "-c", f". /proc/self/fd/{SCRIPT_FD}"]
+# Put before the job's text in the memory file: the shell closes the descriptor as it starts
+# (it reads the file through one of its own), so the job's programs inherit nothing more
+# than under `sh -c`. On the text's first line, so the job's line numbers stay its own.
+SCRIPT_PREFIX = f"exec {SCRIPT_FD}<&-;"
 
 
 def write_exit(path: str, status: dict[str, int | float | None]) -> None:
@@ -62,7 +84,41 @@ def read_spec(fd: int) -> dict[str, Any]:
         spec = json.loads(source.read() or b"{}")
     if not isinstance(spec, dict):
         raise ValueError("the launch spec is not a JSON object")
+    argv, script = spec.get("argv"), spec.get("script")
+    if argv is not None and (
+        not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv)
+    ):
+        raise ValueError("the launch spec's argv is not a non-empty list of strings")
+    if script is not None and not isinstance(script, str):
+        raise ValueError("the launch spec's script is not a string")
+    if argv is not None and script is not None:
+        raise ValueError("the launch spec names both argv and script; give one")
     return spec
+
+
+def program_of(spec: dict[str, Any]) -> list[str] | None:
+    """The argv the child execs for the spec's command (None: the spec names none)."""
+    if spec.get("script") is not None:
+        return list(SCRIPT_ARGV)
+    argv = spec.get("argv")
+    return None if argv is None else list(argv)
+
+
+def script_descriptor(text: str) -> None:
+    """In the child, as the job's account: the script in a memory file at SCRIPT_FD, read
+    from its start by the shell (open across exec; the shell closes it, see SCRIPT_PREFIX)."""
+    fd = os.memfd_create("paika-job-script", 0)
+    try:
+        data = (SCRIPT_PREFIX + text).encode("utf-8", "surrogatepass")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+        if fd != SCRIPT_FD:
+            os.dup2(fd, SCRIPT_FD, inheritable=True)
+    finally:
+        if fd != SCRIPT_FD:
+            os.close(fd)
 
 
 def start_ticks(pid: int) -> int:
@@ -130,6 +186,17 @@ def exec_job(command: list[str], spec: dict[str, Any]) -> None:
         print(f"paika: cannot start the job as its account: {exc.strerror or exc}", file=sys.stderr)
         sys.stderr.flush()
         os._exit(126)
+    if spec.get("script") is not None:
+        try:
+            script_descriptor(spec["script"])
+        except OSError as exc:
+            print(
+                f"paika: cannot hand the job's script to its shell: {exc.strerror or exc} "
+                "(the agent needs Linux 3.17 or later: memfd_create)",
+                file=sys.stderr,
+            )
+            sys.stderr.flush()
+            os._exit(126)
     env = spec.get("env")
     try:
         if env is None:
@@ -260,12 +327,17 @@ def main(args: list[str]) -> int:
             print(f"paika: cannot read the job's launch spec: {exc}", file=sys.stderr)
             return 2
         args = args[2:]
-    if len(args) < 3 or args[1] != "--":
+    command = program_of(spec) if spec is not None else None
+    if command is not None and len(args) == 1:
+        pass  # the command came in the spec, out of everyone's sight
+    elif len(args) >= 3 and args[1] == "--" and (spec is None or command is None):
+        command = args[2:]
+    else:
         print(USAGE, file=sys.stderr)
         return 2
     if report_fd is not None:
         detach(report_fd)
-    return run(args[0], args[2:], spec)
+    return run(args[0], command, spec)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,10 @@ def test_an_image_job_runs_through_the_runtime_without_a_shell(
             if g != os.getegid()
             for arg in ("--group-add", str(g))
         ],
+        "--security-opt",
+        "no-new-privileges",
+        "--cap-drop",
+        "ALL",
         "--gpus",
         '"device=0,2"',
         "--env-file",
