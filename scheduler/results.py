@@ -57,6 +57,13 @@ class SaidCode(StrEnum):
     ACCOUNT_ROW_USER_POLICY = "account.row_user_policy"
     ACCOUNT_ROW_TEAM_POLICY = "account.row_team_policy"
     ACCOUNT_NONE = "account.none"
+    # The account is also another person's or team's: they share everything on the hosts.
+    ACCOUNT_SET_USER_SHARED = "account.set_user_shared"
+    ACCOUNT_SET_TEAM_SHARED = "account.set_team_shared"
+    ACCOUNT_ROW_USER_SHARED = "account.row_user_shared"
+    ACCOUNT_ROW_TEAM_SHARED = "account.row_team_shared"
+    ACCOUNT_ROW_USER_POLICY_SHARED = "account.row_user_policy_shared"
+    ACCOUNT_ROW_TEAM_POLICY_SHARED = "account.row_team_policy_shared"
     QUOTA_NONE_FOR_TEAM = "quota.none_for_team"
     QUOTA_NONE_AT_ALL = "quota.none_at_all"
 

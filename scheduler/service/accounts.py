@@ -10,7 +10,12 @@ account is refused at submit with what to do about it.
 
 from __future__ import annotations
 
+from collections import defaultdict
+
+from sqlmodel import Session
+
 from scheduler.agent.protocol import is_account_name
+from scheduler.config import Accounts
 from scheduler.errors import Action, NotFound, Problem, UserError
 from scheduler.results import Listing, Said, SaidCode
 from scheduler.service.context import Context
@@ -21,15 +26,18 @@ from storage.queries import org as org_queries
 
 def account_for(ctx: Context, user_id: str, team: Team) -> str | None:
     """The account `user_id`'s jobs for `team` run as, or None when nothing maps them."""
-    mapped = ctx.policy.accounts
-    set_by_admins = org_queries.unix_accounts_of(
-        session=ctx.session, user_id=user_id, team=team.name
-    )
+    return mapped_account(ctx.session, ctx.policy.accounts, user_id, team.name)
+
+
+def mapped_account(session: Session, mapped: Accounts, user_id: str, team: str) -> str | None:
+    """`account_for`, from a session and the policy's `accounts:` (the cycle's own look-up
+    for a held job whose owner's mapping may have changed)."""
+    set_by_admins = org_queries.unix_accounts_of(session=session, user_id=user_id, team=team)
     return (
         set_by_admins.get(AccountSubject.USER)
         or mapped.users.get(user_id)
         or set_by_admins.get(AccountSubject.TEAM)
-        or mapped.teams.get(team.name)
+        or mapped.teams.get(team)
     )
 
 
@@ -55,8 +63,13 @@ def set_account(ctx: Context, user: str | None, team: str | None, account: str) 
         by=ctx.actor.user_id,
         at=ctx.now,
     )
-    ctx.audit("account.set", kind, subject, account=account)
-    code = SaidCode.ACCOUNT_SET_USER if kind is AccountSubject.USER else SaidCode.ACCOUNT_SET_TEAM
+    others = [other for other in _mapped_to(ctx)[account] if other != (kind, subject)]
+    ctx.audit("account.set", kind, subject, account=account, shared_with=len(others))
+    user = kind is AccountSubject.USER
+    if others:  # they will share everything on the hosts: say so (docs: Shared Unix accounts)
+        code = SaidCode.ACCOUNT_SET_USER_SHARED if user else SaidCode.ACCOUNT_SET_TEAM_SHARED
+        return Said(code, {"subject": subject, "account": account, "others": len(others)})
+    code = SaidCode.ACCOUNT_SET_USER if user else SaidCode.ACCOUNT_SET_TEAM
     return Said(code, {"subject": subject, "account": account})
 
 
@@ -78,29 +91,51 @@ def remove_account(ctx: Context, user: str | None, team: str | None) -> Said:
 
 
 def list_accounts(ctx: Context) -> Listing:
-    """Every mapping: set by admins, then from the policy file (admins only)."""
+    """Every mapping: set by admins, then from the policy file (admins only); an account
+    that more than one person or team runs as is marked shared."""
     ctx.require_admin(Action.MANAGE_ACCOUNTS)
-    rows = [
-        Said(
-            _ROW[AccountSubject(row.subject_kind), False],
-            {"subject": row.subject, "account": row.account},
-        )
+    shared = {account for account, subjects in _mapped_to(ctx).items() if len(subjects) > 1}
+    pairs = [
+        (AccountSubject(row.subject_kind), row.subject, row.account, False)
         for row in org_queries.unix_accounts(session=ctx.session)
     ]
     mapped = ctx.policy.accounts
     for kind, table in ((AccountSubject.USER, mapped.users), (AccountSubject.TEAM, mapped.teams)):
-        rows += [
-            Said(_ROW[kind, True], {"subject": subject, "account": account})
-            for subject, account in sorted(table.items())
-        ]
+        pairs += [(kind, subject, account, True) for subject, account in sorted(table.items())]
+    rows = [
+        Said(
+            _ROW[kind, from_policy, account in shared],
+            {"subject": subject, "account": account},
+        )
+        for kind, subject, account, from_policy in pairs
+    ]
     return Listing(rows, SaidCode.ACCOUNT_NONE)
 
 
+def _mapped_to(ctx: Context) -> defaultdict[str, set[tuple[AccountSubject, str]]]:
+    """Account → the people and teams that run as it: an admin's mapping, else the policy
+    file's (an admin's mapping of the same person or team wins)."""
+    effective: dict[tuple[AccountSubject, str], str] = {}
+    mapped = ctx.policy.accounts
+    for kind, table in ((AccountSubject.USER, mapped.users), (AccountSubject.TEAM, mapped.teams)):
+        effective.update(((kind, subject), account) for subject, account in table.items())
+    for row in org_queries.unix_accounts(session=ctx.session):
+        effective[AccountSubject(row.subject_kind), row.subject] = row.account
+    found: defaultdict[str, set[tuple[AccountSubject, str]]] = defaultdict(set)
+    for pair, account in effective.items():
+        found[account].add(pair)
+    return found
+
+
 _ROW = {
-    (AccountSubject.USER, False): SaidCode.ACCOUNT_ROW_USER,
-    (AccountSubject.TEAM, False): SaidCode.ACCOUNT_ROW_TEAM,
-    (AccountSubject.USER, True): SaidCode.ACCOUNT_ROW_USER_POLICY,
-    (AccountSubject.TEAM, True): SaidCode.ACCOUNT_ROW_TEAM_POLICY,
+    (AccountSubject.USER, False, False): SaidCode.ACCOUNT_ROW_USER,
+    (AccountSubject.TEAM, False, False): SaidCode.ACCOUNT_ROW_TEAM,
+    (AccountSubject.USER, True, False): SaidCode.ACCOUNT_ROW_USER_POLICY,
+    (AccountSubject.TEAM, True, False): SaidCode.ACCOUNT_ROW_TEAM_POLICY,
+    (AccountSubject.USER, False, True): SaidCode.ACCOUNT_ROW_USER_SHARED,
+    (AccountSubject.TEAM, False, True): SaidCode.ACCOUNT_ROW_TEAM_SHARED,
+    (AccountSubject.USER, True, True): SaidCode.ACCOUNT_ROW_USER_POLICY_SHARED,
+    (AccountSubject.TEAM, True, True): SaidCode.ACCOUNT_ROW_TEAM_POLICY_SHARED,
 }
 
 
