@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/fault_injection.py --jobs 60 --agents 3 --minutes 3
         [--database URL] [--seed N] [--spec 2xA100-80GB,2xT4-16GB] [--job-seconds 10:40]
-        [--cancels 6] [--cycle-seconds 2] [--settle-minutes 5] [--keep]
+        [--cancels 6] [--cycle-seconds 2] [--settle-minutes 5] [--exhaustion] [--keep]
 
 Everything lives in a temporary folder: the database (SQLite unless --database names a
 PostgreSQL or MySQL/MariaDB server, where a fresh database is created and dropped after),
@@ -19,6 +19,17 @@ ran, whatever the agents and the database say), and then, for `--minutes`, at ra
 - SIGSTOPs an agent for up to 45 s and SIGCONTs it (polls and starts time out; long
   enough and its jobs become unknown);
 - cancels a job with `paika cmd "cancel N"` (a few, `--cancels`).
+
+With `--exhaustion`, faults that exhaust rather than kill join them:
+
+- a connection flood: 1,100 sockets that each send half a request line and then nothing,
+  held for 5–20 s, against an agent or against `paika up`'s HTTP side (the report endpoint,
+  /healthz); polls, starts and reports must still get through;
+- a report flood: one job in five posts reports to `paika up` in a tight loop for its whole
+  run, with its own token (as `paika report` does);
+- a full disk: one job in five writes `yes` to its log for its whole run; as root, each
+  agent's state dir lies on a 64 MiB tmpfs of its own, so the disk really fills (without
+  root these jobs are left out: they would fill the machine's disk).
 
 Then everything is restored, the cycles settle (every job ended, or `--settle-minutes`
 passed), and an audit is printed from SQL, the agents' own state (over HTTP) and the run log:
@@ -43,6 +54,7 @@ import functools
 import json
 import os
 import random
+import resource
 import shutil
 import signal
 import socket
@@ -88,13 +100,46 @@ TOKEN = "fault-injection-token-0123456789"
 ADMIN, OWNER = "UADMIN", "UFAULT01"
 JOB_SCRIPT = """#!/bin/sh
 # One job of the fault-injection run: says in the shared run log when it started and ended.
-log="$1"; seconds="$2"
+# Its third word: plain (sleeps), reports (posts reports in a loop: "$4" is the flood's
+# Python, "$5" its script) or disk (writes `yes` to its log).
+log="$1"; seconds="$2"; mode="${3:-plain}"
 trap 'echo "stop $PAIKA_JOB_ID $(date +%s.%N)" >> "$log"; exit 143' TERM INT
 echo "start $PAIKA_JOB_ID $(date +%s.%N)" >> "$log"
-sleep "$seconds" &
+case "$mode" in
+  reports) "$4" -I "$5" "$seconds" & ;;
+  disk) timeout "$seconds" yes & ;;
+  *) sleep "$seconds" & ;;
+esac
 wait $!
 echo "end $PAIKA_JOB_ID $(date +%s.%N)" >> "$log"
 """
+
+
+# A job of the report flood: posts a report as fast as paika answers, for `seconds`.
+REPORT_FLOOD = """import json, os, sys, time, urllib.error, urllib.request
+url = os.environ["PAIKA_REPORT_URL"].rstrip("/")
+job = os.environ["PAIKA_JOB_ID"].split(".")[0]
+request = urllib.request.Request(
+    f"{url}/v1/jobs/{job}/report",
+    data=json.dumps({"metrics": {"loss": 0.5}}).encode(),
+    method="POST",
+    headers={"Authorization": "Bearer " + os.environ["PAIKA_JOB_TOKEN"],
+             "Content-Type": "application/json"},
+)
+end, answers = time.monotonic() + float(sys.argv[1]), {}
+while time.monotonic() < end:
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            code = response.status
+    except urllib.error.HTTPError as exc:
+        code = exc.code
+    except OSError:
+        code = 0
+    answers[code] = answers.get(code, 0) + 1
+print("report flood answers:", answers, flush=True)
+"""
+FLOOD_CONNECTIONS = 1100
+SMALL_DISK_MIB = 64
 
 
 def say(message: str) -> None:
@@ -196,6 +241,9 @@ class World:
     agents: list[AgentProc] = field(default_factory=list)
     up: Proc | None = None
     engine: Engine | None = None
+    up_port: int = 0
+    exhaustion: bool = False
+    mounts: list[Path] = field(default_factory=list)
 
     @property
     def run_log(self) -> Path:
@@ -204,6 +252,10 @@ class World:
     @property
     def job_script(self) -> Path:
         return self.folder / "job.sh"
+
+    @property
+    def flood_script(self) -> Path:
+        return self.folder / "report_flood.py"
 
     def paika(self, text_: str, user: str = ADMIN) -> tuple[int, str]:
         """`paika cmd TEXT --user USER`: its exit status and reply."""
@@ -287,6 +339,7 @@ class Chaos:
     due: list[tuple[float, str, Callable[[], None]]] = field(default_factory=list)
     job_ids: list[int] = field(default_factory=list)
     cancels_left: int = 0
+    exhaustion: bool = False
 
     def later(self, seconds: float, what: str, action: Callable[[], None]) -> None:
         self.due.append((time.monotonic() + seconds, what, action))
@@ -319,6 +372,11 @@ class Chaos:
         choices = ["kill-up"] if world.up and world.up.alive else []
         choices += ["kill-agent", "freeze-agent", "freeze-agent"] if idle_agents else []
         choices += ["cancel"] if self.cancels_left > 0 and self.job_ids else []
+        if self.exhaustion:
+            choices += ["flood-agent"] if idle_agents else []
+            choices += (
+                ["flood-up"] if world.up and world.up.alive and "up" not in self.busy() else []
+            )
         if not choices:
             return
         choice = rng.choice(choices)
@@ -340,6 +398,15 @@ class Chaos:
             agent.signal(signal.SIGSTOP)
             agent.frozen = True
             self.later(seconds, f"SIGCONT {agent.name}", functools.partial(_thaw, agent))
+        elif choice in ("flood-agent", "flood-up"):
+            target = rng.choice(idle_agents) if choice == "flood-agent" else None
+            port = target.port if target is not None else world.up_port
+            name = target.name if target is not None else "up"
+            seconds = rng.uniform(5, 20)
+            flood = Flood(port)
+            opened = flood.open(FLOOD_CONNECTIONS)
+            say(f"connection flood on {name}: {opened} half-sent requests for {seconds:.0f} s")
+            self.later(seconds, f"end the flood on {name}", flood.close)
         else:
             self.cancels_left -= 1
             job_id = rng.choice(self.unfinished() or self.job_ids)
@@ -352,12 +419,63 @@ def _thaw(agent: AgentProc) -> None:
     agent.frozen = False
 
 
+class Flood:
+    """Sockets that each send half a request line and then nothing: what one idle client,
+    or a job on the host, can open against an HTTP server."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.sockets: list[socket.socket] = []
+
+    def open(self, count: int) -> int:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.settimeout(2)
+            try:
+                sock.connect(("127.0.0.1", self.port))
+                sock.send(b"GET /v1/sta")
+            except OSError:
+                sock.close()
+                continue
+            self.sockets.append(sock)
+        return len(self.sockets)
+
+    def close(self) -> None:
+        for sock in self.sockets:
+            with suppress(OSError):
+                sock.close()
+        self.sockets.clear()
+
+
+def raise_file_limit(needed: int) -> None:
+    """Room for a flood's sockets in this process (the soft limit up to the hard one)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(needed, hard), hard))
+
+
+def small_disk(folder: Path) -> bool:
+    """Mount a small tmpfs on `folder` (root only): a job that fills it fills a real disk."""
+    if os.geteuid() != 0:
+        return False
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={SMALL_DISK_MIB}m,mode=0755", "tmpfs", str(folder)],
+        capture_output=True,
+        check=False,
+    )
+    return done.returncode == 0
+
+
 def start_world(world: World, count: int, spec: str) -> None:
     paika = paika_argv()
     for i in range(count):
         name = f"fault-{i + 1}"
         state_dir = world.folder / name
         state_dir.mkdir()
+        if world.exhaustion and small_disk(state_dir):
+            world.mounts.append(state_dir)
+            state_dir = state_dir / "state"  # its reports folder is state-reports beside it
+            state_dir.mkdir()
         port = free_port()
         argv = [
             *paika,
@@ -415,12 +533,19 @@ def submit_jobs(
 ) -> list[int]:
     """Submit the jobs with `paika cmd`, a few at a time; returns their ids."""
 
+    modes = ["plain"] * 3
+    if world.exhaustion:
+        modes += ["reports"] + (["disk"] if world.mounts else [])
+    drawn = [
+        (rng.uniform(*seconds), rng.choice((1, 1, 2)), rng.choice(modes)) for _ in range(count)
+    ]
+
     def one(i: int) -> int | None:
-        secs = rng.uniform(*seconds)
-        gpus = rng.choice((1, 1, 2))
+        secs, gpus, mode = drawn[i]
+        extra = f" {sys.executable} {world.flood_script}" if mode == "reports" else ""
         status, reply = world.paika(
             f"submit name=fault-{i} gpus={gpus} hours=1 priority=normal data=ready"
-            f' cmd="sh {world.job_script} {world.run_log} {secs:.1f}"',
+            f' cmd="sh {world.job_script} {world.run_log} {secs:.1f} {mode}{extra}"',
             OWNER,
         )
         if status != 0 or not reply.startswith("Queued job #"):
@@ -600,6 +725,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cancels", type=int, default=6, help="jobs cancelled during the faults")
     parser.add_argument("--cycle-seconds", type=float, default=2.0)
     parser.add_argument("--settle-minutes", type=float, default=5.0)
+    parser.add_argument(
+        "--exhaustion",
+        action="store_true",
+        help="also flood connections, reports and (as root) the agents' disks",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temp folder (and database)")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
@@ -615,7 +745,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with database(args.database, folder, args.keep) as url:
             policy = write_policy(folder, args.cycle_seconds)
-            world = World(folder, url, child_env(url, policy, folder / "paika-data"))
+            env = child_env(url, policy, folder / "paika-data")
+            world = World(folder, url, env, exhaustion=args.exhaustion)
+            world.up_port = free_port()
+            env["PAIKA_HTTP_PORT"] = str(world.up_port)
+            if args.exhaustion:
+                raise_file_limit(FLOOD_CONNECTIONS * 2 + 256)
             try:
                 figures = run(world, args, rng, seconds)
             finally:
@@ -649,6 +784,7 @@ def run(
 ) -> dict[str, Any]:
     """Start everything, inject faults, restore, settle, audit."""
     world.job_script.write_text(JOB_SCRIPT, encoding="utf-8")
+    world.flood_script.write_text(REPORT_FLOOD, encoding="utf-8")
     world.engine = make_engine(world.database_url)
     status, reply = world.paika("help")  # creates and migrates the database
     assert status == 0, reply
@@ -656,7 +792,9 @@ def run(
     say(f"{args.agents} agents ({args.spec}) and paika up started")
     submitted = submit_jobs(world, args.jobs, rng, seconds)
     say(f"submitted {len(submitted)} jobs")
-    chaos = Chaos(rng, world, job_ids=submitted, cancels_left=args.cancels)
+    chaos = Chaos(
+        rng, world, job_ids=submitted, cancels_left=args.cancels, exhaustion=args.exhaustion
+    )
     chaos_end = time.monotonic() + args.minutes * 60
     while time.monotonic() < chaos_end:
         time.sleep(min(rng.uniform(2, 8), max(0.0, chaos_end - time.monotonic())))
@@ -691,6 +829,8 @@ def shut_down(world: World) -> None:
     killed = kill_job_processes(world)
     if killed:
         say(f"killed {killed} job processes still alive")
+    for mount in world.mounts:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=False)
     if world.engine is not None:
         world.engine.dispose()
 
