@@ -39,9 +39,11 @@ from scheduler.agent.jobs import JobStore
 from scheduler.agent.observe import metrics_route
 from scheduler.agent.protocol import (
     API_VERSION,
+    Acked,
     GpuInfo,
     GpuList,
     Health,
+    JobAck,
     JobInfo,
     JobList,
     LogTail,
@@ -293,11 +295,34 @@ def build_app(
         jobs = await run_in_threadpool(jobs_store.all_jobs)
         return answer(JobList(jobs=jobs))
 
+    def read_status(since: str | None) -> Status:
+        gpus = read_gpus()
+        if since is None:  # a scheduler before cursors: every job, as it always had
+            jobs, cursor, more = jobs_store.all_jobs(), jobs_store.cursor(), False
+        else:
+            jobs, cursor, more = jobs_store.changes(since)
+        return Status(
+            health=health,
+            host=host_name,
+            gpus=gpus,
+            jobs=jobs,
+            cursor=cursor,
+            more=more,
+            disk=jobs_store.disk(),
+        )
+
     async def get_status(request: Request) -> Response:
         # Everything one poll needs in one round trip: health, GPUs and jobs (read in one
         # trip to a worker thread: NVML calls block, and each trip costs CPU of its own).
-        gpus, jobs = await run_in_threadpool(lambda: (read_gpus(), jobs_store.all_jobs()))
-        return answer(Status(health=health, host=host_name, gpus=gpus, jobs=jobs))
+        since = request.query_params.get("since")
+        if since is not None and len(since) > 64:
+            raise BadRequest(f"since: {since[:70]!r}… is not a cursor this agent gave")
+        return answer(await run_in_threadpool(read_status, since))
+
+    async def post_ack(request: Request) -> Response:
+        ack = JobAck.from_json(await json_text(request, empty_ok=False))
+        acked = await run_in_threadpool(jobs_store.acknowledge, ack.job_ids)
+        return answer(Acked(acked=acked))
 
     async def get_job(request: Request) -> Response:
         job = await run_in_threadpool(jobs_store.get, request.path_params["job_id"])
@@ -356,6 +381,7 @@ def build_app(
         Route("/v1/status", get_status, methods=["GET"]),
         Route("/v1/jobs", get_jobs, methods=["GET"]),
         Route("/v1/jobs", post_job, methods=["POST"]),
+        Route("/v1/jobs/ack", post_ack, methods=["POST"]),
         Route("/v1/jobs/{job_id}", get_job, methods=["GET"]),
         Route("/v1/jobs/{job_id}/stop", post_stop, methods=["POST"]),
         Route("/v1/jobs/{job_id}/log", get_log, methods=["GET"]),

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
@@ -37,9 +37,11 @@ from scheduler.agent.errors import (
     error_for_status,
 )
 from scheduler.agent.protocol import (
+    Acked,
     GpuInfo,
     GpuList,
     Health,
+    JobAck,
     JobInfo,
     JobList,
     LogTail,
@@ -122,7 +124,7 @@ class Request(Generic[T]):
     path: str
     read: Callable[[bytes], T]
     body: WireModel | None = None
-    params: Mapping[str, int] | None = None
+    params: Mapping[str, int | str] | None = None
 
     def content(self) -> bytes | None:
         return None if self.body is None else self.body.to_json()
@@ -216,9 +218,17 @@ class Endpoints:
         return Request("GET", "/v1/gpus", _gpus)
 
     @endpoint
-    def status() -> Request[Status]:
-        """Health, GPUs and jobs in one request (what the scheduler polls)."""
-        return Request("GET", "/v1/status", Status.from_json)
+    def status(since: str | None = None) -> Request[Status]:
+        """Health, GPUs and jobs in one request (what the scheduler polls). With `since`
+        (the last answer's cursor, "0" at first): the running jobs and the ended ones that
+        changed since, a bounded page of them (`more`: ask again with the new cursor)."""
+        params = None if since is None else {"since": since}
+        return Request("GET", "/v1/status", Status.from_json, params=params)
+
+    @endpoint
+    def ack(job_ids: Sequence[str]) -> Request[Acked]:
+        """The scheduler has recorded how these runs ended: the agent may forget them."""
+        return Request("POST", "/v1/jobs/ack", Acked.from_json, body=JobAck(job_ids=tuple(job_ids)))
 
     @endpoint
     def jobs() -> Request[list[JobInfo]]:

@@ -32,7 +32,16 @@ from scheduler.agent.app import TokenFile, TokenSource, TokenUnavailable, build_
 from scheduler.agent.errors import AgentError
 from scheduler.agent.gpus import GpuReader
 from scheduler.agent.isolation import RunAs
-from scheduler.agent.jobs import TOKEN_ENV, JobStore
+from scheduler.agent.jobs import (
+    DISK_RESERVE_BYTES,
+    KEEP_ENDED_S,
+    LOG_MAX_BYTES,
+    LOGS_MAX_AGE_S,
+    LOGS_MAX_TOTAL_BYTES,
+    MIB,
+    TOKEN_ENV,
+    JobStore,
+)
 from scheduler.agent.observe import LogSettingError, configure_logging
 from scheduler.agent.protocol import DEFAULT_PORT, LOOPBACK
 from scheduler.agent.simulated import EXAMPLE_SPEC, SimulatedReader
@@ -253,6 +262,49 @@ def agent(
         )
     except LogSettingError as exc:
         raise _fail(str(exc)) from exc
+    log_max_mib: Annotated[
+        float,
+        typer.Option(
+            "--log-max-mib",
+            min=0.01,
+            help="A job's log keeps at most this many MiB: its end, the older output dropped.",
+        ),
+    ] = LOG_MAX_BYTES / MIB,
+    disk_reserve_mib: Annotated[
+        float,
+        typer.Option(
+            "--disk-reserve-mib",
+            min=0.0,
+            help="Free MiB of the state dir's disk that job logs never take (the agent's own "
+            "records need it). Under twice this the host takes no new job and reports its "
+            "disk low.",
+        ),
+    ] = DISK_RESERVE_BYTES / MIB,
+    keep_ended_s: Annotated[
+        float,
+        typer.Option(
+            "--keep-ended-s",
+            min=0.0,
+            help="Seconds an ended run is kept after the scheduler has recorded its end.",
+        ),
+    ] = KEEP_ENDED_S,
+    logs_max_age_days: Annotated[
+        float,
+        typer.Option(
+            "--logs-max-age-days",
+            min=0.0,
+            help="Logs of runs the agent has forgotten are removed after this many days.",
+        ),
+    ] = LOGS_MAX_AGE_S / 86400,
+    logs_max_total_mib: Annotated[
+        float,
+        typer.Option(
+            "--logs-max-total-mib",
+            min=0.0,
+            help="Logs of runs the agent has forgotten take at most this many MiB together "
+            "(the oldest go first).",
+        ),
+    ] = LOGS_MAX_TOTAL_BYTES / MIB,
     warn_root_jobs(allow_root_jobs)
     try:
         run_as = RunAs.for_this_process(
@@ -318,6 +370,11 @@ def agent(
             host=host,
             port=port,
             log_level=logging.getLevelName(logging.getLogger().level).lower(),
+            log_max_bytes=int(log_max_mib * MIB),
+            disk_reserve_bytes=int(disk_reserve_mib * MIB),
+            keep_ended_s=keep_ended_s,
+            logs_max_age_s=logs_max_age_days * 86400,
+            logs_max_total_bytes=int(logs_max_total_mib * MIB),
             # None: uvicorn's loggers go through the root's handler, in its format (JSON too).
             log_config=None,
             http="h11",

@@ -4,7 +4,8 @@ Every job runs as `python -I wrapper.py --detach FD --spec FD EXITFILE -- COMMAN
 wrapper forks away from the agent into a new session (so its pid is also the job's process
 group), reports its pid and start time through the pipe FD, and runs the command. Jobs are
 never the agent's children: they outlive it, and a fresh agent and a restarted one watch
-them the same way. Output (stdout and stderr) goes to `<state_dir>/logs/<job_id>.log`; the
+them the same way. Output (stdout and stderr) goes to `<state_dir>/logs/<job_id>.log` (through
+the job's log pump, below); the
 wrapper writes the command's exit status to `<state_dir>/exits/<job_id>.json`, so an exit is
 recorded even while no agent runs.
 
@@ -32,7 +33,23 @@ agent died while launching it).
 A stop for a job id the store does not know leaves a tombstone: an ended record (killed,
 stop requested, no pid) that refuses a later start with that id (JobConflict). The scheduler
 stops a run whose start it gave up on; if that start was still on its way, it must not run.
-Ended jobs, tombstones among them, stay in the table; nothing prunes them.
+Ended jobs, tombstones among them, stay in the table until the scheduler acknowledges them
+(POST /v1/jobs/ack, sent once their end is committed in its database), and `keep_ended_s`
+after that; then the record and its exit file go. Every change of a record takes the next
+change number (`seq`), so a poll asks only for what changed since its last answer (`changes`,
+a cursor `<epoch>-<seq>`; the epoch names this table, so a cursor of a table made anew reads
+as "from the start"), in answers of bounded size.
+
+The disk. A job's output goes into a pipe; a pump of its own (logpump.py, outliving the
+agent like the wrapper) writes it to the log, keeping the log's tail under `log_max_bytes`
+and writing nothing while the disk has less than `disk_reserve_bytes` free: a job cannot fill
+the disk with its output. The agent also holds part of that reserve in a file
+(`<state_dir>/reserve`, up to 16 MiB) that it gives up when the disk is full all the same
+(a job writing its own files there), so the wrappers' exit records and the job table are
+still written; it takes it back once there is room. Under twice the reserve the disk is low:
+starts are refused (507, said why), the status says so, and the scheduler sends no job. Logs
+of forgotten runs are removed after `logs_max_age_s`, oldest first past `logs_max_total_bytes`,
+and oldest first while the disk is low; the log of a forgotten run can still be read until then.
 
 Report files. Each run gets a file of its own to report its outputs in, one report a line
 (`metric=loss:0.31 output=s3://… status=succeeded`, or a JSON object), named to the job by
@@ -53,6 +70,7 @@ and sends SIGKILL to the group of a job whose stop grace period has run out.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging
@@ -65,7 +83,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,7 +93,15 @@ from scheduler.agent import isolation
 from scheduler.agent.errors import AgentError, BadRequest, JobConflict, JobNotFound
 from scheduler.agent.gpus import GpuLoad
 from scheduler.agent.isolation import JOB_PATH, JOB_UMASK, Account, RunAs, workdir_for
-from scheduler.agent.protocol import MAX_LOG_LINES, JobInfo, JobState, StartRequest, is_job_id
+from scheduler.agent.protocol import (
+    JOBS_ANSWER_BYTES,
+    MAX_LOG_LINES,
+    DiskState,
+    JobInfo,
+    JobState,
+    StartRequest,
+    is_job_id,
+)
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +109,18 @@ STATE_FILE = "jobs.json"
 LOCK_FILE = "agent.lock"
 STATE_VERSION = 1
 WRAPPER = Path(__file__).with_name("wrapper.py")
+LOG_PUMP = Path(__file__).with_name("logpump.py")
+RESERVE_FILE = "reserve"
+# The space the agent holds in a file of its own (at most this, and at most its reserve),
+# given up when the disk is full so exit records and the job table can still be written.
+RESERVE_FILE_MAX = 16 * 1024 * 1024
+# Defaults of the agent's options (paika agent --log-max-mib … ).
+LOG_MAX_BYTES = 256 * 1024 * 1024
+DISK_RESERVE_BYTES = 512 * 1024 * 1024
+KEEP_ENDED_S = 3600.0
+LOGS_MAX_AGE_S = 14 * 86400.0
+LOGS_MAX_TOTAL_BYTES = 4 * 1024 * 1024 * 1024
+TIDY_EVERY_S = 10.0  # acknowledged runs and old logs are looked for this often
 TOKEN_ENV = "PAIKA_AGENT_TOKEN"  # never handed on to jobs
 # What a container runtime's client may take from the agent's environment (where its daemon is).
 RUNTIME_ENV = (
@@ -109,6 +147,16 @@ REPORT_READ_LIMIT = 256 * 1024  # bytes read from one file in one look
 # costs the agent at most one read and one save of its table this often.
 REPORT_LOOK_S = 0.5
 LAUNCH_TIMEOUT_S = 10.0
+MIB = 1024 * 1024
+PUMP_LOG_FD = 3  # the log's descriptor in the log pump
+
+
+def _reaped(pid: int) -> bool:
+    """Whether the agent's child `pid` has ended (and is reaped now)."""
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] == pid
+    except ChildProcessError:
+        return True
 
 
 # ---------------------------------------------------------------- /proc
@@ -178,6 +226,8 @@ class _Job:
     report_offset: int = 0  # bytes of the report file read so far
     report_lines: list[str] = field(default_factory=list)
     report_first: int = 1  # the number of report_lines[0] in the file (from 1)
+    seq: int = 0  # the store's change number when this record last changed
+    acked_at: float | None = None  # when the scheduler said it has recorded the end
 
     @classmethod
     def tombstone_for(cls, job_id: str, now: float) -> _Job:
@@ -248,6 +298,8 @@ class _Job:
             "report_offset": self.report_offset,
             "report_lines": list(self.report_lines),
             "report_first": self.report_first,
+            "seq": self.seq,
+            "acked_at": self.acked_at,
         }
 
     @classmethod
@@ -280,6 +332,8 @@ class _Job:
             report_offset=int(rec.get("report_offset") or 0),
             report_lines=[str(line) for line in rec.get("report_lines") or ()],
             report_first=int(rec.get("report_first") or 1),
+            seq=int(rec.get("seq") or 0),
+            acked_at=rec.get("acked_at"),
         )
 
 
@@ -364,8 +418,25 @@ class JobStore:
         use_cgroups: bool = True,
         report_dir: Path | str | None = None,
         checkpoint_dir: Path | str | None = None,
+        log_max_bytes: int = LOG_MAX_BYTES,
+        disk_reserve_bytes: int = DISK_RESERVE_BYTES,
+        keep_ended_s: float = KEEP_ENDED_S,
+        logs_max_age_s: float = LOGS_MAX_AGE_S,
+        logs_max_total_bytes: int = LOGS_MAX_TOTAL_BYTES,
+        tidy_interval_s: float = TIDY_EVERY_S,
     ) -> None:
         self.state_dir = Path(state_dir).absolute()
+        # A running job's log keeps at most this much, its tail (logpump.py writes it).
+        self.log_max_bytes = max(4096, int(log_max_bytes))
+        # Free space job logs never take: the agent's own records need it. Under twice this
+        # the disk is low: the agent takes no new job and says so in its status.
+        self.disk_reserve_bytes = max(0, int(disk_reserve_bytes))
+        # How long an ended run is kept once the scheduler has recorded its end.
+        self.keep_ended_s = max(0.0, float(keep_ended_s))
+        # Logs of forgotten runs go after this age, and oldest first past this total.
+        self.logs_max_age_s = max(0.0, float(logs_max_age_s))
+        self.logs_max_total_bytes = max(0, int(logs_max_total_bytes))
+        self.tidy_interval_s = tidy_interval_s
         # Where jobs that checkpoint and resume keep their checkpoints when they have no
         # place of their own: one folder a job, kept across its runs on this host.
         self.checkpoint_dir = (
@@ -391,6 +462,11 @@ class JobStore:
         self._stop = threading.Event()
         self._closed = False
         self._reports_read_at = 0.0
+        self._pumps: list[int] = []  # pids of log pumps to reap (never to wait for)
+        self._seq = 0  # change number: every change of a record takes the next one
+        self._epoch = secrets.token_hex(6)  # names this table in cursors (kept in jobs.json)
+        self._tidied_at = 0.0
+        self._disk = DiskState(path=str(self.state_dir), free_bytes=0, reserve_bytes=0)
         self._make_private_dirs()
         self._lockfile = self._acquire_lock()
         try:
@@ -517,6 +593,8 @@ class JobStore:
             if data.get("version") != STATE_VERSION:
                 raise ValueError(f"unknown version {data.get('version')!r}")
             jobs = [_Job.from_record(rec) for rec in data["jobs"]]
+            self._epoch = str(data.get("epoch") or self._epoch)
+            self._seq = max([int(data.get("seq") or 0), *(job.seq for job in jobs)])
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise AgentError(
                 None,
@@ -545,14 +623,157 @@ class JobStore:
         self._save()
 
     def _save(self) -> None:
-        data = {"version": STATE_VERSION, "jobs": [j.to_record() for j in self._jobs.values()]}
+        """Write the job table; on a full disk, give up the reserve file and write again."""
+        try:
+            self._write_table()
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not self._spend_reserve():
+                raise
+            self._write_table()
+
+    def _write_table(self) -> None:
+        data = {
+            "version": STATE_VERSION,
+            "epoch": self._epoch,
+            "seq": self._seq,
+            "jobs": [j.to_record() for j in self._jobs.values()],
+        }
         tmp = self.state_file.with_suffix(".json.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
-        with open(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out, indent=1)
-            out.flush()
-            os.fsync(out.fileno())
+        try:
+            with open(fd, "w", encoding="utf-8") as out:
+                json.dump(data, out, separators=(",", ":"))
+                out.flush()
+                os.fsync(out.fileno())
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()  # a half-written table must not hold the space it took
+            raise
         os.replace(tmp, self.state_file)
+
+    def _touch(self, job: _Job) -> None:
+        """`job` changed: it takes the next change number (a poll with an older cursor gets it)."""
+        self._seq += 1
+        job.seq = self._seq
+
+    # -- the disk
+
+    @property
+    def reserve_file(self) -> Path:
+        return self.state_dir / RESERVE_FILE
+
+    def _reserve_size(self) -> int:
+        return min(self.disk_reserve_bytes, RESERVE_FILE_MAX)
+
+    def _spend_reserve(self) -> bool:
+        """Give up the reserve file (the disk is full): True when there was one to give."""
+        try:
+            self.reserve_file.unlink()
+        except FileNotFoundError:
+            return False
+        log.warning(
+            "the disk of %s is full: the agent gave up its reserve of %d MiB to write its "
+            "records; free space there",
+            self.state_dir,
+            self._reserve_size() // (1024 * 1024),
+        )
+        return True
+
+    def _keep_reserve(self) -> None:
+        """Hold the reserve file again once the disk has room for it above the reserve."""
+        size = self._reserve_size()
+        if size <= 0 or self.reserve_file.exists() or self._disk.low:
+            return
+        try:
+            fd = os.open(self.reserve_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+        except OSError:
+            return
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError:
+            with contextlib.suppress(OSError):
+                self.reserve_file.unlink()
+        finally:
+            os.close(fd)
+
+    def _look_at_disk(self) -> DiskState:
+        """How much room the state dir's filesystem has; a full one gives up the reserve
+        file at once, so the wrappers' exit records still fit."""
+        try:
+            info = os.statvfs(self.state_dir)
+            free = info.f_bavail * info.f_frsize
+        except OSError:
+            return self._disk
+        if free < min(1024 * 1024, self._reserve_size()) and self._spend_reserve():
+            with contextlib.suppress(OSError):
+                info = os.statvfs(self.state_dir)
+                free = info.f_bavail * info.f_frsize
+        low = free < 2 * self.disk_reserve_bytes
+        if low and not self._disk.low:
+            log.warning(
+                "the disk of %s is low: %d MiB free, under twice the reserve of %d MiB; no "
+                "job starts here until there is room",
+                self.state_dir,
+                free // (1024 * 1024),
+                self.disk_reserve_bytes // (1024 * 1024),
+            )
+        self._disk = DiskState(
+            path=str(self.state_dir),
+            free_bytes=free,
+            reserve_bytes=self.disk_reserve_bytes,
+            low=low,
+        )
+        return self._disk
+
+    def disk(self) -> DiskState:
+        """The state dir's filesystem now."""
+        with self._lock:
+            return self._look_at_disk()
+
+    def _tidy(self, now: float) -> bool:
+        """Forget ended runs the scheduler acknowledged `keep_ended_s` ago (with their exit
+        records), then remove logs no run keeps: past their age, oldest first past the total,
+        and, while the disk is low, oldest first until it is not. True when records went."""
+        forget = [
+            job
+            for job in self._jobs.values()
+            if job.state is not JobState.RUNNING
+            and job.acked_at is not None
+            and now - job.acked_at >= self.keep_ended_s
+        ]
+        for job in forget:
+            del self._jobs[job.job_id]
+            if job.exit_path:
+                with contextlib.suppress(OSError):
+                    os.unlink(job.exit_path)
+        if forget:
+            log.info("forgot %d ended runs the scheduler has recorded", len(forget))
+        self._remove_old_logs(now)
+        return bool(forget)
+
+    def _remove_old_logs(self, now: float) -> None:
+        kept = {Path(job.log_path).name for job in self._jobs.values() if job.log_path}
+        logs: list[tuple[float, int, Path]] = []
+        try:
+            with os.scandir(self.state_dir / "logs") as found:
+                for entry in found:
+                    if entry.name in kept or not entry.is_file(follow_symlinks=False):
+                        continue
+                    info = entry.stat(follow_symlinks=False)
+                    logs.append((info.st_mtime, info.st_blocks * 512, Path(entry.path)))
+        except OSError:
+            return
+        logs.sort()
+        total = sum(size for _, size, _ in logs)
+        low = self._disk.low
+        for mtime, size, path in logs:
+            if now - mtime < self.logs_max_age_s and total <= self.logs_max_total_bytes and not low:
+                break
+            with contextlib.suppress(OSError):
+                path.unlink()
+                total -= size
+            if low:
+                low = self._look_at_disk().low
 
     # -- watching
 
@@ -577,8 +798,9 @@ class JobStore:
         for job in self._jobs.values():
             if job.state is not JobState.RUNNING:
                 continue
-            if look:
-                changed |= _read_report(job, final=False)
+            if look and _read_report(job, final=False):
+                self._touch(job)
+                changed = True
             if not process_alive(job.pid, job.start_ticks):
                 self._finish(job, now)
                 changed = True
@@ -592,6 +814,12 @@ class JobStore:
                 self._sigkill(job)
                 changed = True
         self._helpers = [h for h in self._helpers if h.poll() is None]
+        self._pumps = [pid for pid in self._pumps if not _reaped(pid)]
+        disk = self._look_at_disk()
+        if now - self._tidied_at >= self.tidy_interval_s or disk.low:
+            self._tidied_at = now
+            changed |= self._tidy(now)
+            self._keep_reserve()
         return changed
 
     def _finish(self, job: _Job, now: float) -> None:
@@ -612,6 +840,7 @@ class JobStore:
             job.state = JobState.EXITED
         else:
             job.state = JobState.LOST
+        self._touch(job)
         if job.env_file:
             with contextlib.suppress(OSError):
                 os.unlink(job.env_file)
@@ -681,6 +910,63 @@ class JobStore:
     def all_jobs(self) -> list[JobInfo]:
         with self._lock:
             return [job.info() for job in sorted(self._jobs.values(), key=lambda j: j.started_at)]
+
+    def cursor(self) -> str:
+        """Where the table's changes are now: `<epoch>-<change number>`."""
+        with self._lock:
+            return f"{self._epoch}-{self._seq}"
+
+    def _after(self, since: str) -> int:
+        """The change number a cursor names; 0 (from the start) for another table's cursor,
+        one from this table's future, or one that does not parse."""
+        epoch, _, number = since.rpartition("-")
+        if epoch != self._epoch or not number.isdigit() or int(number) > self._seq:
+            return 0
+        return int(number)
+
+    def changes(
+        self, since: str, *, budget: int = JOBS_ANSWER_BYTES
+    ) -> tuple[list[JobInfo], str, bool]:
+        """(jobs, cursor, more): every running job, then the ended ones changed after
+        `since`, oldest change first, until about `budget` bytes of JSON (at least one);
+        `more` when changes were left for a next call with the returned cursor."""
+        with self._lock:
+            after = self._after(since)
+            running = [j for j in self._jobs.values() if j.state is JobState.RUNNING]
+            ended = sorted(
+                (
+                    j
+                    for j in self._jobs.values()
+                    if j.state is not JobState.RUNNING and j.seq > after
+                ),
+                key=lambda j: j.seq,
+            )
+            jobs = [job.info() for job in sorted(running, key=lambda j: j.started_at)]
+            size, upto, more = 0, self._seq, False
+            for i, job in enumerate(ended):
+                info = job.info()
+                size += len(info.to_json())
+                if i and size > budget:
+                    upto, more = ended[i - 1].seq, True
+                    break
+                jobs.append(info)
+            return jobs, f"{self._epoch}-{upto}", more
+
+    def acknowledge(self, job_ids: Iterable[str]) -> int:
+        """The scheduler has recorded how these runs ended: each is forgotten `keep_ended_s`
+        later (its log stays, see _tidy). Returns how many ended runs were newly acknowledged."""
+        now = time.time()
+        with self._lock:
+            fresh = [
+                job
+                for job in (self._jobs.get(job_id) for job_id in job_ids)
+                if job is not None and job.state is not JobState.RUNNING and job.acked_at is None
+            ]
+            for job in fresh:
+                job.acked_at = now
+            if fresh:
+                self._save()
+            return len(fresh)
 
     def gpu_holders(self) -> dict[int, str]:
         """GPU index → id of the running job that holds it."""
@@ -785,6 +1071,16 @@ class JobStore:
             existing = self.known(req.job_id)
             if existing is not None:
                 return existing, False
+            disk = self._look_at_disk()
+            if disk.low:
+                raise AgentError(
+                    507,
+                    f"this host's disk is nearly full: {disk.free_bytes // MIB} MiB free for "
+                    f"{disk.path}, under twice the agent's reserve ({disk.reserve_bytes // MIB} "
+                    f"MiB); job {req.job_id} was not started. Free space there (job logs are "
+                    f"in {self.state_dir / 'logs'}) or start the agent with a smaller "
+                    "--disk-reserve-mib",
+                )
             holders = self.gpu_holders()
             taken = sorted(g for g in req.gpus if g in holders)
             if taken:
@@ -843,6 +1139,7 @@ class JobStore:
                 spec = self._spec(job, account, env)
             # On disk before the launch: an agent that dies mid-launch comes back knowing
             # the run (as lost), so a repeated start does not launch it a second time.
+            self._touch(job)
             self._jobs[job.job_id] = job
             try:
                 self._save()
@@ -934,20 +1231,52 @@ class JobStore:
         return spec
 
     def _open_log(self, path: Path, account: Account) -> int:
-        """The job's log: its account's, 0600; the job writes it through this descriptor."""
-        fd = os.open(
-            path,
-            os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-            PRIVATE_FILE,
-        )
+        """The job's output: a pipe (the descriptor returned) into the job's log, which a
+        pump of its own writes (logpump.py), keeping its tail under `log_max_bytes` and off
+        the disk's reserve. The log is its account's, 0600. The pump leads a session of its
+        own: it outlives the agent, and ends when the job's output is closed."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE)
+        if fd == PUMP_LOG_FD:  # dup2 onto itself would keep close-on-exec: move it
+            moved = os.dup(fd)
+            os.close(fd)
+            fd = moved
         try:
             if self.run_as.privileged:
                 os.fchown(fd, account.uid, account.gid)
             os.fchmod(fd, PRIVATE_FILE)
+            read_end, write_end = os.pipe()
         except OSError:
             os.close(fd)
             raise
-        return fd
+        try:
+            self._pumps.append(
+                os.posix_spawn(
+                    self.python,
+                    [
+                        self.python,
+                        "-I",
+                        str(LOG_PUMP),
+                        str(PUMP_LOG_FD),
+                        str(self.log_max_bytes),
+                        str(self.disk_reserve_bytes),
+                    ],
+                    {},
+                    file_actions=[
+                        (os.POSIX_SPAWN_DUP2, read_end, 0),
+                        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                        (os.POSIX_SPAWN_DUP2, fd, PUMP_LOG_FD),
+                    ],
+                    setsid=True,
+                )
+            )
+        except OSError:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+            os.close(fd)
+        return write_end
 
     def _launch(self, job: _Job, account: Account, spec: dict[str, Any]) -> tuple[int, int]:
         """Start the wrapper detached; return its pid and start time (from its report)."""
@@ -1025,6 +1354,7 @@ class JobStore:
                 if job.pid is not None and process_alive(job.pid, job.start_ticks):
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.kill(job.pid, signal.SIGTERM)
+                self._touch(job)
                 log.info(
                     "stopping job %s (grace %.1f s)",
                     job.job_id,
@@ -1043,6 +1373,7 @@ class JobStore:
         if self._closed:
             raise AgentError(503, "the agent is shutting down")
         job = _Job.tombstone_for(job_id, time.time())
+        self._touch(job)
         self._jobs[job_id] = job
         try:
             self._save()
@@ -1061,7 +1392,13 @@ class JobStore:
         if not 1 <= lines <= MAX_LOG_LINES:
             raise BadRequest(f"lines: {lines} is not between 1 and {MAX_LOG_LINES}")
         with self._lock:
-            log_path = self._get(job_id).log_path
+            job = self._jobs.get(job_id)
+            if job is not None:
+                log_path = job.log_path
+            elif is_job_id(job_id) and (self.state_dir / "logs" / f"{job_id}.log").is_file():
+                log_path = str(self.state_dir / "logs" / f"{job_id}.log")  # a forgotten run's
+            else:
+                raise JobNotFound(f"no job {job_id!r} on this agent")
         return tail_lines(Path(log_path), lines) if log_path else []
 
 

@@ -12,8 +12,12 @@ Wire format (API version 1), all under /v1/:
 
     GET  /health                 Health
     GET  /gpus                   GpuList {"host": str, "gpus": [GpuInfo]}  (GpuInfo.job_id: holder)
-    GET  /status                 Status {"health": Health, "host": str, "gpus": [GpuInfo],
-                                 "jobs": [JobInfo]}: one poll's worth in one request
+    GET  /status[?since=CURSOR]  Status {"health": Health, "host": str, "gpus": [GpuInfo],
+                                 "jobs": [JobInfo], "cursor": str, "more": bool,
+                                 "disk": DiskState}: one poll's worth in one request; with
+                                 `since`, the running jobs and the ended ones changed since
+    POST /jobs/ack               JobAck {"job_ids": [str]} -> Acked: runs whose end the
+                                 scheduler has recorded; the agent forgets them later
     GET  /jobs                   JobList {"jobs": [JobInfo]}
     GET  /jobs/{id}              JobInfo
     POST /jobs                   StartRequest -> JobInfo (201 started, 200 already known:
@@ -74,6 +78,10 @@ SHM_SIZE_RE = re.compile(r"[1-9][0-9]{0,12}[bkmgBKMG]?")
 MAX_MOUNTS = 32
 MAX_LOG_LINES = 10_000
 MAX_GRACE_S = 24 * 3600.0
+MAX_ACK = 4096
+# A status answer carries ended jobs up to about this many bytes of JSON (and at least one),
+# so an answer always fits the scheduler's cap on answers, however long the agent's history.
+JOBS_ANSWER_BYTES = 4 * 1024 * 1024
 
 # A time on the wire is an ISO 8601 string, in Python a datetime: never a number of seconds.
 Time = Annotated[datetime, Strict()]
@@ -524,8 +532,28 @@ class JobList(WireModel):
     jobs: list[JobInfo]
 
 
+class DiskState(WireModel):
+    """The filesystem of the agent's state dir (its job table, logs and exit records).
+    `low`: less than twice `reserve_bytes` free: the agent takes no new job, and job logs
+    stop growing at the reserve itself, which stays for the agent's own records."""
+
+    WHAT = "disk"
+
+    path: StrictStr
+    free_bytes: StrictInt
+    reserve_bytes: StrictInt
+    low: StrictBool = False
+
+
 class Status(WireModel):
-    """GET /v1/status: one poll's worth, the agent's health, its GPUs and its jobs."""
+    """GET /v1/status: one poll's worth, the agent's health, its GPUs and its jobs.
+
+    Asked with `?since=CURSOR` (the `cursor` of the last answer; `0` the first time), `jobs`
+    holds every running job and the ended ones that changed after that cursor, oldest change
+    first, as many as fit one answer (JOBS_ANSWER_BYTES); `more` says that more changes wait
+    (ask again with this answer's `cursor`). A cursor of another state dir (the agent's
+    table was made anew) reads as `0`. Asked without `since` (schedulers before cursors),
+    every job the agent keeps. Older agents send no `cursor`: their answers hold every job."""
 
     WHAT = "status"
 
@@ -533,6 +561,37 @@ class Status(WireModel):
     host: StrictStr = ""
     gpus: list[GpuInfo]
     jobs: list[JobInfo]
+    cursor: StrictStr | None = None
+    more: StrictBool = False
+    disk: DiskState | None = None
+
+
+class JobAck(WireModel):
+    """POST /v1/jobs/ack: the scheduler has recorded how these runs ended (committed): the
+    agent may forget them (after its `--keep-ended-s`). Running or unknown ids are skipped."""
+
+    model_config = ConfigDict(extra="forbid")
+    WHAT = "body"
+
+    job_ids: tuple[StrictStr, ...]
+
+    @field_validator("job_ids")
+    @classmethod
+    def _ids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(value) > MAX_ACK:
+            raise ValueError(f"{len(value)} job ids; at most {MAX_ACK} in one acknowledgement")
+        for job_id in value:
+            if not is_job_id(job_id):
+                raise ValueError(f"{job_id!r} is not a job id")
+        return value
+
+
+class Acked(WireModel):
+    """The answer to POST /v1/jobs/ack: how many of the runs were ended and now acknowledged."""
+
+    WHAT = "acknowledgement"
+
+    acked: StrictInt
 
 
 class StopRequest(WireModel):

@@ -226,6 +226,7 @@ def test_both_clients_take_their_requests_from_one_list() -> None:
         "stop_job",
         "log",
         "revoke_token",
+        "ack",
     }
     for client in (AgentClient, AsyncAgentClient):
         assert issubclass(client, Endpoints)
