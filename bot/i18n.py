@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 import yaml
@@ -180,4 +180,16 @@ def wait_words(lang: str, wait: Wait, now: float) -> str:
         return counted(lang, key, wait.gpus, gpus=wait.gpus)
     if code is WaitCode.QUOTA_EXHAUSTED:
         return t(lang, "wait.quota_exhausted", left=wait.left_hours, needs=wait.needs_hours)
+    if code is WaitCode.REFUSED_BY_HOST:
+        refusal = refusal_words(lang, wait.refusal, wait.refused_by, {})
+        return t(lang, "wait.refused_by_host", host=wait.refused_by, refusal=refusal)
     return t(lang, f"wait.{code.value}", gpu_type=gpu_type)
+
+
+def refusal_words(lang: str, code: object, host: object, values: Mapping[str, Any]) -> str:
+    """Why a host refuses a job's start for good, and what to do about it (a refusal code;
+    one without words of its own is said in the agent's words, `values["problem"]`)."""
+    key = f"notice.event.refusal.{code}"
+    if not has(key):
+        key = "notice.event.refusal.other"
+    return t(lang, key, host=host or "?", problem=values.get("problem") or "?")

@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.blocks.digest import notification
 from bot.blocks.job import preempt_reason
-from bot.i18n import counted, day, has, t, term
+from bot.i18n import counted, day, has, refusal_words, t, term
 from scheduler.alerts.idle import ACTION_KIND, ASK_KIND
 from scheduler.alerts.overrun import KIND as OVERRUN_KIND
 from scheduler.alerts.quota import EXPIRY_KIND, USED_KIND
@@ -143,15 +143,7 @@ def _killed_how(lang: str, values: Mapping[str, Any]) -> dict[str, object]:
 
 def _refusal(lang: str, values: Mapping[str, Any]) -> dict[str, object]:
     """Why a host refuses a job's start for good, and what to do about it, in `lang`."""
-    key = f"notice.event.refusal.{values.get('refusal')}"
-    said = {
-        "host": values.get("host") or "?",
-        "account": values.get("account") or "?",
-        "problem": values.get("problem") or "?",
-    }
-    if not has(key):
-        key = "notice.event.refusal.other"
-    return {"refusal": t(lang, key, **said)}
+    return {"refusal": refusal_words(lang, values.get("refusal"), values.get("host"), values)}
 
 
 _EVENT_VALUES: Mapping[EventCode, Callable[[str, Mapping[str, Any]], dict[str, object]]] = {

@@ -29,7 +29,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from scheduler import lifecycle
+from scheduler import holds, lifecycle
 from scheduler.clock import Clock
 from scheduler.config import PolicyConfig, Preemption
 from scheduler.configs.live import LivePolicy
@@ -180,7 +180,9 @@ class Cycle:
             self._send_stops(found.stops, found.orphans)
         with self._step(result, "revoke"):
             self._send_revocations(result.at)
-        # 4. snapshot and policy
+        # 4. snapshot and policy, once the holds whose cause has gone are released
+        with self._step(result, "holds"):
+            holds.release(self.engine, self.policy, result.at)
         with self._step(result, "policy"), Session(self.engine) as session:
             stamp = planning_stamp(session=session)
             last = self._last_pass
@@ -486,6 +488,9 @@ class Cycle:
             result.unconfirmed.append(job_id)
             return
         log.warning("start refused: %s", failure, extra={"job_id": job_id, "host": failure.host})
+        if failure.refusal is not None:
+            self._hold(job_id, attempt, failure, now, result)
+            return
         if failure.bad_order:
             reason = f"its start was refused on {failure.host}: {failure.problem}"
             kind, code = EventKind.JOB_FAILED, EventCode.START_REFUSED
@@ -516,12 +521,46 @@ class Cycle:
         if job is not None and job.state in (JobState.QUEUED, JobState.WAITING_DATA):
             result.requeued.append(job_id)
 
+    def _hold(
+        self,
+        job_id: int,
+        attempt: int,
+        failure: DispatchError,
+        now: datetime,
+        result: CycleResult,
+    ) -> None:
+        """The host refuses the job for good (its agent's 403): the job goes back in line, its
+        attempt counted, held off that host until something changes (scheduler/holds.py);
+        its owner and the admins are told once."""
+        reason = f"held off {failure.host}, which refuses to start it: {failure.problem}"
+        said: dict[str, object] = {
+            "host": failure.host,
+            "refusal": (failure.refusal or "other"),
+            "problem": failure.problem,
+        }
+        told: list[bool] = []
+
+        def change(session: Session, job: Job) -> None:
+            said["account"] = job.account or ""
+            requeue_or_finish(session, job, now, reason)
+            told.append(holds.hold(session, job, failure, now))
+
+        def tell(job: Job) -> Event | None:
+            if not told or not told[-1]:
+                return None
+            kind, code = EventKind.JOB_HELD, EventCode.START_HELD
+            return Event(kind, now, code, job_id, name=job.name, owner=job.owner, detail=said)
+
+        job = self._update(job_id, attempt, change, tell, result)
+        if job is not None and job.state in (JobState.QUEUED, JobState.WAITING_DATA):
+            result.requeued.append(job_id)
+
     def _update(
         self,
         job_id: int,
         attempt: int,
         change: Callable[[Session, Job], object],
-        tell: Callable[[Job], Event],
+        tell: Callable[[Job], Event | None],
         result: CycleResult,
     ) -> Job | None:
         """Apply `change` to the job's current run as a conditional update, re-reading it if
@@ -535,8 +574,11 @@ class Cycle:
                         return None
                     change(session, job)
                     session.add(job)
-                    event = record(session, tell(job))
-                result.events.append(event)
+                    event = tell(job)
+                    if event is not None:
+                        record(session, event)
+                if event is not None:
+                    result.events.append(event)
                 return job
             except Exception as exc:
                 if not lost_race(exc):

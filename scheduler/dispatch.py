@@ -10,6 +10,7 @@ import logging
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Protocol
 
 from scheduler.agent.client import AgentClient
@@ -30,7 +31,8 @@ class DispatchError(PaikaError):
     refused (an invalid field): starting it again would fail the same way. `reached` is
     False when the request surely never got to the host (nothing answered the connection):
     the host has no record of the run. `code`: why, as a code the faces have words for
-    (the Slurm executor's; None: `problem` says it).
+    (the Slurm executor's; None: `problem` says it). `refusal`: the host refuses the job for
+    good (its agent's 403), and why.
     """
 
     def __init__(
@@ -43,11 +45,40 @@ class DispatchError(PaikaError):
         bad_order: bool = False,
         reached: bool = True,
         code: str | None = None,
+        refusal: RefusalCode | None = None,
     ) -> None:
         self.host, self.job_id, self.problem = host, job_id, problem
         self.known, self.bad_order, self.reached = known, bad_order, reached
-        self.code = code
+        self.code, self.refusal = code, refusal
         super().__init__(f"{host}: job #{job_id}: {problem}")
+
+
+class RefusalCode(StrEnum):
+    """Why a host refuses to start a job for good (its agent's 403): nothing changes it by
+    itself, so the job is held off that host until something does (see scheduler/holds.py)."""
+
+    ACCOUNT_UNMAPPED = "account_unmapped"  # no account named, and the agent runs none as root
+    ACCOUNT_UNKNOWN = "account_unknown"  # no such Unix account on the host
+    ROOT_REFUSED = "root_refused"  # the account is root, which the agent does not run jobs as
+    AGENT_NOT_ROOT = "agent_not_root"  # the agent is not root: it runs jobs only as itself
+    REPORT_ONLY = "report_only"  # the agent only reports its GPUs (beside a batch system)
+    OTHER = "other"  # another 403: the agent's own words say why
+
+
+# How each refusal is known in the agent's words (scheduler/agent/isolation.py, app.py).
+_REFUSALS = (
+    ("report-only", RefusalCode.REPORT_ONLY),
+    ("account: missing", RefusalCode.ACCOUNT_UNMAPPED),
+    ("there is no unix account", RefusalCode.ACCOUNT_UNKNOWN),
+    ("is root (uid 0)", RefusalCode.ROOT_REFUSED),
+    ("not root, so it runs jobs only as", RefusalCode.AGENT_NOT_ROOT),
+)
+
+
+def refusal_of(message: str) -> RefusalCode:
+    """The code of an agent's 403, from its words."""
+    said = message.lower()
+    return next((code for words, code in _REFUSALS if words in said), RefusalCode.OTHER)
 
 
 def agent_job_id(job_id: int, attempt: int) -> str:
@@ -163,8 +194,9 @@ class AgentDispatcher:
 
 def _start_error(order: StartOrder, exc: AgentError) -> DispatchError:
     """Whether a failed start surely did not start the run, and whose fault it was. A host
-    that will not run the job as its account (403) is the host's matter: the job is queued
-    again, the agent's reason in its history."""
+    that will not run the job (403: not as its account, or no job at all) refuses for a
+    reason that does not change by itself: the job is held off that host (`refusal`), the
+    agent's reason in its history, until something changes."""
     unknown = isinstance(exc, AnswerLost) or (exc.status is not None and exc.status >= 500)
     return DispatchError(
         order.host,
@@ -173,4 +205,5 @@ def _start_error(order: StartOrder, exc: AgentError) -> DispatchError:
         known=not unknown,
         bad_order=exc.status == 400,
         reached=unknown or exc.status is not None,
+        refusal=refusal_of(exc.message) if exc.status == 403 else None,
     )

@@ -23,6 +23,7 @@ from scheduler.policy.snapshot import HOUR, Gpu, Host, Pending, Running, Snapsho
 from storage.models import ON_HOST_STATES, HostState, JobState
 from storage.queries import accounting
 from storage.queries import cluster as cluster_queries
+from storage.queries import holds as hold_queries
 from storage.queries import jobs as job_queries
 from storage.queries import org as org_queries
 
@@ -61,7 +62,12 @@ def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Sna
         for job in jobs
         if job.state in ON_HOST_STATES  # an unknown job still holds its GPUs
     ]
-    pending = [_pending(job, teams, ratios, kept) for job in jobs if job.state in PENDING_STATES]
+    refused = _held_hosts(session)
+    pending = [
+        _pending(job, teams, ratios, kept, refused.get(job.id or 0, ()))
+        for job in jobs
+        if job.state in PENDING_STATES
+    ]
     quotas, ends = _quotas(session, policy, teams)
     return Snapshot(
         now=now.timestamp(),
@@ -117,11 +123,21 @@ def left_gpu_hours(job: PlannedJob, kept: dict[int, float]) -> float:
     return max(estimate - done, estimate * LEFT_FLOOR)
 
 
+def _held_hosts(session: Session) -> dict[int, tuple[tuple[str, str], ...]]:
+    """Job id → (host, refusal code) of each host that refused it for good and still holds
+    it off (scheduler/holds.py): the policy places it anywhere else."""
+    found: dict[int, list[tuple[str, str]]] = {}
+    for row in hold_queries.standing(session=session):
+        found.setdefault(row.job_id, []).append((row.host, row.refusal))
+    return {job_id: tuple(pairs) for job_id, pairs in found.items()}
+
+
 def _pending(
     job: PlannedJob,
     teams: dict[int | None, str],
     ratios: dict[str, float],
     kept: dict[int, float] | None = None,
+    holds: tuple[tuple[str, str], ...] = (),
 ) -> Pending:
     return Pending(
         job.id or 0,
@@ -136,6 +152,7 @@ def _pending(
         ratios.get(job.owner, 1.0),
         preemptible=bool(job.preemptible),
         preemptions=job.preemptions or 0,
+        holds=holds,
     )
 
 

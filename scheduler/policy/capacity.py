@@ -234,15 +234,25 @@ class Capacity:
         return gpus <= pool.max_host_size or gpus <= pool.size
 
     def place_now(
-        self, gpu_type: str, gpus: int, *, core: bool, run_seconds: float
+        self,
+        gpu_type: str,
+        gpus: int,
+        *,
+        core: bool,
+        run_seconds: float,
+        avoid: frozenset[str] = frozenset(),
     ) -> Placement | None:
-        """Free GPUs for a job of `gpus` GPUs now, or None; honours headroom and reservations."""
+        """Free GPUs for a job of `gpus` GPUs now, or None; honours headroom and reservations,
+        and never places it on the hosts it must `avoid` (they refused it)."""
         pool = self.pools.get(gpu_type)
         if pool is None or pool.free_count < gpus:
             return None
         if not core and pool.free_count - gpus < pool.spare_headroom:
             return None
         blocked = self._reserved_for_others(pool, run_seconds)
+        if avoid:
+            refused = (pool.free.get(host, ()) for host in avoid)
+            blocked = blocked.union(gpu for ids in refused for gpu in ids)
         if gpus <= pool.max_host_size:
             return self._on_one_host(pool, gpus, blocked)
         return self._across_hosts(pool, gpus, blocked)

@@ -25,6 +25,8 @@ class Note:
     eta: float | None = None  # when the cheaper type it waits for should be free
     costlier: str = ""  # the costlier type it could take instead
     left_hours: float = 0.0  # quota exhausted: GPU-hours left
+    refused_by: str = ""  # refused by host: the host
+    refusal: str = ""  # … and why (a refusal code)
 
 
 # Codes whose job cannot be given a start time.
@@ -34,6 +36,7 @@ _NO_ETA = (
     WaitCode.QUOTA_EXHAUSTED,
     WaitCode.NO_LIVE_QUOTA,
     WaitCode.QUOTA_EXPIRES,
+    WaitCode.REFUSED_BY_HOST,
 )
 
 
@@ -180,4 +183,6 @@ def _unestimated(job: Pending, note: Note, position: int, now: float) -> Wait:
         gpus=job.gpus,
         keeps_headroom=note.code is WaitCode.NEVER_FITS and job.priority != "core",
         as_of=now,
+        refused_by=note.refused_by,
+        refusal=note.refusal,
     )

@@ -77,6 +77,9 @@ class WaitCode(StrEnum):
     NEVER_FITS = "never_fits"
     NO_HOSTS = "no_hosts"  # never fits because no host is registered yet (a new install)
     STARTING = "starting"
+    # A host refused its start for good (no such account there, …): held off that host
+    # until that changes (`refused_by`, `refusal`), with no other place to go now.
+    REFUSED_BY_HOST = "refused_by_host"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +104,9 @@ class Wait:
     # Waiting behind others: the first of them in the queue for its type (of a higher class
     # when it waits behind higher priority), so the decision log can say behind whom.
     behind: int | None = None
+    # Refused by a host: which, and why (a refusal code the faces have words for).
+    refused_by: str = ""
+    refusal: str = ""
 
 
 @dataclass(frozen=True, slots=True)

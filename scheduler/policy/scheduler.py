@@ -179,7 +179,7 @@ class _Admission:
                 continue  # nothing can start; later steps still see this job as waiting
             shape = None
             starving = self.starving(job)
-            if failed is not None and not starving:
+            if failed is not None and not starving and not job.holds:
                 shape = (id(self.types[job.id]), job.priority == "core")
                 tried = failed.get(shape)
                 if tried and any(g <= job.gpus and r <= job.run_seconds for g, r in tried):
@@ -190,6 +190,11 @@ class _Admission:
                 any_free = self.capacity.any_free
                 if failed:
                     failed.clear()
+                continue
+            if job.holds:
+                # Held off some hosts: nobody waits behind it, nor is a place kept for it
+                # (the hosts it may use are not the pool's); a note says who refused it.
+                self.notes.setdefault(job.id, _held(job))
                 continue
             if failed is not None and shape is not None and not placeable:
                 # Keep only the failures no other one covers: a handful of shapes at most.
@@ -295,23 +300,32 @@ class _Admission:
         found = [
             p
             for t in types
-            if (p := self.capacity.place_now(t, job.gpus, core=core, run_seconds=job.run_seconds))
+            if (
+                p := self.capacity.place_now(
+                    t, job.gpus, core=core, run_seconds=job.run_seconds, avoid=job.avoid
+                )
+            )
         ]
         return min(found, key=lambda p: order[p.hosts[0]], default=None)
 
     def _cheapest(self, job: Pending, types: list[str], core: bool) -> tuple[Placement | None, str]:
         capacity, now = self.capacity, self.snapshot.now
         cheapest = types[0]
-        placement = capacity.place_now(cheapest, job.gpus, core=core, run_seconds=job.run_seconds)
+        avoid = job.avoid
+        placement = capacity.place_now(
+            cheapest, job.gpus, core=core, run_seconds=job.run_seconds, avoid=avoid
+        )
         if placement is not None:
             return placement, "the cheapest adequate type, with GPUs free now"
         for costlier in types[1:]:
             placement = capacity.place_now(
-                costlier, job.gpus, core=core, run_seconds=job.run_seconds
+                costlier, job.gpus, core=core, run_seconds=job.run_seconds, avoid=avoid
             )
             if placement is None:
                 continue
             limit = costlier_after(self.knobs, job.run_seconds)
+            if avoid:  # the cheaper type's GPUs it waits for may be on a host that refused it
+                return placement, "a costlier type: a host of the cheaper one refused it"
             if now - job.submitted_at >= limit:
                 return placement, f"waited over {limit / 60:g} min for a cheaper type"
             cheap_at, _ = capacity.earliest_start(cheapest, job.gpus)
@@ -394,6 +408,12 @@ class _Admission:
 
 
 _FOR_A_CHEAPER_TYPE = "waits for a cheaper type"  # _cheapest had a place but waits
+
+
+def _held(job: Pending) -> Note:
+    """Why a job held off the hosts that refused it waits: the first of them, and why."""
+    host, refusal = job.holds[0]
+    return Note(WaitCode.REFUSED_BY_HOST, refused_by=host, refusal=refusal)
 
 
 def _preemptions(

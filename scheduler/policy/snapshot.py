@@ -166,6 +166,14 @@ class Pending:
     estimate_ratio: float = 1.0
     preemptible: bool = False  # it checkpoints and resumes (see Running)
     preemptions: int = 0  # times it was stopped by preemption so far
+    # Hosts that refused its start for good, each with why (a refusal code): it is placed
+    # anywhere but there, until the hold is released (scheduler/holds.py).
+    holds: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def avoid(self) -> frozenset[str]:
+        """The hosts it is not to be placed on."""
+        return frozenset(host for host, _ in self.holds)
 
     @property
     def run_seconds(self) -> float:

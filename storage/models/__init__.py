@@ -17,6 +17,7 @@ from storage.models.jobs import (
     OutputKind,
     OutputSource,
     PriorityClass,
+    StartHold,
     Template,
 )
 from storage.models.memory import ArchiveMark, ConfigVersion, Decision, TemplateVersion
@@ -53,6 +54,7 @@ __all__ = [
     "Role",
     "SeenRequest",
     "SlackDelivery",
+    "StartHold",
     "Team",
     "Template",
     "UserPref",

@@ -9,7 +9,15 @@ from typing import Any
 from sqlalchemy import JSON, Column, Integer, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from storage.limits import CHECKPOINT, OUTPUT_NAME, OUTPUT_SOURCE, PROJECT, ROUND, UNIX_ACCOUNT
+from storage.limits import (
+    CHECKPOINT,
+    HOST_NAME,
+    OUTPUT_NAME,
+    OUTPUT_SOURCE,
+    PROJECT,
+    ROUND,
+    UNIX_ACCOUNT,
+)
 from storage.models.base import SLACK_ID, at_field, json_field, number_field, text_field
 
 
@@ -171,6 +179,31 @@ class JobOutput(SQLModel, table=True):
     name: str = Field(sa_type=String(OUTPUT_NAME))
     value: float | None = number_field(nullable=True)
     text: str | None = text_field()
+
+
+class StartHold(SQLModel, table=True):
+    """A host refused to start a job for a reason that does not change by itself (its agent's
+    403: no such account there, root refused, a report-only agent): the job is not sent to
+    that host again until something changes — the account its owner maps to, the host's
+    agent (its version, or the host going down and up again), or an admin's release.
+
+    Each refusal is kept (`released_at` set once it no longer holds): how many starts the
+    hosts refused counts toward the job's attempts and shows in its history."""
+
+    __tablename__ = "start_holds"
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(foreign_key="jobs.id", index=True)
+    # The host by name (no key: removing the host leaves the record), and what the host was
+    # when it refused: when it was added, its agent's version, when its state last changed.
+    host: str = Field(sa_type=String(HOST_NAME))
+    at: datetime = at_field()
+    refusal: str = Field(sa_type=String(32))  # a RefusalCode
+    problem: str | None = text_field()  # the agent's own words
+    account: str | None = Field(default=None, sa_type=String(UNIX_ACCOUNT))  # the job's, then
+    host_seen: str | None = Field(default=None, sa_type=String(100))
+    released_at: datetime | None = at_field(nullable=True)
+    released_why: str | None = Field(default=None, sa_type=String(32))
 
 
 class Match(SQLModel, table=True):

@@ -31,6 +31,7 @@ from bot.i18n import (
 )
 from scheduler.archive.state_diff import DiffField, DiffKind
 from scheduler.configs.results import SOURCES
+from scheduler.dispatch import RefusalCode
 from scheduler.errors import Action, Problem
 from scheduler.grammar import SUBCOMMANDS, ValueKind, subcommand
 from scheduler.grammar.errors import Mistake
@@ -70,6 +71,7 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "lang.saved.": LANGUAGES,
     "notice.event.": tuple(EventCode),
     "notice.event.why.": tuple(LostWhy),
+    "notice.event.refusal.": tuple(RefusalCode),
     "notice.event.dispatch.": tuple(SlurmProblem),
     "notice.event.killed_how.": ENDINGS_TOLD,
     "notice.event.preempt_for.": tuple(PreemptCode),

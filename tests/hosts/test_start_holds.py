@@ -1,0 +1,100 @@
+"""A start a host refuses for good (its agent's 403: the Unix account is missing there) is not
+retried every cycle: the job is held off that host, stays queued with words saying what to
+do, its owner and the admins are told once, and it starts once the mapping changes. Real
+simulated agents over HTTP at a short cycle; the agents run as root and refuse an account
+the machine does not have."""
+
+from __future__ import annotations
+
+import pwd
+from datetime import timedelta
+
+from agent_world import job, make_cycle, ok, submit, until
+from sqlmodel import Session, col, select
+
+from scheduler.app import Paika
+from scheduler.clock import ManualClock
+from scheduler.dispatch import RefusalCode, refusal_of
+from scheduler.notices.events import RecordingObserver
+from scheduler.notices.kinds import NoticeKind
+from storage.models import JobEvent, JobState, Notice, StartHold
+
+MISSING = "paika-nobody-here"
+
+
+def notices(paika: Paika, kind: NoticeKind) -> list[Notice]:
+    with Session(paika.engine) as session:
+        return list(session.exec(select(Notice).where(Notice.kind == kind.value)).all())
+
+
+def holds(paika: Paika, job_id: int) -> list[StartHold]:
+    with Session(paika.engine) as session:
+        query = select(StartHold).where(StartHold.job_id == job_id).order_by(col(StartHold.id))
+        return list(session.exec(query).all())
+
+
+def test_a_start_refused_for_a_missing_account_is_held_told_once_and_starts_once_mapped(
+    world: Paika, clock: ManualClock
+) -> None:
+    try:
+        pwd.getpwnam(MISSING)
+    except KeyError:
+        pass
+    else:
+        raise AssertionError(f"this machine has an account {MISSING}; the test needs none")
+    ok(world, "UADMIN", f"admin account set <@UALICE> account={MISSING}")
+    cycle = make_cycle(world, RecordingObserver())
+    submit(world, "train", "sleep 300")  # any type: both hosts are tried, both refuse
+    train = job(world, "train").id or 0
+    for _ in range(15):  # 30 s at a 2 s cycle: the finding's 15 attempts and 15 DMs
+        clock.advance(timedelta(seconds=2))
+        cycle.run_once()
+
+    held = holds(world, train)
+    assert sorted(h.host for h in held) == ["gpu-a", "gpu-b"]  # one refusal per host
+    assert {h.refusal for h in held} == {RefusalCode.ACCOUNT_UNKNOWN.value}
+    assert all(h.released_at is None and h.account == MISSING for h in held)
+    queued = job(world, "train")
+    assert queued.state == JobState.QUEUED  # held, not failed
+    assert queued.attempts == 2  # each refusal counts as an attempt
+    told = notices(world, NoticeKind.JOB_HELD)
+    assert len(told) == 1  # the owner once, and the admins (the channel) with the same notice
+    assert told[0].detail is not None
+    assert told[0].detail["to_users"] == ["UALICE"] and told[0].detail["to_channel"] is True
+    assert notices(world, NoticeKind.JOB_REQUEUED) == []
+    with Session(world.engine) as session:
+        history = session.exec(select(JobEvent).where(JobEvent.job_id == train)).all()
+    assert sum(1 for e in history if (e.reason or "").startswith("held off")) == 2
+
+    status = ok(world, "UALICE", f"status #{train}")
+    assert "refused to start it" in status, status
+    assert "/gpu admin account set" in status, status
+
+    # The admin maps Alice to an account the hosts have: the holds are released, it starts.
+    ok(world, "UADMIN", "admin account set <@UALICE> account=root")
+    until(cycle, clock, lambda: job(world, "train").state == JobState.RUNNING)
+    assert job(world, "train").account == "root"
+    assert {h.released_why for h in holds(world, train)} == {"account_changed"}
+    assert len(notices(world, NoticeKind.JOB_HELD)) == 1
+
+
+def test_the_agents_refusals_are_known_by_their_words() -> None:
+    said = {
+        "account: missing: this agent runs as root and does not run jobs as root; name …": (
+            RefusalCode.ACCOUNT_UNMAPPED
+        ),
+        "account: there is no Unix account 'bob' on this host; create it (useradd) …": (
+            RefusalCode.ACCOUNT_UNKNOWN
+        ),
+        "account: 'toor' is root (uid 0) and this agent does not run jobs as root; …": (
+            RefusalCode.ROOT_REFUSED
+        ),
+        "account: this agent runs as 'svc', not root, so it runs jobs only as 'svc', not …": (
+            RefusalCode.AGENT_NOT_ROOT
+        ),
+        "this agent is report-only (--report-only): it reports gpu-a's GPUs and starts no job": (
+            RefusalCode.REPORT_ONLY
+        ),
+        "account: 'sys' is a system account (uid 2); …": RefusalCode.OTHER,
+    }
+    assert {words: refusal_of(words) for words in said} == said
