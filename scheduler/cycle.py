@@ -171,6 +171,10 @@ class Cycle:
                 result.events += [record(session, event) for event in changes]
             with self._step(result, "reconcile"):
                 found = reconcile(self.engine, self.policy, result.reports, result.at)
+                # Runs whose end is committed: their agents may forget them (next poll).
+                acknowledge = getattr(self.poller, "acknowledge", None)
+                if acknowledge is not None and found.acks:
+                    acknowledge(found.acks)
         result.events += found.events
         result.errors += [f"reconcile: job #{job_id}" for job_id in found.failed]
         # 3. starts whose answer was lost, and stops

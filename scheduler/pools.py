@@ -128,6 +128,13 @@ class PoolPoller:
         if hasattr(self.agents, "timeout"):
             self.agents.timeout = policy.scheduler.hosts.poll_timeout_seconds
 
+    def acknowledge(self, acks: Mapping[str, Sequence[str]]) -> None:
+        """Ended runs whose end is recorded, by host: told to the agents that reported them
+        (a Slurm pool's runs are Slurm's to keep)."""
+        acknowledge = getattr(self.agents, "acknowledge", None)
+        if acknowledge is not None:
+            acknowledge(acks)
+
     def __call__(self, targets: Sequence[Target]) -> Mapping[str, HostReport]:
         if self.dispatcher is not None:  # a read is of its own cycle only
             self.dispatcher.forget_reads()

@@ -3,6 +3,18 @@
 One request per host per round (`/v1/status`: health, GPUs and jobs), each bounded by the
 poll timeout, all concurrent. The Poller keeps an event loop in a thread of its own and one
 keep-alive client per agent, so a round costs requests, not connections and clients.
+
+Changes only. The Poller asks each agent for what changed since its last answer (`since`,
+the cursor that answer gave): the running jobs and the ended ones that changed. It keeps the
+ended runs it was told of (`_View`) until they are acknowledged, so each round's report still
+holds every run the agent keeps that the database may have going: reconcile reads "not in the
+report" as "the agent lost it", as before. A long backlog (a first poll after a restart) comes
+in pages, up to MAX_PAGES a round; a report that could not take all of them is `partial`, and
+reconcile concludes nothing from a run missing from it. Acknowledgements (`acknowledge`: runs
+whose end the database has recorded, committed) go to the agent before the host's next poll;
+only then may the agent forget them, and the Poller drops them. Both live in memory only: a
+restarted scheduler asks from the start again (`since=0`), and the agent, which forgets only
+what was acknowledged, sends every run it keeps.
 """
 
 from __future__ import annotations
@@ -12,15 +24,27 @@ import ssl
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from scheduler.agent.client import AsyncAgentClient, shared_tls
 from scheduler.agent.errors import AgentAuthError, AgentError, AgentNotTrusted
-from scheduler.agent.protocol import GpuInfo, JobInfo, Status
+from scheduler.agent.protocol import MAX_ACK, DiskState, GpuInfo, JobInfo, Status
 from scheduler.agent.transport import LeanTransport
-from scheduler.hosts.report import AgentJobState, GpuReading, HostReport
+from scheduler.hosts.report import DISK_LOW, AgentJobState, GpuReading, HostReport
 
 MIB_PER_GIB = 1024.0
+MAX_PAGES = 8  # pages of an agent's backlog read in one round (each at most ~4 MiB)
+MIB = 1024 * 1024
+
+
+@dataclass
+class _View:
+    """What the Poller keeps of one agent between rounds: the cursor of its last answer, the
+    ended runs it reported that are not acknowledged yet, and acknowledgements to send."""
+
+    cursor: str | None = None
+    ended: dict[str, AgentJobState] = field(default_factory=dict)
+    unsent_acks: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +75,23 @@ class Poller:
         )
         self._thread.start()
         self._clients: dict[tuple[str, str], AsyncAgentClient] = {}
+        self._views: dict[str, _View] = {}  # by host name (touched on the loop's thread only)
 
     def __call__(self, targets: Sequence[Target]) -> Mapping[str, HostReport]:
         """One round: every target's report, keyed by host name."""
         return asyncio.run_coroutine_threadsafe(self._round(targets), self._loop).result()
+
+    def acknowledge(self, acks: Mapping[str, Sequence[str]]) -> None:
+        """Runs (by host) whose end the database has recorded: told to their agents before
+        each host's next poll; the agents may then forget them."""
+        if any(acks.values()):
+            asyncio.run_coroutine_threadsafe(self._note_acks(acks), self._loop).result()
+
+    async def _note_acks(self, acks: Mapping[str, Sequence[str]]) -> None:
+        for host, runs in acks.items():
+            view = self._views.get(host)
+            if view is not None and view.cursor is not None:  # agents without cursors: none
+                view.unsent_acks.update(runs)
 
     def close(self) -> None:
         """Close every connection and stop the loop."""
@@ -83,8 +120,9 @@ class Poller:
                 timeout=self.timeout,
                 transport=LeanTransport(ssl_context=self.tls),
             )
+        view = self._views.setdefault(target.name, _View())
         try:
-            status = await asyncio.wait_for(client.status(), timeout=self.timeout)
+            return await asyncio.wait_for(self._read(target, client, view, began), self.timeout)
         except (AgentError, TimeoutError) as exc:
             return HostReport(
                 target.name,
@@ -93,7 +131,39 @@ class Poller:
                 latency_s=time.perf_counter() - began,
                 untrusted=isinstance(exc, AgentNotTrusted | AgentAuthError),
             )
-        return report_of(target.name, status, time.perf_counter() - began)
+
+    async def _read(
+        self, target: Target, client: AsyncAgentClient, view: _View, began: float
+    ) -> HostReport:
+        """Send the host's acknowledgements, then read what changed (page by page)."""
+        if view.unsent_acks:
+            runs = sorted(view.unsent_acks)
+            for first in range(0, len(runs), MAX_ACK):
+                await client.ack(runs[first : first + MAX_ACK])
+            view.unsent_acks.difference_update(runs)
+            for run in runs:
+                view.ended.pop(run, None)
+        status = await client.status(since=view.cursor or "0")
+        if status.cursor is None:  # an agent before cursors: its answer holds every job
+            self._views.pop(target.name, None)
+            return report_of(target.name, status, time.perf_counter() - began)
+        if _epoch(status.cursor) != _epoch(view.cursor):  # a new table: it sent all it has
+            view.ended.clear()
+        running: list[JobInfo] = []
+        pages = 1
+        while True:
+            running = [job for job in status.jobs if job.running]
+            for job in status.jobs:
+                if not job.running:
+                    view.ended[job.job_id] = _job(job)
+            view.cursor = status.cursor
+            if not status.more or pages >= MAX_PAGES:
+                break
+            status = await client.status(since=view.cursor)
+            pages += 1
+        report = report_of(target.name, status, time.perf_counter() - began)
+        jobs = {**view.ended, **{job.job_id: _job(job) for job in running}}
+        return replace(report, jobs=jobs, partial=status.more)
 
     async def _close_clients(self) -> None:
         for client in self._clients.values():
@@ -113,7 +183,8 @@ def poll_all_sync(
 
 
 def report_of(host: str, status: Status, latency_s: float) -> HostReport:
-    """An agent's status as the scheduler's plain report."""
+    """An agent's status as the scheduler's plain report. A host whose disk is low answers
+    but takes no new job (unhealthy, with why) until it has room again."""
     return HostReport(
         host,
         True,
@@ -121,7 +192,23 @@ def report_of(host: str, status: Status, latency_s: float) -> HostReport:
         jobs={job.job_id: _job(job) for job in status.jobs},
         agent_version=status.health.agent_version,
         latency_s=latency_s,
+        unhealthy=disk_low_reason(status.disk),
     )
+
+
+def disk_low_reason(disk: DiskState | None) -> str | None:
+    """Why a host with this disk must take no new job (None: it may). The words are the
+    code `disk_low` and its numbers, which the bot says in the reader's language."""
+    if disk is None or not disk.low:
+        return None
+    return (
+        f"{DISK_LOW}: {disk.free_bytes // MIB} MiB free for {disk.path}, "
+        f"reserve {disk.reserve_bytes // MIB} MiB"
+    )
+
+
+def _epoch(cursor: str | None) -> str | None:
+    return None if cursor is None else cursor.rpartition("-")[0]
 
 
 def _reading(gpu: GpuInfo) -> GpuReading:

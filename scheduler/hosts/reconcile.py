@@ -43,6 +43,7 @@ from scheduler.hosts.report import PENDING_TOO_LONG, AgentJobState, HostReport
 from scheduler.ledger import charge_lost, close_allocations_at
 from scheduler.notices.events import Event, EventCode, EventKind, LostWhy, record
 from scheduler.outputs import (
+    ROWS_PER_RUN,
     FileLines,
     lines_taken,
     reported_failed,
@@ -128,12 +129,21 @@ class Reconciliation:
         default_factory=list
     )  # (host, agent run id) paika no longer holds
     failed: list[int] = field(default_factory=list)  # job ids that could not be settled
+    # Ended runs (by host) whose end the database had recorded before this cycle: their
+    # agents may forget them (see _acks).
+    acks: dict[str, list[str]] = field(default_factory=dict)
 
 
 def reconcile(
-    engine: Engine, policy: PolicyConfig, reports: Mapping[str, HostReport], now: datetime
+    engine: Engine,
+    policy: PolicyConfig,
+    reports: Mapping[str, HostReport],
+    now: datetime,
+    *,
+    rows_cap: int | None = ROWS_PER_RUN,
 ) -> Reconciliation:
-    """Bring every on-host job's state in line with its hosts' reports."""
+    """Bring every on-host job's state in line with its hosts' reports; the rows a run's
+    report file stores stay within `rows_cap` (the settings' PAIKA_REPORT_ROWS_PER_RUN)."""
     found = Reconciliation()
     with Session(engine) as session:
         rows = job_queries.on_host_rows(session=session)
@@ -161,10 +171,27 @@ def reconcile(
                 found.stops.append(row.id)
             continue
         settle.append(_Settling(row, seen, known, fresh))
-    _settle_all(engine, policy, settle, now, found)
+    _settle_all(engine, policy, settle, now, found, rows_cap)
     _close_leaks(engine, policy, leaks, now)
     found.orphans = _orphans(reports, held_here)
+    found.acks = _acks(reports, {agent_job_id(row.id, row.attempts) for row in rows})
     return found
+
+
+def _acks(reports: Mapping[str, HostReport], ours: set[str]) -> dict[str, list[str]]:
+    """Ended runs the hosts report that no job had going when this cycle read the database:
+    their end is committed (settled in an earlier cycle, or never paika's to settle), so
+    their agents may forget them. A run settled in this cycle is acknowledged in the next,
+    read back from the database: a crash before its commit leaves it on its agent."""
+    acks: dict[str, list[str]] = {}
+    for name, report in reports.items():
+        if report.ok:
+            ended = [
+                run for run, j in report.jobs.items() if j.state != "running" and run not in ours
+            ]
+            if ended:
+                acks[name] = ended
+    return acks
 
 
 def _report_lines(
@@ -184,11 +211,15 @@ def _report_lines(
 
 
 def _take_lines(
-    session: Session, job: Job, fresh: Sequence[tuple[FileLines, int]], now: datetime
+    session: Session,
+    job: Job,
+    fresh: Sequence[tuple[FileLines, int]],
+    now: datetime,
+    rows_cap: int | None = ROWS_PER_RUN,
 ) -> None:
     """Store the run's new report-file lines; a line that is not understood is logged."""
     for lines, done in fresh:
-        took = take_file_lines(session, job, lines, done, now)
+        took = take_file_lines(session, job, lines, done, now, rows_cap)
         for number, problem in took.bad:
             log.warning(
                 "job #%s: line %s of its report file on %s is not a report (%s); skipped",
@@ -231,6 +262,8 @@ def _seen(
         report = reports.get(host)
         if report is None or not report.ok:
             return (Seen.AWAY if report is not None and report.patient else Seen.SILENT), None
+        if report.partial and run not in report.jobs:  # maybe in what was not read yet
+            return Seen.AWAY, None
         answers.append(report.jobs.get(run))
     ended = [a for a in answers if a is not None and a.state in ("exited", "killed")]
     if ended:
@@ -270,6 +303,7 @@ def _settle_all(
     settling: Sequence[_Settling],
     now: datetime,
     found: Reconciliation,
+    rows_cap: int | None = ROWS_PER_RUN,
 ) -> None:
     """Settle every job in one transaction: a cycle in which fifty runs ended makes one
     commit, not fifty. Should the batch fail (a user's command changed one of the jobs
@@ -280,7 +314,17 @@ def _settle_all(
         try:
             with session_scope(engine) as session:
                 for one in settling:
-                    _settle_in(session, policy, one.row, one.seen, one.known, now, mine, one.fresh)
+                    _settle_in(
+                        session,
+                        policy,
+                        one.row,
+                        one.seen,
+                        one.known,
+                        now,
+                        mine,
+                        one.fresh,
+                        rows_cap,
+                    )
         except Exception as exc:
             log.info("this cycle's jobs are settled one by one: %s", exc)
         else:
@@ -289,7 +333,9 @@ def _settle_all(
             found.stops += mine.stops
             return
     for one in settling:
-        _settle_safely(engine, policy, one.row, one.seen, one.known, now, found, one.fresh)
+        _settle_safely(
+            engine, policy, one.row, one.seen, one.known, now, found, one.fresh, rows_cap
+        )
 
 
 def _settle_in(
@@ -301,6 +347,7 @@ def _settle_in(
     now: datetime,
     mine: Reconciliation,
     fresh: Sequence[tuple[FileLines, int]],
+    rows_cap: int | None = ROWS_PER_RUN,
 ) -> None:
     """Settle one job in `session`, its events recorded with the change (told with it, or
     not at all); nothing when it moved on since it was read (cancelled, requeued …)."""
@@ -308,7 +355,7 @@ def _settle_in(
     if job is None or job.state not in ON_HOST_STATES or job.attempts != row.attempts:
         return
     told = len(mine.events)
-    _take_lines(session, job, fresh, now)
+    _take_lines(session, job, fresh, now, rows_cap)
     if seen is not None:
         _settle(session, policy, job, seen, known, now, mine)
     for event in mine.events[told:]:
@@ -324,6 +371,7 @@ def _settle_safely(
     now: datetime,
     found: Reconciliation,
     fresh: Sequence[tuple[FileLines, int]] = (),
+    rows_cap: int | None = ROWS_PER_RUN,
 ) -> None:
     """Settle one job in its own transaction, with its new report-file lines (`seen` None:
     only take those); a race re-reads it, any other error is logged and leaves it for the
@@ -332,7 +380,7 @@ def _settle_safely(
         mine = Reconciliation()
         try:
             with session_scope(engine) as session:
-                _settle_in(session, policy, row, seen, known, now, mine, fresh)
+                _settle_in(session, policy, row, seen, known, now, mine, fresh, rows_cap)
         except Exception as exc:
             if lost_race(exc):
                 continue  # a user's command changed it in between: read it again

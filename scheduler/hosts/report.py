@@ -56,6 +56,11 @@ class AgentJobState:
     pending_reason: str | None = None
 
 
+# How `HostReport.unhealthy` of an agent whose disk is low begins: `disk_low: <free> MiB free
+# for <path>, reserve <reserve> MiB` (the bot says it in the reader's language).
+DISK_LOW = "disk_low"
+
+
 @dataclass(frozen=True, slots=True)
 class HostReport:
     """The result of polling one host: its GPUs and jobs, or why it did not answer."""
@@ -75,3 +80,6 @@ class HostReport:
     # A failed poll here says nothing of its runs (a Slurm controller away while the nodes
     # run on): they are waited for however long it takes, never given up.
     patient: bool = False
+    # The agent had more changes than one round reads (a long backlog after a restart): a
+    # run missing from `jobs` may still be on the host; nothing is concluded from its absence.
+    partial: bool = False

@@ -1,0 +1,187 @@
+"""The scheduler's side of agents that forget: polls carry changes only (the Poller keeps the
+ended runs it was told of until they are acknowledged), a run is acknowledged only once its
+end is committed, and a scheduler that crashed before settling a run finds it on its agent
+after the restart; a host whose disk is low gets no job."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_world import TOKEN, Agent, job, make_cycle, ok, submit, until
+from sqlmodel import Session, select
+
+from scheduler.agent.app import build_app
+from scheduler.agent.errors import JobNotFound
+from scheduler.agent.jobs import JobStore
+from scheduler.agent.protocol import StartRequest
+from scheduler.agent.simulated import SimulatedReader
+from scheduler.app import Paika
+from scheduler.clock import ManualClock
+from scheduler.hosts.poll import Poller, Target
+from scheduler.hosts.report import DISK_LOW
+from scheduler.notices.events import RecordingObserver
+from scheduler.serving import serve_in_thread
+from storage.models import Host, JobState
+
+MIB = 1024 * 1024
+
+
+def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+class ForgetfulAgent(Agent):
+    """An agent that forgets acknowledged runs at once and tidies often."""
+
+    options: dict[str, Any] = {}
+
+    def start(self) -> None:
+        self.store = JobStore(
+            self.state_dir, allow_root_jobs=True, tidy_interval_s=0.05, **self.options
+        )
+        reader = SimulatedReader(self.spec, host=self.name, loads=self.store)
+        self.server, self.thread, self.port = serve_in_thread(
+            build_app(reader, self.store, TOKEN, host=self.name), port=self.port
+        )
+
+
+@contextlib.contextmanager
+def one_host(paika: Paika, agent: Agent) -> Iterator[Agent]:
+    agent.start()
+    try:
+        paika.policy = paika.policy.model_copy(
+            update={"scheduler": paika.policy.scheduler.model_copy(update={"headroom": {}})}
+        )
+        ok(paika, "UADMIN", "admin member add <@UALICE> team=vision")
+        ok(paika, "UADMIN", f"admin host add {agent.name} url={agent.url}")
+        yield agent
+    finally:
+        agent.stop_all_jobs()
+        agent.stop()
+
+
+def _runs(agent: Agent) -> set[str]:
+    assert agent.store is not None
+    return {run.job_id for run in agent.store.all_jobs()}
+
+
+def test_a_run_ended_while_the_scheduler_was_down_is_kept_and_settled_after_its_restart(
+    paika: Paika, clock: ManualClock, tmp_path: Path
+) -> None:
+    agent = ForgetfulAgent("gpu-f", "2xA100-80GB", tmp_path / "gpu-f")
+    agent.options = {"keep_ended_s": 0.0}
+    with one_host(paika, agent):
+        first = Poller(TOKEN, timeout=5.0)
+        cycle = make_cycle(paika, RecordingObserver(), poller=first)
+        submit(paika, "quick", "echo done", gpus=1)
+        cycle.run_once()
+        run = f"{job(paika, 'quick').id}.1"
+        assert agent.store is not None
+        wait_for(lambda: agent.store.get(run).state != "running", 10, "the run's end")  # type: ignore[union-attr]
+        # The scheduler polls, sees the end, and crashes before it settles it.
+        targets = [Target(agent.name, agent.url)]
+        assert first(targets)[agent.name].jobs[run].state == "exited"
+        first.close()
+        # Its end was never acknowledged: the agent keeps the run however long it tidies.
+        tidied = agent.store._tidied_at
+        wait_for(lambda: agent.store._tidied_at > tidied + 0.2, 10, "tidy rounds")  # type: ignore[union-attr]
+        assert run in _runs(agent)
+        assert job(paika, "quick").state == JobState.RUNNING
+        # A new scheduler asks from the start, settles the run, then acknowledges it.
+        second = Poller(TOKEN, timeout=5.0)
+        try:
+            again = make_cycle(paika, RecordingObserver(), poller=second)
+            until(again, clock, lambda: job(paika, "quick").state == JobState.SUCCEEDED)
+            assert run in _runs(agent)  # settled this cycle: acknowledged from the next
+            until(again, clock, lambda: run not in _runs(agent))
+        finally:
+            second.close()
+        with pytest.raises(JobNotFound):
+            agent.store.get(run)
+
+
+def test_polls_carry_changes_only_and_reports_keep_unacknowledged_ends(
+    paika: Paika, clock: ManualClock, tmp_path: Path
+) -> None:
+    agent = ForgetfulAgent("gpu-g", "2xA100-80GB", tmp_path / "gpu-g")
+    with one_host(paika, agent):
+        assert agent.store is not None
+        for n in range(3):
+            run = f"foreign{n}.1"
+            agent.store.start(StartRequest(job_id=run, gpus=[0], argv=["true"]))
+            wait_for(lambda r=run: agent.store.get(r).state != "running", 10, "its end")  # type: ignore[misc]
+        poller = Poller(TOKEN, timeout=5.0)
+        try:
+            targets = [Target(agent.name, agent.url)]
+            first = poller(targets)[agent.name]
+            assert set(first.jobs) == {"foreign0.1", "foreign1.1", "foreign2.1"}
+            # The second answer carries nothing new, yet the report still holds the ended
+            # runs (not acknowledged yet): reconcile never reads them as lost.
+            cursor = agent.store.cursor()
+            second = poller(targets)[agent.name]
+            assert set(second.jobs) == set(first.jobs) and not second.partial
+            assert agent.store.cursor() == cursor
+            # Acknowledged: sent before the next poll; the Poller drops them, the agent too.
+            poller.acknowledge({agent.name: ["foreign0.1"]})
+            third = poller(targets)[agent.name]
+            assert set(third.jobs) == {"foreign1.1", "foreign2.1"}
+            assert agent.store._jobs["foreign0.1"].acked_at is not None
+        finally:
+            poller.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    where = tmp_path / "disk"
+    where.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_host_whose_disk_is_low_gets_no_job_and_says_why(
+    paika: Paika, clock: ManualClock, small_disk: Path
+) -> None:
+    # Before: a host whose disk a job had filled stayed "up" and kept getting work, every
+    # start failing there.
+    agent = ForgetfulAgent("gpu-d", "2xA100-80GB", small_disk / "state")
+    agent.options = {"disk_reserve_bytes": 4 * MIB}
+    with one_host(paika, agent):
+        cycle = make_cycle(paika, RecordingObserver(), poller=Poller(TOKEN, timeout=5.0))
+        submit(paika, "flood", "yes", gpus=1)
+        cycle.run_once()
+        assert job(paika, "flood").state == JobState.RUNNING
+        assert agent.store is not None
+        wait_for(lambda: agent.store.disk().low, 30, "the disk to run low")  # type: ignore[union-attr]
+        submit(paika, "next", "true", gpus=1)
+        result = cycle.run_once()
+        assert job(paika, "next").state != JobState.RUNNING and not result.started
+        with Session(paika.engine) as session:
+            host = session.exec(select(Host).where(Host.name == "gpu-d")).one()
+        assert host.last_error is not None and host.last_error.startswith(DISK_LOW)
+        listed = ok(paika, "UADMIN", "admin host list")
+        assert "gpu-d" in listed and "disk" in listed
+        close = getattr(cycle, "close", None)
+        if close is not None:
+            close()
