@@ -43,7 +43,6 @@ from scheduler.hosts.report import PENDING_TOO_LONG, AgentJobState, HostReport
 from scheduler.ledger import charge_lost, close_allocations_at
 from scheduler.notices.events import Event, EventCode, EventKind, LostWhy, record
 from scheduler.outputs import (
-    ROWS_PER_RUN,
     FileLines,
     lines_taken,
     reported_failed,
@@ -135,15 +134,9 @@ class Reconciliation:
 
 
 def reconcile(
-    engine: Engine,
-    policy: PolicyConfig,
-    reports: Mapping[str, HostReport],
-    now: datetime,
-    *,
-    rows_cap: int | None = ROWS_PER_RUN,
+    engine: Engine, policy: PolicyConfig, reports: Mapping[str, HostReport], now: datetime
 ) -> Reconciliation:
-    """Bring every on-host job's state in line with its hosts' reports; the rows a run's
-    report file stores stay within `rows_cap` (the settings' PAIKA_REPORT_ROWS_PER_RUN)."""
+    """Bring every on-host job's state in line with its hosts' reports."""
     found = Reconciliation()
     with Session(engine) as session:
         rows = job_queries.on_host_rows(session=session)
@@ -171,7 +164,7 @@ def reconcile(
                 found.stops.append(row.id)
             continue
         settle.append(_Settling(row, seen, known, fresh))
-    _settle_all(engine, policy, settle, now, found, rows_cap)
+    _settle_all(engine, policy, settle, now, found)
     _close_leaks(engine, policy, leaks, now)
     found.orphans = _orphans(reports, held_here)
     found.acks = _acks(reports, {agent_job_id(row.id, row.attempts) for row in rows})
@@ -211,15 +204,11 @@ def _report_lines(
 
 
 def _take_lines(
-    session: Session,
-    job: Job,
-    fresh: Sequence[tuple[FileLines, int]],
-    now: datetime,
-    rows_cap: int | None = ROWS_PER_RUN,
+    session: Session, job: Job, fresh: Sequence[tuple[FileLines, int]], now: datetime
 ) -> None:
     """Store the run's new report-file lines; a line that is not understood is logged."""
     for lines, done in fresh:
-        took = take_file_lines(session, job, lines, done, now, rows_cap)
+        took = take_file_lines(session, job, lines, done, now)
         for number, problem in took.bad:
             log.warning(
                 "job #%s: line %s of its report file on %s is not a report (%s); skipped",
@@ -303,7 +292,6 @@ def _settle_all(
     settling: Sequence[_Settling],
     now: datetime,
     found: Reconciliation,
-    rows_cap: int | None = ROWS_PER_RUN,
 ) -> None:
     """Settle every job in one transaction: a cycle in which fifty runs ended makes one
     commit, not fifty. Should the batch fail (a user's command changed one of the jobs
@@ -314,17 +302,7 @@ def _settle_all(
         try:
             with session_scope(engine) as session:
                 for one in settling:
-                    _settle_in(
-                        session,
-                        policy,
-                        one.row,
-                        one.seen,
-                        one.known,
-                        now,
-                        mine,
-                        one.fresh,
-                        rows_cap,
-                    )
+                    _settle_in(session, policy, one.row, one.seen, one.known, now, mine, one.fresh)
         except Exception as exc:
             log.info("this cycle's jobs are settled one by one: %s", exc)
         else:
@@ -333,9 +311,7 @@ def _settle_all(
             found.stops += mine.stops
             return
     for one in settling:
-        _settle_safely(
-            engine, policy, one.row, one.seen, one.known, now, found, one.fresh, rows_cap
-        )
+        _settle_safely(engine, policy, one.row, one.seen, one.known, now, found, one.fresh)
 
 
 def _settle_in(
@@ -347,7 +323,6 @@ def _settle_in(
     now: datetime,
     mine: Reconciliation,
     fresh: Sequence[tuple[FileLines, int]],
-    rows_cap: int | None = ROWS_PER_RUN,
 ) -> None:
     """Settle one job in `session`, its events recorded with the change (told with it, or
     not at all); nothing when it moved on since it was read (cancelled, requeued …)."""
@@ -355,7 +330,7 @@ def _settle_in(
     if job is None or job.state not in ON_HOST_STATES or job.attempts != row.attempts:
         return
     told = len(mine.events)
-    _take_lines(session, job, fresh, now, rows_cap)
+    _take_lines(session, job, fresh, now)
     if seen is not None:
         _settle(session, policy, job, seen, known, now, mine)
     for event in mine.events[told:]:
@@ -371,7 +346,6 @@ def _settle_safely(
     now: datetime,
     found: Reconciliation,
     fresh: Sequence[tuple[FileLines, int]] = (),
-    rows_cap: int | None = ROWS_PER_RUN,
 ) -> None:
     """Settle one job in its own transaction, with its new report-file lines (`seen` None:
     only take those); a race re-reads it, any other error is logged and leaves it for the
@@ -380,7 +354,7 @@ def _settle_safely(
         mine = Reconciliation()
         try:
             with session_scope(engine) as session:
-                _settle_in(session, policy, row, seen, known, now, mine, fresh, rows_cap)
+                _settle_in(session, policy, row, seen, known, now, mine, fresh)
         except Exception as exc:
             if lost_race(exc):
                 continue  # a user's command changed it in between: read it again
