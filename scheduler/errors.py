@@ -71,6 +71,8 @@ class Problem(StrEnum):
     TEAM_HAS_MEMBERS = "problem.team_has_members"
     TEAM_HAS_JOBS = "problem.team_has_jobs"
     HOST_EXISTS = "problem.host_exists"
+    HOST_URL_CREDENTIALS = "problem.host_url_credentials"
+    HOST_URL_LINK_LOCAL = "problem.host_url_link_local"
     HOST_IN_USE = "problem.host_in_use"
     HOST_HAS_HISTORY = "problem.host_has_history"
     KEPT_CHANGING = "problem.kept_changing"

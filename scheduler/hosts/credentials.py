@@ -51,6 +51,49 @@ def travels_in_clear(url: str) -> bool:
         return True
 
 
+# Addresses a cloud's instance metadata service answers on (AWS, GCP, Azure, Tianyi Cloud:
+# 169.254.169.254, AWS over IPv6: fd00:ec2::254, Alibaba Cloud: 100.100.100.200), and its
+# names: a scheduler that polled one would hand its agent token to the metadata service and
+# read the instance's credentials back as an "agent".
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200")
+)
+METADATA_NAMES = frozenset({"metadata", "metadata.google.internal", "instance-data"})
+
+
+def unsafe_agent_url(url: str) -> str | None:
+    """Why the scheduler must not be pointed at `url` for an agent, as a code, or None:
+    "credentials" (a user or password in it: the URL is shown to admins and logged),
+    "metadata" (a cloud's metadata service), "link_local" (169.254.0.0/16, fe80::/10: no
+    agent's address, and where metadata services live)."""
+    parts = urlsplit(url)
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        return "credentials"
+    name = (parts.hostname or "").rstrip(".").lower()
+    if name in METADATA_NAMES:
+        return "metadata"
+    try:
+        address = ipaddress.ip_address(name.split("%", 1)[0])
+    except ValueError:
+        return None  # a host name: what it resolves to is the network's matter
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address in METADATA_ADDRESSES:
+        return "metadata"
+    if address.is_link_local:
+        return "link_local"
+    return None
+
+
+def without_credentials(url: str) -> str:
+    """`url` with any user and password in it replaced by ***, to show it back."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return parts._replace(netloc=f"***@{host}").geturl()
+
+
 class AgentSecretError(PaikaError):
     """The agent secret file is missing, open to others or not a secret; says how to fix it."""
 

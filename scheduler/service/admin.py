@@ -6,13 +6,15 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scheduler.errors import Action, Conflict, NotFound, Problem
+from scheduler.errors import Action, Conflict, NotFound, Problem, UserError
 from scheduler.hosts.credentials import (
     HOST_TOKEN_PATH,
     AgentSecretError,
     host_token,
     read_secret,
     token_sha256,
+    unsafe_agent_url,
+    without_credentials,
 )
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
@@ -124,6 +126,11 @@ def add_host(ctx: Context, name: str, url: str) -> tuple[Host, IssuedToken | Non
     """Register a GPU host by its agent's URL, with a token of its own when the scheduler
     has an agent secret (None: it uses the shared PAIKA_AGENT_TOKEN)."""
     ctx.require_admin(Action.ADD_HOSTS)
+    unsafe = unsafe_agent_url(url)
+    if unsafe == "credentials":
+        raise UserError(Problem.HOST_URL_CREDENTIALS, url=without_credentials(url))
+    if unsafe is not None:
+        raise UserError(Problem.HOST_URL_LINK_LOCAL, url=url)
     if cluster_queries.host_by_name(session=ctx.session, name=name) is not None:
         raise Conflict(Problem.HOST_EXISTS, name=name)
     secret = None if ctx.agent_secret_file is None else _secret(ctx)
