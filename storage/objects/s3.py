@@ -31,12 +31,19 @@ Meta. S3 user metadata must be ASCII, so each value is percent-encoded (UTF-8) o
 decoded on the way out: a reason written in Chinese reads back as written. Names are lower-case
 ASCII (`paika-author`, ...). Listing versions reads each version's metadata with one HEAD each.
 
+Logs. At DEBUG botocore logs every request it sends with its headers, and the Authorization
+header names the access key id (`Credential=AKIA…/…`); presigned URLs carry it in their query.
+The store keeps those lines but masks, in the records of botocore's and urllib3's loggers,
+the access key id, signatures and session tokens (`mask_credentials`), so DEBUG stays useful
+and the key stays out of the logs.
+
 Errors. Every botocore or network failure, and every refusal other than "not there", becomes
 StoreUnavailable (raised from the original); a missing key or version becomes NoSuchObject.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -64,6 +71,66 @@ STAMP_RE = re.compile(r"[0-9]{8}T[0-9]{12}Z")
 # Refusals that mean "ask again later" are StoreUnavailable like any other; only these mean the
 # question itself cannot be asked of this bucket, which then keeps time-stamped keys.
 NO_VERSIONING_ANSWER = {"AccessDenied", "NotImplemented", "MethodNotAllowed", "InvalidRequest"}
+
+
+# Where botocore and urllib3 write requests, URLs and signing steps at DEBUG.
+REQUEST_LOGGERS = (
+    "botocore.endpoint",
+    "botocore.auth",
+    "botocore.awsrequest",
+    "botocore.hooks",
+    "botocore.httpsession",
+    "botocore.parsers",
+    "botocore.retryhandler",
+    "botocore.credentials",
+    "botocore.utils",
+    "urllib3.connectionpool",
+)
+MASK = "***"
+_CREDENTIAL_PATTERNS = (
+    # query parameters of presigned URLs (SigV4, SigV2) and a session token anywhere
+    re.compile(r"(X-Amz-Credential=)[^&\s'\"]+", re.IGNORECASE),
+    re.compile(r"(AWSAccessKeyId=)[^&\s'\"]+", re.IGNORECASE),
+    re.compile(r"(X-Amz-Security-Token'?\s*[:=]\s*b?'?)[^'&\s,}]+", re.IGNORECASE),
+    # the Authorization header: SigV4's Credential=<key id>/<scope>, SigV2's AWS <key id>:<sig>
+    re.compile(r"(Credential=)[^/\s'\",&]+(?=/)"),
+    re.compile(r"(\bAWS )[A-Za-z0-9]{8,128}:[A-Za-z0-9+/=]{8,}"),
+    re.compile(r"(Signature=)[^&\s'\",]+", re.IGNORECASE),
+    # a bare AWS access key id
+    re.compile(r"()\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{12,}\b"),
+)
+
+
+def mask_credentials(text: str) -> str:
+    """`text` with access key ids, signatures and session tokens replaced by ***."""
+    for pattern in _CREDENTIAL_PATTERNS:
+        if pattern.pattern.startswith(r"(\bAWS )"):
+            text = pattern.sub(lambda m: f"{m[1]}{MASK}:{MASK}", text)
+        else:
+            text = pattern.sub(lambda m: f"{m[1]}{MASK}", text)
+    return text
+
+
+class CredentialsMasked(logging.Filter):
+    """Masks credentials in the records of the logger it is on (the line is kept)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a record that cannot be formatted is the handler's to report
+            return True
+        masked = mask_credentials(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+def mask_request_logs() -> None:
+    """Put the mask on botocore's and urllib3's request loggers (once each)."""
+    for name in REQUEST_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, CredentialsMasked) for f in logger.filters):
+            logger.addFilter(CredentialsMasked())
 
 
 @dataclass(frozen=True)
@@ -116,6 +183,7 @@ class S3Store:
         config = client_config(
             region=region, addressing_style=addressing_style, signature_version=signature_version
         )
+        mask_request_logs()
         self._s3 = boto3.session.Session().client("s3", endpoint_url=endpoint_url, config=config)
         self.where = f"s3://{self.bucket}/{self.prefix}" + (
             f" at {_public(endpoint_url)}" if endpoint_url else ""
