@@ -9,6 +9,7 @@ from typing import Any
 from scheduler.grammar import Help, check_required, defaults, help_for, subcommand
 from scheduler.grammar.spec import LOG_LINES_DEFAULT
 from scheduler.grammar.values import convert
+from scheduler.hosts.report import disk_low_values
 from scheduler.results import Listing, QuotaListing, Said, SaidCode, Value
 from scheduler.service import (
     accounts,
@@ -262,6 +263,9 @@ def _host_list(ctx: Context, args: Mapping[str, Any]) -> object:
 def _host_row(host: Any) -> Said:
     values = {"name": host.name, "url": host.url, "state": str(host.state)}
     if host.last_error:  # why its last poll failed: a certificate, a token, no answer
+        low = disk_low_values(host.last_error)  # or why it takes no job: its disk is low
+        if low is not None:
+            return Said(SaidCode.HOST_ROW_DISK_LOW, {**values, **low})
         return Said(SaidCode.HOST_ROW_TROUBLE, {**values, "problem": host.last_error})
     return Said(SaidCode.HOST_ROW_DRAINING if host.draining else SaidCode.HOST_ROW, values)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 
@@ -59,6 +60,15 @@ class AgentJobState:
 # How `HostReport.unhealthy` of an agent whose disk is low begins: `disk_low: <free> MiB free
 # for <path>, reserve <reserve> MiB` (the bot says it in the reader's language).
 DISK_LOW = "disk_low"
+_DISK_LOW_RE = re.compile(rf"{DISK_LOW}: (\d+) MiB free for (.*), reserve (\d+) MiB")
+
+
+def disk_low_values(reason: str) -> dict[str, str | int] | None:
+    """The numbers of a `disk_low` reason (free_mib, path, reserve_mib); None for another."""
+    found = _DISK_LOW_RE.fullmatch(reason)
+    if found is None:
+        return None
+    return {"free_mib": int(found[1]), "path": found[2], "reserve_mib": int(found[3])}
 
 
 @dataclass(frozen=True, slots=True)

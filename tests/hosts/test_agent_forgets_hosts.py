@@ -17,6 +17,7 @@ import pytest
 from agent_world import TOKEN, Agent, job, make_cycle, ok, submit, until
 from sqlmodel import Session, select
 
+from bot.said import say
 from scheduler.agent.app import build_app
 from scheduler.agent.errors import JobNotFound
 from scheduler.agent.jobs import JobStore
@@ -25,8 +26,9 @@ from scheduler.agent.simulated import SimulatedReader
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.hosts.poll import Poller, Target
-from scheduler.hosts.report import DISK_LOW
+from scheduler.hosts.report import DISK_LOW, disk_low_values
 from scheduler.notices.events import RecordingObserver
+from scheduler.results import Said, SaidCode
 from scheduler.serving import serve_in_thread
 from storage.models import Host, JobState
 
@@ -179,9 +181,13 @@ def test_a_host_whose_disk_is_low_gets_no_job_and_says_why(
         assert job(paika, "next").state != JobState.RUNNING and not result.started
         with Session(paika.engine) as session:
             host = session.exec(select(Host).where(Host.name == "gpu-d")).one()
+        row = {"name": host.name, "url": host.url, "state": str(host.state)}
         assert host.last_error is not None and host.last_error.startswith(DISK_LOW)
         listed = ok(paika, "UADMIN", "admin host list")
-        assert "gpu-d" in listed and "disk" in listed
+        assert "gpu-d" in listed and "disk low:" in listed
+        assert "no new job starts there until there is room" in listed
+        said = Said(SaidCode.HOST_ROW_DISK_LOW, {**disk_low_values(host.last_error), **row})  # type: ignore[dict-item]
+        assert "磁盘空间不足" in say("zh", said) and "MiB" in say("zh", said)
         close = getattr(cycle, "close", None)
         if close is not None:
             close()
