@@ -36,7 +36,7 @@ from starlette.routing import Route
 from scheduler.agent.errors import AgentError
 from scheduler.agent.gpus import GpuReader
 from scheduler.agent.jobs import JobStore
-from scheduler.agent.protocol import GpuInfo, JobInfo, JobState
+from scheduler.agent.protocol import DiskState, GpuInfo, JobInfo, JobState
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
@@ -165,6 +165,23 @@ class AgentCollector:
         for state in JobState:
             counts.add_metric([self.host, state.value], sum(j.state is state for j in jobs))
         yield counts
+        yield from _disk_families(GaugeMetricFamily, self.host, self.jobs_store.disk())
+
+
+def _disk_families(family: Any, host: str, disk: DiskState) -> Iterator[Any]:
+    """The state dir's filesystem: free bytes, the agent's reserve, and whether it is low."""
+    for suffix, documentation, value in (
+        ("free_bytes", "Free bytes of the filesystem of the agent's state dir", disk.free_bytes),
+        (
+            "reserve_bytes",
+            "Free bytes job logs never take (--disk-reserve-mib)",
+            disk.reserve_bytes,
+        ),
+        ("low", "1 when the disk is low: the agent takes no new job", float(disk.low)),
+    ):
+        metric = family(f"paika_agent_disk_{suffix}", documentation, labels=["host"])
+        metric.add_metric([host], float(value))
+        yield metric
 
 
 def _held(jobs: list[JobInfo]) -> set[int]:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from agent_harness import SPEC, TOKEN, wait_for
 
@@ -110,6 +111,16 @@ def test_a_job_flooding_its_log_leaves_the_neighbours_exit_and_later_starts_inta
         assert status.disk.reserve_bytes == RESERVE
         reason = report_of("disk-host", status, 0.0).unhealthy
         assert reason is not None and reason.startswith(DISK_LOW)
+        metrics = httpx.get(
+            f"{client.base_url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}
+        ).text
+        assert 'paika_agent_disk_low{host="disk-host"} 1.0' in metrics
+        reserve = [
+            line.split()[-1]
+            for line in metrics.splitlines()
+            if line.startswith('paika_agent_disk_reserve_bytes{host="disk-host"}')
+        ]
+        assert [float(value) for value in reserve] == [RESERVE]
         # The table was written: a fresh agent on the same dir knows the neighbour's end.
         assert client.ack(["neighbour.1"]).acked == 1
         log_size = os.stat(small_disk / "state" / "logs" / "flood.1.log").st_size
