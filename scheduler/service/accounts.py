@@ -65,11 +65,11 @@ def set_account(ctx: Context, user: str | None, team: str | None, account: str) 
     )
     others = [other for other in _mapped_to(ctx)[account] if other != (kind, subject)]
     ctx.audit("account.set", kind, subject, account=account, shared_with=len(others))
-    user = kind is AccountSubject.USER
+    person = kind is AccountSubject.USER
     if others:  # they will share everything on the hosts: say so (docs: Shared Unix accounts)
-        code = SaidCode.ACCOUNT_SET_USER_SHARED if user else SaidCode.ACCOUNT_SET_TEAM_SHARED
+        code = SaidCode.ACCOUNT_SET_USER_SHARED if person else SaidCode.ACCOUNT_SET_TEAM_SHARED
         return Said(code, {"subject": subject, "account": account, "others": len(others)})
-    code = SaidCode.ACCOUNT_SET_USER if user else SaidCode.ACCOUNT_SET_TEAM
+    code = SaidCode.ACCOUNT_SET_USER if person else SaidCode.ACCOUNT_SET_TEAM
     return Said(code, {"subject": subject, "account": account})
 
 
