@@ -214,6 +214,7 @@ def up() -> None:
     from scheduler.observe.http import ReportDesk, ops_app, ops_routes
     from scheduler.observe.metrics import ServiceMetrics
     from scheduler.observe.watch import CycleWatch
+    from scheduler.outputs import ReportLimits
     from scheduler.periodic import Periodic
     from scheduler.runner import MissingAgentToken, agent_cycle
 
@@ -238,7 +239,8 @@ def up() -> None:
     metrics = ServiceMetrics(watch, lambda: backlog(paika.engine, paika.clock.now()))
     knobs = paika.policy.scheduler
     health = partial(check, watch, stale_after(cycle_seconds, knobs.hosts.poll_timeout_seconds))
-    desk = ReportDesk(paika.engine, paika.clock, partial(problem, "en"))  # jobs' own reports
+    limits = ReportLimits.of(paika.settings)
+    desk = ReportDesk(paika.engine, paika.clock, partial(problem, "en"), limits)  # jobs' reports
     bot = _start_bot(paika, metrics, ops_routes(metrics, health, desk))
     # Slack's HTTP mode serves /metrics and /healthz beside /slack/events; otherwise they
     # get a server of their own on the same address.

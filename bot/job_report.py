@@ -9,7 +9,10 @@ run's report file, which its host's agent passes up) it appends the report there
 JSON line. The words are the ones `/gpu done` takes, read by the same grammar.
 
 A report refused is said in words and ends with status 1 (not this run's token, the run has
-ended, paika unreachable after 3 tries); words that are not a report end with status 2.
+ended, too many reports in the last minute: paika's answer is final and nothing is written
+elsewhere); words that are not a report end with status 2. When paika cannot be reached after
+3 tries (refused, timed out: it is down or restarting) the report is appended to the report
+file instead, when the run has one, and said so; without one it is lost, and said so (1).
 """
 
 from __future__ import annotations
@@ -67,11 +70,34 @@ def _send(report: Report, env: Mapping[str, str], lang: str) -> str:
     ]
     if missing:
         raise UserError(Problem.JOB_REPORT_NOT_IN_JOB, missing=" ".join(missing))
-    answer = _post(f"{url.rstrip('/')}/v1/jobs/{job_id}/report", token, report)
+    try:
+        answer = _post(f"{url.rstrip('/')}/v1/jobs/{job_id}/report", token, report)
+    except Unreachable as exc:
+        if not path:  # no report file to fall back on: the report is lost, and said so
+            raise UserError(
+                Problem.JOB_REPORT_UNREACHABLE, url=url, tries=TRIES, detail=exc.detail
+            ) from exc
+        # paika is away (down, restarting, a network cut), not refusing: the report goes in
+        # the run's report file, which the host's agent passes up with its next poll.
+        _append(path, report)
+        return t(lang, "job_report.written_instead", url=url, path=path, detail=exc.detail)
     stored = answer.get("stored")
     count = stored if isinstance(stored, int) else 0
     attempt = answer.get("attempt")
-    return counted(lang, "job_report.recorded", count, n=count, id=job_id, attempt=attempt)
+    said = counted(lang, "job_report.recorded", count, n=count, id=job_id, attempt=attempt)
+    dropped = answer.get("dropped")
+    if isinstance(dropped, int) and dropped > 0:
+        limit = answer.get("limit")
+        said += counted(lang, "job_report.dropped", dropped, n=dropped, limit=limit)
+    return said
+
+
+class Unreachable(Exception):
+    """paika did not answer (refused, timed out, reset) after every try: `detail` says how."""
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(detail)
 
 
 def _job_id(raw: str) -> str:
@@ -109,7 +135,7 @@ def _post(url: str, token: str, report: Report) -> dict[str, object]:
             if attempt + 1 < TRIES:
                 time.sleep(BACKOFF_S * (attempt + 1))
     else:
-        raise UserError(Problem.JOB_REPORT_UNREACHABLE, url=url, tries=TRIES, detail=last)
+        raise Unreachable(last)
     try:
         answer = json.loads(raw or b"{}")
     except ValueError:

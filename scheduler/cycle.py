@@ -58,7 +58,7 @@ from scheduler.hosts.reconcile import (
 )
 from scheduler.hosts.report import HostReport
 from scheduler.notices.events import Event, EventCode, EventKind, Observer, record
-from scheduler.outputs import mint_token
+from scheduler.outputs import ReportLimits, mint_token
 from scheduler.policy.plan import Plan, Preempt, PreemptCode, Start
 from scheduler.policy.scheduler import could_act, schedule
 from scheduler.policy.snapshot import Snapshot
@@ -69,6 +69,7 @@ from storage.queries import audit
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
 from storage.queries.stamps import PlanningStamp, planning_stamp
+from storage.queries.state import is_token_digest
 
 log = logging.getLogger(__name__)
 Poller = Callable[[Sequence[Target]], Mapping[str, HostReport]]
@@ -127,6 +128,7 @@ class Cycle:
         keys: AgentKeys | None = None,
         *,
         report_url: str | None = None,
+        report_limits: ReportLimits | None = None,
     ) -> None:
         """`policy`: a holder following the stored config versions (the policy is taken
         afresh at the start of each cycle), or one policy kept as given.
@@ -138,6 +140,7 @@ class Cycle:
         self.engine, self.clock = engine, clock
         self.keys = keys
         self.report_url = report_url
+        self.report_limits = report_limits or ReportLimits()
         self.dispatcher, self.observer, self.poller = dispatcher, observer, poller
         self._last_sample: datetime | None = None
         self._last_pass: _Pass | None = None
@@ -170,7 +173,13 @@ class Cycle:
                 )
                 result.events += [record(session, event) for event in changes]
             with self._step(result, "reconcile"):
-                found = reconcile(self.engine, self.policy, result.reports, result.at)
+                found = reconcile(
+                    self.engine,
+                    self.policy,
+                    result.reports,
+                    result.at,
+                    rows_cap=self.report_limits.rows_per_run,
+                )
                 # Runs whose end is committed: their agents may forget them (next poll).
                 acknowledge = getattr(self.poller, "acknowledge", None)
                 if acknowledge is not None and found.acks:
@@ -865,7 +874,7 @@ def _orders(
                 env["PAIKA_CHECKPOINT_DIR"] = place
             else:
                 checkpoints = f"job-{job.id}"
-        if job.report_token:
+        if job.report_token and not is_token_digest(job.report_token):  # not a restored digest
             env["PAIKA_JOB_TOKEN"] = job.report_token
             if report_url:
                 env["PAIKA_REPORT_URL"] = report_url

@@ -121,6 +121,7 @@ class Problem(StrEnum):
     JOB_REPORT_BAD_FIELD = "problem.job_report_bad_field"
     JOB_REPORT_TOKEN_REFUSED = "problem.job_report_token_refused"
     JOB_REPORT_RUN_ENDED = "problem.job_report_run_ended"
+    JOB_REPORT_RATE_LIMITED = "problem.job_report_rate_limited"
     JOB_REPORT_NOT_IN_JOB = "problem.job_report_not_in_job"
     JOB_REPORT_UNREACHABLE = "problem.job_report_unreachable"
     JOB_REPORT_REFUSED = "problem.job_report_refused"

@@ -24,12 +24,14 @@ stored once, and reading it costs one row per job however long the run reports.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
+import math
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
@@ -43,11 +45,13 @@ from scheduler.grammar.spec import Key
 from scheduler.grammar.tokens import Token, tokenize
 from scheduler.grammar.values import Metric, ValueKind, convert, shorten
 from scheduler.races import retrying
+from scheduler.settings import Settings
 from storage.db import session_scope
 from storage.limits import OUTPUT_NAME
 from storage.models import ON_HOST_STATES, Job, JobOutput
 from storage.models.jobs import OutputKind, OutputSource
 from storage.queries import audit, job_reports
+from storage.queries.state import is_token_digest
 
 # The run's own verdict, as the job reports it.
 STATUSES = ("succeeded", "failed")
@@ -106,11 +110,37 @@ class Report:
 
 @dataclass(frozen=True)
 class Stored:
-    """What storing a report did: the job, its run, and how many rows were added."""
+    """What storing a report did: the job, its run, how many rows were added, and how many
+    were not kept (the run had stored its limit of rows: `limit`)."""
 
     job_id: int
     attempt: int
     rows: int
+    dropped: int = 0
+    limit: int = 0
+
+
+# How much one run may report, unless the settings say otherwise (PAIKA_REPORT_*).
+REPORTS_PER_MINUTE = 60
+ROWS_PER_RUN = 10_000
+RATE_WINDOW = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class ReportLimits:
+    """How much one run may report: `per_minute` reports through the endpoint in any minute
+    (one more is refused, saying when to try again: HTTP 429 with Retry-After; counted per
+    job from the audit trail, so every paika up instance and a restart see the same count),
+    and `rows_per_run` rows stored of its reports, through the endpoint and its report
+    file together (see `store_within` for which are kept)."""
+
+    per_minute: int = REPORTS_PER_MINUTE
+    rows_per_run: int = ROWS_PER_RUN
+
+    @classmethod
+    def of(cls, settings: Settings) -> ReportLimits:
+        """The limits the settings give (PAIKA_REPORT_RATE_PER_MINUTE, _ROWS_PER_RUN)."""
+        return cls(settings.report_rate_per_minute, settings.report_rows_per_run)
 
 
 # ---------------------------------------------------------------- reading reports
@@ -270,6 +300,24 @@ def store(session: Session, job: Job, report: Report, *, source: OutputSource, a
     """Add `report`'s rows for the job's current run and set its latest metrics and output,
     in the caller's transaction (the job's row is written: its version guards the update).
     Returns how many rows were added."""
+    return store_within(session, job, report, source=source, at=at, cap=None)[0]
+
+
+def store_within(
+    session: Session,
+    job: Job,
+    report: Report,
+    *,
+    source: OutputSource,
+    at: datetime,
+    cap: int | None,
+) -> tuple[int, int]:
+    """`store`, keeping the run's rows within `cap` (None: no cap); (rows added, rows not
+    kept). The oldest rows are kept: a run's history from its start stays whole, no row is
+    deleted for a new one (which would double the writes of a run that floods), and the
+    job's latest metrics and output are set whatever the cap, so the newest values are
+    never lost. A verdict (status, note) is always kept: what the run said of itself
+    decides how it ends."""
     attempt = job.attempts
     rows: list[JobOutput] = []
 
@@ -305,9 +353,17 @@ def store(session: Session, job: Job, report: Report, *, source: OutputSource, a
     # The job's row first: on MariaDB the outputs' key checks would otherwise share-lock it,
     # and a racing change of the job would deadlock instead of losing plainly.
     session.flush()
+    dropped = 0
+    if cap is not None and rows:
+        room = cap - job_reports.rows_of_run(session=session, job_id=job.id or 0, attempt=attempt)
+        verdicts = [row for row in rows if row.kind == OutputKind.STATUS.value]
+        others = [row for row in rows if row.kind != OutputKind.STATUS.value]
+        kept = others[: max(0, room - len(verdicts))]
+        dropped = len(others) - len(kept)
+        rows = kept + verdicts
     for row in rows:
         session.add(row)
-    return len(rows)
+    return len(rows), dropped
 
 
 def reported_failed(session: Session, job: Job) -> bool:
@@ -317,17 +373,33 @@ def reported_failed(session: Session, job: Job) -> bool:
 
 
 def token_matches(job: Job | None, token: str) -> bool:
-    """Whether `token` is the current run's report secret of `job` (in constant time)."""
+    """Whether `token` is the current run's report secret of `job` (in constant time). A
+    job restored from a snapshot holds its run's token as a SHA-256 digest (the snapshot
+    keeps no token): the token given is checked against that."""
     if job is None or not job.report_token or not token:
         return False
+    if is_token_digest(job.report_token):
+        given = hashlib.sha256(token.encode()).hexdigest()
+        return hmac.compare_digest(job.report_token.encode(), given.encode())
     return hmac.compare_digest(job.report_token.encode(), token.encode())
 
 
-def take_from_job(engine: Engine, now: datetime, job_id: int, token: str, body: bytes) -> Stored:
+def take_from_job(
+    engine: Engine,
+    now: datetime,
+    job_id: int,
+    token: str,
+    body: bytes,
+    limits: ReportLimits | None = None,
+) -> Stored:
     """Store the report a job POSTed (`body`, see from_body) with its run's secret.
     UserError, storing nothing: the secret is not this job's current run's
-    (REPORT_TOKEN_REFUSED), the run has ended (REPORT_RUN_ENDED), or the body is not a
-    report. The secret is checked first: nobody without it has the body read at all."""
+    (REPORT_TOKEN_REFUSED), the run has ended (REPORT_RUN_ENDED), it reported `per_minute`
+    times in the last minute already (REPORT_RATE_LIMITED, with `retry_after` seconds), or
+    the body is not a report. The secret is checked first: nobody without it has the body
+    read at all. Past the run's `rows_per_run`, rows are not kept (`Stored.dropped`)."""
+    limits = limits or ReportLimits()
+    actor = f"job:{job_id}"
 
     def work() -> Stored:
         with session_scope(engine) as session:
@@ -337,18 +409,36 @@ def take_from_job(engine: Engine, now: datetime, job_id: int, token: str, body: 
             assert job is not None
             if job.state not in ON_HOST_STATES:
                 raise UserError(Problem.JOB_REPORT_RUN_ENDED, id=job_id, state=job.state)
+            recent = audit.recent_times(
+                session=session,
+                actor=actor,
+                action=ACTION_JOB,
+                since=now - RATE_WINDOW,
+                limit=limits.per_minute,
+            )
+            if len(recent) >= limits.per_minute:
+                first = recent[0] if recent[0].tzinfo else recent[0].replace(tzinfo=UTC)
+                wait = (first + RATE_WINDOW - now).total_seconds()
+                raise UserError(
+                    Problem.JOB_REPORT_RATE_LIMITED,
+                    id=job_id,
+                    limit=limits.per_minute,
+                    retry_after=max(1, math.ceil(wait)),
+                )
             report = from_body(body)
-            rows = store(session, job, report, source=OutputSource.JOB, at=now)
+            rows, dropped = store_within(
+                session, job, report, source=OutputSource.JOB, at=now, cap=limits.rows_per_run
+            )
             audit.record(
                 session=session,
                 at=now,
-                actor=f"job:{job_id}",
+                actor=actor,
                 action=ACTION_JOB,
                 target_kind="job",
                 target_id=job_id,
-                detail={"attempt": job.attempts, "rows": rows},
+                detail={"attempt": job.attempts, "rows": rows, "dropped": dropped},
             )
-            return Stored(job_id, job.attempts, rows)
+            return Stored(job_id, job.attempts, rows, dropped, limits.rows_per_run)
 
     return retrying(work, what=f"job #{job_id}: its report")
 
@@ -377,11 +467,17 @@ class LinesTaken:
 
 
 def take_file_lines(
-    session: Session, job: Job, held: FileLines, taken: int, at: datetime
+    session: Session,
+    job: Job,
+    held: FileLines,
+    taken: int,
+    at: datetime,
+    cap: int | None = ROWS_PER_RUN,
 ) -> LinesTaken:
     """Store the lines numbered after `taken` (the run's lines already stored), in the
     caller's transaction, and record how far they go. A line that is not understood is
-    skipped (and counted): the job's own mistake must not stop the others."""
+    skipped (and counted): the job's own mistake must not stop the others. The run's rows
+    stay within `cap` (see `store_within`)."""
     new = [
         (number, text) for number, text in enumerate(held.lines, start=held.first) if number > taken
     ]
@@ -396,7 +492,8 @@ def take_file_lines(
         except UserError as exc:
             bad.append((number, exc.problem.value))
             continue
-        rows += store(session, job, report, source=OutputSource.FILE, at=at)
+        added, _ = store_within(session, job, report, source=OutputSource.FILE, at=at, cap=cap)
+        rows += added
     skip_file_lines(session, job, held)
     return LinesTaken(rows, tuple(bad), max(0, held.first - 1 - taken))
 

@@ -10,6 +10,7 @@ from scheduler.errors import PaikaError
 from scheduler.hosts.credentials import AgentKeys, read_secret
 from scheduler.hosts.poll import Poller
 from scheduler.notices.events import Observer
+from scheduler.outputs import ReportLimits
 from scheduler.pools import PoolDispatcher, PoolPoller
 
 
@@ -57,4 +58,5 @@ def agent_cycle(paika: Paika, observer: Observer) -> Cycle:
         PoolPoller(paika.policy, poller, dispatcher=dispatcher),
         keys,
         report_url=paika.settings.resolved_report_url(),
+        report_limits=ReportLimits.of(paika.settings),
     )

@@ -67,6 +67,12 @@ class Settings(BaseSettings):
     spool_max_mb: int = Field(default=256, ge=1)
     # The admins' channel hears once when the store has been down this long, and again on recovery.
     store_down_alert_minutes: float = Field(default=10, gt=0)
+    # Reports one run of a job may send to paika up's endpoint in any minute; one more is
+    # answered 429 with Retry-After.
+    report_rate_per_minute: int = Field(default=60, ge=1)
+    # Rows one run's reports may store (endpoint and report file together); past it the
+    # oldest are kept, its verdict always, and its latest metrics and output still set.
+    report_rows_per_run: int = Field(default=10_000, ge=1)
 
     @field_validator("admins", mode="before")
     @classmethod

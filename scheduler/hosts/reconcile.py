@@ -43,6 +43,7 @@ from scheduler.hosts.report import PENDING_TOO_LONG, AgentJobState, HostReport
 from scheduler.ledger import charge_lost, close_allocations_at
 from scheduler.notices.events import Event, EventCode, EventKind, LostWhy, record
 from scheduler.outputs import (
+    ROWS_PER_RUN,
     FileLines,
     lines_taken,
     reported_failed,
@@ -134,9 +135,15 @@ class Reconciliation:
 
 
 def reconcile(
-    engine: Engine, policy: PolicyConfig, reports: Mapping[str, HostReport], now: datetime
+    engine: Engine,
+    policy: PolicyConfig,
+    reports: Mapping[str, HostReport],
+    now: datetime,
+    *,
+    rows_cap: int | None = ROWS_PER_RUN,
 ) -> Reconciliation:
-    """Bring every on-host job's state in line with its hosts' reports."""
+    """Bring every on-host job's state in line with its hosts' reports; the rows a run's
+    report file stores stay within `rows_cap` (the settings' PAIKA_REPORT_ROWS_PER_RUN)."""
     found = Reconciliation()
     with Session(engine) as session:
         rows = job_queries.on_host_rows(session=session)
@@ -164,7 +171,7 @@ def reconcile(
                 found.stops.append(row.id)
             continue
         settle.append(_Settling(row, seen, known, fresh))
-    _settle_all(engine, policy, settle, now, found)
+    _settle_all(engine, policy, settle, now, found, rows_cap)
     _close_leaks(engine, policy, leaks, now)
     found.orphans = _orphans(reports, held_here)
     found.acks = _acks(reports, {agent_job_id(row.id, row.attempts) for row in rows})
@@ -204,11 +211,15 @@ def _report_lines(
 
 
 def _take_lines(
-    session: Session, job: Job, fresh: Sequence[tuple[FileLines, int]], now: datetime
+    session: Session,
+    job: Job,
+    fresh: Sequence[tuple[FileLines, int]],
+    now: datetime,
+    rows_cap: int | None = ROWS_PER_RUN,
 ) -> None:
     """Store the run's new report-file lines; a line that is not understood is logged."""
     for lines, done in fresh:
-        took = take_file_lines(session, job, lines, done, now)
+        took = take_file_lines(session, job, lines, done, now, rows_cap)
         for number, problem in took.bad:
             log.warning(
                 "job #%s: line %s of its report file on %s is not a report (%s); skipped",
@@ -292,6 +303,7 @@ def _settle_all(
     settling: Sequence[_Settling],
     now: datetime,
     found: Reconciliation,
+    rows_cap: int | None = ROWS_PER_RUN,
 ) -> None:
     """Settle every job in one transaction: a cycle in which fifty runs ended makes one
     commit, not fifty. Should the batch fail (a user's command changed one of the jobs
@@ -302,7 +314,17 @@ def _settle_all(
         try:
             with session_scope(engine) as session:
                 for one in settling:
-                    _settle_in(session, policy, one.row, one.seen, one.known, now, mine, one.fresh)
+                    _settle_in(
+                        session,
+                        policy,
+                        one.row,
+                        one.seen,
+                        one.known,
+                        now,
+                        mine,
+                        one.fresh,
+                        rows_cap,
+                    )
         except Exception as exc:
             log.info("this cycle's jobs are settled one by one: %s", exc)
         else:
@@ -311,7 +333,9 @@ def _settle_all(
             found.stops += mine.stops
             return
     for one in settling:
-        _settle_safely(engine, policy, one.row, one.seen, one.known, now, found, one.fresh)
+        _settle_safely(
+            engine, policy, one.row, one.seen, one.known, now, found, one.fresh, rows_cap
+        )
 
 
 def _settle_in(
@@ -323,6 +347,7 @@ def _settle_in(
     now: datetime,
     mine: Reconciliation,
     fresh: Sequence[tuple[FileLines, int]],
+    rows_cap: int | None = ROWS_PER_RUN,
 ) -> None:
     """Settle one job in `session`, its events recorded with the change (told with it, or
     not at all); nothing when it moved on since it was read (cancelled, requeued …)."""
@@ -330,7 +355,7 @@ def _settle_in(
     if job is None or job.state not in ON_HOST_STATES or job.attempts != row.attempts:
         return
     told = len(mine.events)
-    _take_lines(session, job, fresh, now)
+    _take_lines(session, job, fresh, now, rows_cap)
     if seen is not None:
         _settle(session, policy, job, seen, known, now, mine)
     for event in mine.events[told:]:
@@ -346,6 +371,7 @@ def _settle_safely(
     now: datetime,
     found: Reconciliation,
     fresh: Sequence[tuple[FileLines, int]] = (),
+    rows_cap: int | None = ROWS_PER_RUN,
 ) -> None:
     """Settle one job in its own transaction, with its new report-file lines (`seen` None:
     only take those); a race re-reads it, any other error is logged and leaves it for the
@@ -354,7 +380,7 @@ def _settle_safely(
         mine = Reconciliation()
         try:
             with session_scope(engine) as session:
-                _settle_in(session, policy, row, seen, known, now, mine, fresh)
+                _settle_in(session, policy, row, seen, known, now, mine, fresh, rows_cap)
         except Exception as exc:
             if lost_race(exc):
                 continue  # a user's command changed it in between: read it again

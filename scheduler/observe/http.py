@@ -5,13 +5,15 @@ Beside them, `POST /v1/jobs/{id}/report`: where a running job reports its output
 report` inside it), with `Authorization: Bearer <PAIKA_JOB_TOKEN>`, its run's own secret.
 Answers: 200 {"job_id", "attempt", "stored"}; 401 no token, or not the current run's token
 of that job (another job's, an earlier run's, a forged one); 409 the run has ended; 400 a
-body that is not a report; 413 a body over 64 KiB. An error is {"error": sentence,
+body that is not a report; 413 a body over 64 KiB; 429 the run reported its limit in the last
+minute (PAIKA_REPORT_RATE_PER_MINUTE), with Retry-After in seconds. Past the run's limit of
+rows (PAIKA_REPORT_ROWS_PER_RUN), 200 also says how many were not kept ("dropped", "limit"). An error is {"error": sentence,
 "problem": code}, and nothing was stored."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 from starlette.applications import Starlette
@@ -24,7 +26,7 @@ from scheduler.clock import Clock
 from scheduler.errors import Problem, UserError
 from scheduler.observe.health import Health
 from scheduler.observe.metrics import CONTENT_TYPE, ServiceMetrics
-from scheduler.outputs import BODY_LIMIT, take_from_job
+from scheduler.outputs import BODY_LIMIT, ReportLimits, take_from_job
 
 METRICS_PATH = "/metrics"
 HEALTH_PATH = "/healthz"
@@ -34,6 +36,7 @@ REFUSALS: dict[object, int] = {
     Problem.JOB_REPORT_TOKEN_REFUSED: 401,
     Problem.JOB_REPORT_RUN_ENDED: 409,
     Problem.JOB_REPORT_TOO_LARGE: 413,
+    Problem.JOB_REPORT_RATE_LIMITED: 429,
 }
 
 
@@ -45,6 +48,7 @@ class ReportDesk:
     engine: Engine
     clock: Clock
     words: Callable[[UserError], str]
+    limits: ReportLimits = field(default_factory=ReportLimits)
 
 
 def report_route(desk: ReportDesk) -> Route:
@@ -53,6 +57,8 @@ def report_route(desk: ReportDesk) -> Route:
     def refused(error: UserError) -> JSONResponse:
         status = REFUSALS.get(error.problem, 400)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        if status == 429:
+            headers = {"Retry-After": str(error.values.get("retry_after", 60))}
         body = {"error": desk.words(error), "problem": error.problem.value}
         return JSONResponse(body, status_code=status, headers=headers)
 
@@ -64,13 +70,20 @@ def report_route(desk: ReportDesk) -> Route:
         raw = await _body(request, BODY_LIMIT)
         try:
             stored = await run_in_threadpool(
-                take_from_job, desk.engine, desk.clock.now(), job_id, token.strip(), raw
+                take_from_job,
+                desk.engine,
+                desk.clock.now(),
+                job_id,
+                token.strip(),
+                raw,
+                desk.limits,
             )
         except UserError as error:
             return refused(error)
-        return JSONResponse(
-            {"job_id": stored.job_id, "attempt": stored.attempt, "stored": stored.rows}
-        )
+        said = {"job_id": stored.job_id, "attempt": stored.attempt, "stored": stored.rows}
+        if stored.dropped:  # past the run's limit of rows: these were not kept
+            said.update(dropped=stored.dropped, limit=stored.limit)
+        return JSONResponse(said)
 
     return Route(REPORT_PATH, post_report, methods=["POST"])
 

@@ -61,3 +61,17 @@ def latest(
         .limit(1)
     )
     return session.exec(query).first()
+
+
+def recent_times(
+    *, session: Session, actor: str, action: str, since: datetime, limit: int
+) -> list[datetime]:
+    """When `actor` did `action` from `since` on, oldest first, at most `limit` of them
+    (a rate limit's window: read by the actor's index, never the whole trail)."""
+    query = (
+        select(AuditEvent.at)
+        .where(AuditEvent.actor == actor, AuditEvent.action == action, AuditEvent.at >= since)
+        .order_by(col(AuditEvent.at))
+        .limit(limit)
+    )
+    return list(session.exec(query).all())

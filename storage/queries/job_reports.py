@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, func, select
 
 from storage.models import Job, JobOutput
 from storage.models.jobs import OutputKind
@@ -57,3 +57,9 @@ def lines_taken(*, session: Session, job_ids: Sequence[int]) -> Sequence[tuple[i
         return []
     query = select(Job.id, Job.attempts, Job.report_lines_taken).where(col(Job.id).in_(job_ids))
     return [(int(i or 0), int(a), taken) for i, a, taken in session.exec(query).all()]
+
+
+def rows_of_run(*, session: Session, job_id: int, attempt: int) -> int:
+    """How many output rows one run of a job has stored."""
+    query = select(func.count()).where(JobOutput.job_id == job_id, JobOutput.attempt == attempt)
+    return int(session.exec(query).one())

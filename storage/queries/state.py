@@ -9,6 +9,7 @@ and the readings that change at every poll (utilization, memory in use, failed p
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,9 +77,25 @@ HOST = (
 GPU = ("id", "host_id", "index", "uuid", "name", "gpu_type", "memory_gib", "healthy",
        "foreign_memory_gib")  # fmt: skip
 # Every column of a job but its optimistic-locking version (a restored row starts at 0).
-# A run's report token stays out of snapshots: whoever reads the object store could
-# otherwise report for a running job.
-JOB = tuple(c.name for c in table_of(Job).columns if c.name not in ("version", "report_token"))
+# A run's report token is kept as its SHA-256 only (`token_digest`): whoever reads the object
+# store cannot report for a running job, and a restored run's reports are still taken.
+JOB = tuple(c.name for c in table_of(Job).columns if c.name != "version")
+TOKEN_DIGEST_LENGTH = 64  # hex digits of a SHA-256; a run's own token is 43 characters
+
+
+def token_digest(token: str) -> str:
+    """What a snapshot keeps of a run's report token: its SHA-256 in hex (a digest already
+    is kept as it is: a database restored from a snapshot holds digests)."""
+    if is_token_digest(token):
+        return token
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def is_token_digest(value: str) -> bool:
+    """Whether a stored report token is a digest (restored from a snapshot), not a token."""
+    return len(value) == TOKEN_DIGEST_LENGTH and all(c in "0123456789abcdef" for c in value)
+
+
 ALLOCATION = ("id", "job_id", "gpu_id", "started_at")
 
 
@@ -214,7 +231,12 @@ def active_jobs(*, session: Session) -> Rows:
     """Every job not yet ended, every column, by id."""
     columns = _columns(Job, JOB)
     query = sa_select(*columns).where(col(Job.state).in_(ACTIVE_STATES)).order_by(col(Job.id))
-    return _read(session, query, columns)
+    found = _read(session, query, columns)
+    at = found.columns.index("report_token")
+    for row in found.rows:
+        if row[at]:
+            row[at] = token_digest(row[at])
+    return found
 
 
 def open_allocations(*, session: Session) -> Rows:
