@@ -61,7 +61,10 @@ users can neither find nor read it, and the job cannot swap it for a link to som
 agent may read. A container job gets the file bind-mounted at /run/paika-report. The watch
 loop reads whole new lines as the file grows, and the rest when the job ends (then the file
 goes); the lines are kept in the job table (the last 200, at most 32 KiB; `report_first`
-counts the ones dropped) and passed up unread in JobInfo: the scheduler parses them.
+counts the ones dropped) and passed up unread in JobInfo: the scheduler parses them. The file
+holds blocks on disk only for what was not read yet (the read part is freed, a hole), and a
+job that writes it faster than it is read has its older lines counted and dropped past
+8 MiB unread: the agent reads the end.
 
 One background thread polls the running jobs (every `poll_interval_s`): it records exits
 and sends SIGKILL to the group of a job whose stop grace period has run out.
@@ -143,6 +146,13 @@ REPORT_LINES_KEPT = 200
 REPORT_BYTES_KEPT = 32 * 1024
 REPORT_LINE_LIMIT = 4096  # characters of one line; a longer one is cut
 REPORT_READ_LIMIT = 256 * 1024  # bytes read from one file in one look
+# A report file holds on disk only what was not read yet: the blocks of what was read are
+# freed (a MiB at a time). Past REPORT_BACKLOG_MAX unread, lines are counted and dropped (at
+# most REPORT_SKIP_PER_LOOK a look) so the agent reads the file's end, not its history.
+REPORT_FREE_EVERY = 1024 * 1024
+REPORT_BACKLOG_MAX = 8 * 1024 * 1024
+REPORT_SKIP_PER_LOOK = 64 * 1024 * 1024
+FALLOC_KEEP_SIZE, FALLOC_PUNCH_HOLE = 0x01, 0x02
 # How often running jobs' report files are looked at: a job that writes without pause
 # costs the agent at most one read and one save of its table this often.
 REPORT_LOOK_S = 0.5
@@ -227,6 +237,7 @@ class _Job:
     report_lines: list[str] = field(default_factory=list)
     report_first: int = 1  # the number of report_lines[0] in the file (from 1)
     seq: int = 0  # the store's change number when this record last changed
+    report_freed: int = 0  # bytes at the report file's start whose blocks were freed (not kept)
     acked_at: float | None = None  # when the scheduler said it has recorded the end
 
     @classmethod
@@ -1407,10 +1418,14 @@ def _read_report(job: _Job, *, final: bool) -> bool:
     True when there were any. The file must still be a plain file: never a link."""
     if not job.report_path:
         return False
+    flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(job.report_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(job.report_path, os.O_RDWR | flags)  # RDWR: to free what was read
+    except PermissionError:
+        fd = os.open(job.report_path, os.O_RDONLY | flags)
     except OSError:
         return False  # not made yet, or gone (read to its end already)
+    skipped = 0
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -1419,12 +1434,18 @@ def _read_report(job: _Job, *, final: bool) -> bool:
             job.report_offset = 0
         if info.st_size == job.report_offset:
             return False
-        os.lseek(fd, job.report_offset, os.SEEK_SET)
-        data = os.read(fd, min(info.st_size - job.report_offset, REPORT_READ_LIMIT))
+        if info.st_size - job.report_offset > REPORT_BACKLOG_MAX:
+            skipped = _skip_backlog(fd, job, info.st_size - REPORT_READ_LIMIT)
+        data = os.pread(
+            fd, min(info.st_size - job.report_offset, REPORT_READ_LIMIT), job.report_offset
+        )
     except OSError:
         return False
     finally:
-        os.close(fd)
+        try:
+            _free_read_part(fd, job)
+        finally:
+            os.close(fd)
     parts = data.split(b"\n")
     rest = parts.pop()  # after the last newline: a line still being written
     if rest and (final or len(rest) >= REPORT_LINE_LIMIT):
@@ -1432,7 +1453,7 @@ def _read_report(job: _Job, *, final: bool) -> bool:
         rest = b""
     job.report_offset += len(data) - len(rest)
     if not parts:
-        return False
+        return bool(skipped)
     for part in parts:
         line = part.decode("utf-8", errors="replace").rstrip("\r")
         job.report_lines.append(line[:REPORT_LINE_LIMIT])
@@ -1443,6 +1464,71 @@ def _read_report(job: _Job, *, final: bool) -> bool:
         job.report_lines.pop(0)
         job.report_first += 1
     return True
+
+
+def _skip_backlog(fd: int, job: _Job, upto: int) -> int:
+    """The job writes its report file faster than it is read: count (not keep) its lines up
+    to `upto` (at most REPORT_SKIP_PER_LOOK a look), so the numbers of the lines after them
+    stay right; the lines kept so far go too (the numbers of kept lines are consecutive).
+    Returns how many lines were dropped."""
+    end = min(upto, job.report_offset + REPORT_SKIP_PER_LOOK)
+    pos, counted, last_line_end = job.report_offset, 0, job.report_offset
+    while pos < end:
+        block = os.pread(fd, min(1024 * 1024, end - pos), pos)
+        if not block:
+            break
+        newlines = block.count(b"\n")
+        if newlines:
+            counted += newlines
+            last_line_end = pos + block.rindex(b"\n") + 1
+        pos += len(block)
+    if not counted:
+        return 0
+    dropped = counted + len(job.report_lines)
+    job.report_first += dropped
+    job.report_lines = []
+    job.report_offset = last_line_end
+    log.warning(
+        "job %s writes its report file faster than the agent reads it: %d lines dropped",
+        job.job_id,
+        counted,
+        extra={"run_id": job.job_id},
+    )
+    return dropped
+
+
+def _free_read_part(fd: int, job: _Job) -> None:
+    """Give the disk back the blocks of what was read of the report file (a hole: the file
+    keeps its size and the job its offset), once a MiB more was read; where the filesystem
+    cannot punch holes, nothing."""
+    upto = job.report_offset // REPORT_FREE_EVERY * REPORT_FREE_EVERY
+    if upto <= job.report_freed:
+        return
+    job.report_freed = upto
+    with contextlib.suppress(OSError, AttributeError):
+        punch_hole(fd, upto)
+
+
+_FALLOCATE: Any = None
+
+
+def punch_hole(fd: int, length: int) -> None:
+    """Free the blocks of the first `length` bytes of the file `fd` (Linux fallocate with
+    PUNCH_HOLE | KEEP_SIZE); OSError where the filesystem cannot. ctypes is loaded at the
+    first use: agents whose jobs write small reports never load it."""
+    global _FALLOCATE
+    if _FALLOCATE is None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        call = libc.fallocate
+        call.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+        call.restype = ctypes.c_int
+        _FALLOCATE = (call, ctypes.get_errno)
+    call, get_errno = _FALLOCATE
+    if call(fd, FALLOC_PUNCH_HOLE | FALLOC_KEEP_SIZE, 0, length) != 0:
+        code = get_errno()
+        raise OSError(code, os.strerror(code))
 
 
 def _stopped_first(job: _Job) -> str:

@@ -170,3 +170,36 @@ def test_a_log_keeps_its_tail_under_its_cap(tmp_path: Path) -> None:
         numbers = [int(line) for line in lines]
         assert numbers == list(range(numbers[0], 100000))
         assert client.log("chatty.1", lines=3).lines == ("99997", "99998", "99999")
+
+
+def test_a_report_file_holds_only_what_was_not_read_and_its_numbers_stay_right(
+    tmp_path: Path,
+) -> None:
+    # Before: a run's report file kept everything the job wrote (the agent read 512 KiB a
+    # second of it), so a job writing reports without pause filled the agent's disk.
+    lines = 3_000_000  # 30 MiB of report lines, written as fast as Python can
+    program = (
+        "import os, time\n"
+        "with open(os.environ['PAIKA_REPORT_FILE'], 'a') as out:\n"
+        f"    for i in range({lines}): out.write(f'metric=n:{{i}}\\n')\n"
+        "time.sleep(60)\n"
+    )
+    with agent_on(tmp_path / "state") as (client, store):
+        client.start_job(
+            StartRequest(job_id="talky.1", gpus=[0], argv=[sys.executable, "-c", program])
+        )
+        last = f"metric=n:{lines - 1}"
+
+        def caught_up() -> bool:
+            job = client.job("talky.1")
+            return bool(job.report_lines) and job.report_lines[-1] == last
+
+        wait_for(caught_up, 60, "the agent to read the report file's end")
+        job = client.job("talky.1")
+        assert job.report_first > 1  # lines were dropped, and counted
+        assert job.report_first + len(job.report_lines) - 1 == lines
+        first = int(job.report_lines[0].rpartition(":")[2])
+        assert first == job.report_first - 1  # each line keeps its number
+        report = Path(store._jobs["talky.1"].report_path or "")
+        assert report.stat().st_size > 30 * MIB
+        assert report.stat().st_blocks * 512 < 10 * MIB  # only the unread part holds blocks
