@@ -1,4 +1,8 @@
-"""Serving an ASGI app with uvicorn in a background thread (agents, the Slack HTTP mode, tests)."""
+"""Serving an ASGI app with uvicorn in a background thread (agents, the Slack HTTP mode, tests).
+
+Every server is bounded (scheduler.agent.bounded): a client has `head_timeout_s` for its
+request line and headers and `body_timeout_s` for its body, and at most `max_connections`
+are open at once, so idle sockets cannot starve the requests that matter."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import time
 import uvicorn
 from starlette.types import ASGIApp
 
+from scheduler.agent.bounded import BACKLOG, Bounds, Guard, protocol_for, tls_context
 from scheduler.agent.protocol import LOOPBACK
 
 
@@ -19,10 +24,12 @@ def serve_in_thread(
     *,
     timeout_s: float = 10.0,
     tls: tuple[str, str] | None = None,
+    bounds: Bounds | None = None,
 ) -> tuple[uvicorn.Server, threading.Thread, int]:
     """Serve `app` with uvicorn in a daemon thread; return once it accepts connections.
 
     `tls`: (certificate file, key file) to serve HTTPS, as `paika agent --tls-cert/--tls-key`.
+    `bounds`: its time limits and connection cap (default: Bounds.for_this_process()).
 
     port 0 picks a free port; the third value is the port it got. Stop it with
     `stop_server(server, thread)` (or `server.should_exit = True; thread.join()`).
@@ -38,16 +45,20 @@ def serve_in_thread(
         sock.close()
         raise
     actual_port = int(sock.getsockname()[1])
-    cert, key = tls if tls is not None else (None, None)
+    try:
+        context = tls_context(*tls) if tls is not None else None
+    except (OSError, ValueError):
+        sock.close()
+        raise
+    guard = Guard(bounds or Bounds.for_this_process(), context)
     config = uvicorn.Config(
         app,
         log_level="warning",
         access_log=False,
-        http="h11",
+        http=protocol_for(guard),  # also does the TLS, so handshakes are bounded too
+        backlog=BACKLOG,
         ws="none",
         lifespan="off",
-        ssl_certfile=cert,
-        ssl_keyfile=key,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(

@@ -10,6 +10,8 @@ scheduler. Modules, from the wire inwards:
     app.py        build_app(): the Starlette application under /v1/
     body.py       request bodies within bounds: size (413) and JSON nesting (400)
     command.py    `paika agent`: checks, builds the app and serves it with uvicorn
+    bounded.py    uvicorn's h11 with head/body timeouts, a connection cap and its own TLS
+                  (also for paika up's HTTP side, through scheduler.serving)
     address.py    where an agent listens: its default port, and loopback
     jobs.py       JobStore: processes, logs, stop with grace, state that survives restarts
     isolation.py  whom a job runs as (accounts, the root rules), its workdir, its cgroup

@@ -10,6 +10,14 @@ PAIKA_AGENT_TOKEN_FILE=… paika agent --report-only --tls-cert … --tls-key �
 Without TLS the agent listens on loopback only, unless --insecure says plain HTTP on the
 network is meant: a token sent in clear over a LAN can be read by anyone on it.
 
+Idle or slow clients cannot take the agent off the air (scheduler/agent/bounded.py): a client
+has --head-timeout-s for its request line and headers (and TLS handshake) and --body-timeout-s
+for its body, and at most --max-connections are open; at the cap the longest-idle connection
+makes room. The soft limit on open files is raised to the hard one at start.
+
+SIGTERM (systemd's stop) stops serving, then releases the state dir and the agent's cgroup
+as a clean exit does (jobs keep running), and exits 0.
+
 The token file (0600, the agent's user's) is preferred to PAIKA_AGENT_TOKEN: a variable is
 easier to leak (shells' history, `ps e`, child processes). As root the agent runs each job
 as the account it names, never as root unless --allow-root-jobs.
@@ -20,15 +28,29 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import signal
 import socket
 import ssl
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Annotated
 
 import typer
 import uvicorn
 
 from scheduler.agent.app import TokenFile, TokenSource, TokenUnavailable, build_app
+from scheduler.agent.bounded import (
+    BACKLOG,
+    BODY_TIMEOUT_S,
+    HEAD_TIMEOUT_S,
+    Bounds,
+    Guard,
+    protocol_for,
+    tls_context,
+)
 from scheduler.agent.errors import AgentError
 from scheduler.agent.gpus import GpuReader
 from scheduler.agent.isolation import RunAs
@@ -190,6 +212,33 @@ def agent(
             "job start. For the nodes of a Slurm pool with utilization: agents.",
         ),
     ] = False,
+    head_timeout_s: Annotated[
+        float,
+        typer.Option(
+            "--head-timeout-s",
+            min=0.1,
+            help="Seconds a client has to send its request line and headers (and finish its "
+            "TLS handshake) before it gets 408 and is closed.",
+        ),
+    ] = HEAD_TIMEOUT_S,
+    body_timeout_s: Annotated[
+        float,
+        typer.Option(
+            "--body-timeout-s",
+            min=0.1,
+            help="Seconds a client has to send a request's body once its headers are in.",
+        ),
+    ] = BODY_TIMEOUT_S,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            "--max-connections",
+            min=1,
+            help="Open connections at most (default: 1000, or less to stay 256 under the "
+            "limit on open files). At the cap the longest-idle one is closed to make room; "
+            "with every one busy, a new one gets 503.",
+        ),
+    ] = None,
     allow_system_accounts: Annotated[
         bool,
         typer.Option(
@@ -214,6 +263,49 @@ def agent(
             "privileges), e.g. IPC_LOCK; repeat for more.",
         ),
     ] = None,
+    log_max_mib: Annotated[
+        float,
+        typer.Option(
+            "--log-max-mib",
+            min=0.01,
+            help="A job's log keeps at most this many MiB: its end, the older output dropped.",
+        ),
+    ] = LOG_MAX_BYTES / MIB,
+    disk_reserve_mib: Annotated[
+        float,
+        typer.Option(
+            "--disk-reserve-mib",
+            min=0.0,
+            help="Free MiB of the state dir's disk that job logs never take (the agent's own "
+            "records need it). Under twice this the host takes no new job and reports its "
+            "disk low.",
+        ),
+    ] = DISK_RESERVE_BYTES / MIB,
+    keep_ended_s: Annotated[
+        float,
+        typer.Option(
+            "--keep-ended-s",
+            min=0.0,
+            help="Seconds an ended run is kept after the scheduler has recorded its end.",
+        ),
+    ] = KEEP_ENDED_S,
+    logs_max_age_days: Annotated[
+        float,
+        typer.Option(
+            "--logs-max-age-days",
+            min=0.0,
+            help="Logs of runs the agent has forgotten are removed after this many days.",
+        ),
+    ] = LOGS_MAX_AGE_S / 86400,
+    logs_max_total_mib: Annotated[
+        float,
+        typer.Option(
+            "--logs-max-total-mib",
+            min=0.0,
+            help="Logs of runs the agent has forgotten take at most this many MiB together "
+            "(the oldest go first).",
+        ),
+    ] = LOGS_MAX_TOTAL_BYTES / MIB,
 ) -> None:
     """Run the GPU host agent: reports this host's GPUs and runs jobs for the scheduler.
 
@@ -262,49 +354,6 @@ def agent(
         )
     except LogSettingError as exc:
         raise _fail(str(exc)) from exc
-    log_max_mib: Annotated[
-        float,
-        typer.Option(
-            "--log-max-mib",
-            min=0.01,
-            help="A job's log keeps at most this many MiB: its end, the older output dropped.",
-        ),
-    ] = LOG_MAX_BYTES / MIB,
-    disk_reserve_mib: Annotated[
-        float,
-        typer.Option(
-            "--disk-reserve-mib",
-            min=0.0,
-            help="Free MiB of the state dir's disk that job logs never take (the agent's own "
-            "records need it). Under twice this the host takes no new job and reports its "
-            "disk low.",
-        ),
-    ] = DISK_RESERVE_BYTES / MIB,
-    keep_ended_s: Annotated[
-        float,
-        typer.Option(
-            "--keep-ended-s",
-            min=0.0,
-            help="Seconds an ended run is kept after the scheduler has recorded its end.",
-        ),
-    ] = KEEP_ENDED_S,
-    logs_max_age_days: Annotated[
-        float,
-        typer.Option(
-            "--logs-max-age-days",
-            min=0.0,
-            help="Logs of runs the agent has forgotten are removed after this many days.",
-        ),
-    ] = LOGS_MAX_AGE_S / 86400,
-    logs_max_total_mib: Annotated[
-        float,
-        typer.Option(
-            "--logs-max-total-mib",
-            min=0.0,
-            help="Logs of runs the agent has forgotten take at most this many MiB together "
-            "(the oldest go first).",
-        ),
-    ] = LOGS_MAX_TOTAL_BYTES / MIB,
     warn_root_jobs(allow_root_jobs)
     try:
         run_as = RunAs.for_this_process(
@@ -322,6 +371,11 @@ def agent(
             default_grace_s=grace_s,
             allow_root_jobs=allow_root_jobs,
             run_as=run_as,
+            log_max_bytes=int(log_max_mib * MIB),
+            disk_reserve_bytes=int(disk_reserve_mib * MIB),
+            keep_ended_s=keep_ended_s,
+            logs_max_age_s=logs_max_age_days * 86400,
+            logs_max_total_bytes=int(logs_max_total_mib * MIB),
         )
     except AgentError as exc:
         typer.echo(f"paika agent: {exc.message}", err=True)
@@ -364,27 +418,58 @@ def agent(
     )
     if not tls and not is_loopback(host):
         log.warning("--insecure: plain HTTP on the network")
+    bounds = Bounds.for_this_process(head_timeout_s, body_timeout_s, max_connections)
+    guard = Guard(bounds, tls_context(str(tls_cert), str(tls_key)) if tls else None)
+    with stopped_by_sigterm() as stopped:
+        try:
+            uvicorn.run(
+                app,
+                host=host,
+                port=port,
+                log_level=logging.getLevelName(logging.getLogger().level).lower(),
+                # None: uvicorn's loggers go through the root's handler, in its format (JSON too).
+                log_config=None,
+                # uvicorn's h11 protocol with time limits and a cap; it also does the TLS, so
+                # that handshakes are timed and capped like requests (bounded.py).
+                http=protocol_for(guard),
+                backlog=BACKLOG,
+                ws="none",
+                lifespan="off",
+            )
+        finally:
+            store.close()
+    if stopped:
+        log.info("paika agent stopped (SIGTERM): state dir released; running jobs go on")
+
+
+class Terminated(Exception):
+    """SIGTERM arrived: stop serving and clean up as at any exit."""
+
+
+@contextmanager
+def stopped_by_sigterm() -> Iterator[list[int]]:
+    """SIGTERM ends the block with a clean exit (the list it yields then holds the signal),
+    where Python's default would end the process before any cleanup.
+
+    uvicorn catches SIGTERM while it serves, shuts down, puts back the handler it found
+    and raises the signal again: the handler set here turns that into `Terminated`, which
+    unwinds through the `finally:` blocks. A second SIGTERM during the cleanup is ignored."""
+    got: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield got  # signals reach the main thread only: nothing to set (tests)
+        return
+
+    def terminated(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminated)
     try:
-        uvicorn.run(
-            app,
-            host=host,
-            port=port,
-            log_level=logging.getLevelName(logging.getLogger().level).lower(),
-            log_max_bytes=int(log_max_mib * MIB),
-            disk_reserve_bytes=int(disk_reserve_mib * MIB),
-            keep_ended_s=keep_ended_s,
-            logs_max_age_s=logs_max_age_days * 86400,
-            logs_max_total_bytes=int(logs_max_total_mib * MIB),
-            # None: uvicorn's loggers go through the root's handler, in its format (JSON too).
-            log_config=None,
-            http="h11",
-            ws="none",
-            lifespan="off",
-            ssl_certfile=str(tls_cert) if tls else None,
-            ssl_keyfile=str(tls_key) if tls else None,
-        )
+        yield got
+    except Terminated:
+        got.append(signal.SIGTERM)
     finally:
-        store.close()
+        signal.signal(signal.SIGTERM, previous)
 
 
 @agent_app.command("init")
