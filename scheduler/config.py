@@ -309,6 +309,15 @@ class Accounts(_Strict):
         return value
 
 
+class Archive(_Strict):
+    """What the object store keeps for good of the jobs' commands (job specs, template
+    versions, the queue's snapshots): `masked` (what looks like a secret replaced by
+    `***`), `full` (as submitted) or `none` (no command). The database keeps each command
+    as submitted: that is what runs."""
+
+    commands: Literal["masked", "full", "none"] = "masked"
+
+
 LOG_FIELDS = frozenset({"job_id", "attempt", "name", "account"})
 # sbatch options that change what or whether paika's run runs: never a container option.
 _NOT_CONTAINER_OPTIONS = OWN_OPTIONS | {"wrap", "hold", "array", "requeue", "export-file"}
@@ -494,6 +503,7 @@ class PolicyConfig(_Strict):
     estimates: Estimates = Estimates()
     containers: Containers = Containers()
     accounts: Accounts = Accounts()
+    archive: Archive = Archive()
     pools: dict[NamePattern, Pool] = Field(default_factory=dict)
 
     @field_validator("timezone")

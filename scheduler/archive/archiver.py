@@ -13,6 +13,10 @@ fills and the cycle goes on. What it hands over:
     the audit trail      yesterday's events, once a day      → audit/<day>.jsonl
     the digest           its data and its picture            → digests/<day>.json, .png
 
+Commands (a job's, in its spec; a template's `cmd`) are kept as the policy's
+`archive.commands` says: masked (the default: what looks like a secret replaced by ***),
+full, or none (masking.py); the queue's snapshots keep them the same way (state.py).
+
 Each stream's mark (archive_marks) moves only after its objects are in the spool, and every
 object's key and idempotency token are fixed by its content's identity, so a crash between
 the two hands an object over twice and the store keeps it once.
@@ -34,6 +38,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine
 
 from scheduler.archive import state
+from scheduler.archive.masking import kept_command, kept_fields
 from scheduler.config import PolicyConfig
 from scheduler.notices.kinds import NoticeKind
 from scheduler.notices.outbox import Announcement, claim
@@ -135,8 +140,8 @@ class Archiver:
         self._dirty = self._dirty or changed
         steps: tuple[tuple[str, Callable[[], int]], ...] = (
             ("config versions", lambda: self._config_versions(now)),
-            ("template versions", lambda: self._template_versions(now)),
-            ("job specs", lambda: self._specs(now)),
+            ("template versions", lambda: self._template_versions(now, policy)),
+            ("job specs", lambda: self._specs(now, policy)),
             ("decisions", lambda: self._decisions(now)),
         )
         for name, step in steps:
@@ -221,7 +226,7 @@ class Archiver:
                 )
         return len(rows)
 
-    def _template_versions(self, now: datetime) -> int:
+    def _template_versions(self, now: datetime, policy: PolicyConfig) -> int:
         with session_scope(self.engine) as session:
             last = queries.mark(session=session, stream="templates").position
             found = queries.template_versions_after(session=session, row_id=last, limit=BATCH)
@@ -231,7 +236,7 @@ class Archiver:
                     "team": team,
                     "name": row.name,
                     "version": row.version,
-                    "fields": row.fields,
+                    "fields": kept_fields(row.fields, policy.archive.commands),
                     "author": row.author,
                     "at": row.at.isoformat(),
                 }
@@ -243,7 +248,7 @@ class Archiver:
                 )
         return len(rows)
 
-    def _specs(self, now: datetime) -> int:
+    def _specs(self, now: datetime, policy: PolicyConfig) -> int:
         with session_scope(self.engine) as session:
             last = queries.mark(session=session, stream="specs").position
             found = queries.jobs_after(session=session, job_id=last, limit=BATCH)
@@ -257,10 +262,10 @@ class Archiver:
                     "submitted_at": job.submitted_at.isoformat(),
                     "template": job.template,
                     "template_version": job.template_version,
-                    "command": job.command,
+                    "command": kept_command(job.command, policy.archive.commands),
                     "image": job.image,
                     "account": job.account,
-                    "spec": job.spec,
+                    "spec": kept_fields(job.spec, policy.archive.commands),
                 }
                 self._add(keys.spec(job.id or 0), _json(body), "spec", {"paika-owner": job.owner})
             if rows:

@@ -10,6 +10,10 @@ what `paika state show | diff` read back.
     etas (each waiting job's ETA, as the policy worked it out), polls (when each host's
     agent last answered)
 
+Jobs' commands (their `command`, their spec's `cmd`, templates' `cmd`) are kept as the
+policy's `archive.commands` says (masking.py): masked by default, so a restored waiting job
+whose command held a secret comes back with *** in its place, and with `none` without one.
+
 Each table is {"columns": [...], "rows": [[...], ...]}, rows by id: a queue of 10,000 jobs
 is written in tens of milliseconds and a few hundred kilobytes gzipped. Times are UTC,
 ISO 8601 (`taken_at` names its zone; row times are UTC without one, as the database keeps
@@ -35,6 +39,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from scheduler.archive.history import StoredConfig
+from scheduler.archive.masking import CommandsKept, kept_command, kept_fields
 from scheduler.collector import collector_paused
 from scheduler.config import PolicyConfig
 from scheduler.errors import Conflict, Problem, UserError
@@ -113,11 +118,13 @@ def _document(
         "members": _table(state_queries.members(session=session)),
         "accounts": _table(state_queries.accounts(session=session)),
         "quotas": _table(state_queries.quotas(session=session)),
-        "templates": _table(state_queries.templates(session=session)),
+        "templates": _commands_kept(
+            _table(state_queries.templates(session=session)), policy.archive.commands
+        ),
         "hosts": _table(state_queries.hosts(session=session)),
         "polls": _table(state_queries.host_polls(session=session)),
         "gpus": _table(state_queries.gpus(session=session)),
-        "jobs": _table(jobs),
+        "jobs": _commands_kept(_table(jobs), policy.archive.commands),
         "allocations": _table(state_queries.open_allocations(session=session)),
         "waits": {"columns": list(WAIT_COLUMNS), "rows": [list(_wait_row(w)) for w in pending]},
         "etas": {"columns": list(ETA_COLUMNS), "rows": [list(_eta_row(w)) for w in pending]},
@@ -126,6 +133,25 @@ def _document(
 
 def _table(found: state_queries.Rows) -> dict[str, Any]:
     return {"columns": list(found.columns), "rows": found.rows}
+
+
+def _commands_kept(table: dict[str, Any], kept: CommandsKept) -> dict[str, Any]:
+    """A table's commands (`command`; `cmd` of `spec` and `fields`) as the policy keeps them
+    in the archive: a job keeps "" for none (its column holds text)."""
+    if kept == "full":
+        return table
+    columns = table["columns"]
+    at = {name: columns.index(name) for name in ("command", "spec", "fields") if name in columns}
+    rows = []
+    for row in table["rows"]:
+        row = list(row)
+        if "command" in at and isinstance(row[at["command"]], str):
+            row[at["command"]] = kept_command(row[at["command"]], kept) or ""
+        for name in ("spec", "fields"):
+            if name in at and isinstance(row[at[name]], Mapping):
+                row[at[name]] = kept_fields(row[at[name]], kept)
+        rows.append(row)
+    return {**table, "rows": rows}
 
 
 def records(doc: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
