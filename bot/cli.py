@@ -313,11 +313,11 @@ def _open_archive(paika: Paika) -> Archiver:
 
 def _serve_ops(paika: Paika, ops: Any) -> tuple[tuple[Any, Any], str]:
     """Serve /metrics and /healthz on PAIKA_HTTP_HOST:PAIKA_HTTP_PORT: ((server, thread), URL)."""
-    from scheduler.serving import serve_in_thread
+    from scheduler.serving import bounds_for, serve_in_thread
 
     host, port = paika.settings.http_host, paika.settings.http_port
     try:
-        server, thread, bound = serve_in_thread(ops, host, port)
+        server, thread, bound = serve_in_thread(ops, host, port, bounds=bounds_for(paika.settings))
     except OSError as exc:
         typer.echo(
             f"paika: cannot listen on {host}:{port} for /metrics and /healthz: {exc}", err=True

@@ -22,7 +22,7 @@ from bot.app import build_app
 from bot.http import EVENTS_PATH, Acked, http_app
 from bot.services import BotServices
 from scheduler.app import Paika
-from scheduler.serving import serve_in_thread, stop_server
+from scheduler.serving import bounds_for, serve_in_thread, stop_server
 
 log = logging.getLogger(__name__)
 # Socket Mode's envelope types, named as HTTP mode names its requests (bot.http.request_kind).
@@ -83,6 +83,7 @@ def start_bot(
         http_app(app, messenger.pacing, acked=acked, more_routes=more_routes),
         host,
         settings.http_port if port is None else port,
+        bounds=bounds_for(settings),
     )
     return SlackBot(
         "http",

@@ -15,6 +15,7 @@ from starlette.types import ASGIApp
 
 from scheduler.agent.bounded import BACKLOG, Bounds, Guard, protocol_for, tls_context
 from scheduler.agent.protocol import LOOPBACK
+from scheduler.settings import Settings
 
 
 def serve_in_thread(
@@ -77,6 +78,15 @@ def serve_in_thread(
             raise RuntimeError(f"the server on {host}:{actual_port} did not start")
         time.sleep(0.01)
     return server, thread, actual_port
+
+
+def bounds_for(settings: Settings) -> Bounds:
+    """paika up's bounds, from PAIKA_HTTP_HEAD_TIMEOUT_S, _BODY_TIMEOUT_S, _MAX_CONNECTIONS."""
+    return Bounds.for_this_process(
+        settings.http_head_timeout_s,
+        settings.http_body_timeout_s,
+        settings.http_max_connections,
+    )
 
 
 def stop_server(server: uvicorn.Server, thread: threading.Thread, timeout_s: float = 10.0) -> None:

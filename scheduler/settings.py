@@ -46,6 +46,15 @@ class Settings(BaseSettings):
     slack_api_url: str | None = None
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=3000, ge=0, le=65535)
+    # Seconds a client of paika up's HTTP side (Slack in HTTP mode, /metrics, /healthz, jobs'
+    # reports) has to send its request line and headers; a slower one gets 408 and is closed.
+    http_head_timeout_s: float = Field(default=10.0, gt=0)
+    # Seconds a client has to send a request's body once its headers are in, or is closed.
+    http_body_timeout_s: float = Field(default=30.0, gt=0)
+    # Open connections at most on the HTTP side (unset: 1000, or fewer to stay 256 under the
+    # limit on open files). At the cap the longest-idle one is closed to make room; with
+    # every one busy with a request, a new one gets 503.
+    http_max_connections: int | None = Field(default=None, ge=1)
     # Where a running job reports its outputs (`paika report` inside it POSTs to
     # <report_url>/v1/jobs/<id>/report): the address of paika up as the GPU hosts reach it.
     # Unset: http://<http_host>:<http_port>.

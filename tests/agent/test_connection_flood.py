@@ -34,7 +34,13 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from scheduler.agent.app import build_app
-from scheduler.agent.bounded import LOG_INTERVAL_S, BoundedH11Protocol, Bounds
+from scheduler.agent.bounded import (
+    LOG_INTERVAL_S,
+    MAX_CONNECTIONS,
+    BoundedH11Protocol,
+    Bounds,
+    connection_cap,
+)
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.simulated import SimulatedReader
 from scheduler.agent.tls import make_host, make_or_load_ca
@@ -307,3 +313,50 @@ def test_sigterm_stops_the_agent_cleanly_and_releases_what_it_holds(tmp_path: Pa
     # Its state is saved and the dir is free for the next agent.
     with JobStore(state, allow_root_jobs=True) as again:
         assert again.all_jobs() == []
+
+
+# ---------------------------------------------------------------- paika up's HTTP side
+
+
+def test_paika_ups_http_side_takes_its_bounds_from_the_settings_and_holds_a_flood() -> None:
+    """/healthz, /metrics and the jobs' reports are served by `paika up` (bot.cli._serve_ops
+    in Socket Mode, bot.runtime in HTTP mode) with PAIKA_HTTP_* bounds."""
+    from types import SimpleNamespace
+
+    from bot.cli import _serve_ops
+    from scheduler.settings import Settings
+
+    async def healthz(request: Request) -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    settings = Settings(
+        http_port=0,
+        http_head_timeout_s=HEAD_S,
+        http_body_timeout_s=BODY_S,
+        http_max_connections=CAP,
+    )
+    app = Starlette(routes=[Route("/healthz", healthz)])
+    (server, thread), url = _serve_ops(SimpleNamespace(settings=settings), app)  # type: ignore[arg-type]
+    guard = server.config.http_protocol_class.guard
+    assert (guard.bounds.max_connections, guard.bounds.head_timeout_s) == (CAP, HEAD_S)
+    port = int(url.rsplit(":", 1)[1])
+    flood = _idle_sockets(port, CAP + 50)
+    try:
+        started = time.monotonic()
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).text == "ok"
+        deadline = started + HEAD_S + 15
+        assert all(_closed_by_server(sock, deadline) for sock in flood)
+    finally:
+        for sock in flood:
+            sock.close()
+        stop_server(server, thread)
+
+
+def test_the_shipped_units_leave_room_for_the_full_cap() -> None:
+    """systemd's default soft limit (1024) would shrink the cap; the units lift it."""
+    from scheduler.deploy import units
+
+    for name, text in units().items():
+        limits = [line for line in text.splitlines() if line.startswith("LimitNOFILE=")]
+        assert limits == ["LimitNOFILE=65536"], name
+        assert connection_cap(int(limits[0].split("=")[1])) == MAX_CONNECTIONS
