@@ -653,7 +653,8 @@ class JobStore:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
         try:
             with open(fd, "w", encoding="utf-8") as out:
-                json.dump(data, out, separators=(",", ":"))
+                # dumps, not dump: dump runs the pure-Python encoder (a long table: seconds)
+                out.write(json.dumps(data, separators=(",", ":")))
                 out.flush()
                 os.fsync(out.fileno())
         except BaseException:
