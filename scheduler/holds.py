@@ -13,7 +13,9 @@ Each cycle, `release` lets go of the holds whose cause may have gone:
   mapping: the job takes the new account);
 - the host is not the one that refused: added again, another agent version, or its state
   changed since (it went down and came back, as a restarted agent does);
-- the job ended (a cancel, say).
+- the job ended (a cancel, say);
+- an admin put the host back in service (`/gpu admin host resume <host>`, see
+  scheduler/service/admin.py): the admin fixed it.
 A hold released is kept, with why, in its row and in the audit log.
 """
 
@@ -79,6 +81,17 @@ def hold(session: Session, job: Job, failure: DispatchError, now: datetime) -> b
     return not standing and not told
 
 
+def release_host(session: Session, host: str, now: datetime, actor: str) -> list[int]:
+    """An admin put `host` back in service (`/gpu admin host resume`): every job it held
+    off may be sent there again (the admin fixed the host). The job ids released."""
+    released = []
+    for row in hold_queries.standing(session=session):
+        if row.host.lower() == host.lower():
+            _released(session, row, now, "admin_released", actor)
+            released.append(row.job_id)
+    return released
+
+
 def release(engine: Engine, policy: PolicyConfig, now: datetime) -> list[int]:
     """Let go of the holds whose cause may have gone (see the module's docstring); the job
     ids released. Each hold is its own transaction: one that cannot be read costs only it."""
@@ -127,12 +140,18 @@ def _release_one(
                 session.add(job)
     if why is None:
         return None
+    _released(session, row, now, why, ACTOR)
+    return row.job_id
+
+
+def _released(session: Session, row: StartHold, now: datetime, why: str, actor: str) -> None:
+    """Let go of one hold, in the caller's transaction, with an audit record of why."""
     row.released_at, row.released_why = now, why
     session.add(row)
     audit.record(
         session=session,
         at=now,
-        actor=ACTOR,
+        actor=actor,
         action=RELEASED_ACTION,
         target_kind="job",
         target_id=row.job_id,
@@ -145,4 +164,3 @@ def _release_one(
         why,
         extra={"job_id": row.job_id, "host": row.host},
     )
-    return row.job_id

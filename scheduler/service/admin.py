@@ -6,6 +6,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from scheduler import holds
 from scheduler.errors import Action, Conflict, NotFound, Problem, UserError
 from scheduler.hosts.credentials import (
     HOST_TOKEN_PATH,
@@ -192,12 +193,23 @@ def _secret(ctx: Context) -> bytes:
 
 
 def set_draining(ctx: Context, name: str, draining: bool) -> Host:
-    """Drain a host (no new jobs start there) or put it back in service."""
+    """Drain a host (no new jobs start there) or put it back in service. Putting it back
+    also lets go of the jobs it had refused for good (an admin fixed the host: created
+    the account, restarted its agent as root …): they may be sent there again."""
     ctx.require_admin(Action.DRAIN_HOSTS if draining else Action.RESUME_HOSTS)
     host = _host(ctx, name)
     host.draining = draining
     ctx.session.add(host)
-    ctx.audit("host.drain" if draining else "host.resume", "host", host.id, name=host.name)
+    released = (
+        [] if draining else holds.release_host(ctx.session, host.name, ctx.now, ctx.actor.user_id)
+    )
+    ctx.audit(
+        "host.drain" if draining else "host.resume",
+        "host",
+        host.id,
+        name=host.name,
+        **({"released_jobs": released} if released else {}),
+    )
     return host
 
 

@@ -7,16 +7,23 @@ the machine does not have."""
 from __future__ import annotations
 
 import pwd
+from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
-from agent_world import job, make_cycle, ok, submit, until
+import pytest
+from agent_world import TOKEN, Agent, job, make_cycle, ok, submit, until
 from sqlmodel import Session, col, select
 
+from scheduler.agent.app import build_app
+from scheduler.agent.jobs import JobStore
+from scheduler.agent.simulated import SimulatedReader
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.dispatch import RefusalCode, refusal_of
 from scheduler.notices.events import RecordingObserver
 from scheduler.notices.kinds import NoticeKind
+from scheduler.serving import serve_in_thread
 from storage.models import JobEvent, JobState, Notice, StartHold
 
 MISSING = "paika-nobody-here"
@@ -71,7 +78,7 @@ def test_a_start_refused_for_a_missing_account_is_held_told_once_and_starts_once
     assert "/gpu admin account set" in status, status
 
     # The admin maps Alice to an account the hosts have: the holds are released, it starts.
-    ok(world, "UADMIN", "admin account set <@UALICE> account=root")
+    ok(world, "UADMIN", "admin account set <@UALICE> account=root force=yes")
     until(cycle, clock, lambda: job(world, "train").state == JobState.RUNNING)
     assert job(world, "train").account == "root"
     assert {h.released_why for h in holds(world, train)} == {"account_changed"}
@@ -98,3 +105,63 @@ def test_the_agents_refusals_are_known_by_their_words() -> None:
         "account: 'sys' is a system account (uid 2); …": RefusalCode.OTHER,
     }
     assert {words: refusal_of(words) for words in said} == said
+
+
+class ReportOnlyAgent(Agent):
+    """A simulated agent that only reports its GPUs (`paika agent --report-only`)."""
+
+    def start(self) -> None:
+        self.store = JobStore(self.state_dir, allow_root_jobs=True)
+        reader = SimulatedReader(self.spec, host=self.name, loads=self.store)
+        app = build_app(reader, self.store, TOKEN, host=self.name, report_only=True)
+        self.server, self.thread, self.port = serve_in_thread(app, port=self.port)
+
+
+@pytest.fixture
+def report_only(world: Paika, tmp_path: Path) -> Iterator[Agent]:
+    agent = ReportOnlyAgent("gpu-r", "2xA100-80GB", tmp_path / "gpu-r")
+    agent.start()
+    ok(world, "UADMIN", f"admin host add gpu-r url={agent.url}")
+    yield agent
+    agent.stop()
+
+
+def test_a_report_only_host_is_held_off_until_an_admin_resumes_it_and_told_once(
+    world: Paika, clock: ManualClock, report_only: Agent
+) -> None:
+    ok(world, "UADMIN", "admin host drain gpu-a")  # the A100s left are the report-only host's
+    cycle = make_cycle(world, RecordingObserver())
+    submit(world, "train", "sleep 300", extra="type=A100-80GB")
+    train = job(world, "train").id or 0
+    for _ in range(10):
+        clock.advance(timedelta(seconds=2))
+        cycle.run_once()
+    held = holds(world, train)
+    assert [(h.host, h.refusal) for h in held] == [("gpu-r", RefusalCode.REPORT_ONLY.value)]
+    assert job(world, "train").state == JobState.QUEUED
+    status = ok(world, "UALICE", f"status #{train}")
+    assert "only reports its GPUs" in status, status
+
+    # An admin resumes the host: it is asked again, refuses again, and nobody is told twice.
+    ok(world, "UADMIN", "admin host resume gpu-r")
+    until(cycle, clock, lambda: len(holds(world, train)) == 2, step=timedelta(seconds=2))
+    first, second = holds(world, train)
+    assert first.released_why == "admin_released" and second.released_at is None
+    assert len(notices(world, NoticeKind.JOB_HELD)) == 1
+
+    ok(world, "UADMIN", "admin host resume gpu-a")  # a host that runs jobs: it starts there
+    until(cycle, clock, lambda: job(world, "train").state == JobState.RUNNING)
+    assert "gpu-a" in ok(world, "UALICE", f"status #{train}")
+    assert len(notices(world, NoticeKind.JOB_HELD)) == 1
+
+
+def test_a_cancelled_held_job_lets_go_of_its_holds(world: Paika, clock: ManualClock) -> None:
+    ok(world, "UADMIN", f"admin account set <@UALICE> account={MISSING}")
+    cycle = make_cycle(world, RecordingObserver())
+    submit(world, "train", "sleep 300", extra="type=A100-80GB")
+    train = job(world, "train").id or 0
+    until(cycle, clock, lambda: len(holds(world, train)) == 1)
+    ok(world, "UALICE", f"cancel #{train}")
+    until(cycle, clock, lambda: holds(world, train)[0].released_at is not None)
+    assert holds(world, train)[0].released_why == "job_ended"
+    assert job(world, "train").state == JobState.CANCELLED
