@@ -133,7 +133,9 @@ class PoolPoller:
         (a Slurm pool's runs are Slurm's to keep)."""
         acknowledge = getattr(self.agents, "acknowledge", None)
         if acknowledge is not None:
-            acknowledge(acks)
+            acknowledge(
+                {h: runs for h, runs in acks.items() if slurm_pool_of(self.policy, h) is None}
+            )
 
     def __call__(self, targets: Sequence[Target]) -> Mapping[str, HostReport]:
         if self.dispatcher is not None:  # a read is of its own cycle only

@@ -6,6 +6,7 @@ after the restart; a host whose disk is low gets no job."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import time
@@ -16,20 +17,25 @@ from typing import Any
 import pytest
 from agent_world import TOKEN, Agent, job, make_cycle, ok, submit, until
 from sqlmodel import Session, select
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from bot.said import say
 from scheduler.agent.app import build_app
 from scheduler.agent.errors import JobNotFound
-from scheduler.agent.jobs import JobStore
+from scheduler.agent.jobs import STATE_FILE, JobStore
 from scheduler.agent.protocol import StartRequest
 from scheduler.agent.simulated import SimulatedReader
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.hosts.poll import Poller, Target
+from scheduler.hosts.reconcile import Seen, _seen
 from scheduler.hosts.report import DISK_LOW, disk_low_values
 from scheduler.notices.events import RecordingObserver
 from scheduler.results import Said, SaidCode
-from scheduler.serving import serve_in_thread
+from scheduler.serving import serve_in_thread, stop_server
 from storage.models import Host, JobState
 
 MIB = 1024 * 1024
@@ -191,3 +197,110 @@ def test_a_host_whose_disk_is_low_gets_no_job_and_says_why(
         close = getattr(cycle, "close", None)
         if close is not None:
             close()
+
+
+def test_an_agent_from_before_cursors_is_read_whole_and_told_no_acknowledgement(
+    tmp_path: Path,
+) -> None:
+    # An older agent ignores `since` and answers without a cursor: every job it keeps. The
+    # poller reads that answer as whole, keeps nothing between rounds, and sends it no
+    # acknowledgement (the older agent has no route for one).
+    calls: list[str] = []
+    answer = {
+        "health": {"status": "ok", "agent_version": "0.9", "api_version": 1, "host": "old"},
+        "host": "old",
+        "gpus": [],
+        "jobs": [
+            {
+                "job_id": "7.1",
+                "state": "exited",
+                "gpus": [0],
+                "command": ["true"],
+                "started_at": "2026-01-05T09:00:00+00:00",
+                "ended_at": "2026-01-05T09:01:00+00:00",
+                "exit_code": 0,
+            }
+        ],
+    }
+
+    async def status(request: Request) -> Response:
+        calls.append(f"{request.method} {request.url.path}?{request.url.query}")
+        return JSONResponse(answer)
+
+    async def other(request: Request) -> Response:
+        calls.append(f"{request.method} {request.url.path}")
+        return JSONResponse({"error": "no such route"}, status_code=404)
+
+    app = Starlette(
+        routes=[
+            Route("/v1/status", status, methods=["GET"]),
+            Route("/v1/jobs/ack", other, methods=["POST"]),
+        ]
+    )
+    server, thread, port = serve_in_thread(app)
+    poller = Poller(TOKEN, timeout=5.0)
+    try:
+        targets = [Target("old", f"http://127.0.0.1:{port}")]
+        first = poller(targets)["old"]
+        assert first.ok and set(first.jobs) == {"7.1"} and first.agent_version == "0.9"
+        poller.acknowledge({"old": ["7.1"]})
+        second = poller(targets)["old"]
+        assert second.ok and set(second.jobs) == {"7.1"}
+        assert calls == ["GET /v1/status?since=0", "GET /v1/status?since=0"]
+    finally:
+        poller.close()
+        stop_server(server, thread)
+
+
+def _history(state_dir: Path, runs: int) -> None:
+    """`runs` ended runs with 32 KiB of report lines each, as the agent writes its table."""
+    state_dir.mkdir(mode=0o700, parents=True)
+    now = time.time() - 3600
+    records = [
+        {
+            "job_id": f"{n}.1",
+            "gpus": [0],
+            "command": ["true"],
+            "pid": None,
+            "start_ticks": None,
+            "started_at": now + n,
+            "log_path": "",
+            "exit_path": "",
+            "state": "exited",
+            "ended_at": now + n + 1,
+            "exit_code": 0,
+            "report_lines": ["x" * 4000] * 8,
+            "seq": n + 1,
+        }
+        for n in range(runs)
+    ]
+    data = {"version": 1, "epoch": "e1", "seq": runs, "jobs": records}
+    (state_dir / STATE_FILE).write_text(json.dumps(data))
+
+
+def test_a_long_backlog_is_read_over_rounds_and_reported_partial_until_then(
+    tmp_path: Path,
+) -> None:
+    # Before: 2,100 ended runs with 32 KiB of report lines made one answer over the
+    # scheduler's 64 MiB cap: every poll of the host failed, from then on.
+    _history(tmp_path / "busy", 2100)
+    agent = ForgetfulAgent("busy", "2xA100-80GB", tmp_path / "busy")
+    agent.start()
+    poller = Poller(TOKEN, timeout=30.0)
+    try:
+        targets = [Target("busy", agent.url)]
+        reports = [poller(targets)["busy"]]
+        while reports[-1].partial:
+            assert len(reports) < 10
+            reports.append(poller(targets)["busy"])
+        assert all(report.ok for report in reports)
+        assert len(reports) > 1  # more than one round's pages
+        assert len(reports[-1].jobs) == 2100  # kept between rounds until acknowledged
+        # A run missing from a partial report is not concluded on: it may be on a later page.
+        partial = reports[0]
+        missing = next(f"{n}.1" for n in range(2100) if f"{n}.1" not in partial.jobs)
+        assert _seen(missing, ["busy"], {"busy": partial})[0] is Seen.AWAY
+        assert _seen(missing, ["busy"], {"busy": reports[-1]})[0] is Seen.ENDED
+    finally:
+        poller.close()
+        agent.stop()
