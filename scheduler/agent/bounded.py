@@ -73,7 +73,8 @@ def _answer(status: str, text: str, *headers: str) -> bytes:
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
-TOO_SLOW = _answer("408 Request Timeout", "the request line and headers did not arrive in time\n")
+SLOW_HEAD = _answer("408 Request Timeout", "the request line and headers did not arrive in time\n")
+SLOW_BODY = _answer("408 Request Timeout", "the request body did not arrive in time\n")
 FULL = _answer(
     "503 Service Unavailable",
     "too many open connections: try again in a moment\n",
@@ -246,6 +247,8 @@ class BoundedH11Protocol(H11Protocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.app = self._quiet(self.app)
+        self._cut = False  # closed for a slow body while the app waited for it
         self._counted = False
         self._raw: asyncio.Transport | None = None
         self._serving = False  # uvicorn's connection_made has run
@@ -359,11 +362,30 @@ class BoundedH11Protocol(H11Protocol):
     def _too_slow(self, phase: str) -> None:
         self._timer = None
         self.guard.note(phase)
-        if phase == "head" and self._serving and not self.transport.is_closing():
-            self.transport.write(TOO_SLOW)
-            self.transport.close()
-        else:
+        if not self._serving or self.transport.is_closing():
             self._close_now()
+            return
+        if phase == "head":
+            self.transport.write(SLOW_HEAD)
+        elif self.cycle is not None and not self.cycle.response_started:
+            # The app is waiting for the rest of the body: it will see the client gone, and
+            # the failure that causes is this timeout's, reported with it (see _quiet).
+            self._cut = True
+            self.transport.write(SLOW_BODY)
+        self.transport.close()
+
+    def _quiet(self, app: Any) -> Any:
+        """`app`, except that a failure after this connection was cut for a slow body is
+        not logged again (uvicorn logs each with its trace: a flood would fill the log)."""
+
+        async def quiet(scope: Any, receive: Any, send: Any) -> None:
+            try:
+                await app(scope, receive, send)
+            except Exception:
+                if not self._cut:
+                    raise
+
+        return quiet
 
     def evict(self) -> None:
         """Closed to make room: it has sent no complete request head."""

@@ -134,8 +134,13 @@ def test_a_flood_of_half_requests_leaves_polls_answered_and_is_closed_in_time(
                 sock.close()
 
 
-def test_a_slow_head_gets_408_and_a_slow_body_is_closed(store: JobStore) -> None:
+def test_a_slow_head_or_body_gets_408_and_is_closed_without_a_trace_in_the_log(
+    store: JobStore, caplog: pytest.LogCaptureFixture
+) -> None:
     with _served(_agent_app(store)) as (port, protocol):
+        # uvicorn's loggers (set up as the server starts) do not reach caplog at the root.
+        uvicorn_errors = logging.getLogger("uvicorn.error")
+        uvicorn_errors.addHandler(caplog.handler)
         (slow_head,) = _idle_sockets(port, 1)
         (slow_body,) = _idle_sockets(
             port,
@@ -155,11 +160,17 @@ def test_a_slow_head_gets_408_and_a_slow_body_is_closed(store: JobStore) -> None
             said = slow_head.recv(4096)
             assert said.startswith(b"HTTP/1.1 408"), said
             assert _closed_by_server(slow_head, deadline)
+            slow_body.settimeout(deadline - time.monotonic())
+            said = slow_body.recv(4096)
+            assert said.startswith(b"HTTP/1.1 408") and b"body did not arrive" in said, said
             assert _closed_by_server(slow_body, deadline)
             assert _closed_by_server(kept, deadline)
             wait_for(lambda: protocol.guard.totals["body"] == 1, 10, "the body timeout")
             wait_for(lambda: protocol.guard.open == 0, 10, "every connection to be released")
+            # The app, cut off while it read the body, fails; that is not logged with a trace.
+            assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
         finally:
+            uvicorn_errors.removeHandler(caplog.handler)
             for sock in (slow_head, slow_body, kept):
                 sock.close()
 
