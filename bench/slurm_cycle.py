@@ -151,7 +151,7 @@ def bench_paika(folder: Path, conf: str, jobs: int, sleep: float) -> Paika:
     paika.policy = PolicyConfig.model_validate(raw)
     for text in (
         "admin member add <@UALICE> team=vision",
-        "admin account set <@UALICE> account=nobody",
+        "admin account set <@UALICE> account=nobody force=yes",
         f"admin host add {NODE} url=http://{NODE}:8700",
     ):
         assert paika.run(text, "UADMIN").ok, text

@@ -309,7 +309,7 @@ HANDLERS: dict[tuple[str, ...], Handler] = {
     ("admin", "host", "rotate"): _host_rotate,
     ("admin", "host", "revoke"): _host_revoke,
     ("admin", "account", "set"): lambda ctx, a: accounts.set_account(
-        ctx, a.get("user"), a.get("team"), a["account"]
+        ctx, a.get("user"), a.get("team"), a["account"], force=a.get("force") == "yes"
     ),
     ("admin", "account", "remove"): lambda ctx, a: accounts.remove_account(
         ctx, a.get("user"), a.get("team")

@@ -73,6 +73,7 @@ class Problem(StrEnum):
     HOST_EXISTS = "problem.host_exists"
     HOST_URL_CREDENTIALS = "problem.host_url_credentials"
     HOST_URL_LINK_LOCAL = "problem.host_url_link_local"
+    ACCOUNT_SYSTEM = "problem.account_system"
     HOST_IN_USE = "problem.host_in_use"
     HOST_HAS_HISTORY = "problem.host_has_history"
     KEPT_CHANGING = "problem.kept_changing"

@@ -644,7 +644,13 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(("admin", "host", "list"), (), "/gpu admin host list", Section.ADMIN, admin=True),
     Subcommand(
         ("admin", "account", "set"),
-        (_someone(), _team("mapped"), _account()),
+        (
+            _someone(),
+            _team("mapped"),
+            _account(),
+            # Map to an account named as a system account all the same (audited as forced).
+            Key("force", ValueKind.CHOICE, "yes", "account", default="no", choices=YES_NO),
+        ),
         "/gpu admin account set @alice account=alice",
         Section.ADMIN,
         admin=True,

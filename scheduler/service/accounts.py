@@ -49,12 +49,18 @@ def require_account(ctx: Context, user_id: str, team: Team) -> str | None:
     return account
 
 
-def set_account(ctx: Context, user: str | None, team: str | None, account: str) -> Said:
-    """Map a person or a team to a Unix account (admins only)."""
+def set_account(
+    ctx: Context, user: str | None, team: str | None, account: str, *, force: bool = False
+) -> Said:
+    """Map a person or a team to a Unix account (admins only). An account named as a
+    system account is refused unless `force` (audited as forced): the hosts' agents refuse
+    system accounts by their uid anyway, this says so before any job waits on it."""
     ctx.require_admin(Action.MANAGE_ACCOUNTS)
     kind, subject = _subject(ctx, user, team)
     if not is_account_name(account):
         raise UserError(Problem.BAD_ACCOUNT_NAME, account=account)
+    if system_account_name(account) and not force:
+        raise UserError(Problem.ACCOUNT_SYSTEM, account=account)
     org_queries.set_unix_account(
         session=ctx.session,
         kind=kind,
@@ -64,13 +70,32 @@ def set_account(ctx: Context, user: str | None, team: str | None, account: str) 
         at=ctx.now,
     )
     others = [other for other in _mapped_to(ctx)[account] if other != (kind, subject)]
-    ctx.audit("account.set", kind, subject, account=account, shared_with=len(others))
+    forced = {"forced": True} if force and system_account_name(account) else {}
+    ctx.audit("account.set", kind, subject, account=account, shared_with=len(others), **forced)
     person = kind is AccountSubject.USER
     if others:  # they will share everything on the hosts: say so (docs: Shared Unix accounts)
         code = SaidCode.ACCOUNT_SET_USER_SHARED if person else SaidCode.ACCOUNT_SET_TEAM_SHARED
         return Said(code, {"subject": subject, "account": account, "others": len(others)})
     code = SaidCode.ACCOUNT_SET_USER if person else SaidCode.ACCOUNT_SET_TEAM
     return Said(code, {"subject": subject, "account": account})
+
+
+# Accounts the base systems (Debian, Ubuntu, RHEL, SUSE) and common services make for
+# themselves, and the privileged groups' names; `systemd-…` and `_…` names are the system's too.
+SYSTEM_ACCOUNTS = frozenset(
+    {"root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp"}
+    | {"proxy", "www-data", "backup", "list", "irc", "gnats", "nobody", "nfsnobody", "adm"}
+    | {"halt", "shutdown", "operator", "ftp", "messagebus", "sshd", "syslog", "polkitd", "dbus"}
+    | {"tss", "chrony", "ntp", "postfix", "postgres", "mysql", "redis", "nginx", "apache"}
+    | {"docker", "wheel", "sudo", "lxd", "libvirt", "disk", "slurm", "munge", "nvidia-persistenced"}
+)
+
+
+def system_account_name(account: str) -> bool:
+    """Whether `account` is the name of a system account (or a privileged group) on most
+    hosts; the agent's check by uid and groups is the one that holds."""
+    name = account.lower()
+    return name in SYSTEM_ACCOUNTS or name.startswith(("systemd-", "_"))
 
 
 def remove_account(ctx: Context, user: str | None, team: str | None) -> Said:

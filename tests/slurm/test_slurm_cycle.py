@@ -178,7 +178,7 @@ def open_site(
     paika.policy = policy
     site = SlurmSite(paika, policy, Ticks(), agents, slurm)
     site.ok("admin member add <@UALICE> team=vision", "UADMIN")
-    site.ok("admin account set <@UALICE> account=nobody", "UADMIN")
+    site.ok("admin account set <@UALICE> account=nobody force=yes", "UADMIN")
     site.ok(f"admin host add {NODE} url={url}", "UADMIN")
     return site
 
@@ -618,7 +618,7 @@ def test_an_idle_job_on_slurm_is_preempted_for_core_work_and_queued_again(
 ) -> None:
     heard, listening = shared_dir / "sweep-heard-term", shared_dir / "sweep-listening"
     site.ok("admin member add <@UVERA> team=vision role=approver", "UADMIN")
-    site.ok("admin account set <@UVERA> account=nobody", "UADMIN")
+    site.ok("admin account set <@UVERA> account=nobody force=yes", "UADMIN")
     site.ok(
         "submit name=sweep gpus=2 hours=1 priority=idle type=T4-16GB data=ready "
         f"cmd=\"trap 'touch {heard}; exit 0' TERM; touch {listening}; "
