@@ -205,3 +205,71 @@ def test_a_container_takes_no_new_privileges_and_keeps_only_the_sites_capabiliti
 def test_a_capability_that_is_not_one_name_is_refused(bad: str) -> None:
     with pytest.raises(ValueError, match="is not one Linux capability"):
         capability_name(bad)
+
+
+@pytest.mark.xdist_group("unix-accounts")
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="making a Unix account and switching to it needs root"
+)
+def test_a_job_run_as_its_account_hides_its_command_from_other_accounts(tmp_path: Path) -> None:
+    """The way hosts run it: a root agent, the job as its owner's account. Its command is in
+    no process's argv, and another account can neither read it from the job's descriptor
+    nor from its environment."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    if shutil.which("useradd") is None or shutil.which("su") is None:
+        pytest.skip("useradd or su is not installed")
+    names = [f"pkc{secrets.token_hex(3)}", f"pkd{secrets.token_hex(3)}"]
+    # Folders the accounts can pass through (pytest's own are root's alone).
+    base = Path(tempfile.mkdtemp(prefix="paika-privacy-"))
+    base.chmod(0o755)
+    home = base / "homes"
+    home.mkdir()
+    home.chmod(0o755)
+    for name in names:
+        subprocess.run(
+            ["useradd", "-m", "-d", str(home / name), "-s", "/bin/sh", "-U", name],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+    agent = start_agent(base / "state")
+    try:
+        secret = "s3cret-" + secrets.token_hex(8)
+        agent.client.start_job(
+            StartRequest(
+                job_id="owned",
+                gpus=[0],
+                shell=f"TOKEN={secret}; echo started; sleep 30; echo $TOKEN",
+                account=names[0],
+            )
+        )
+        wait_for(lambda: "started" in agent.client.log("owned").lines, what="the job to start")
+        job = agent.client.job("owned")
+        assert job.pid is not None
+        assert [args for args in every_processes_args() if secret in args] == []
+        shell = next(
+            pid
+            for pid in processes_in_group(job.pid)
+            if b"/proc/self/fd/3" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        )
+        probe = (
+            f"cat /proc/{shell}/fd/3; cat /proc/{shell}/environ; "
+            f"ps -eo args 2>/dev/null; cat /proc/*/cmdline 2>/dev/null; true"
+        )
+        seen = subprocess.run(
+            ["su", "-s", "/bin/sh", names[1], "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert secret not in seen.stdout + seen.stderr
+        assert "Permission denied" in seen.stderr
+    finally:
+        shutdown_agent(agent)
+        for name in names:
+            subprocess.run(["userdel", "-f", name], capture_output=True, check=False)
+        shutil.rmtree(base, ignore_errors=True)
