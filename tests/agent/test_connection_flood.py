@@ -37,6 +37,7 @@ from scheduler.agent.app import build_app
 from scheduler.agent.bounded import (
     LOG_INTERVAL_S,
     MAX_CONNECTIONS,
+    SPARE_FILES,
     BoundedH11Protocol,
     Bounds,
     connection_cap,
@@ -371,3 +372,12 @@ def test_the_shipped_units_leave_room_for_the_full_cap() -> None:
         limits = [line for line in text.splitlines() if line.startswith("LimitNOFILE=")]
         assert limits == ["LimitNOFILE=65536"], name
         assert connection_cap(int(limits[0].split("=")[1])) == MAX_CONNECTIONS
+
+
+def test_a_cap_above_what_the_file_limit_leaves_is_lowered_and_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="scheduler.agent.bounded")
+    bounds = Bounds.for_this_process(max_connections=10**7)
+    assert bounds.max_connections == resource.getrlimit(resource.RLIMIT_NOFILE)[0] - SPARE_FILES
+    assert "does not fit the limit" in caplog.text and "LimitNOFILE" in caplog.text
