@@ -1,8 +1,10 @@
 """The jobs an agent runs: start, watch, stop with grace, and remember across restarts.
 
-Every job runs as `python -I wrapper.py --detach FD --spec FD EXITFILE -- COMMAND…`: the
-wrapper forks away from the agent into a new session (so its pid is also the job's process
-group), reports its pid and start time through the pipe FD, and runs the command. Jobs are
+Every job runs as `python -I wrapper.py --detach FD --spec FD EXITFILE`: the wrapper forks
+away from the agent into a new session (so its pid is also the job's process group), reports
+its pid and start time through the pipe FD, and runs the command, which it reads with the
+rest of the launch spec from the other pipe (never from argv: `ps` shows argv to every user
+of the host; see _spec). Jobs are
 never the agent's children: they outlive it, and a fresh agent and a restarted one watch
 them the same way. Output (stdout and stderr) goes to `<state_dir>/logs/<job_id>.log` (through
 the job's log pump, below); the
