@@ -249,8 +249,12 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _few_files() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (FILES, FILES))
+# Runs the command in argv with the limit on open files set (no preexec_fn: threads are about).
+WITH_FEW_FILES = (
+    "import os, resource, sys; "
+    f"resource.setrlimit(resource.RLIMIT_NOFILE, ({FILES}, {FILES})); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
 
 
 def _answers(url: str) -> bool:
@@ -266,13 +270,12 @@ def test_the_agent_process_under_a_flood_past_its_file_limit_still_answers_polls
     """1,100 idle sockets took a real agent off the air (EMFILE); here more sockets than
     its file limit allows come at an agent whose cap derives from that limit."""
     port, log_file = _free_port(), tmp_path / "agent.log"
-    command = [str(PAIKA), "agent", "--simulate", "2xT4", "--port", str(port)]
-    command += ["--state-dir", str(tmp_path / "state"), "--head-timeout-s", str(HEAD_S)]
+    command = [sys.executable, "-c", WITH_FEW_FILES, str(PAIKA), "agent", "--simulate", "2xT4"]
+    command += ["--port", str(port), "--state-dir", str(tmp_path / "state")]
+    command += ["--head-timeout-s", str(HEAD_S)]
     env = {**os.environ, "PAIKA_AGENT_TOKEN": TOKEN}
     with log_file.open("w") as sink:
-        process = subprocess.Popen(
-            command, env=env, stdout=sink, stderr=subprocess.STDOUT, preexec_fn=_few_files
-        )
+        process = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     flood: list[socket.socket] = []
     try:
