@@ -126,3 +126,26 @@ def test_report_lines_that_raise_are_skipped_once_and_the_admins_told_once(
     ok(world, "UALICE", f"cancel #{noisy}")
     until(cycle, clock, lambda: job(world, "noisy").state == JobState.CANCELLED)
     assert open_allocations(world, noisy) == []
+
+
+def test_a_broken_job_whose_host_cannot_be_asked_ends_after_its_cancels_grace(
+    world: Paika,
+    clock: ManualClock,
+    agents: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cycle = make_cycle(world, RecordingObserver())
+    submit(world, "stuck", "sleep 300", extra="type=A100-80GB")
+    until(cycle, clock, lambda: job(world, "stuck").state == JobState.RUNNING)
+    stuck = job(world, "stuck").id or 0
+    monkeypatch.setattr(reconcile, "_silent", broken_for(stuck, reconcile._silent))
+    agents["gpu-a"].stop()  # its host stops answering: the stop cannot be sent
+    ok(world, "UALICE", f"cancel #{stuck}")
+    clock.advance(timedelta(seconds=10))
+    cycle.run_once()
+    assert job(world, "stuck").state == JobState.RUNNING  # within the stop's grace it waits
+    clock.advance(timedelta(seconds=reconcile.ENDING_STOP_GRACE_S))
+    cycle.run_once()
+    assert job(world, "stuck").state == JobState.CANCELLED
+    assert open_allocations(world, stuck) == []
+    assert len(notices(world, NoticeKind.JOB_UNSETTLED)) == 1
