@@ -287,7 +287,8 @@ class BoundedH11Protocol(H11Protocol):
                 server_side=True,
                 ssl_handshake_timeout=self.guard.bounds.head_timeout_s,
             )
-        except (OSError, ssl.SSLError, asyncio.CancelledError, TimeoutError, ConnectionError):
+        except (Exception, asyncio.CancelledError) as exc:  # a failed handshake is the client's
+            log.debug("TLS handshake failed: %s", exc)
             raw.abort()
             self._release()
             return
