@@ -130,7 +130,7 @@ RATE_WINDOW = timedelta(minutes=1)
 class ReportLimits:
     """How much one run may report: `per_minute` reports through the endpoint in any minute
     (one more is refused, saying when to try again: HTTP 429 with Retry-After; counted per
-    job from the audit trail, so every paika up instance and a restart see the same count),
+    run from the audit trail, so every paika up instance and a restart see the same count),
     and `rows_per_run` rows stored of its reports, through the endpoint and its report
     file together (see `store_within` for which are kept)."""
 
@@ -399,7 +399,6 @@ def take_from_job(
     the body is not a report. The secret is checked first: nobody without it has the body
     read at all. Past the run's `rows_per_run`, rows are not kept (`Stored.dropped`)."""
     limits = limits or ReportLimits()
-    actor = f"job:{job_id}"
 
     def work() -> Stored:
         with session_scope(engine) as session:
@@ -409,6 +408,7 @@ def take_from_job(
             assert job is not None
             if job.state not in ON_HOST_STATES:
                 raise UserError(Problem.JOB_REPORT_RUN_ENDED, id=job_id, state=job.state)
+            actor = f"job:{job_id}.{job.attempts}"  # the run, as its agent names it
             recent = audit.recent_times(
                 session=session,
                 actor=actor,
