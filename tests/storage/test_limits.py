@@ -136,6 +136,8 @@ READ_ONLY_CHOICES = {
     # yes/no, kept as jobs.preemptible (a boolean).
     ("submit", "preemptible"),
     ("template save", "preemptible"),
+    # yes/no, kept only as the audit record's "forced".
+    ("admin account set", "force"),
 }
 
 
