@@ -295,9 +295,18 @@ def build_app(
         jobs = await run_in_threadpool(jobs_store.all_jobs)
         return answer(JobList(jobs=jobs))
 
+    told_whole: list[bool] = []  # whether the log said so once already
+
     def read_status(since: str | None) -> Status:
         gpus = read_gpus()
         if since is None:  # a scheduler before cursors: every job, as it always had
+            if not told_whole:
+                told_whole.append(True)
+                log.warning(
+                    "polled without a cursor (a scheduler older than this agent?): every "
+                    "answer carries every run kept, and runs are forgotten only once a "
+                    "scheduler acknowledges them; upgrade the scheduler"
+                )
             jobs, cursor, more = jobs_store.all_jobs(), jobs_store.cursor(), False
         else:
             jobs, cursor, more = jobs_store.changes(since)

@@ -179,3 +179,17 @@ def test_bad_acknowledgements_are_400_naming_the_field(tmp_path: Path) -> None:
             client.ack(["../etc"])
         with pytest.raises(BadRequest, match="at most"):
             client.ack([f"{n}.1" for n in range(5000)])
+
+
+def test_a_poll_without_a_cursor_gets_every_run_and_the_agent_says_so_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A scheduler from before cursors: answered as it always was, and the agent's log says
+    # why nothing will be forgotten until a newer scheduler acknowledges runs.
+    _history(tmp_path / "state", 3)
+    with agent_on(tmp_path / "state") as (client, _store, _url):
+        with caplog.at_level("WARNING", logger="scheduler.agent.app"):
+            for _ in range(2):
+                assert [job.job_id for job in client.status().jobs] == ["0.1", "1.1", "2.1"]
+        said = [r.getMessage() for r in caplog.records if "without a cursor" in r.getMessage()]
+        assert len(said) == 1 and "upgrade the scheduler" in said[0]
