@@ -446,6 +446,7 @@ def _contain(
                 break
             found.events += mine.events
             found.stops += mine.stops
+            found.resend += mine.resend
             return
 
 
@@ -486,10 +487,17 @@ def _contained(
         )
         found.events.append(admins)
     asked = job.stop_reason
-    gone = one.seen in (Seen.ENDED, Seen.GONE)
+    # A start never confirmed that its agent does not know may still be on its way: not gone
+    # (its stop makes the agent refuse it for good), nor can that host be asked about it.
+    # It is given as long as any start is (`unknown_after_seconds`), then taken as gone.
+    arriving = one.seen is Seen.GONE and job.confirmed_at is None and one.known is None
+    patience = timedelta(seconds=policy.scheduler.hosts.unknown_after_seconds)
+    if arriving and job.started_at is not None and now - _aware(job.started_at) >= patience:
+        arriving = False
+    gone = one.seen is Seen.ENDED or (one.seen is Seen.GONE and not arriving)
     overdue = (
         asked in ENDING_STOPS
-        and one.seen in (Seen.SILENT, Seen.AWAY)
+        and (one.seen in (Seen.SILENT, Seen.AWAY) or arriving)
         and job.stop_requested_at is not None
         and now - _aware(job.stop_requested_at) >= timedelta(seconds=ENDING_STOP_GRACE_S)
     )
@@ -519,8 +527,10 @@ def _contained(
     # so the same line does not raise again every cycle; its stop goes out.
     for lines, _done in one.fresh:
         skip_file_lines(session, job, lines)
-    if job.stop_requested_at is not None and one.seen in (None, Seen.RUNNING):
+    if job.stop_requested_at is not None and (one.seen in (None, Seen.RUNNING) or arriving):
         found.stops.append(job.id or 0)
+    elif arriving:  # the same start, sent again under the same run id
+        found.resend.append(job.id or 0)
 
 
 def _seen_said(seen: Seen | None) -> str:

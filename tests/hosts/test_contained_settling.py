@@ -149,3 +149,25 @@ def test_a_broken_job_whose_host_cannot_be_asked_ends_after_its_cancels_grace(
     assert job(world, "stuck").state == JobState.CANCELLED
     assert open_allocations(world, stuck) == []
     assert len(notices(world, NoticeKind.JOB_UNSETTLED)) == 1
+
+
+def test_a_broken_job_whose_start_never_arrived_is_sent_again_not_ended(
+    world: Paika,
+    clock: ManualClock,
+    agents: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from test_outages import LostAnswers
+
+    cycle = make_cycle(world, RecordingObserver())
+    cycle.dispatcher = LostAnswers(deliver=False)  # its first start never reaches the agent
+    submit(world, "late", "sleep 300", extra="type=A100-80GB")
+    cycle.run_once()
+    late = job(world, "late")
+    assert late.state == JobState.RUNNING and late.confirmed_at is None
+    monkeypatch.setattr(reconcile, "_gone", broken_for(late.id or 0, reconcile._gone))
+    clock.advance(timedelta(seconds=5))
+    cycle.run_once()  # its settling raises; the start may still be on its way: sent again
+    assert job(world, "late").state == JobState.RUNNING
+    until(cycle, clock, lambda: job(world, "late").confirmed_at is not None)
+    assert open_allocations(world, late.id or 0) != []
