@@ -48,6 +48,7 @@ from scheduler.agent.bounded import (
     HEAD_TIMEOUT_S,
     Bounds,
     Guard,
+    file_limit,
     protocol_for,
     tls_context,
 )
@@ -419,6 +420,13 @@ def agent(
     if not tls and not is_loopback(host):
         log.warning("--insecure: plain HTTP on the network")
     bounds = Bounds.for_this_process(head_timeout_s, body_timeout_s, max_connections)
+    log.info(
+        "connections: at most %d open (open files: %d), %g s for a request head, %g s for a body",
+        bounds.max_connections,
+        file_limit(),
+        bounds.head_timeout_s,
+        bounds.body_timeout_s,
+    )
     guard = Guard(bounds, tls_context(str(tls_cert), str(tls_key)) if tls else None)
     with stopped_by_sigterm() as stopped:
         try:
