@@ -3,15 +3,18 @@
 1. poll every agent                          (hosts/poll.py)
 2. apply the reports; reconcile on-host jobs  (hosts/inventory.py, hosts/reconcile.py)
 3. send again the starts whose answer was lost; send the stops paika asked for
-4. snapshot the database and run the policy   (snapshots.py, policy/)
-5. admit each start: persist first, then dispatch; a refused start is undone and requeued,
-   a start whose answer was lost stays put (it is asked about again, never started elsewhere)
+4. release the holds whose cause has gone (holds.py); snapshot the database and run the
+   policy (snapshots.py, policy/)
+5. admit each start: persist first, then dispatch; a refused start is undone and requeued
+   (one the host refuses for good also holds the job off that host: holds.py), a start
+   whose answer was lost stays put (it is asked about again, never started elsewhere)
 6. record preemptions (their stops go out in step 3 of this and later cycles)
 7. log the decisions: starts the hosts took, preemptions, reservations, changed reasons
    (decision_log.py; its own transaction: a failure there is logged and stops nothing)
 
 No step lets one job or one host stop the others: each job's change is its own conditional
-update, and an error in one is logged and left for the next cycle.
+update, and an error in one is logged and left for the next cycle (an error settling a job
+is kept to that job, which is never stuck: hosts/reconcile.py, `_contain`).
 """
 
 from __future__ import annotations
