@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from urllib.parse import urlencode
+import socket
+from urllib.parse import urlencode, urlsplit
 
 from conftest import MEMBER, Bot
-from fake_slack import SIGNING_SECRET, signing
+from fake_slack import BOT_TOKEN, SIGNING_SECRET, signing
+from fake_slack.slack_server import FakeSlack
+from pydantic import SecretStr
 
 from bot.blocks import ids
+from bot.runtime import start_bot
+from scheduler.app import Paika
 
 
 def _plain(response_text: str) -> None:
@@ -81,3 +87,47 @@ def test_a_submission_whose_listener_fails_keeps_the_modal_open_with_plain_words
     assert list(answer["errors"]) == [ids.SUBMIT_NAME]
     assert "went wrong inside paika" in answer["errors"][ids.SUBMIT_NAME]
     _plain(response.text)
+
+
+def test_http_mode_answers_slack_through_a_flood_of_idle_sockets(
+    paika: Paika, slack: FakeSlack
+) -> None:
+    """`paika up` in HTTP mode (bot.runtime) serves Slack with the PAIKA_HTTP_* bounds: a
+    flood of half-sent requests past its cap leaves signed commands answered."""
+    cap, head_s = 10, 2.0
+    paika.settings = paika.settings.model_copy(
+        update={
+            "slack_bot_token": SecretStr(BOT_TOKEN),
+            "slack_signing_secret": SecretStr(SIGNING_SECRET),
+            "slack_app_token": None,
+            "slack_api_url": slack.api_url,
+            "http_port": 0,
+            "http_head_timeout_s": head_s,
+            "http_max_connections": cap,
+        }
+    )
+    running = start_bot(paika)
+    flood: list[socket.socket] = []
+    try:
+        where = urlsplit(running.where)
+        assert where.port is not None
+        for _ in range(cap + 20):
+            sock = socket.create_connection(("127.0.0.1", where.port), timeout=10)
+            sock.sendall(b"POST /slack/ev")
+            flood.append(sock)
+        signed = signing.slash_command(
+            SIGNING_SECRET, "queue", user_id=MEMBER, response_url=slack.response_url("r")
+        )
+        response = signing.post(running.where, *signed)
+        assert (response.status_code, response.text) == (200, "")
+        assert slack.wait_for_response("r")
+        # And the idle ones are closed by the server once their head is late.
+        for sock in flood:
+            sock.settimeout(head_s + 15)
+            with contextlib.suppress(ConnectionResetError):
+                while sock.recv(4096):
+                    pass
+    finally:
+        for sock in flood:
+            sock.close()
+        running.stop()
