@@ -55,6 +55,7 @@ from storage.db import lost_race, session_scope
 from storage.models import ON_HOST_STATES, Allocation, Job, JobState, LedgerEntry
 from storage.queries import audit
 from storage.queries import cluster as cluster_queries
+from storage.queries import holds as hold_queries
 from storage.queries import jobs as job_queries
 
 log = logging.getLogger(__name__)
@@ -684,7 +685,8 @@ def _lost(
     found: Reconciliation,
 ) -> None:
     """The run is gone (or given up on): do what its stop asked, else requeue it as a new
-    attempt — failed only once it has been started `max_attempts` times."""
+    attempt — failed only once it has been started `max_attempts` times (a start a host
+    refused for good, which ran nothing, is not one of them: scheduler/holds.py)."""
     hours = policy.scheduler.hosts.give_up_after_hours
     why = _LOST_WHY[lost].format(hours=hours)  # the job's history keeps the English reason
     said = {"why": lost.value, "hours": hours}
@@ -693,11 +695,12 @@ def _lost(
         state, done = ENDING_STOPS[asked]
         _finish(session, policy, job, state, now, f"{done} ({why})", until=last_seen)
         return
-    if asked not in REQUEUED_STOPS and job.attempts >= policy.scheduler.hosts.max_attempts:
-        reason = f"lost: {why}, after {job.attempts} attempts"
+    started = job.attempts - hold_queries.count_of_job(session=session, job_id=job.id or 0)
+    if asked not in REQUEUED_STOPS and started >= policy.scheduler.hosts.max_attempts:
+        reason = f"lost: {why}, after {started} attempts"
         _finish(session, policy, job, JobState.FAILED, now, reason, until=last_seen)
         found.events.append(
-            _event(EventKind.JOB_LOST, EventCode.LOST, job, now, attempts=job.attempts, **said)
+            _event(EventKind.JOB_LOST, EventCode.LOST, job, now, attempts=started, **said)
         )
         return
     _requeue(session, policy, job, now, f"requeued: {why}", until=last_seen)

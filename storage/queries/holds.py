@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, func, select
 
 from storage.models import StartHold
 
@@ -21,3 +21,9 @@ def of_job(*, session: Session, job_id: int) -> Sequence[StartHold]:
     """Every hold of a job, released or not, oldest first."""
     query = select(StartHold).where(StartHold.job_id == job_id).order_by(col(StartHold.id))
     return session.exec(query).all()
+
+
+def count_of_job(*, session: Session, job_id: int) -> int:
+    """How many of a job's starts hosts refused for good (each was counted as an attempt)."""
+    query = select(func.count()).where(StartHold.job_id == job_id)
+    return int(session.exec(query).one())

@@ -165,3 +165,27 @@ def test_a_cancelled_held_job_lets_go_of_its_holds(world: Paika, clock: ManualCl
     until(cycle, clock, lambda: holds(world, train)[0].released_at is not None)
     assert holds(world, train)[0].released_why == "job_ended"
     assert job(world, "train").state == JobState.CANCELLED
+
+
+def test_a_start_refused_for_good_is_not_one_of_the_attempts_a_lost_run_fails_after(
+    world: Paika, clock: ManualClock, agents: dict[str, Agent], report_only: Agent, tmp_path: Path
+) -> None:
+    hosts = world.policy.scheduler.hosts.model_copy(update={"max_attempts": 2})
+    scheduler = world.policy.scheduler.model_copy(update={"hosts": hosts})
+    world.policy = world.policy.model_copy(update={"scheduler": scheduler})
+    ok(world, "UADMIN", "admin host drain gpu-a")
+    cycle = make_cycle(world, RecordingObserver())
+    submit(world, "train", "sleep 300", extra="type=A100-80GB")
+    train = job(world, "train").id or 0
+    until(cycle, clock, lambda: len(holds(world, train)) == 1)  # gpu-r refused: attempt 1
+    ok(world, "UADMIN", "admin host resume gpu-a")
+    until(cycle, clock, lambda: job(world, "train").state == JobState.RUNNING)  # attempt 2
+    wiped = agents["gpu-a"]  # the host comes back with an empty disk: its run is lost
+    wiped.stop_all_jobs()
+    wiped.stop()
+    wiped.state_dir = tmp_path / "fresh-disk"
+    wiped.start()
+    # Started once, not twice: queued again as a new attempt, not failed.
+    until(cycle, clock, lambda: job(world, "train").attempts == 3)
+    assert job(world, "train").state == JobState.RUNNING
+    assert notices(world, NoticeKind.JOB_LOST) == []
