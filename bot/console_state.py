@@ -91,6 +91,15 @@ def restored(lang: str, result: RestoreResult, database: str, zone: ZoneInfo) ->
             allocations=amount(lang, "count.gpus", result.allocations),
         )
     ]
+    if result.without_command:
+        lines.append(
+            t(
+                lang,
+                "snapshot.restored_without_command",
+                jobs=amount(lang, "count.jobs", len(result.without_command)),
+                ids=", ".join(f"#{job_id}" for job_id in result.without_command),
+            )
+        )
     if result.config_version is not None:
         lines.append(t(lang, "snapshot.restored_policy", version=result.config_version))
     return "\n".join(lines)

@@ -11,8 +11,10 @@ what `paika state show | diff` read back.
     agent last answered)
 
 Jobs' commands (their `command`, their spec's `cmd`, templates' `cmd`) are kept as the
-policy's `archive.commands` says (masking.py): masked by default, so a restored waiting job
-whose command held a secret comes back with *** in its place, and with `none` without one.
+policy's `archive.commands` says (masking.py): masked by default. `commands_changed` lists the
+jobs whose command the archive did not keep as written: a restore brings those back
+cancelled, with the reason in their history, rather than queued to run `***` in place of
+a secret (or nothing, under `none`); their owners submit them again.
 
 Each table is {"columns": [...], "rows": [[...], ...]}, rows by id: a queue of 10,000 jobs
 is written in tens of milliseconds and a few hundred kilobytes gzipped. Times are UTC,
@@ -51,6 +53,8 @@ from storage.models import (
     Gpu,
     Host,
     Job,
+    JobEvent,
+    JobState,
     Member,
     Quota,
     Team,
@@ -67,6 +71,10 @@ SCHEMA = 1
 Document = dict[str, Any]
 # Who a restore is recorded as in the audit trail (no person made the rows).
 RESTORER = "paika-restore"
+# The history's reason for a waiting job the archive kept without its command as written.
+RESTORED_WITHOUT_COMMAND = (
+    "cancelled at restore: the archive kept its command masked (archive.commands); submit it again"
+)
 # What changes at every write though the state did not (see content_digest).
 PER_WRITE = ("taken_at", "etas", "polls")
 # A wait: its reason (code, the numbers and names it gives) and place, apart from its ETA
@@ -125,6 +133,7 @@ def _document(
         "polls": _table(state_queries.host_polls(session=session)),
         "gpus": _table(state_queries.gpus(session=session)),
         "jobs": _commands_kept(_table(jobs), policy.archive.commands),
+        "commands_changed": _commands_changed(_table(jobs), policy.archive.commands),
         "allocations": _table(state_queries.open_allocations(session=session)),
         "waits": {"columns": list(WAIT_COLUMNS), "rows": [list(_wait_row(w)) for w in pending]},
         "etas": {"columns": list(ETA_COLUMNS), "rows": [list(_eta_row(w)) for w in pending]},
@@ -152,6 +161,48 @@ def _commands_kept(table: dict[str, Any], kept: CommandsKept) -> dict[str, Any]:
                 row[at[name]] = kept_fields(row[at[name]], kept)
         rows.append(row)
     return {**table, "rows": rows}
+
+
+def _commands_changed(table: dict[str, Any], kept: CommandsKept) -> list[int]:
+    """The ids of the jobs whose command the archive keeps otherwise than as written."""
+    if kept == "full":
+        return []
+    columns = table["columns"]
+    ids, command = columns.index("id"), columns.index("command")
+    return [
+        row[ids]
+        for row in table["rows"]
+        if isinstance(row[command], str) and kept_command(row[command], kept) != row[command]
+    ]
+
+
+def _without_their_commands(
+    jobs: list[dict[str, Any]], doc: Mapping[str, Any], now: datetime
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Jobs as restored: a waiting one whose command the archive masked (or left out) comes
+    back cancelled, never queued to run a command that is not the one submitted. A running
+    one is its agent's matter (the host runs the real command). Returns the jobs and the
+    history rows of those cancelled."""
+    changed = set(doc.get("commands_changed") or ())
+    stamp = now.astimezone(UTC).isoformat()  # rows hold times as a snapshot writes them
+    out: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    for job in jobs:
+        if job["id"] in changed and job["state"] not in ON_HOST_STATES:
+            events.append(
+                {
+                    "job_id": job["id"],
+                    "at": stamp,
+                    "from_state": job["state"],
+                    "to_state": JobState.CANCELLED,
+                    "actor": RESTORER,
+                    "reason": RESTORED_WITHOUT_COMMAND,
+                }
+            )
+            job = {**job, "state": JobState.CANCELLED, "ended_at": stamp}
+            job["state_reason"] = RESTORED_WITHOUT_COMMAND
+        out.append(job)
+    return out, events
 
 
 def records(doc: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
@@ -254,6 +305,8 @@ class RestoreResult:
     jobs: int
     running: int
     allocations: int
+    # Waiting jobs brought back cancelled: the archive did not keep their command as written.
+    without_command: tuple[int, ...] = ()
 
 
 def restore(
@@ -289,7 +342,7 @@ def restore(
         # An open allocation names its GPU twice: the database refuses a second open one.
         allocations = [{**a, "active_gpu_id": a["gpu_id"]} for a in records(doc, "allocations")]
         templates = records(doc, "templates")
-        jobs = records(doc, "jobs")
+        jobs, cancelled = _without_their_commands(records(doc, "jobs"), doc, now)
         written = {
             model: restore_queries.insert_rows(session=session, model=model, rows=rows)
             for model, rows in (
@@ -301,6 +354,7 @@ def restore(
                 (Host, hosts),
                 (Gpu, records(doc, "gpus")),
                 (Job, jobs),
+                (JobEvent, cancelled),
                 (Allocation, allocations),
             )
         }
@@ -337,5 +391,6 @@ def restore(
         gpus=written[Gpu],
         jobs=written[Job],
         running=sum(1 for job in jobs if job["state"] in ON_HOST_STATES),
+        without_command=tuple(event["job_id"] for event in cancelled),
         allocations=written[Allocation],
     )

@@ -113,3 +113,12 @@ def test_a_restored_snapshot_counts_in_the_singular_where_it_holds_one() -> None
     assert "1 个团队、1 个配额、1 台主机共 1 张卡、1 个任务" in restored(
         "zh", RestoreResult(T0, None, 1, 1, 1, 1, 1, 1, 1), "db", ZoneInfo("UTC")
     )
+
+
+def test_a_restore_names_the_waiting_jobs_it_brought_back_cancelled() -> None:
+    result = RestoreResult(T0, None, 1, 1, 1, 1, 3, 0, 0, without_command=(12, 15))
+    said = restored("en", result, "sqlite:///paika.db", ZoneInfo("UTC"))
+    assert "2 jobs waiting (#12, #15) came back cancelled" in said
+    assert "submit them again" in said
+    zh = restored("zh", result, "db", ZoneInfo("UTC"))
+    assert "#12, #15" in zh and "重新提交" in zh

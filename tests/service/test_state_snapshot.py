@@ -29,6 +29,7 @@ from storage.models import (
     Gpu,
     Host,
     Job,
+    JobEvent,
     JobState,
     LedgerEntry,
     Quota,
@@ -233,6 +234,38 @@ def test_restore_gives_the_same_queue_under_the_same_numbers(
     assert result.view.job.id > highest  # type: ignore[attr-defined]
     ok(restored, "UADMIN", "admin quota add team=nlp hours=5 expires=2027-01-31 owner=<@UNICK>")
     restored.engine.dispose()
+
+
+def test_a_waiting_job_whose_command_the_archive_masked_comes_back_cancelled_not_run(
+    world: Paika, fresh: Engine, clock: ManualClock
+) -> None:
+    """The archive masks secrets in commands by default: a restore that queued the masked
+    command would run `--token ***`. Such a waiting job comes back cancelled, its history
+    saying why; a waiting job whose command held no secret and a running one come back as
+    they were."""
+    ok(world, "UBOB", SUBMIT.format(name="secret", gpus=1, hours=1, priority="normal",
+                                    data="ready").replace(".py", ".py --token hunter2-abc"))  # fmt: skip
+    doc = state.decode(state.encode(document(world)))
+    with Session(world.engine) as session:
+        secret = session.exec(select(Job).where(Job.name == "secret")).one()
+    assert doc["commands_changed"] == [secret.id]
+    done = state.restore(fresh, doc, clock.now())
+    assert done.without_command == (secret.id,)
+    with Session(fresh) as session:
+        back = {job.name: job for job in session.exec(select(Job))}
+        history = session.exec(select(JobEvent).where(JobEvent.job_id == secret.id)).all()
+    assert back["secret"].state == JobState.CANCELLED
+    assert "hunter2" not in back["secret"].command
+    assert [(e.from_state, e.to_state) for e in history] == [("queued", "cancelled")]
+    assert "submit it again" in (history[0].reason or "")
+    assert back["small"].state == JobState.QUEUED and back["big"].state == JobState.RUNNING
+    # A snapshot of an install that keeps commands in full changes none.
+    full = world.policy.model_copy(
+        update={"archive": world.policy.archive.model_copy(update={"commands": "full"})}
+    )
+    with Session(world.engine) as session:
+        kept = state.build_document(session, full, waits_of(world), clock.now(), 7)
+    assert kept["commands_changed"] == []
 
 
 def test_restore_refuses_a_database_that_holds_jobs_and_writes_nothing(
