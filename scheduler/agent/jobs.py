@@ -487,6 +487,9 @@ class JobStore:
         except BaseException:
             self._lockfile.close()
             raise
+        with self._lock:  # the reserve is held before any job can write
+            self._look_at_disk()
+            self._keep_reserve()
         self._cgroup_root = isolation.jobs_cgroup_root(self.state_dir) if use_cgroups else None
         self._thread = threading.Thread(
             target=self._watch, name=f"paika-agent-jobs:{self.state_dir.name}", daemon=True
@@ -681,6 +684,8 @@ class JobStore:
 
     def _spend_reserve(self) -> bool:
         """Give up the reserve file (the disk is full): True when there was one to give."""
+        with contextlib.suppress(OSError):
+            self.reserve_file.with_suffix(".partial").unlink()
         try:
             self.reserve_file.unlink()
         except FileNotFoundError:
@@ -698,15 +703,19 @@ class JobStore:
         size = self._reserve_size()
         if size <= 0 or self.reserve_file.exists() or self._disk.low:
             return
+        if self._disk.free_bytes - size < 2 * self.disk_reserve_bytes:
+            return  # taking it now would make the disk low
+        partial = self.reserve_file.with_suffix(".partial")  # whole, or not there at all
         try:
-            fd = os.open(self.reserve_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
         except OSError:
             return
         try:
             os.posix_fallocate(fd, 0, size)
+            os.replace(partial, self.reserve_file)
         except OSError:
             with contextlib.suppress(OSError):
-                self.reserve_file.unlink()
+                partial.unlink()
         finally:
             os.close(fd)
 
