@@ -146,7 +146,8 @@ def test_acknowledged_runs_are_forgotten_and_unacknowledged_ones_kept(tmp_path: 
         # Its log outlives its record (until it is old, or the logs too many).
         assert client.log("a.1").lines == ("I am a.1",)
         # b.1 was never acknowledged: kept, however long.
-        time.sleep(0.3)  # several tidy rounds (nothing to wait for: it must stay)
+        tidied = store._tidied_at  # several tidy rounds later, it is still there
+        wait_for(lambda: store._tidied_at > tidied + 0.2, 10, "tidy rounds")
         assert client.job("b.1").exit_code == 0
         assert client.ack(["a.1"]).acked == 0  # gone: nothing to acknowledge twice
     # The table on disk holds b.1 only.
