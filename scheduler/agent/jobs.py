@@ -839,7 +839,8 @@ class JobStore:
         self._helpers = [h for h in self._helpers if h.poll() is None]
         self._pumps = [pid for pid in self._pumps if not _reaped(pid)]
         disk = self._look_at_disk()
-        if now - self._tidied_at >= self.tidy_interval_s or disk.low:
+        every = min(1.0, self.tidy_interval_s) if disk.low else self.tidy_interval_s
+        if now - self._tidied_at >= every:  # a low disk: old logs go within a second
             self._tidied_at = now
             changed |= self._tidy(now)
             self._keep_reserve()

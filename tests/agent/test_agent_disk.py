@@ -203,3 +203,26 @@ def test_a_report_file_holds_only_what_was_not_read_and_its_numbers_stay_right(
         report = Path(store._jobs["talky.1"].report_path or "")
         assert report.stat().st_size > 30 * MIB
         assert report.stat().st_blocks * 512 < 10 * MIB  # only the unread part holds blocks
+
+
+def test_a_low_disk_removes_the_logs_of_forgotten_runs_oldest_first(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    # Before: nothing ever freed the space the agent's logs took.
+    state = small_disk / "state"
+    options = {"disk_reserve_bytes": RESERVE, "keep_ended_s": 0.0, "tidy_interval_s": 0.05}
+    program = f"import sys\nsys.stdout.write('x' * {12 * MIB})\n"
+    with agent_on(state, **options) as (client, store):
+        client.start_job(
+            StartRequest(job_id="old.1", gpus=[0], argv=[sys.executable, "-c", program])
+        )
+        log = state / "logs" / "old.1.log"
+        wait_for(lambda: log.exists() and log.stat().st_size == 12 * MIB, 30, "the whole log")
+        wait_for(lambda: client.job("old.1").state is not JobState.RUNNING, 10, "its end")
+        assert client.ack(["old.1"]).acked == 1
+        wait_for(lambda: "old.1" not in {j.job_id for j in store.all_jobs()}, 10, "forgotten")
+        assert log.exists()  # young, and few logs: kept while there is room
+        with (small_disk / "filler").open("wb") as out:
+            os.posix_fallocate(out.fileno(), 0, _free(small_disk) - 6 * MIB)
+        wait_for(lambda: not log.exists(), 10, "the forgotten run's log to go")
+        wait_for(lambda: not store.disk().low, 10, "room again")
