@@ -62,6 +62,7 @@ from scheduler.agent.jobs import (
     LOGS_MAX_AGE_S,
     LOGS_MAX_TOTAL_BYTES,
     MIB,
+    RESERVE_FILE_MAX,
     TOKEN_ENV,
     JobStore,
 )
@@ -374,6 +375,7 @@ def agent(
             run_as=run_as,
             log_max_bytes=int(log_max_mib * MIB),
             disk_reserve_bytes=int(disk_reserve_mib * MIB),
+            reserve_file_bytes=RESERVE_FILE_MAX,
             keep_ended_s=keep_ended_s,
             logs_max_age_s=logs_max_age_days * 86400,
             logs_max_total_bytes=int(logs_max_total_mib * MIB),

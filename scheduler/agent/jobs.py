@@ -116,7 +116,7 @@ STATE_VERSION = 1
 WRAPPER = Path(__file__).with_name("wrapper.py")
 LOG_PUMP = Path(__file__).with_name("logpump.py")
 RESERVE_FILE = "reserve"
-# The space the agent holds in a file of its own (at most this, and at most its reserve),
+# The space `paika agent` holds in a file of its own (at most this, and at most its reserve),
 # given up when the disk is full so exit records and the job table can still be written.
 RESERVE_FILE_MAX = 16 * 1024 * 1024
 # Defaults of the agent's options (paika agent --log-max-mib … ).
@@ -437,6 +437,7 @@ class JobStore:
         logs_max_age_s: float = LOGS_MAX_AGE_S,
         logs_max_total_bytes: int = LOGS_MAX_TOTAL_BYTES,
         tidy_interval_s: float = TIDY_EVERY_S,
+        reserve_file_bytes: int = 0,
     ) -> None:
         self.state_dir = Path(state_dir).absolute()
         # A running job's log keeps at most this much, its tail (logpump.py writes it).
@@ -450,6 +451,9 @@ class JobStore:
         self.logs_max_age_s = max(0.0, float(logs_max_age_s))
         self.logs_max_total_bytes = max(0, int(logs_max_total_bytes))
         self.tidy_interval_s = tidy_interval_s
+        # Bytes held in <state_dir>/reserve (at most the reserve): `paika agent` holds
+        # RESERVE_FILE_MAX; 0 (stores in tests and tools) holds none.
+        self.reserve_file_bytes = max(0, min(int(reserve_file_bytes), self.disk_reserve_bytes))
         # Where jobs that checkpoint and resume keep their checkpoints when they have no
         # place of their own: one folder a job, kept across its runs on this host.
         self.checkpoint_dir = (
@@ -680,7 +684,7 @@ class JobStore:
         return self.state_dir / RESERVE_FILE
 
     def _reserve_size(self) -> int:
-        return min(self.disk_reserve_bytes, RESERVE_FILE_MAX)
+        return self.reserve_file_bytes
 
     def _spend_reserve(self) -> bool:
         """Give up the reserve file (the disk is full): True when there was one to give."""

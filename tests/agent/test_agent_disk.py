@@ -91,7 +91,8 @@ def test_a_job_flooding_its_log_leaves_the_neighbours_exit_and_later_starts_inta
     # Before: `yes` filled the disk in a blink; the neighbour's exit code could not be
     # written (recorded lost, so rerun) and every later start was a 500.
     go = tmp_path / "go"
-    with agent_on(small_disk / "state", disk_reserve_bytes=RESERVE) as (client, store):
+    options = {"disk_reserve_bytes": RESERVE, "reserve_file_bytes": RESERVE}
+    with agent_on(small_disk / "state", **options) as (client, store):
         client.start_job(_waiting_job("neighbour.1", go, 7))
         client.start_job(StartRequest(job_id="flood.1", gpus=[1], argv=["yes"]))
         wait_for(lambda: bool(client.status(since="0").disk.low), 30, "the disk to run low")  # type: ignore[union-attr]
@@ -134,7 +135,10 @@ def test_a_full_disk_gives_up_the_reserve_so_the_exit_and_the_table_are_written(
     # the neighbour's exit code (recorded lost) and the job table could not be saved (500).
     go = tmp_path / "go"
     state = small_disk / "state"
-    with agent_on(state, disk_reserve_bytes=RESERVE) as (client, store):
+    with agent_on(state, disk_reserve_bytes=RESERVE, reserve_file_bytes=RESERVE) as (
+        client,
+        store,
+    ):
         wait_for(lambda: (state / RESERVE_FILE).exists(), 10, "the reserve file")
         assert (state / RESERVE_FILE).stat().st_size == RESERVE
         client.start_job(_waiting_job("neighbour.1", go, 7))
