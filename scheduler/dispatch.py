@@ -192,12 +192,19 @@ class AgentDispatcher:
         return True
 
 
+# An agent whose disk is low answers a start 507 before it launches anything: surely not
+# started, so the job is queued again (the host's status says disk_low: no start there).
+DISK_LOW = 507
+
+
 def _start_error(order: StartOrder, exc: AgentError) -> DispatchError:
     """Whether a failed start surely did not start the run, and whose fault it was. A host
     that will not run the job (403: not as its account, or no job at all) refuses for a
     reason that does not change by itself: the job is held off that host (`refusal`), the
     agent's reason in its history, until something changes."""
-    unknown = isinstance(exc, AnswerLost) or (exc.status is not None and exc.status >= 500)
+    unknown = isinstance(exc, AnswerLost) or (
+        exc.status is not None and exc.status >= 500 and exc.status != DISK_LOW
+    )
     return DispatchError(
         order.host,
         order.job_id,
