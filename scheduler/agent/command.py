@@ -511,7 +511,27 @@ def init(
     typer.echo(f"CA key: {ca.key_path} (keep it here, 0600; it signs new host certificates)")
     for files in made:
         typer.echo(
-            f"{files.name}: copy {files.cert_path} and {files.key_path} to that host and run "
-            f"paika agent --tls-cert {files.cert_path.name} --tls-key {files.key_path.name}; "
-            f"register it as url=https://{files.name}:{DEFAULT_PORT}"
+            f"{files.name}: copy its certificate and key to that host and install them where "
+            "paika-agent.service (paika deploy units) reads them:"
         )
+        for line in install_commands(files.name, files.cert_path, files.key_path):
+            typer.echo(f"  {line}")
+        typer.echo(f"  then register it as url=https://{files.name}:{DEFAULT_PORT}")
+
+
+# Where paika-agent.service (scheduler/deploy) reads the host's certificate and key: the same
+# names on every host, so one unit file serves them all.
+INSTALLED_CERT = "/etc/paika/tls/agent.pem"
+INSTALLED_KEY = "/etc/paika/tls/agent-key.pem"
+
+
+def install_commands(host: str, cert: Path, key: Path) -> list[str]:
+    """The commands that put `host`'s certificate and key where the shipped agent unit reads
+    them (--tls-cert INSTALLED_CERT --tls-key INSTALLED_KEY): copied over, then installed
+    under their fixed names, the key readable by root only."""
+    return [
+        f"scp {cert} {key} {host}:",
+        f"ssh {host} sudo install -D -m 644 {cert.name} {INSTALLED_CERT}",
+        f"ssh {host} sudo install -D -m 600 {key.name} {INSTALLED_KEY}",
+        f"ssh {host} rm {cert.name} {key.name}",
+    ]
