@@ -178,12 +178,26 @@ def wait_words(lang: str, wait: Wait, now: float) -> str:
     if code is WaitCode.NEVER_FITS:
         key = "wait.never_fits.headroom" if wait.keeps_headroom else "wait.never_fits"
         return counted(lang, key, wait.gpus, gpus=wait.gpus)
+    if code is WaitCode.WAITING_FOR_HOSTS:
+        if not wait.hosts:
+            return t(lang, "wait.waiting_for_hosts.unknown")
+        named = [_host_words(lang, host, why) for host, why in wait.hosts]
+        return t(lang, "wait.waiting_for_hosts", hosts=_HOST_SEPARATOR[language(lang)].join(named))
     if code is WaitCode.QUOTA_EXHAUSTED:
         return t(lang, "wait.quota_exhausted", left=wait.left_hours, needs=wait.needs_hours)
     if code is WaitCode.REFUSED_BY_HOST:
         refusal = refusal_words(lang, wait.refusal, wait.refused_by, {})
         return t(lang, "wait.refused_by_host", host=wait.refused_by, refusal=refusal)
     return t(lang, f"wait.{code.value}", gpu_type=gpu_type)
+
+
+_HOST_SEPARATOR = {"en": ", ", "zh": "、"}
+
+
+def _host_words(lang: str, host: str, why: str) -> str:
+    """A host a job waits for, with why it takes no jobs now."""
+    key = f"wait.host.{why}"
+    return t(lang, key if has(key) else "wait.host.down", host=host)
 
 
 def refusal_words(lang: str, code: object, host: object, values: Mapping[str, Any]) -> str:

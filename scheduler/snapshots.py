@@ -18,6 +18,7 @@ from sqlmodel import Session
 from scheduler.config import PolicyConfig
 from scheduler.ledger import quota_states
 from scheduler.policy.matching import CardNeeds
+from scheduler.policy.plan import HostOut
 from scheduler.policy.quota import QuotaState
 from scheduler.policy.snapshot import HOUR, Gpu, Host, Pending, Running, Snapshot
 from storage.models import ON_HOST_STATES, HostState, JobState
@@ -102,8 +103,16 @@ def _hosts(session: Session, holders: dict[int, int]) -> list[Host]:
         )
         # An untrusted host (its certificate or token refused) gets no job: a job's command
         # and environment would go to whoever answers there.
-        schedulable = not host.draining and host.state != HostState.DOWN and not host.untrusted
-        hosts.append(Host(host.name, gpus, schedulable))
+        out = (
+            HostOut.DOWN
+            if host.state == HostState.DOWN
+            else HostOut.UNTRUSTED
+            if host.untrusted
+            else HostOut.DRAINING
+            if host.draining
+            else ""
+        )
+        hosts.append(Host(host.name, gpus, not out, out))
     return hosts
 
 

@@ -27,6 +27,7 @@ class Note:
     left_hours: float = 0.0  # quota exhausted: GPU-hours left
     refused_by: str = ""  # refused by host: the host
     refusal: str = ""  # … and why (a refusal code)
+    hosts: tuple[tuple[str, str], ...] = ()  # waiting for hosts: which, and why not now
 
 
 # Codes whose job cannot be given a start time.
@@ -37,6 +38,7 @@ _NO_ETA = (
     WaitCode.NO_LIVE_QUOTA,
     WaitCode.QUOTA_EXPIRES,
     WaitCode.REFUSED_BY_HOST,
+    WaitCode.WAITING_FOR_HOSTS,
 )
 
 
@@ -185,4 +187,5 @@ def _unestimated(job: Pending, note: Note, position: int, now: float) -> Wait:
         as_of=now,
         refused_by=note.refused_by,
         refusal=note.refusal,
+        hosts=note.hosts,
     )

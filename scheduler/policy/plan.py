@@ -62,6 +62,16 @@ class Preempt:
     code: PreemptCode = PreemptCode.IDLE_FOR_CORE
 
 
+class HostOut(StrEnum):
+    """Why a host takes no jobs now, where a job waits for it (the faces say it in words)."""
+
+    DOWN = "down"
+    DRAINING = "draining"
+    UNTRUSTED = "untrusted"  # its certificate or token was refused
+    UNSEEN = "unseen"  # not polled yet: its cards are not known
+    CARDS_UNUSABLE = "cards_unusable"  # up, but the cards the job needs are unhealthy or crowded
+
+
 class WaitCode(StrEnum):
     """Why a job waits, as data; the faces say it in words (`bot/messages.yml`, `wait.*`)."""
 
@@ -76,6 +86,9 @@ class WaitCode(StrEnum):
     QUOTA_EXPIRES = "quota_expires"
     NEVER_FITS = "never_fits"
     NO_HOSTS = "no_hosts"  # never fits because no host is registered yet (a new install)
+    # Fits no usable host now, but would fit on registered hosts that are down, draining,
+    # not trusted, not yet seen, or whose cards are unusable (`hosts`): it waits for them.
+    WAITING_FOR_HOSTS = "waiting_for_hosts"
     STARTING = "starting"
     # A host refused its start for good (no such account there, …): held off that host
     # until that changes (`refused_by`, `refusal`), with no other place to go now.
@@ -107,6 +120,8 @@ class Wait:
     # Refused by a host: which, and why (a refusal code the faces have words for).
     refused_by: str = ""
     refusal: str = ""
+    # Waiting for hosts: each host that could run it, with why it cannot now (a HostOut).
+    hosts: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

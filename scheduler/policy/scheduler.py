@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable
 
@@ -18,6 +19,7 @@ from scheduler.policy.explain import Note, explain_waits
 from scheduler.policy.matching import CardNeeds, CardType, fitting_types
 from scheduler.policy.plan import (
     Alternative,
+    HostOut,
     MatchDecision,
     Plan,
     Preempt,
@@ -156,6 +158,9 @@ class _Admission:
         self._fits_here: dict[tuple[CardNeeds, int, bool], list[CardType]] = {}
         self._names: dict[int, list[str]] = {}  # type names of each cached _fits_here list
         self._quota_ends = dict(snapshot.quota_ends)
+        self._waited_for: dict[tuple[CardNeeds, int, bool], tuple[tuple[str, str], ...]] = {}
+        self._registered: dict[str, dict[str, int]] | None = None  # type → host → GPUs
+        self._out: dict[str, str] = {}  # host → why it takes no jobs ("" when it does)
 
     def run(self, queue: list[Pending]) -> list[Start]:
         starts: list[Start] = []
@@ -222,7 +227,11 @@ class _Admission:
         """Types that fit the job and its quota; notes never-fits and quota problems."""
         fitting = self._fitting_here(job.needs, job.gpus, job.priority == "core")
         if not fitting:
-            self.notes[job.id] = Note(WaitCode.NEVER_FITS)
+            hosts = self._hosts_to_wait_for(job.needs, job.gpus, job.priority == "core")
+            if hosts:
+                self.notes[job.id] = Note(WaitCode.WAITING_FOR_HOSTS, hosts=hosts)
+            else:
+                self.notes[job.id] = Note(WaitCode.NEVER_FITS)
             return False
         if job.team not in self.snapshot.quotas:  # not limited by quota
             # One shared list per kind of need: nobody changes it, and explain keys on it.
@@ -262,6 +271,53 @@ class _Admission:
                 if self.capacity.could_ever_fit(c.name, gpus, core=core)
             ]
         return found
+
+    def _hosts_to_wait_for(
+        self, needs: CardNeeds, gpus: int, core: bool
+    ) -> tuple[tuple[str, str], ...]:
+        """For a job no usable GPUs could ever fit: the registered hosts it could run on once
+        they are back (down, draining, untrusted, cards unusable), with why each is not usable
+        now, and the hosts not seen yet (their cards are not known); in host order. None: no
+        registered host could ever fit it (cached per kind of need)."""
+        key = (needs, gpus, core)
+        found = self._waited_for.get(key)
+        if found is not None:
+            return found
+        registered = self._registered_gpus()
+        why: dict[str, str] = {}
+        for card in self._fitting(needs):
+            per_host = registered.get(card.name, {})
+            size = sum(per_host.values())
+            amount = self.knobs.headroom.get(card.name, 0.0)
+            headroom = 0 if core else int(amount) if amount >= 1 else math.ceil(amount * size)
+            if gpus > size - headroom:
+                continue  # not even with every card of the type back
+            usable = self.capacity.pools.get(card.name)
+            for name in per_host:
+                members = len(usable.members.get(name, ())) if usable else 0
+                if members < per_host[name]:
+                    why.setdefault(name, self._out[name] or HostOut.CARDS_UNUSABLE)
+        for host in self.snapshot.hosts:
+            if not host.gpus:
+                why.setdefault(host.name, host.out or HostOut.UNSEEN)
+        found = self._waited_for[key] = tuple(
+            (host.name, why[host.name]) for host in self.snapshot.hosts if host.name in why
+        )
+        return found
+
+    def _registered_gpus(self) -> dict[str, dict[str, int]]:
+        """Every registered GPU by type and host, usable now or not."""
+        if self._registered is None:
+            self._registered = {}
+            self._out = {
+                host.name: host.out or ("" if host.schedulable else HostOut.DOWN)
+                for host in self.snapshot.hosts
+            }
+            for host in self.snapshot.hosts:
+                for gpu in host.gpus:
+                    per_host = self._registered.setdefault(gpu.gpu_type, {})
+                    per_host[host.name] = per_host.get(host.name, 0) + 1
+        return self._registered
 
     def _fitting(self, needs: CardNeeds) -> list[CardType]:
         if needs not in self._fits:

@@ -124,11 +124,14 @@ class Gpu:
 
 @dataclass(frozen=True, slots=True)
 class Host:
-    """A GPU host; `schedulable` is False when it is down or draining."""
+    """A GPU host; `schedulable` is False when it is down or draining (`out` says which:
+    "down", "draining" or "untrusted"). A host with no GPUs has not been seen yet: its cards
+    are not known."""
 
     name: str
     gpus: tuple[Gpu, ...]
     schedulable: bool = True
+    out: str = ""
 
 
 @dataclass(frozen=True, slots=True)

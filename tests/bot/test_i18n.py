@@ -39,7 +39,7 @@ from scheduler.grammar.spec import PRIORITIES, DefaultWord, Section
 from scheduler.hosts.reconcile import ENDING_STOPS, REQUEUED_STOPS
 from scheduler.notices.events import EventCode, LostWhy
 from scheduler.notices.kinds import EVENT_KINDS, NoticeKind
-from scheduler.policy.plan import PreemptCode, Wait, WaitCode
+from scheduler.policy.plan import HostOut, PreemptCode, Wait, WaitCode
 from scheduler.results import SaidCode
 from scheduler.service.board import CardState
 from scheduler.service.jobs import ChangeNote
@@ -66,6 +66,7 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "queue.scope.": ("mine", "team", "all"),
     "event.": tuple(sorted(EVENT_KINDS)),
     "wait.": tuple(WaitCode),
+    "wait.host.": tuple(HostOut),
     "role.": tuple(Role),
     "host.health.": tuple(HostState),
     "lang.saved.": LANGUAGES,
