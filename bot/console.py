@@ -377,6 +377,15 @@ def _bump(result: BumpResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
 @render.register
 def _decision(result: DecisionResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     request, job = result.request, result.view.job
+    if result.moot:
+        return t(
+            lang,
+            "decision.moot",
+            id=request.id,
+            job=_ref(job),
+            state=term(lang, "state", job.state),
+            priority=priority(lang, job.priority),
+        )
     state = term(lang, "bump_state", request.state)
     if not result.changed:
         return t(

@@ -395,6 +395,16 @@ def _bump(result: BumpResult, lang: str, zone: ZoneInfo, now: datetime) -> Messa
 @reply.register
 def _decision(result: DecisionResult, lang: str, zone: ZoneInfo, now: datetime) -> Message:
     request, job = result.request, result.view.job
+    if result.moot:
+        text = t(
+            lang,
+            "decision.moot",
+            id=request.id,
+            job=ref(job.id, job.name),
+            state=term(lang, "state", job.state),
+            priority=priority(lang, job.priority),
+        )
+        return Message(_note(text), [section(f":information_source: {text}")])
     if not result.changed:
         text = t(
             lang,

@@ -17,7 +17,7 @@ from scheduler.service.jobs import (
 )
 from scheduler.service.lookup import job_by_ref
 from scheduler.service.records import BumpRecord
-from storage.models import BumpState, Job
+from storage.models import BumpRequest, BumpState, Job
 from storage.queries import jobs as job_queries
 
 
@@ -32,11 +32,13 @@ class BumpResult:
 
 @dataclass(frozen=True)
 class DecisionResult:
-    """An approver's decision, or why nothing changed (already decided)."""
+    """An approver's decision, or why nothing changed (already decided; or `moot`: the job
+    no longer waits, so the request was closed instead, its class left as it is)."""
 
     request: BumpRecord
     view: JobView
     changed: bool
+    moot: bool = False
 
 
 def bump(ctx: Context, job_id: int | None, name: str | None, to: str, reason: str) -> BumpResult:
@@ -67,6 +69,8 @@ def decide(ctx: Context, request_id: int, approve: bool, reason: str | None) -> 
         raise PermissionDenied(Problem.APPROVERS_DECIDE)
     if request.state != BumpState.PENDING:
         return DecisionResult(BumpRecord.of(request), view_of(ctx, job), changed=False)
+    if job.state not in PENDING_STATES:
+        return _close_moot(ctx, request, job)
     state = BumpState.APPROVED if approve else BumpState.DENIED
     decided = job_queries.decide_bump(
         session=ctx.session,
@@ -87,6 +91,28 @@ def decide(ctx: Context, request_id: int, approve: bool, reason: str | None) -> 
         _apply(ctx, job, request.to_priority, f"bump #{request_id} approved")
     approvals.tell_requester(ctx.session, request, job, ctx.now)
     return DecisionResult(BumpRecord.of(request), view_of(ctx, job), changed=True)
+
+
+def _close_moot(ctx: Context, request: BumpRequest, job: Job) -> DecisionResult:
+    """A request whose job started (or ended) before anyone decided it: a class orders only
+    waiting jobs (as a Slurm job's priority does), so the request is closed as withdrawn,
+    the job keeps the class it runs at, and the asker is told; asking again is for when the
+    job waits again."""
+    request_id = request.id or 0
+    closed = job_queries.decide_bump(
+        session=ctx.session,
+        request_id=request_id,
+        state=BumpState.WITHDRAWN,
+        by=ctx.actor.user_id,
+        at=ctx.now,
+        reason=f"job {job.state}",
+    )
+    request = job_queries.get_bump(session=ctx.session, request_id=request_id) or request
+    if not closed:  # someone else decided it between our read and our write
+        return DecisionResult(BumpRecord.of(request), view_of(ctx, job), changed=False)
+    ctx.audit("bump.moot", "bump", request_id, job=job.id, state=job.state)
+    approvals.tell_requester(ctx.session, request, job, ctx.now)
+    return DecisionResult(BumpRecord.of(request), view_of(ctx, job), changed=False, moot=True)
 
 
 def _apply(ctx: Context, job: Job, to: str, reason: str) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from scheduler.app import Paika, Reply
-from storage.models import Gpu, Host
+from storage.models import Allocation, BumpRequest, BumpState, Gpu, Host, Job, JobState
 
 SUBMIT = 'submit name={name} gpus={gpus} hours=2 priority=normal data=ready cmd="python t.py"'
 
@@ -23,7 +23,25 @@ def gpu(paika: Paika, user: str, text: str) -> Reply:
 def team(paika: Paika) -> Paika:
     for user in ("UALICE", "UBOB"):
         gpu(paika, "UADMIN", f"admin member add <@{user}> team=vision")
+    gpu(paika, "UADMIN", "admin member add <@UVERA> team=vision role=approver")
     return paika
+
+
+def _start(paika: Paika, name: str, host: str, indices: Sequence[int]) -> None:
+    """The job as the cycle leaves it once its start is confirmed: running on those cards."""
+    now = paika.clock.now()
+    with Session(paika.engine) as session:
+        job = session.exec(select(Job).where(Job.name == name)).one()
+        host_id = session.exec(select(Host.id).where(Host.name == host)).one()
+        cards = session.exec(select(Gpu).where(Gpu.host_id == host_id)).all()
+        job.state, job.started_at = JobState.RUNNING, now
+        session.add(job)
+        session.add_all(
+            Allocation(job_id=job.id or 0, gpu_id=c.id or 0, active_gpu_id=c.id, started_at=now)
+            for c in cards
+            if c.index in indices
+        )
+        session.commit()
 
 
 def _host(paika: Paika, name: str, cards: Sequence[tuple[str, float]], **fields: object) -> None:
@@ -75,3 +93,21 @@ def test_never_fits_is_said_when_no_registered_host_could_fit(team: Paika) -> No
     gpu(team, "UALICE", SUBMIT.format(name="huge", gpus=4) + " type=A100-80GB")
     text = gpu(team, "UALICE", "status huge").text
     assert "no host can ever fit this job" in text.lower()
+
+
+def test_approving_a_bump_for_a_job_that_started_says_it_is_moot(team: Paika) -> None:
+    _host(team, "gpu-a", [A100, A100, A100, A100], state="up")
+    reply = gpu(team, "UALICE", SUBMIT.format(name="urgent", gpus=1).replace("normal", "core"))
+    assert "bump request #" in reply.text
+    _start(team, "urgent", "gpu-a", [0])
+    with Session(team.engine) as session:
+        request = session.exec(select(BumpRequest)).one()
+    text = gpu(team, "UVERA", f"approve {request.id}").text
+    assert "approved" not in text.lower(), text
+    assert "already running" in text and "as normal" in text and "moot" in text
+    with Session(team.engine) as session:
+        closed = session.exec(select(BumpRequest)).one()
+        job = session.exec(select(Job).where(Job.name == "urgent")).one()
+    assert closed.state == BumpState.WITHDRAWN and job.priority == "normal"
+    again = gpu(team, "UVERA", f"approve {request.id}").text
+    assert "already withdrawn" in again and "nothing changed" in again
