@@ -40,6 +40,7 @@ class Mistake(StrEnum):
     BAD_VALUE = "grammar.bad_value"
     VALUE_TOO_LONG = "grammar.value_too_long"
     ID_TOO_LARGE = "grammar.id_too_large"
+    NAME_CHAR = "grammar.name_char"  # a name holds a character no name may (grammar.names)
     # Commands that take free keys (config set).
     NO_SETTINGS = "grammar.no_settings"
 

@@ -175,7 +175,7 @@ def _reason(required: bool, about: str) -> Key:
 def _team(about: str, *, required: bool = False, default_word: DefaultWord | None = None) -> Key:
     return Key(
         "team",
-        ValueKind.NAME,
+        ValueKind.LABEL,
         "vision",
         about,
         required=required,
@@ -204,10 +204,10 @@ def _account() -> Key:
     return Key("account", ValueKind.NAME, "alice", required=True, max_length=limits.UNIX_ACCOUNT)
 
 
-def _named(about: str, example: str, max_length: int) -> Key:
+def _named(about: str, example: str, max_length: int, kind: ValueKind = ValueKind.LABEL) -> Key:
     return Key(
         "name",
-        ValueKind.NAME,
+        kind,
         example,
         about,
         required=True,
@@ -237,7 +237,8 @@ def _quota_id() -> Key:
 
 
 def _host() -> Key:
-    return _named("host", "gpu-01", limits.HOST_NAME)
+    # A host's name stays ASCII: it names the host in Slurm job names and in logs.
+    return _named("host", "gpu-01", limits.HOST_NAME, ValueKind.NAME)
 
 
 def _role(*, required: bool) -> Key:
@@ -255,7 +256,7 @@ def _role(*, required: bool) -> Key:
 SUBMIT_KEYS: tuple[Key, ...] = (
     Key(
         "name",
-        ValueKind.NAME,
+        ValueKind.LABEL,
         "bert-ft",
         "job",
         required=True,
@@ -297,12 +298,12 @@ SUBMIT_KEYS: tuple[Key, ...] = (
         "nvcr.io/nvidia/pytorch:24.05-py3",
         max_length=limits.IMAGE,
     ),
-    Key("template", ValueKind.NAME, "bert-base", max_length=limits.TEMPLATE_NAME),
+    Key("template", ValueKind.LABEL, "bert-base", max_length=limits.TEMPLATE_NAME),
     # A job to submit again: its spec fills the keys not given (issue 14).
     Key("again", ValueKind.JOB_REF, "42", max_length=limits.JOB_NAME),
     # What the job is part of, for the ledger's reports (issue 15).
-    Key("project", ValueKind.NAME, "llm-pretrain", max_length=limits.PROJECT),
-    Key("round", ValueKind.NAME, "3", max_length=limits.ROUND),
+    Key("project", ValueKind.LABEL, "llm-pretrain", max_length=limits.PROJECT),
+    Key("round", ValueKind.LABEL, "3", max_length=limits.ROUND),
     # The job checkpoints and resumes: paika may stop it, with its grace, and requeue it
     # (issue 16); where it keeps its checkpoint.
     Key("preemptible", ValueKind.CHOICE, "yes", default="no", choices=YES_NO),
@@ -411,8 +412,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
             Key("by", ValueKind.CHOICE, "project", "report", choices=REPORT_GROUPINGS),
             _team("only", default_word=DefaultWord.ALL_TEAMS),
             Key("user", ValueKind.USER, "@alice", "report", max_length=limits.SLACK_ID),
-            Key("project", ValueKind.NAME, "llm-pretrain", "report", max_length=limits.PROJECT),
-            Key("round", ValueKind.NAME, "3", "report", max_length=limits.ROUND),
+            Key("project", ValueKind.LABEL, "llm-pretrain", "report", max_length=limits.PROJECT),
+            Key("round", ValueKind.LABEL, "3", "report", max_length=limits.ROUND),
             Key("type", ValueKind.NAME, "A100-80GB", "report", max_length=limits.GPU_TYPE),
             Key("days", ValueKind.INT, "30", default_shown="7", minimum=1, maximum=366),
             Key("since", ValueKind.DATE, "2026-11-01"),

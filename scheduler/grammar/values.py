@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from scheduler.agent.protocol import IMAGE_RE
+from scheduler.grammar import names
 from scheduler.grammar.errors import Mistake, ParseError
 from scheduler.grammar.storable import check_storable
 from scheduler.grammar.tokens import quote_value
@@ -27,7 +28,8 @@ class ValueKind(StrEnum):
     TEXT = "text"
     IMAGE = "image"  # a container image reference, checked as the host agent checks it
     URL = "url"
-    NAME = "name"
+    NAME = "name"  # ASCII: a Unix account, a host, a GPU type, a metric
+    LABEL = "label"  # a name people choose, in any script (scheduler.grammar.names)
     JOB_REF = "job_ref"
     USER = "user"
     CHANNEL = "channel"  # a Slack channel: its mention <#C…|name> or id, or #name
@@ -109,12 +111,20 @@ class KeyRules(Protocol):
 
 class _Invalid(Exception):
     """Raised by a converter: the value is not of the key's form (or, with `length`, too long;
-    with `largest`, a record number past the largest the column holds)."""
+    with `largest`, a record number past the largest the column holds; with `char`, a name
+    holding a character no name may hold)."""
 
-    def __init__(self, *, length: int | None = None, largest: int | None = None) -> None:
-        super().__init__(length, largest)
+    def __init__(
+        self,
+        *,
+        length: int | None = None,
+        largest: int | None = None,
+        char: names.BadChar | None = None,
+    ) -> None:
+        super().__init__(length, largest, char)
         self.length = length
         self.largest = largest
+        self.char = char
 
 
 @dataclass(frozen=True)
@@ -139,6 +149,7 @@ _LENGTH_KINDS = frozenset(
         ValueKind.TEXT,
         ValueKind.IMAGE,
         ValueKind.NAME,
+        ValueKind.LABEL,
         ValueKind.URL,
         ValueKind.DATA,
         ValueKind.CHANNEL,
@@ -197,6 +208,16 @@ def convert(key: KeyRules, raw: str, example: str | None = None) -> object:
                 example=shown,
                 expected=rule,
                 length=invalid.length,
+            ) from None
+        if invalid.char is not None:
+            raise ParseError(
+                Mistake.NAME_CHAR,
+                key=key.name,
+                example=shown,
+                expected=rule,
+                char=invalid.char.why.value,
+                code=invalid.char.code,
+                at=invalid.char.at,
             ) from None
         if invalid.largest is not None:
             raise ParseError(
@@ -321,14 +342,23 @@ def _to_name(key: KeyRules, raw: str) -> str:
     return raw
 
 
+def _to_label(key: KeyRules, raw: str) -> str:
+    """A name in any script, NFC-normalised; a character no name may hold is named."""
+    if (bad := names.bad_char(raw)) is not None:
+        raise _Invalid(char=bad)
+    name = names.normal(raw)
+    if len(name) > key.max_length:
+        raise _Invalid(length=len(name))
+    return name
+
+
 def _to_job_ref(key: KeyRules, raw: str) -> JobRef:
     if match := _ID.fullmatch(raw):
         if int(match[1]) < 1:
             raise _Invalid
         return JobRef(id=_row_id(raw, int(match[1])))
-    if _is_name(key, raw):
-        return JobRef(name=raw)
-    raise _Invalid
+    # A job's name is a label: its own rules, and the character at fault named.
+    return JobRef(name=_to_label(key, raw))
 
 
 def _to_user(key: KeyRules, raw: str) -> str:
@@ -451,6 +481,7 @@ _CONVERTERS: dict[ValueKind, Callable[[KeyRules, str], object]] = {
     ValueKind.IMAGE: _to_image,
     ValueKind.URL: _to_url,
     ValueKind.NAME: _to_name,
+    ValueKind.LABEL: _to_label,
     ValueKind.JOB_REF: _to_job_ref,
     ValueKind.USER: _to_user,
     ValueKind.CHANNEL: _to_channel,

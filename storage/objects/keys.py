@@ -14,6 +14,7 @@ a new install reads what an old one wrote).
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
+from hashlib import sha256
 from urllib.parse import quote
 
 CONFIG = "config/policy.yml"
@@ -22,9 +23,30 @@ DECISIONS = "decisions/"
 STAMP = "%Y%m%dT%H%M%S%fZ"
 
 
+# The longest a name's key segment may be: with ".json.versions" after it, it stays well under
+# the 255 bytes a file name may have in the local store, and two segments stay far under S3's
+# 1024-byte keys. A 64-character Chinese name percent-encodes to 576 characters.
+SEGMENT_MAX = 160
+_HASHED_HEAD = SEGMENT_MAX - 17  # room for "~" and 16 hex digits
+
+
 def _part(name: str) -> str:
-    """A team's or template's name as one safe key segment (no '/' or '..' escapes)."""
-    return quote(name, safe="-_.") if name not in (".", "..") else quote(name, safe="")
+    """A team's or template's name as one safe ASCII key segment (no '/' or '..' escapes):
+    percent-encoded UTF-8, so 语音组 is %E8%AF%AD%E9%9F%B3%E7%BB%84. A name whose encoding
+    is longer than SEGMENT_MAX keeps its first characters whole and ends in "~" and 16 hex
+    digits of its SHA-256, so two long names that start alike stay apart ("~" is in no name)."""
+    if name in (".", ".."):
+        return quote(name, safe="")
+    whole = quote(name, safe="-_.")
+    if len(whole) <= SEGMENT_MAX:
+        return whole
+    head = ""
+    for char in name:
+        piece = quote(char, safe="-_.")
+        if len(head) + len(piece) > _HASHED_HEAD:
+            break
+        head += piece
+    return f"{head}~{sha256(name.encode()).hexdigest()[:16]}"
 
 
 def template(team: str, name: str) -> str:

@@ -35,6 +35,7 @@ from scheduler.dispatch import RefusalCode
 from scheduler.errors import Action, Problem
 from scheduler.grammar import SUBCOMMANDS, ValueKind, subcommand
 from scheduler.grammar.errors import Mistake
+from scheduler.grammar.names import Unfit
 from scheduler.grammar.spec import PRIORITIES, DefaultWord, Section
 from scheduler.hosts.reconcile import ENDING_STOPS, REQUEUED_STOPS
 from scheduler.notices.events import EventCode, LostWhy
@@ -93,7 +94,8 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "grammar.range.": ("between", "between_above", "above", "at_least", "at_most"),
     "grammar.section.": tuple(Section),
     "grammar.default.": tuple(DefaultWord),
-    "grammar.char.": ("nul", "surrogate"),  # what storable.py names a character it refuses
+    # what storable.py names a character it refuses, and why names.py refuses one in a name
+    "grammar.char.": ("nul", "surrogate", *Unfit),
     "config.source.": SOURCES,  # where a config version came from
     # what `paika state diff` names: the kind of thing that changed, and which part of it
     "snapshot.kind.": tuple(DiffKind),

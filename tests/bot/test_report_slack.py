@@ -184,7 +184,7 @@ def test_the_modals_project_and_round_read_as_the_text_command() -> None:
     assert args == typed.args
     _, errors = read_submission(_state(project="llm pretrain"))
     assert list(errors) == [ids.SUBMIT_PROJECT]
-    assert "project must be a name" in errors[ids.SUBMIT_PROJECT]
+    assert "project cannot hold U+0020 (character 4): a space" in errors[ids.SUBMIT_PROJECT]
 
 
 def test_a_job_submitted_from_the_modal_keeps_its_project(team_bot: Bot) -> None:

@@ -201,7 +201,7 @@ def test_ready_data_keeps_its_location() -> None:
 INVALID = [
     ("gpus", text("two"), ids.SUBMIT_GPUS, "gpus must be a whole number from 1 to 64"),
     ("gpus", text("0"), ids.SUBMIT_GPUS, "Example: 2"),
-    ("name", text("bert ft!"), ids.SUBMIT_NAME, "name must be a name of letters"),
+    ("name", text("bert ft!"), ids.SUBMIT_NAME, "name cannot hold U+0020 (character 5): a space"),
     ("mem", text("-1"), ids.SUBMIT_MEM, "mem must be a number from 1 to 1024"),
     ("hours", text("0"), ids.SUBMIT_HOURS, "hours must be a number from 0.01"),
     ("hours", text("1e999"), ids.SUBMIT_HOURS, "Example: 24"),
@@ -209,7 +209,7 @@ INVALID = [
     ("image", text("i" * 501), ids.SUBMIT_IMAGE, "got 501 characters"),
     ("location", text("reddy"), ids.SUBMIT_LOCATION, "Example: /mnt/nas/imagenet"),
     ("location", text("ready"), ids.SUBMIT_LOCATION, "path or URL"),
-    ("team", select("Not a team!"), ids.SUBMIT_TEAM, "team must be a name"),
+    ("team", select("Not a team!"), ids.SUBMIT_TEAM, "team cannot hold U+0020 (character 4)"),
     ("type", multi("A100 80GB"), ids.SUBMIT_TYPE, "type must be GPU type names"),
 ]
 

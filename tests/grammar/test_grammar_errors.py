@@ -128,9 +128,27 @@ INVALID = [
     ),
     pytest.param(
         "submit name=bert/ft",
-        "name must be a name of letters, digits, '.', '_' or '-' (at most 64, starting with a "
-        'letter or digit), got "bert/ft".\nExample: name=bert-ft',
+        "name cannot hold U+002F (character 5): a symbol or punctuation mark other than '.', "
+        "'_' or '-'. Retype it without that character; it must be a name of letters and digits "
+        "in any language, '.', '_' or '-' (at most 64 characters, starting with a letter or "
+        "digit).\nExample: name=bert-ft",
         id="bad-name",
+    ),
+    pytest.param(
+        "admin team add 语音\u202e组",
+        "name cannot hold U+202E (character 3): an invisible formatting character, such as a "
+        "text-direction override or a zero-width space, that makes a name read differently "
+        "from what is stored. Retype it without that character; it must be a name of letters "
+        "and digits in any language, '.', '_' or '-' (at most 64 characters, starting with a "
+        "letter or digit).\nExample: /gpu admin team add vision channel=#vision-gpu",
+        id="bidi-override-in-a-name",
+    ),
+    pytest.param(
+        "admin host add gpu-é url=http://gpu-01.lab:8700",
+        "name must be a name of letters, digits, '.', '_' or '-' (at most 64, starting with a "
+        'letter or digit), got "gpu-é".'
+        "\nExample: /gpu admin host add gpu-01 url=http://gpu-01.lab:8700",
+        id="a-host-name-stays-ascii",
     ),
     pytest.param(
         "submit cmd=" + "x" * 2001,

@@ -49,11 +49,12 @@ def test_a_job_is_stored_with_its_project_and_round(member: Paika) -> None:
 @pytest.mark.parametrize(
     ("given", "says"),
     [
-        ("project=llm/pretrain", "project must be a name of letters, digits, '.', '_' or '-'"),
-        ('project="llm pretrain"', 'got "llm pretrain"'),
-        ("round=#3", "round must be a name of letters, digits, '.', '_' or '-'"),
-        ("project=" + "p" * 65, "(at most 64, starting with a letter or digit)"),
-        ("round=" + "r" * 33, "(at most 32, starting with a letter or digit)"),
+        ("project=llm/pretrain", "project cannot hold U+002F (character 4): a symbol"),
+        ('project="llm pretrain"', "project cannot hold U+0020 (character 4): a space"),
+        ("round=#3", "round cannot hold U+0023 (character 1): a symbol"),
+        ("project=" + "p" * 65, "(at most 64 characters, starting with a letter or digit)"),
+        ("round=" + "r" * 33, "(at most 32 characters, starting with a letter or digit)"),
+        ("project=医疗\u200d对话", "project cannot hold U+200D (character 3): an invisible"),
     ],
 )
 def test_a_project_or_round_that_is_not_a_name_is_refused_saying_how(
