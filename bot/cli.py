@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from scheduler.app import Paika
     from scheduler.archive.archiver import Archiver
     from scheduler.observe.metrics import ServiceMetrics
+    from scheduler.settings import Settings
 
 log = logging.getLogger("paika")
 
@@ -72,7 +73,8 @@ class _Commands(TyperGroup):
 
 app = typer.Typer(
     name="paika",
-    help="paika (排卡): a shared GPU training queue run from Slack. Try: paika cmd help",
+    help="paika (排卡): a shared GPU training queue run from Slack. Try: paika demo, then "
+    "paika cmd help; on a new install, paika doctor.",
     no_args_is_help=True,
     add_completion=False,
     cls=_Commands,
@@ -125,10 +127,22 @@ def _refuse_undecodable(what: str, value: str, expected: str) -> None:
         raise typer.Exit(2) from None
 
 
+# Whom `paika cmd help` reads the help as when no --user is given and no admin is set.
+HELP_READER = "U0PAIKAHELP"
+
+
 @app.command()
 def cmd(
     text: Annotated[str, typer.Argument(help='The text of a /gpu command, e.g. "queue mine".')],
-    user: Annotated[str, typer.Option("--user", "-u", help="The Slack user id to act as.")],
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user",
+            "-u",
+            help="The Slack member id to act as (in Slack: your profile → ⋯ → Copy member ID); "
+            "not needed for help.",
+        ),
+    ] = None,
     lang: Annotated[
         str | None,
         typer.Option(
@@ -144,10 +158,20 @@ def cmd(
     if lang is not None and lang not in LANGUAGES:
         typer.echo(f"paika cmd: --lang {lang} is not known; use en or zh.", err=True)
         raise typer.Exit(2)
-    user = user.strip()
+    asks_help = text.split()[:1] == ["help"]
+    if user is None and not asks_help:
+        typer.echo(
+            f'paika cmd: give --user with the Slack member id to act as, e.g. paika cmd "{text}" '
+            "--user U012AB3CD (in Slack: your profile → ⋯ → Copy member ID).",
+            err=True,
+        )
+        raise typer.Exit(2)
+    user = (user or "").strip()
     _refuse_undecodable("--user", user, "a Slack member id, e.g. U012AB3CD")
     _refuse_undecodable("the command's text", text, 'text such as "queue mine"')
     paika = _start()
+    if not user:  # help for no one in particular: an admin's, so every command is listed
+        user = min(paika.admins, default=HELP_READER)
     reply = paika.run(text, user)
     # The reply's text is English; say it again in the reader's language when that differs.
     said = lang or chosen_language(paika.engine, user) or "en"
@@ -203,7 +227,19 @@ def report_command(
 
 @app.command()
 def up() -> None:
-    """Run the service: the scheduling cycle against the registered GPU hosts (Ctrl-C stops)."""
+    """Run the service: the scheduling cycle against the registered GPU hosts (Ctrl-C stops).
+
+    Settings, from the environment (all of them: docs/reference/settings.md); paika doctor
+    checks them, and paika up logs the same checks as warnings when it starts:
+    PAIKA_DATABASE_URL: the database (default: SQLite under PAIKA_DATA_DIR)
+    PAIKA_CONFIG: your policy file (default: the bundled example, not your team's)
+    PAIKA_ADMINS: admins' Slack member ids (profile → ⋯ → Copy member ID)
+    PAIKA_AGENT_SECRET_FILE or PAIKA_AGENT_TOKEN: the agents' tokens (one is required)
+    PAIKA_AGENT_CA_FILE: the CA that https:// agents' certificates are checked against
+    PAIKA_OBJECT_STORE: s3://bucket/prefix or a folder (default: under PAIKA_DATA_DIR)
+    SLACK_BOT_TOKEN: Slack on (unset: notices go to the console)
+    SLACK_APP_TOKEN: Socket Mode; or SLACK_SIGNING_SECRET: HTTP mode, on
+    PAIKA_HTTP_HOST:PAIKA_HTTP_PORT (default 127.0.0.1:3000)"""
     from bot.console_notices import ConsoleAnnouncer
     from bot.said import problem
     from scheduler.agent.observe import LogSettingError, configure_logging
@@ -229,6 +265,7 @@ def up() -> None:
     except LogSettingError as exc:
         typer.echo(f"paika: {exc}", err=True)
         raise typer.Exit(2) from exc
+    _doctor_at_start(paika.settings)
     try:
         cycle = agent_cycle(paika, LoggingObserver())
     except (MissingAgentToken, AgentSecretError) as exc:
@@ -347,6 +384,68 @@ def _start_bot(paika: Paika, metrics: ServiceMetrics, routes: list[Route]) -> Sl
             "Set PAIKA_HTTP_HOST / PAIKA_HTTP_PORT, or SLACK_APP_TOKEN for Socket Mode.", err=True
         )
         raise typer.Exit(2) from exc
+
+
+@app.command()
+def doctor(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the findings as JSON, for machines.")
+    ] = False,
+    lang: Annotated[str, typer.Option("--lang", help="The language: en or zh.")] = "en",
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, help="Seconds to wait for each agent.")
+    ] = 3.0,
+) -> None:
+    """Check an install before (and after) paika up: the policy file in force, the admins, the
+    database, the object store, every registered host's agent (reachable, certificate,
+    clock, cards the policy knows, accounts for root agents) and Slack (token, channels).
+    Exit status 0 when nothing blocks, 1 when something does."""
+    import json
+
+    from bot.doctor_slack import check_slack
+    from bot.doctor_words import as_json as findings_json
+    from bot.doctor_words import report
+    from bot.i18n import LANGUAGES
+    from scheduler.config import load_policy
+    from scheduler.doctor import blocks, examine
+    from scheduler.errors import ConfigError
+    from scheduler.settings import Settings
+
+    if lang not in LANGUAGES:
+        typer.echo(f"paika doctor: --lang {lang} is not known; use en or zh.", err=True)
+        raise typer.Exit(2)
+    settings = Settings()
+    findings = examine(settings, timeout=timeout)
+    try:
+        policy = load_policy(settings.policy_path())
+    except ConfigError:
+        policy = None  # examine said so
+    findings += check_slack(settings, policy)
+    if as_json:
+        typer.echo(json.dumps(findings_json(lang, findings), ensure_ascii=False, indent=2))
+    else:
+        typer.echo(report(lang, findings))
+    if blocks(findings):
+        raise typer.Exit(1)
+
+
+def _doctor_at_start(settings: Settings) -> None:
+    """paika doctor's checks (all but Slack's, which the bot makes itself) in the background
+    at paika up: each finding that is not fine is logged as a warning; none stops the start."""
+    from bot.doctor_words import finding_line
+    from scheduler.doctor import Severity, examine
+
+    def run() -> None:
+        try:
+            findings = examine(settings)
+        except Exception:  # a check that crashes must not take paika up with it
+            log.exception("paika doctor's checks at start failed")
+            return
+        for finding in findings:
+            if finding.severity is not Severity.OK:
+                log.warning("paika doctor: %s", finding_line("en", finding))
+
+    threading.Thread(target=run, name="paika-doctor", daemon=True).start()
 
 
 @app.command()

@@ -255,6 +255,7 @@ def build_app(
         simulated=is_simulated,
         tls=tls,
         report_only=report_only,
+        root=jobs_store.run_as.privileged,
     )
 
     def read_gpus() -> list[GpuInfo]:

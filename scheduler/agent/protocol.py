@@ -205,6 +205,9 @@ class Health(WireModel):
     tls: StrictBool = False  # whether the agent serves TLS (older agents: absent, so False)
     # Whether it only reports its GPUs and refuses every start (older agents: absent, so False).
     report_only: StrictBool = False
+    # Whether it runs as root, and so runs each job as its owner's mapped Unix account (a job
+    # with no account is refused there); older agents: absent, so False.
+    root: StrictBool = False
 
 
 # ---------------------------------------------------------------- GPUs

@@ -400,6 +400,7 @@ class FakeSlack:
             "chat.getPermalink": self._permalink,
             "conversations.open": self._conversations_open,
             "conversations.list": self._conversations_list,
+            "conversations.info": self._conversations_info,
             "users.info": self._users_info,
             "views.open": lambda a: self._view_show("views.open", a, need="trigger_id"),
             "views.push": lambda a: self._view_show("views.push", a, need="trigger_id"),
@@ -808,6 +809,14 @@ class FakeSlack:
         page = channels[start : start + limit]
         following = str(start + limit) if start + limit < len(channels) else ""
         return {"ok": True, "channels": page, "response_metadata": {"next_cursor": following}}
+
+    def _conversations_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        self._require(args, "channel")
+        with self._lock:
+            channel = self._channels.get(str(args["channel"]))
+        if channel is None:
+            raise _ApiError("channel_not_found")
+        return {"ok": True, "channel": dict(channel)}
 
     def _conversations_open(self, args: dict[str, Any]) -> dict[str, Any]:
         if args.get("channel"):
