@@ -7,7 +7,7 @@ shape differs. Numbers, ids, names and `/gpu` examples are values.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from functools import singledispatch
 from numbers import Real
@@ -32,7 +32,7 @@ from bot.blocks.report import (
     total_facts,
 )
 from bot.blocks.why import story_header, story_lines
-from bot.i18n import DEFAULT, counted, t, term, wait_words, when
+from bot.i18n import DEFAULT, counted, language, t, term, wait_words, when
 from bot.said import language_saved, listed, problem, say, template_fields
 from bot.usage import help_lines
 from scheduler.configs.results import ConfigChanged, ConfigDiff, ConfigHistory, ConfigShown
@@ -170,7 +170,14 @@ def _status(result: StatusResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
         PARTS.join(run),
         t(lang, "console.status.submitted", at=when(lang, job.submitted_at, zone)),
     ]
-    if result.hosts:
+    if result.cards:
+        key = (
+            "console.status.runs_on"
+            if job.state in (JobState.RUNNING, JobState.UNKNOWN)
+            else "console.status.ran_on"
+        )
+        lines.append(t(lang, key, where=cards_on_hosts(lang, result.cards)))
+    elif result.hosts:
         lines.append(t(lang, "console.status.hosts", hosts=", ".join(result.hosts)))
     where = _where(lang, result.view, zone)
     if where:
@@ -191,6 +198,21 @@ def _status(result: StatusResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     if result.spec is not None:
         lines.append(spec_line(lang, result.spec))
     return "\n".join(lines)
+
+
+def cards_on_hosts(lang: str, cards: Sequence[tuple[str, str, int]]) -> str:
+    """Where a run is or was: "gpu-a (2× A100-80GB), gpu-b (1× A100-80GB)"."""
+    by_host: dict[str, list[str]] = {}
+    for host, gpu_type, count in cards:
+        by_host.setdefault(host, []).append(t(lang, "status.cards", n=count, gpu_type=gpu_type))
+    sep = _CARD_SEPARATOR[language(lang)]
+    return sep.join(
+        t(lang, "status.cards_on", host=host, cards=sep.join(kinds))
+        for host, kinds in by_host.items()
+    )
+
+
+_CARD_SEPARATOR = {"en": ", ", "zh": "、"}
 
 
 def template_line(lang: str, name: str, version: int | None) -> str:

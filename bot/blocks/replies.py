@@ -59,7 +59,7 @@ from bot.blocks.priority import priority_message
 from bot.blocks.quotas import quota_line
 from bot.blocks.report import report_message
 from bot.blocks.why import why_message
-from bot.console import render, spec_line
+from bot.console import cards_on_hosts, render, spec_line
 from bot.i18n import counted, t, term, when
 from bot.said import language_saved, listed, say
 from scheduler.configs.results import ConfigChanged, ConfigDiff, ConfigHistory, ConfigShown
@@ -223,7 +223,12 @@ def _status(result: StatusResult, lang: str, zone: ZoneInfo, now: datetime) -> M
         items.append(labelled(t(lang, "label.started"), when(lang, job.started_at, zone)))
     if job.ended_at is not None:
         items.append(labelled(t(lang, "label.ended"), when(lang, job.ended_at, zone)))
-    if result.hosts:
+    if result.cards:
+        key = (
+            "label.runs_on" if job.state in (JobState.RUNNING, JobState.UNKNOWN) else "label.ran_on"
+        )
+        items.append(labelled(t(lang, key), mrkdwn_escape(cards_on_hosts(lang, result.cards))))
+    elif result.hosts:
         items.append(labelled(t(lang, "label.hosts"), mrkdwn_escape(", ".join(result.hosts))))
     if view.likely_type:
         items.append(labelled(t(lang, "label.likely_type"), mrkdwn_escape(view.likely_type)))

@@ -87,6 +87,8 @@ class StatusResult:
     preempted: PreemptedRecord | None = None
     # The hosts of its latest run (a Slurm pool's: its nodes); none before it first started.
     hosts: Sequence[str] = ()
+    # The cards of its latest run: (host, GPU type, how many); none before it first started.
+    cards: Sequence[tuple[str, str, int]] = ()
 
 
 @dataclass(frozen=True)
@@ -389,6 +391,7 @@ def status(ctx: Context, job_id: int | None, name: str | None) -> StatusResult:
         dict(job.spec) if job.spec is not None and shows_command else None,
         preempted=_preempted(ctx, job, ledger),
         hosts=[h.name for h in cluster_queries.last_run_hosts(session=session, job_id=job_id)],
+        cards=cluster_queries.last_run_cards(session=session, job_id=job_id),
     )
 
 
@@ -579,7 +582,10 @@ def _compute_waits(ctx: Context) -> dict[int, Wait]:
 
 
 def _likely(ctx: Context, job: Job | JobRecord, wait: Wait | None = None) -> str | None:
-    """The type the policy's estimate puts the job on; else the catalog's cheapest fit."""
+    """The type the policy's estimate puts the job on; else the catalog's cheapest fit. None
+    for a job that started and does not wait now: where it runs or ran is known, not likely."""
+    if job.started_at is not None and job.state not in PENDING_STATES:
+        return None
     if wait is not None and wait.gpu_type:
         return wait.gpu_type
     card = cheapest_fit(catalog(ctx), needs_of(job))

@@ -253,6 +253,24 @@ def _open_before(query: Any, end: datetime, jobs: JobFilter) -> Any:
     return query
 
 
+def last_run_cards(*, session: Session, job_id: int) -> list[tuple[str, str, int]]:
+    """The cards of a job's latest run: (host, GPU type, how many), by host id then type."""
+    latest = (
+        sa_select(func.max(col(Allocation.started_at)))
+        .where(col(Allocation.job_id) == job_id)
+        .scalar_subquery()
+    )
+    query = (
+        sa_select(col(Host.name), col(Gpu.gpu_type), func.count())
+        .join(Gpu, col(Gpu.host_id) == col(Host.id))
+        .join(Allocation, col(Allocation.gpu_id) == col(Gpu.id))
+        .where(col(Allocation.job_id) == job_id, col(Allocation.started_at) == latest)
+        .group_by(col(Host.id), col(Host.name), col(Gpu.gpu_type))
+        .order_by(col(Host.id), col(Gpu.gpu_type))
+    )
+    return [(name, kind, int(n)) for name, kind, n in session.execute(query).all()]
+
+
 def last_run_hosts(*, session: Session, job_id: int) -> Sequence[Host]:
     """The hosts of a job's latest run (its allocations begun last, open or ended), by host
     id: the order in which the run's start gave them their node ranks."""

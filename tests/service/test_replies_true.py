@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from zoneinfo import ZoneInfo
 
 import pytest
 from sqlmodel import Session, select
 
+from bot.blocks.replies import reply
 from scheduler.app import Paika, Reply
 from storage.models import Allocation, BumpRequest, BumpState, Gpu, Host, Job, JobState
 
@@ -111,3 +114,17 @@ def test_approving_a_bump_for_a_job_that_started_says_it_is_moot(team: Paika) ->
     assert closed.state == BumpState.WITHDRAWN and job.priority == "normal"
     again = gpu(team, "UVERA", f"approve {request.id}").text
     assert "already withdrawn" in again and "nothing changed" in again
+
+
+def test_a_running_job_s_status_names_the_host_and_cards_it_runs_on(team: Paika) -> None:
+    _host(team, "gpu-t", [T4, T4], state="up")
+    _host(team, "gpu-a", [A100, A100, A100, A100], state="up")
+    gpu(team, "UALICE", SUBMIT.format(name="run", gpus=2))  # a T4 would do: cheapest fit
+    _start(team, "run", "gpu-a", [1, 2])
+    answer = gpu(team, "UALICE", "status run")
+    assert "runs on: gpu-a (2× A100-80GB)" in answer.text, answer.text
+    slack = json.dumps(
+        ensure_ascii=False, obj=reply(answer.result, "en", ZoneInfo("UTC"), team.clock.now()).blocks
+    )
+    assert "Likely card type" not in slack and "T4-16GB" not in slack
+    assert "Runs on" in slack and "gpu-a (2× A100-80GB)" in slack
