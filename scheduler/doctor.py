@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -55,6 +56,7 @@ from storage.queries import org as org_queries
 # An agent whose clock is this far from the scheduler's is reported: job times, idle
 # detection and the ledger all compare the two (the Date header says whole seconds).
 SKEW_WARN_S = 5.0
+HOSTS_AT_ONCE = 16  # agents asked at the same time
 HEALTH_PATH = "/v1/health"  # the one route of an agent that needs no token
 MIB_PER_GIB = 1024
 
@@ -292,51 +294,68 @@ def check_hosts(
     found: list[Finding] = []
     root_hosts: list[str] = []
     unknown: dict[tuple[str, int], list[str]] = {}
-    for host in hosts:
-        values: dict[str, Any] = {"host": host.name, "url": host.url}
-        try:
-            answer = ask_health(host.url, settings.agent_ca_file, timeout, clock)
-        except AgentNotTrusted as exc:
-            ca = str(settings.agent_ca_file) if settings.agent_ca_file else ""
-            found.append(
-                Finding(
-                    "agent.untrusted",
-                    Severity.BLOCK,
-                    values | {"ca_file": ca, "detail": exc.message},
-                )
-            )
-            cards = list(host.cards)
-        except AgentError as exc:
-            found.append(
-                Finding("agent.unreachable", Severity.WARN, values | {"detail": exc.message})
-            )
-            cards = list(host.cards)
-        else:
-            skew = answer.skew_s
-            values |= {
-                "skew_s": round(skew, 1) if skew is not None else None,
-                "tls": answer.health.tls,
-            }
-            values |= {"root": answer.health.root, "version": answer.health.agent_version}
-            found.append(Finding("agent.ok", Severity.OK, values))
-            if skew is not None and abs(skew) > SKEW_WARN_S:
-                found.append(
-                    Finding(
-                        "agent.clock_skew",
-                        Severity.WARN,
-                        {"host": host.name, "skew_s": round(skew, 1)},
-                    )
-                )
-            if answer.health.root:
-                root_hosts.append(host.name)
-            cards = _live_cards(host, seen, timeout, settings) or list(host.cards)
-        for name, memory_gib in cards:
+    # Each host's agent is asked at once: one that does not answer costs `timeout`, not N of them.
+    with ThreadPoolExecutor(max_workers=min(HOSTS_AT_ONCE, len(hosts))) as pool:
+        looks = list(pool.map(lambda h: _look(h, seen, settings, timeout, clock), hosts))
+    for host, look in zip(hosts, looks, strict=True):
+        found += look.findings
+        if look.root:
+            root_hosts.append(host.name)
+        for name, memory_gib in look.cards:
             if seen.policy is not None and seen.policy.type_for_card(name, memory_gib) is None:
                 unknown.setdefault((name, round(memory_gib)), []).append(host.name)
     found += [_unknown_card(name, gib, where) for (name, gib), where in sorted(unknown.items())]
     if root_hosts and seen.policy is not None:
         found += _unmapped_members(seen, settings, root_hosts)
     return found
+
+
+@dataclass(frozen=True)
+class _Look:
+    """What asking one host's agent found: its findings, its cards, whether it runs as root."""
+
+    findings: list[Finding]
+    cards: list[tuple[str, float]]
+    root: bool = False
+
+
+def _look(
+    host: _HostRow,
+    seen: _Seen,
+    settings: Settings,
+    timeout: float,
+    clock: Callable[[], datetime],
+) -> _Look:
+    values: dict[str, Any] = {"host": host.name, "url": host.url}
+    try:
+        answer = ask_health(host.url, settings.agent_ca_file, timeout, clock)
+    except AgentNotTrusted as exc:
+        ca = str(settings.agent_ca_file) if settings.agent_ca_file else ""
+        detail = {"ca_file": ca, "detail": exc.message}
+        return _Look(
+            [Finding("agent.untrusted", Severity.BLOCK, values | detail)], list(host.cards)
+        )
+    except Exception as exc:  # noqa: BLE001 (whatever it was, this host only: the others go on)
+        detail = {"detail": exc.message if isinstance(exc, AgentError) else repr(exc)}
+        return _Look(
+            [Finding("agent.unreachable", Severity.WARN, values | detail)], list(host.cards)
+        )
+    skew = answer.skew_s
+    values |= {
+        "skew_s": round(skew, 1) if skew is not None else None,
+        "tls": answer.health.tls,
+        "root": answer.health.root,
+        "version": answer.health.agent_version,
+    }
+    findings = [Finding("agent.ok", Severity.OK, values)]
+    if skew is not None and abs(skew) > SKEW_WARN_S:
+        findings.append(
+            Finding(
+                "agent.clock_skew", Severity.WARN, {"host": host.name, "skew_s": round(skew, 1)}
+            )
+        )
+    cards = _live_cards(host, seen, timeout, settings) or list(host.cards)
+    return _Look(findings, cards, answer.health.root)
 
 
 def _live_cards(

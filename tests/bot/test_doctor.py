@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,13 @@ def env(tmp_path: Path) -> dict[str, str]:
     }
 
 
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound once, then let go)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def doctor(env: dict[str, str]) -> tuple[int, dict[str, Any]]:
     ran = run_paika(["doctor", "--json", "--timeout", "5"], env)
     assert ran.exit_code in (0, 1), ran.stdout + ran.stderr
@@ -121,6 +129,7 @@ def test_cards_accounts_certificates_and_slack(
 ) -> None:
     admin(env, f"admin host add gpu-a url={agents['gpu-a']}")
     admin(env, f"admin host add gpu-b url={agents['gpu-b']}")
+    admin(env, f"admin host add gpu-c url=http://127.0.0.1:{closed_port()}")
     admin(env, f"admin member add <@{ALICE}> team=vision")
     env |= {
         "SLACK_BOT_TOKEN": BOT_TOKEN,
@@ -134,6 +143,10 @@ def test_cards_accounts_certificates_and_slack(
     assert status == 1 and not found["ok"]
     assert [f["values"]["host"] for f in by["agent.untrusted"]] == ["gpu-b"]
     assert "PAIKA_AGENT_CA_FILE" in by["agent.untrusted"][0]["text"]
+    # Nothing listens for gpu-c: it is named, with what to look at, and the others go on.
+    (silent,) = by["agent.unreachable"]
+    assert silent["values"]["host"] == "gpu-c" and silent["severity"] == "warn"
+    assert "systemctl status paika-agent" in silent["text"]
     # gpu-a answers, its clock close to ours; its two H800s are in no GPU type.
     (ok,) = by["agent.ok"]
     assert ok["values"]["host"] == "gpu-a" and abs(ok["values"]["skew_s"]) <= 2
@@ -153,6 +166,7 @@ def test_cards_accounts_certificates_and_slack(
     # Do what each says: trust the CA, add the line for the cards, set the digest channel,
     # invite the bot, map the accounts.
     env["PAIKA_AGENT_CA_FILE"] = agents["ca"]
+    admin(env, "admin host remove gpu-c")
     policy = Path(env["PAIKA_CONFIG"])
     text = policy.read_text().replace("gpu_types:\n", f"gpu_types:\n  {card['values']['yaml']}\n")
     text += 'slack: {channel: "#gpu-queue"}\n'
