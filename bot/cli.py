@@ -479,7 +479,14 @@ def digest_command(
     png: Annotated[
         Path | None, typer.Option("--png", help="Write the digest's picture to this PNG file.")
     ] = None,
-    lang: Annotated[str, typer.Option("--lang", help="The picture's language: en or zh.")] = "en",
+    lang: Annotated[
+        str | None,
+        typer.Option(
+            "--lang",
+            help="The text's and picture's language: en or zh (default: the policy's "
+            "slack.default_language, the language of the channel's digest).",
+        ),
+    ] = None,
 ) -> None:
     """The daily GPU board without Slack: as text (--print) and as a picture (--png FILE)."""
     if not show and png is None:
@@ -488,25 +495,28 @@ def digest_command(
             err=True,
         )
         raise typer.Exit(2)
-    if lang not in ("en", "zh"):
+    if lang is not None and lang not in ("en", "zh"):
         typer.echo(f"paika digest: --lang {lang} is not known; use en or zh.", err=True)
         raise typer.Exit(2)
     from bot.digest.text import render_text
     from scheduler.digest import digest_now  # matplotlib and friends load only when asked
 
     paika = _start()
+    said = lang or paika.policy.slack.default_language
     digest = digest_now(paika)
     if show:
-        typer.echo(render_text(digest, paika.policy.zone), nl=False)
+        typer.echo(render_text(digest, paika.policy.zone, said), nl=False)
     if png is not None:
-        from bot.digest.picture import render_png
+        from bot.digest.picture import font_note, render_png
 
         try:
-            png.write_bytes(render_png(digest, lang))
+            png.write_bytes(render_png(digest, said))
         except OSError as exc:
             typer.echo(f"paika digest: cannot write {png}: {exc.strerror}", err=True)
             raise typer.Exit(1) from exc
         typer.echo(f"picture written to {png}", err=True)
+        if (note := font_note(said)) is not None:
+            typer.echo(note, err=True)
 
 
 Moment = Annotated[

@@ -74,7 +74,8 @@ MEANING: dict[str, str] = {
     "gpu_types.<type>.price_per_gpu_hour": "What one GPU-hour costs; used for matching and "
     "the ledger.",
     "teams": "Teams (also managed with `/gpu admin team add`). Teams named here are created "
-    "at start if missing, never deleted.",
+    "at start if missing, never deleted. A name is letters and digits of any language, `.`, "
+    "`_` and `-` (at most 64, e.g. `语音组`), by the rules of `/gpu admin team add`.",
     "teams.<team>.channel": "The channel that receives the team's notices (and its bump "
     "requests when `slack.approvals_channel` is not set).",
     "admins": "Slack user ids that are admins from the first start (`PAIKA_ADMINS` adds more).",

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -26,11 +27,39 @@ from pydantic import (
 from scheduler.agent.errors import BadRequest
 from scheduler.agent.protocol import IMAGE_RE, ContainerOptions, is_account_name
 from scheduler.errors import ConfigError
+from scheduler.grammar import names
 from scheduler.policy.matching import CardType
 from scheduler.policy.snapshot import Backfill, Knobs, WithinClass
 from scheduler.slurm.batch import OWN_OPTIONS
 
 NamePattern = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+
+
+_UNFIT = {
+    names.Unfit.CONTROL: "a control character",
+    names.Unfit.FORMAT: "an invisible formatting character (a bidi override, a zero-width space)",
+    names.Unfit.PRIVATE_USE: "a private-use character",
+    names.Unfit.UNASSIGNED: "a code point Unicode has not assigned",
+    names.Unfit.SPACE: "a space",
+    names.Unfit.SYMBOL: "a symbol other than . _ -",
+    names.Unfit.FIRST: "a name starts with a letter or digit",
+}
+
+
+def _team_name(name: str) -> str:
+    """A team's name as /gpu admin team add takes it: any script, NFC, at most 64."""
+    if (bad := names.bad_char(name)) is not None:
+        raise ValueError(
+            f"{name!r}: {bad.code} (character {bad.at}) may not be in a team name: "
+            f"{_UNFIT[bad.why]}; use letters and digits of any language, . _ -"
+        )
+    kept = names.normal(name)
+    if len(kept) > 64:
+        raise ValueError(f"{name!r} is {len(kept)} characters long; a team name has at most 64")
+    return kept
+
+
+TeamName = Annotated[str, AfterValidator(_team_name)]
 SlackUserId = Annotated[str, Field(pattern=r"^[UW][A-Z0-9]{2,}$")]
 PRIORITY_CLASSES = ("core", "normal", "idle")
 
@@ -488,7 +517,7 @@ class PolicyConfig(_Strict):
 
     timezone: str = "Asia/Shanghai"
     gpu_types: dict[NamePattern, GpuType] = Field(min_length=1)
-    teams: dict[NamePattern, Team] = Field(default_factory=dict)
+    teams: dict[TeamName, Team] = Field(default_factory=dict)
     admins: tuple[SlackUserId, ...] = ()
     priority_classes: dict[PriorityName, PriorityClassPolicy] = Field(
         default_factory=_default_classes

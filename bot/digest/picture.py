@@ -8,12 +8,15 @@ picture stops growing and the rows (and their labels) get thinner instead, down 
 
 Chinese labels need a font with CJK glyphs. One is looked for among the fonts matplotlib
 knows (Noto Sans CJK, Source Han Sans, WenQuanYi, Droid Sans Fallback, ...); without
-one, the picture is drawn with English labels rather than with empty boxes.
+one, the picture is drawn with English labels rather than with empty boxes, and that is
+said: once in the log, naming what to install, and under the picture's message
+(`font_note`).
 """
 
 from __future__ import annotations
 
 import io
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -31,9 +34,17 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.transforms import Bbox
 
-from bot.i18n import Lang, catalogue
+from bot.i18n import Lang, catalogue, t
 from scheduler.digest.model import Digest, GpuRow, Planned, SegmentKind
 from scheduler.digest.timeline import MAX_ROWS
+
+log = logging.getLogger(__name__)
+
+# What to install for Chinese labels, as the log and the message under the picture say it.
+CJK_INSTALL = "apt install fonts-noto-cjk"
+CJK_INSTALL_OTHERS = (
+    "dnf install google-noto-sans-cjk-fonts; brew install --cask font-noto-sans-cjk"
+)
 
 DPI = 100
 WIDTH_PX = 1600
@@ -126,6 +137,7 @@ CHART_WORDS = (
 # Agg and the font caches are shared by every figure in the process; the bot may draw
 # from more than one thread, and a daily picture gains nothing from drawing in parallel.
 _LOCK = threading.Lock()
+_TOLD: set[str] = set()  # "no CJK font" goes to the log once per process
 
 
 def render_png(digest: Digest, lang: str = "en") -> bytes:
@@ -141,8 +153,37 @@ def draw(digest: Digest, lang: str = "en") -> Figure:
     """The picture as a figure on an Agg canvas, laid out but not yet rendered (its artists
     are there to inspect). Not thread-safe: `render_png` holds the lock around it."""
     cjk = _cjk()
-    words = chart_words("zh" if lang == "zh" and cjk is not None else "en")
+    drawn = drawn_language(lang)
+    if drawn != lang:
+        _tell_no_cjk_font()
+    words = chart_words(drawn)
     return _Drawing(digest, words, cjk).figure()
+
+
+def drawn_language(lang: str) -> Lang:
+    """The language the picture's labels are drawn in for a reader of `lang`: English when
+    Chinese is asked for and no installed font has its glyphs."""
+    return "zh" if lang == "zh" and _cjk() is not None else "en"
+
+
+def font_note(lang: str) -> str | None:
+    """The line said under the picture when it is drawn in English for a reader of `lang`
+    (no CJK font installed), naming what to install; None when it is drawn as asked."""
+    if drawn_language(lang) == lang:
+        return None
+    return t(lang, "digest.picture_no_font", install=CJK_INSTALL)
+
+
+def _tell_no_cjk_font() -> None:
+    if "told" in _TOLD:
+        return
+    _TOLD.add("told")
+    log.warning(
+        "No installed font has Chinese glyphs, so the digest picture is drawn with English "
+        "labels. Install one on this machine (%s; elsewhere: %s) and restart paika.",
+        CJK_INSTALL,
+        CJK_INSTALL_OTHERS,
+    )
 
 
 def chart_words(lang: Lang) -> dict[str, str]:

@@ -15,7 +15,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.blocks.digest import digest_blocks, picture_words
-from bot.digest.picture import render_png
+from bot.digest.picture import font_note, render_png
 from scheduler.digest.model import Digest
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,8 @@ def post_digest(
     done: MutableMapping[str, str] = {} if progress is None else progress
     png = render_png(digest, lang)
     title, comment, alt = picture_words(digest, lang)
+    if (note := font_note(lang)) is not None:  # drawn in English: say why, and the fix
+        comment = f"{comment}\n{note}"
     try:
         if MESSAGE not in done:
             names = display_names(client, _people(digest))

@@ -1,21 +1,30 @@
 """The digest as plain text, for the terminal (`paika digest --print`) and anyone without Slack.
 
-The console speaks English, as `bot.console` does; why a job waits is said by `wait_words`."""
+In English it is laid out for the terminal here; why a job waits is said by `wait_words`. In
+another language (the policy's `slack.default_language`, or `--lang`) it is the channel
+message's own sentences from the catalogue, as plain text: the same words the team reads in
+Slack every morning."""
 
 from __future__ import annotations
 
+import html
+import re
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.blocks.digest import output_lines
+from bot.blocks.digest import digest_blocks, output_lines
 from bot.i18n import amount, wait_words
 from bot.i18n import t as say
 from scheduler.digest.model import Digest, JobLine, QuotaWarning
 from scheduler.service.records import PriorityClass
 
 
-def render_text(digest: Digest, zone: ZoneInfo) -> str:
-    """Every part of the digest, in the order the Slack message shows them."""
+def render_text(digest: Digest, zone: ZoneInfo, lang: str = "en") -> str:
+    """Every part of the digest, in the order the Slack message shows them, in `lang`."""
+    if lang != "en":
+        return _from_blocks(digest_blocks(digest, lang, zone).blocks)
     parts = [
         [f"paika daily GPU board — {digest.day.isoformat()} (as of {_when(digest.at, zone)})"]
         + (
@@ -185,3 +194,27 @@ def _quotas(digest: Digest) -> list[str]:
             f"{quota_words(w)} ({w.expires_on.isoformat()}) · owner {w.owner}"
         )
     return lines
+
+
+# Slack's bold (*…*) and code (`…`) marks around a run of text; escaped &, < and > come back.
+_MARKED = re.compile(r"\*([^*\n]+)\*|`([^`\n]+)`")
+
+
+def _plain(text: str) -> str:
+    return html.unescape(_MARKED.sub(lambda m: m[1] or m[2], text))
+
+
+def _from_blocks(blocks: Sequence[Mapping[str, Any]]) -> str:
+    """The channel message's blocks as terminal text: a blank line for each divider."""
+    parts: list[list[str]] = [[]]
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "divider":
+            parts.append([])
+        elif kind == "context":
+            parts[-1].append(" · ".join(_plain(e["text"]) for e in block["elements"]))
+        elif "text" in block:
+            parts[-1].append(_plain(block["text"]["text"]))
+        for item in block.get("fields", ()):
+            parts[-1].append(_plain(item["text"]))
+    return "\n\n".join("\n".join(lines) for lines in parts if lines) + "\n"

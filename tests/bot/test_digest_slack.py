@@ -22,6 +22,7 @@ from slack_sdk import WebClient
 
 from bot.blocks.common import MESSAGE_BLOCKS, MESSAGE_CHARS, SECTION_TEXT, text_size
 from bot.blocks.digest import digest_blocks
+from bot.digest import picture, slack
 from bot.digest.slack import post_digest
 from scheduler.digest.model import (
     DayUsage,
@@ -218,6 +219,24 @@ def test_in_chinese(fake: FakeSlack, client: WebClient) -> None:
     assert posted.args["blocks"][0]["text"]["text"] == "每日 GPU 看板 — 2026-11-02"
     assert "已等待 1 天 6 小时" in text_of(posted.args["blocks"])
     assert fake.uploads()[0].title == "GPU 看板 2026-11-02"
+
+
+@pytest.mark.parametrize("font", [None, ("Noto Sans CJK SC", "/fonts/NotoSansCJK.ttc")])
+def test_in_chinese_without_a_cjk_font_the_picture_says_why_it_is_in_english(
+    fake: FakeSlack,
+    client: WebClient,
+    monkeypatch: pytest.MonkeyPatch,
+    font: tuple[str, str] | None,
+) -> None:
+    # The font list is what is controlled here; drawing with a font that is not there is not.
+    monkeypatch.setattr(picture, "_cjk", lambda: font)
+    monkeypatch.setattr(slack, "render_png", lambda digest, lang: b"\x89PNG drawn")
+    assert post_digest(client, CHANNEL_ID, make_digest(), "zh", ZONE)
+    comment = fake.last("files.completeUploadExternal").args["initial_comment"]
+    if font is None:
+        assert "此图以英文绘制" in comment and "apt install fonts-noto-cjk" in comment
+    else:
+        assert "此图以英文绘制" not in comment and "apt install" not in comment
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

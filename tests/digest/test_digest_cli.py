@@ -55,3 +55,39 @@ def test_without_print_or_png_it_says_what_to_pass(env: dict[str, str]) -> None:
     assert "--print" in result.stderr and "--png FILE" in result.stderr
     wrong = run(["digest", "--print", "--lang", "fr"], env)
     assert wrong.exit_code == 2 and "use en or zh" in wrong.stderr
+
+
+def test_print_speaks_the_policys_language_and_lang_overrides_it(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    policy = tmp_path / "policy.yml"
+    example = (Path(__file__).parents[2] / "scheduler/examples/policy.yml").read_text()
+    # A Chinese team's own policy: its language, and its team named in its own script.
+    policy.write_text(
+        example.replace("default_language: en", "default_language: zh").replace(
+            "  nlp: {channel:", "  语音组: {channel:"
+        )
+    )
+    team = {**env, "PAIKA_CONFIG": str(policy)}
+    submitted = run(
+        [
+            "cmd",
+            'submit name=医疗对话-sft gpus=2 hours=8 priority=normal data=pending cmd="python train.py" '
+            "team=语音组",
+            "--user",
+            "UADMIN",
+        ],
+        team,
+    )
+    assert submitted.exit_code == 0, submitted.stderr
+    chinese = run(["digest", "--print"], team)
+    assert chinese.exit_code == 0, chinese.stderr
+    assert "每日 GPU 看板 — " in chinese.stdout
+    assert "等待数据就绪（1），等待最久的在前" in chinese.stdout
+    assert "#1 医疗对话-sft · 语音组 · UADMIN · 已等待 0 分钟" in chinese.stdout
+    assert "*" not in chinese.stdout and "&amp;" not in chinese.stdout  # no Slack marks
+    assert "paika daily GPU board" not in chinese.stdout
+    english = run(["digest", "--print", "--lang", "en"], team)
+    assert english.exit_code == 0, english.stderr
+    assert "paika daily GPU board — " in english.stdout
+    assert "#1 医疗对话-sft · 语音组 · owner UADMIN · waiting 0 min" in english.stdout

@@ -7,11 +7,14 @@ import dataclasses
 import io
 import itertools
 import logging
+import shutil
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from matplotlib import font_manager
 from matplotlib.axes import Axes
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
@@ -141,18 +144,24 @@ def test_chinese_labels_when_a_cjk_font_exists(
     caplog.set_level(logging.INFO, logger="matplotlib")
     english, chinese = render_png(big_day, "en"), render_png(big_day, "zh")
     decode(chinese)
-    # Nothing to fix in the log either (a missing bold face, a missing family).
-    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    # Nothing to fix in matplotlib's log either (a missing bold face, a missing family).
+    assert [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and r.name.startswith("matplotlib")
+    ] == []
     if picture.cjk_font() is None:
         assert chinese == english  # no font with the glyphs: English labels, not empty boxes
     else:
         assert chinese != english
 
 
-def test_without_a_cjk_font_chinese_falls_back_to_english_quietly(
-    big_day: Digest, monkeypatch: pytest.MonkeyPatch
+def test_without_a_cjk_font_chinese_falls_back_to_english_and_says_so_once(
+    big_day: Digest, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(picture, "_cjk", lambda: None)
+    monkeypatch.setattr(picture, "_TOLD", set())
+    caplog.set_level(logging.WARNING, logger="bot.digest.picture")
     # Job names in Chinese cannot be drawn either: the bar shows the job's number only.
     # (pytest turns a "Glyph missing" warning into an error.)
     rows = tuple(
@@ -168,6 +177,61 @@ def test_without_a_cjk_font_chinese_falls_back_to_english_quietly(
         big_day, timeline=dataclasses.replace(big_day.timeline, rows=rows)
     )
     assert render_png(chinese_names, "zh") == render_png(chinese_names, "en")
+    render_png(chinese_names, "zh")
+    told = [r.getMessage() for r in caplog.records if r.name == "bot.digest.picture"]
+    assert len(told) == 1, told  # once a process, not every morning's picture
+    assert "drawn with English labels" in told[0] and "apt install fonts-noto-cjk" in told[0]
+    note = picture.font_note("zh")
+    assert note is not None and "apt install fonts-noto-cjk" in note and "英文" in note
+    assert picture.font_note("en") is None
+
+
+def _fonts(monkeypatch: pytest.MonkeyPatch, families: dict[str, str], files: list[str]) -> None:
+    """matplotlib's font list and the fonts on disk, as a test says them."""
+    manager = font_manager.fontManager
+    entries = [font_manager.FontEntry(fname=path, name=name) for name, path in families.items()]
+    monkeypatch.setattr(manager, "ttflist", entries)
+    monkeypatch.setattr(manager, "addfont", lambda path: None)
+    monkeypatch.setattr(font_manager, "findSystemFonts", lambda: files)
+    picture._cjk.cache_clear()
+
+
+@pytest.fixture
+def fresh_cjk() -> Iterator[None]:
+    """The CJK font looked for again after a test controlled the font list."""
+    picture._cjk.cache_clear()
+    yield
+    picture._cjk.cache_clear()
+
+
+def test_a_cjk_font_is_found_by_its_glyphs_not_its_name(
+    monkeypatch: pytest.MonkeyPatch, fresh_cjk: None
+) -> None:
+    dejavu = font_manager.findfont("DejaVu Sans")
+    # No font at all, and a font named like a CJK one without the glyphs: none is found.
+    _fonts(monkeypatch, {}, [])
+    assert picture.cjk_font() is None and picture.drawn_language("zh") == "en"
+    _fonts(monkeypatch, {"Noto Sans CJK SC": dejavu}, [dejavu])
+    assert picture.cjk_font() is None and picture.font_note("zh") is not None
+    # A font that has them is found, and the picture is drawn in Chinese, with nothing to say.
+    monkeypatch.setattr(picture, "_covers", lambda path, text: path == "/fonts/wqy-microhei.ttc")
+    _fonts(monkeypatch, {"WenQuanYi Micro Hei": "/fonts/wqy-microhei.ttc"}, [])
+    assert picture.cjk_font() == "WenQuanYi Micro Hei"
+    assert picture.drawn_language("zh") == "zh" and picture.font_note("zh") is None
+
+
+def test_a_cjk_font_installed_here_is_found(fresh_cjk: None) -> None:
+    fc_list = shutil.which("fc-list")
+    listed = (
+        subprocess.run(
+            [fc_list, ":lang=zh", "family"], capture_output=True, text=True, check=False
+        ).stdout
+        if fc_list
+        else ""
+    )
+    if not listed.strip():
+        pytest.skip("no font with Chinese glyphs on this machine (fc-list :lang=zh is empty)")
+    assert picture.cjk_font() is not None, listed
 
 
 def test_rows_thin_past_64_and_stop_at_the_most_and_an_empty_cluster_still_draws(

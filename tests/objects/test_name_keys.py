@@ -44,6 +44,7 @@ def test_the_longest_names_fit_a_file_name_and_stay_apart() -> None:
 @pytest.mark.parametrize(
     ("team", "name"),
     [("语音组", "医疗对话-sft"), (LONGEST_TEAM, LONGEST_TEMPLATE), ("vision", "模" * 64)],
+    ids=["short", "longest-both", "longest-name"],
 )
 def test_a_template_under_a_chinese_name_reads_back_on_every_backend(
     store: ObjectStore, team: str, name: str
