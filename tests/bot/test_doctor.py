@@ -8,6 +8,7 @@ import json
 import os
 import socket
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,9 @@ from scheduler.agent.jobs import JobStore
 from scheduler.agent.simulated import SimulatedReader
 from scheduler.agent.tls import make_host, make_or_load_ca
 from scheduler.config import policy_from_text
-from scheduler.doctor import suggested_type_name
+from scheduler.doctor import Severity, examine, suggested_type_name
 from scheduler.serving import serve_in_thread, stop_server
+from scheduler.settings import Settings
 
 TOKEN = "doctor-test-token"
 ADMIN = "U0ADMIN01"
@@ -213,3 +215,29 @@ def test_the_first_commands_work_as_printed(tmp_path: Path) -> None:
     up = run_paika(["up", "--help"], env | {"COLUMNS": "200"})
     for name in ("PAIKA_DATABASE_URL", "PAIKA_CONFIG", "PAIKA_ADMINS", "SLACK_BOT_TOKEN"):
         assert name in up.stdout, name
+
+
+def test_a_clock_off_and_a_wrong_slack_token_are_said(
+    env: dict[str, str], agents: dict[str, str], slack: FakeSlack
+) -> None:
+    admin(env, f"admin host add gpu-a url={agents['gpu-a']}")
+    settings = Settings(
+        data_dir=Path(env["PAIKA_DATA_DIR"]),
+        config=Path(env["PAIKA_CONFIG"]),
+        agent_token=TOKEN,
+        admins=(ADMIN,),
+    )
+    # This side's clock a minute ahead: the agent's is a minute behind it.
+    ahead = examine(settings, clock=lambda: datetime.now(UTC) + timedelta(minutes=1))
+    (skew,) = [f for f in ahead if f.code == "agent.clock_skew"]
+    assert skew.severity is Severity.WARN and -62 <= skew.values["skew_s"] <= -58
+    assert not [f for f in examine(settings) if f.code == "agent.clock_skew"]
+    env |= {
+        "SLACK_BOT_TOKEN": "xoxb-not-the-bots",
+        "SLACK_APP_TOKEN": "xapp-1-whatever",
+        "PAIKA_SLACK_API_URL": slack.api_url,
+    }
+    status, found = doctor(env)
+    (refused,) = codes(found)["slack.auth_failed"]
+    assert status == 1 and refused["values"] == {"error": "invalid_auth"}
+    assert "Bot User OAuth Token" in refused["text"]
