@@ -23,6 +23,7 @@ KEYS = {
     "store.ok": "doctor.store.ok",
     "agents.no_token": "doctor.agents.no_token",
     "agents.secret_unusable": "doctor.agents.secret_unusable",
+    "agents.ca_unusable": "doctor.agents.ca_unusable",
     "hosts.none": "doctor.hosts.none",
     "agent.ok": "doctor.agent.ok",
     "agent.unreachable": "doctor.agent.unreachable",

@@ -19,6 +19,7 @@ One check that fails never stops the others: each says what it found or why it c
 from __future__ import annotations
 
 import re
+import ssl
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -108,7 +109,9 @@ def examine(
     found += check_store(settings)
     found += check_agent_keys(settings, seen)
     try:
-        if seen.engine is not None:
+        if seen.engine is not None and not blocks(
+            f for f in found if f.code == "agents.ca_unusable"
+        ):
             found += check_hosts(settings, seen, timeout=timeout, clock=clock)
     finally:
         if seen.engine is not None:
@@ -217,6 +220,13 @@ def check_agent_keys(settings: Settings, seen: _Seen) -> list[Finding]:
         except AgentSecretError as exc:
             return [Finding("agents.secret_unusable", Severity.BLOCK, {"detail": str(exc)})]
     seen.keys = AgentKeys(settings.agent_token, secret)
+    ca = settings.agent_ca_file
+    if ca is not None:
+        try:
+            ssl.create_default_context(cafile=str(ca))
+        except (OSError, ssl.SSLError) as exc:
+            detail = {"path": str(ca), "detail": str(exc)}
+            return [Finding("agents.ca_unusable", Severity.BLOCK, detail)]
     return []
 
 

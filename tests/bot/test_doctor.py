@@ -241,3 +241,11 @@ def test_a_clock_off_and_a_wrong_slack_token_are_said(
     (refused,) = codes(found)["slack.auth_failed"]
     assert status == 1 and refused["values"] == {"error": "invalid_auth"}
     assert "Bot User OAuth Token" in refused["text"]
+
+
+def test_a_ca_file_that_cannot_be_read_blocks(env: dict[str, str], tmp_path: Path) -> None:
+    env["PAIKA_AGENT_CA_FILE"] = str(tmp_path / "no-such-ca.pem")
+    status, found = doctor(env)
+    (unusable,) = codes(found)["agents.ca_unusable"]
+    assert status == 1 and unusable["severity"] == "block"
+    assert "paika agent init" in unusable["text"]
