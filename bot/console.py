@@ -461,7 +461,7 @@ def _board(result: BoardResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     lines.append(_board_queue(lang, result))
     if result.next_up:
         lines.append(_heading(lang, t(lang, "board.next_up")))
-        lines += [_next_up(lang, view, zone) for view in result.next_up]
+        lines += [_next_up(lang, n, view, zone) for n, view in enumerate(result.next_up, 1)]
     if any(host.cards for host in result.hosts):
         marks = PARTS.join(f"{mark} {_card(lang, state)}" for state, mark in MARKS.items())
         lines.append(t(lang, "console.board.key", marks=marks))
@@ -544,9 +544,10 @@ def _run(lang: str, cards: list[CardView]) -> str:
     return held + (f" {word}" if first.state in (CardState.IDLE_HELD, CardState.DOWN) else "")
 
 
-def _next_up(lang: str, view: JobView, zone: ZoneInfo) -> str:
+def _next_up(lang: str, place: int, view: JobView, zone: ZoneInfo) -> str:
+    """One job of "next up", numbered by when it should start (not its queue place)."""
     wait = view.wait
-    line = f"  {_place(wait)} {_summary(lang, view)}"
+    line = f"  {place}. {_summary(lang, view)}"
     if wait is None:
         return line
     line += f" — {_why(lang, wait)}"

@@ -165,9 +165,9 @@ def _queue(board: BoardResult, lang: str, zone: ZoneInfo, now: datetime) -> str:
         )
         return "\n".join(lines)
     lines.append(f"*{t(lang, 'board.next_up')}*")
-    for view in board.next_up[:NEXT_UP_SHOWN]:
+    for number, view in enumerate(board.next_up[:NEXT_UP_SHOWN], 1):
         job = view.job
-        place = f"{view.wait.position}." if view.wait else "-"
+        place = f"{number}."  # by when it should start, not its place in the queue
         why = f" — {why_and_when(lang, view.wait, zone, now)}" if view.wait else ""
         lines.append(
             f"{place} {ref(job.id, job.name)} {mention(job.owner)} · {priority(lang, job.priority)}"

@@ -223,9 +223,9 @@ def _next_up(digest: Digest, lang: str, zone: ZoneInfo, people: _Names) -> list[
         key = "board.none_can_start" if digest.waiting_for_data else "board.nothing_waiting"
         return [section(t(lang, key))]
     lines = []
-    for line in digest.next_up:
+    for number, line in enumerate(digest.next_up, 1):
         wait = line.wait
-        place = f"{wait.position}." if wait else "-"
+        place = f"{number}."  # by when it should start, not its place in the queue
         why = why_and_when(lang, wait.to_wait(line.job_id), zone, digest.at) if wait else ""
         lines.append(
             f"{place} {ref(line.job_id, line.name)} · {people(line.owner)} · "

@@ -463,32 +463,61 @@ def _list_all(ctx: Context, part: tuple[int | None, str] | None = None) -> tuple
     )
 
 
+# Reasons whose job cannot start however the queue moves: its data, its quota, no host for
+# it. "Next up" leaves those jobs out (the board and the digest count them apart).
+_BLOCKED = frozenset(
+    {
+        WaitCode.WAITING_FOR_DATA,
+        WaitCode.QUOTA_EXHAUSTED,
+        WaitCode.NO_LIVE_QUOTA,
+        WaitCode.QUOTA_EXPIRES,
+        WaitCode.NEVER_FITS,
+        WaitCode.NO_HOSTS,
+        WaitCode.REFUSED_BY_HOST,
+        WaitCode.WAITING_FOR_HOSTS,
+    }
+)
+
+
 def can_start_next(view: JobView) -> bool:
     """Whether a waiting job belongs in "next up": the jobs that can start next.
 
     A job waiting for its data keeps its place in the queue but cannot start until someone
     marks the data ready, however high it stands, so naming it "next up" would promise a
-    start that cannot come; the board and the digest count those jobs as "waiting for data"
-    instead (and the digest lists them in a part of their own). The jobs shown keep their
-    places in the queue, so a gap in the numbers is a job ahead that waits for its data.
+    start that cannot come; the same goes for a job its quota blocks and one no host can take
+    now. The board and the digest count the jobs waiting for data as such instead (and the
+    digest lists them in a part of their own).
     """
     wait = view.wait
-    return wait is not None and wait.code is not WaitCode.WAITING_FOR_DATA and view.job.data_ready
+    return (
+        wait is not None
+        and wait.code not in _BLOCKED
+        and wait.eta is not None
+        and view.job.data_ready
+    )
+
+
+def _expected_start(wait: Wait) -> tuple[float, int]:
+    """The order "next up" lists jobs in: the policy's expected start, then queue place."""
+    return (wait.eta if wait.eta is not None else float("inf"), wait.position)
 
 
 def next_up(views: Iterable[JobView], count: int) -> tuple[JobView, ...]:
-    """The first `count` of `views` (in queue order) that can start next."""
-    return tuple(view for view in views if can_start_next(view))[:count]
+    """The first `count` of `views` that can start next, in the order the policy expects them
+    to start (by ETA; queue place on a tie)."""
+    startable = [view for view in views if can_start_next(view)]
+    startable.sort(key=lambda view: _expected_start(view.wait))  # type: ignore[arg-type]
+    return tuple(startable[:count])
 
 
 def next_waiting(ctx: Context, count: int) -> tuple[JobView, ...]:
-    """The first `count` waiting jobs that can start next (see `can_start_next`), in queue
-    order, loading only those."""
+    """The first `count` waiting jobs that can start next (see `can_start_next`), by
+    expected start, loading only those."""
     waits = current_waits(ctx)
     # A few spare candidates: the reasons may be from a state where some have since started.
     first = sorted(
-        (w for w in waits.values() if w.code is not WaitCode.WAITING_FOR_DATA),
-        key=lambda w: w.position,
+        (w for w in waits.values() if w.code not in _BLOCKED and w.eta is not None),
+        key=_expected_start,
     )[: count * 4]
     found = {
         job.id: job

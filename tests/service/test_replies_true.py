@@ -128,3 +128,38 @@ def test_a_running_job_s_status_names_the_host_and_cards_it_runs_on(team: Paika)
     )
     assert "Likely card type" not in slack and "T4-16GB" not in slack
     assert "Runs on" in slack and "gpu-a (2× A100-80GB)" in slack
+
+
+def test_next_up_is_in_expected_start_order_numbered_without_gaps_and_without_quota_blocked(
+    team: Paika,
+) -> None:
+    gpu(team, "UADMIN", "admin member add <@UNICK> team=nlp")
+    gpu(team, "UADMIN", "admin quota add team=nlp hours=1 expires=2027-06-30 owner=<@UNICK>")
+    _host(team, "gpu-a", [A100], state="up")
+    _host(team, "gpu-t", [T4], state="up")
+    long = SUBMIT.format(name="long", gpus=1).replace("hours=2", "hours=10")
+    gpu(team, "UBOB", long + " type=A100-80GB")
+    gpu(team, "UBOB", SUBMIT.format(name="short", gpus=1).replace("hours=2", "hours=1"))
+    _start(team, "long", "gpu-a", [0])  # the A100 frees in about 10 h
+    _start(team, "short", "gpu-t", [0])  # the T4 in about 1 h
+    core = SUBMIT.format(name="big-core", gpus=1).replace("normal", "core")
+    gpu(team, "UVERA", core + " type=A100-80GB")  # first in the queue, starts in about 10 h
+    staged = SUBMIT.format(name="staged", gpus=1).replace("normal", "core")
+    gpu(team, "UVERA", staged.replace("data=ready", "data=pending"))  # cannot start: no data
+    gpu(team, "UNICK", SUBMIT.format(name="over-quota", gpus=1))  # 2 h asked, 1 h left
+    gpu(team, "UALICE", SUBMIT.format(name="any-card", gpus=1))  # takes the T4 in about 1 h
+    answer = gpu(team, "UALICE", "board")
+    names = [view.job.name for view in answer.result.next_up]  # type: ignore[attr-defined]
+    assert names == ["any-card", "big-core"], names
+    lines = answer.text.split("Next up:")[1].strip().splitlines()
+    assert lines[0].lstrip().startswith("1. #6 any-card"), lines
+    assert lines[1].lstrip().startswith("2. #3 big-core"), lines
+    assert "over-quota" not in answer.text.split("Next up:")[1]
+
+
+def test_the_chinese_ready_label_means_ready_and_waiting_not_can_run_now() -> None:
+    from bot.i18n import t
+
+    for key in ("digest.ready", "digest.ready_none"):
+        zh = t("zh", key, n=149)
+        assert "立即" not in zh and "数据已就绪" in zh and "等待" in zh, zh
