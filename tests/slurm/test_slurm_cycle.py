@@ -20,6 +20,7 @@ from sqlmodel import Session, select
 
 from scheduler.agent.app import build_app
 from scheduler.agent.gpus import GpuLoad
+from scheduler.agent.isolation import RunAs
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.simulated import SimulatedReader
 from scheduler.alerts.idle import ACTION_KIND, ASK_KIND, act_on_idle, check_idle
@@ -439,7 +440,10 @@ def test_slurmctld_away_mid_run_loses_nothing_and_starts_nothing_twice(
 @pytest.fixture
 def agent(tmp_path: Path) -> Iterator[str]:
     """A paika agent with two simulated A100-80GB over real HTTP on loopback; its URL."""
-    store = JobStore(tmp_path / "agent", allow_root_jobs=True)
+    # Alice maps to `nobody` (uid 65534): a test rig's account, which a root agent runs jobs
+    # as only when told it may.
+    run_as = RunAs.for_this_process(allow_root_jobs=True, allow_system_accounts=True)
+    store = JobStore(tmp_path / "agent", run_as=run_as)
     reader = SimulatedReader("2xA100-80GB", host="gpu-a", loads=store)
     server, thread, port = serve_in_thread(build_app(reader, store, TOKEN, host="gpu-a"))
     yield f"http://127.0.0.1:{port}"
