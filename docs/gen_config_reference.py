@@ -156,7 +156,8 @@ MEANING: dict[str, str] = {
     "pools.<pool>.slurm.min_time_minutes": "Never a shorter `--time` than this.",
     "pools.<pool>.slurm.log_path": "Each run's output (`--output`): an absolute path; "
     "`{job_id}`, `{attempt}`, `{name}` and `{account}` are paika's fields, Slurm's own `%j`, "
-    "`%u` … stay.",
+    "`%u` … stay. `{name}` is ASCII: other characters become `_`, and a name in another "
+    "script is written as IDNA writes one (`语音组` → `xn--tn0am3y3lj`).",
     "pools.<pool>.slurm.job_name_prefix": "Slurm job names are `<prefix><job>.<attempt>.<node>`.",
     "pools.<pool>.slurm.workdir": "`--chdir` of each run; null: Slurm's default.",
     "pools.<pool>.slurm.conf": "`SLURM_CONF` for this cluster; null: the clients' default.",

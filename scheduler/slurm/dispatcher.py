@@ -216,7 +216,7 @@ class SlurmDispatcher:
             output=self.pool.log_path.format(
                 job_id=order.job_id,
                 attempt=order.attempt,
-                name=re.sub(r"[^A-Za-z0-9._-]", "_", name) or "job",
+                name=path_name(name),
                 account=order.account,
             ),
             uid=order.account,
@@ -235,6 +235,15 @@ class SlurmDispatcher:
         """--time: the estimate times the margin, in whole minutes, never under the floor."""
         minutes = math.ceil(wall_hours * 60 * self.pool.time_margin)
         return max(self.pool.min_time_minutes, minutes)
+
+
+def path_name(name: str) -> str:
+    """A job's name as the {name} of the log path: ASCII that is safe in a file name. A name
+    in another script is written as IDNA writes one (xn-- and its Punycode), so 语音组 and
+    视觉组 stay two files, and the name can be read back from it."""
+    if not name.isascii():
+        name = "xn--" + name.encode("punycode").decode("ascii")
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "job"
 
 
 def _dispatch_error(host: str, job_id: int, exc: SlurmError) -> DispatchError:

@@ -13,7 +13,7 @@ from conftest import LiveSlurm, wait_for
 from scheduler.config import SlurmPool
 from scheduler.dispatch import DispatchError, StartOrder
 from scheduler.slurm.commands import SlurmCommands
-from scheduler.slurm.dispatcher import SlurmDispatcher
+from scheduler.slurm.dispatcher import SlurmDispatcher, path_name
 from scheduler.slurm.models import QueuedJob
 
 KEEPS_RUNNING = 'trap "echo got TERM" TERM\necho started\nwhile true; do sleep 0.1; done'
@@ -73,6 +73,18 @@ def test_a_run_starts_on_the_chosen_node_type_and_count_as_its_owner(
     assert run.comment == "paika job=12 attempt=2" and run.nodes == "localhost"
     assert run.user_name == "nobody" and run.time_limit == 45  # 0.5 h × 1.5
     assert run.gres_detail in ((), ("gpu:t4:2(IDX:2-3)",))  # () once it ended
+
+
+def test_a_job_named_in_chinese_logs_to_an_ascii_file_of_its_own(
+    pool: SlurmPool, shared_dir: Path
+) -> None:
+    dispatcher = SlurmDispatcher(pool)
+    dispatcher.start(_order(job_id=13, env={"PAIKA_JOB_NAME": "医疗对话-sft"}))
+    log = shared_dir / "13.2-xn---sft-up0g467buv7bmizb.out"  # IDNA's ASCII for the name
+    said = wait_for(lambda: log.exists() and log.read_text(), what="the run's output")
+    assert said == "nobody gpus=2,3 job=13.2\n"
+    assert path_name("语音组") != path_name("视觉组")  # as "___" they would share one file
+    assert path_name("语音组").isascii() and path_name("bert/base") == "bert_base"
 
 
 class CountedCommands(SlurmCommands):
