@@ -45,8 +45,8 @@ KEYS = {
 MARKS = {Severity.OK: "✓", Severity.WARN: "!", Severity.BLOCK: "✗"}
 
 
-def _listed(values: Sequence[object]) -> str:
-    return ", ".join(str(v) for v in values) or "-"
+def _listed(lang: str, values: Sequence[object]) -> str:
+    return ("、" if lang == "zh" else ", ").join(str(v) for v in values) or "-"
 
 
 def _values(lang: str, finding: Finding) -> dict[str, Any]:
@@ -54,7 +54,7 @@ def _values(lang: str, finding: Finding) -> dict[str, Any]:
     values = dict(finding.values)
     for name, value in finding.values.items():
         if isinstance(value, list | tuple):
-            values[name] = _listed(sorted(set(value), key=value.index))
+            values[name] = _listed(lang, sorted(set(value), key=value.index))
     code = finding.code
     if code == "card.unknown":
         values["count"] = len(finding.values["hosts"])

@@ -123,7 +123,7 @@ def test_a_fresh_install_is_told_what_blocks_and_what_to_do(tmp_path: Path) -> N
     assert "✗ No agent token" in out and "paika agent-secret" in out
     assert "Slack is off" in out
     zh = run_paika(["doctor", "--lang", "zh"], env)
-    assert zh.exit_code == 1 and "示例策略" in zh.stdout
+    assert zh.exit_code == 1 and "示例策略" in zh.stdout and "nlp、vision" in zh.stdout
 
 
 def test_cards_accounts_certificates_and_slack(
