@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from bot.runtime import SlackBot
     from scheduler.app import Paika
     from scheduler.archive.archiver import Archiver
+    from scheduler.config import PolicyConfig
     from scheduler.observe.metrics import ServiceMetrics
     from scheduler.settings import Settings
 
@@ -265,7 +266,7 @@ def up() -> None:
     except LogSettingError as exc:
         typer.echo(f"paika: {exc}", err=True)
         raise typer.Exit(2) from exc
-    _doctor_at_start(paika.settings)
+    _doctor_at_start(paika.settings, paika.policy)
     try:
         cycle = agent_cycle(paika, LoggingObserver())
     except (MissingAgentToken, AgentSecretError) as exc:
@@ -429,15 +430,21 @@ def doctor(
         raise typer.Exit(1)
 
 
-def _doctor_at_start(settings: Settings) -> None:
-    """paika doctor's checks (all but Slack's, which the bot makes itself) in the background
-    at paika up: each finding that is not fine is logged as a warning; none stops the start."""
+def _doctor_at_start(settings: Settings, policy: PolicyConfig) -> None:
+    """paika doctor's checks in the background at paika up: each finding that is not fine is
+    logged as a warning; none stops the start. (The bot logs what each channel resolved to
+    itself: those of Slack's checks are left to it.)"""
     from bot.doctor_words import finding_line
     from scheduler.doctor import Severity, examine
 
     def run() -> None:
         try:
             findings = examine(settings)
+            if settings.slack_bot_token is not None:
+                from bot.doctor_slack import CHANNEL_CODES, check_slack
+
+                slack = check_slack(settings, policy)
+                findings += [f for f in slack if f.code not in CHANNEL_CODES]
         except Exception:  # a check that crashes must not take paika up with it
             log.exception("paika doctor's checks at start failed")
             return

@@ -13,6 +13,9 @@ from scheduler.config import PolicyConfig
 from scheduler.doctor import Finding, Severity
 from scheduler.settings import Settings
 
+# The findings about one configured channel (paika up's bot logs those itself at start).
+CHANNEL_CODES = frozenset({"slack.channel_ok", "slack.channel_missing", "slack.not_member"})
+
 
 def check_slack(
     settings: Settings, policy: PolicyConfig | None, timeout: int = 10
