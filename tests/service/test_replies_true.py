@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -163,3 +164,17 @@ def test_the_chinese_ready_label_means_ready_and_waiting_not_can_run_now() -> No
     for key in ("digest.ready", "digest.ready_none"):
         zh = t("zh", key, n=149)
         assert "立即" not in zh and "数据已就绪" in zh and "等待" in zh, zh
+
+
+def test_quota_used_counts_what_running_jobs_have_used_so_far_as_the_report_does(
+    team: Paika,
+) -> None:
+    gpu(team, "UADMIN", "admin quota add team=vision hours=10 expires=2027-06-30 owner=<@UVERA>")
+    _host(team, "gpu-a", [A100, A100], state="up")
+    gpu(team, "UALICE", SUBMIT.format(name="train", gpus=2).replace("hours=2", "hours=8"))
+    _start(team, "train", "gpu-a", [0, 1])
+    team.clock.advance(timedelta(minutes=45))  # 2 GPUs × 0.75 h = 1.5 GPU-hours so far
+    text = gpu(team, "UALICE", "quota").text
+    assert "1.5 of 10 GPU-hours used, 8.5 left" in text, text
+    report = gpu(team, "UALICE", "report team=vision").text
+    assert "1.5" in report, report
