@@ -222,7 +222,13 @@ def remove_host(ctx: Context, name: str) -> Host:
         raise Conflict(Problem.HOST_IN_USE, host=host.name)
     if allocations:
         raise Conflict(Problem.HOST_HAS_HISTORY, host=host.name)
-    for gpu in cluster_queries.gpus_of_host(session=ctx.session, host_id=host.id or 0):
+    gpus = cluster_queries.gpus_of_host(session=ctx.session, host_id=host.id or 0)
+    # Its cards' readings go first (they name the cards); start holds name the host by
+    # name, so the refusals it made stay on record.
+    cluster_queries.delete_samples_of_gpus(
+        session=ctx.session, gpu_ids=[gpu.id for gpu in gpus if gpu.id is not None]
+    )
+    for gpu in gpus:
         ctx.session.delete(gpu)
     ctx.session.delete(host)
     ctx.audit("host.remove", "host", host.id, name=host.name)

@@ -137,6 +137,14 @@ def delete_samples_before(*, session: Session, cutoff: datetime) -> int:
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
+def delete_samples_of_gpus(*, session: Session, gpu_ids: Sequence[int]) -> int:
+    """Delete every sample of these GPUs (their host is being removed)."""
+    if not gpu_ids:
+        return 0
+    result = session.execute(delete(GpuSample).where(col(GpuSample.gpu_id).in_(list(gpu_ids))))
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
 def samples_of_gpu(*, session: Session, gpu_id: int, since: datetime) -> Sequence[GpuSample]:
     """One GPU's samples since a moment, oldest first."""
     query = (
