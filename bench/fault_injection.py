@@ -472,7 +472,8 @@ def start_world(world: World, count: int, spec: str) -> None:
         name = f"fault-{i + 1}"
         state_dir = world.folder / name
         state_dir.mkdir()
-        if world.exhaustion and small_disk(state_dir):
+        on_small_disk = world.exhaustion and small_disk(state_dir)
+        if on_small_disk:
             world.mounts.append(state_dir)
             state_dir = state_dir / "state"  # its reports folder is state-reports beside it
             state_dir.mkdir()
@@ -494,6 +495,10 @@ def start_world(world: World, count: int, spec: str) -> None:
             "--grace-s",
             "5",
         ]
+        if on_small_disk:  # the defaults (a 512 MiB reserve) are for a real host's disk
+            argv += ["--disk-reserve-mib", str(SMALL_DISK_MIB // 8)]
+            argv += ["--log-max-mib", str(SMALL_DISK_MIB // 8)]
+            argv += ["--keep-ended-s", "5"]  # acknowledged runs (and their logs) go soon
         agent = AgentProc(name, argv, world.env, world.folder / f"{name}.log", port=port)
         agent.state_dir = state_dir
         agent.start()
