@@ -15,6 +15,10 @@ refused by their Unicode category, naming the character and why:
 Column lengths (storage/limits.py) count characters on every backend: PostgreSQL's
 varchar(n) and MariaDB's utf8mb4 varchar(n) hold n characters of up to four bytes, and
 SQLite does not count. Where a name must be ASCII (an object key) storage/ encodes it.
+
+Not yet: MariaDB's default utf8mb4 collation (utf8mb4_general_ci) compares "e" and "é" as
+equal, and every character beyond the BMP (𠀀 and 𠀁) as one, so there two such names are
+one team; a binary collation on the name columns (a migration) would keep them apart.
 """
 
 from __future__ import annotations
@@ -83,8 +87,3 @@ def _unfit(char: str, *, first: bool) -> Unfit | None:
 def normal(text: str) -> str:
     """`text` NFC-normalised: how a name is kept and looked up."""
     return unicodedata.normalize("NFC", text)
-
-
-def is_name(text: str, max_length: int) -> bool:
-    """Whether `text` (NFC-normalised) is a name of at most `max_length` characters."""
-    return 0 < len(text) <= max_length and bad_char(text) is None
