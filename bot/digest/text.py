@@ -201,7 +201,10 @@ _MARKED = re.compile(r"\*([^*\n]+)\*|`([^`\n]+)`")
 
 
 def _plain(text: str) -> str:
-    return html.unescape(_MARKED.sub(lambda m: m[1] or m[2], text))
+    # "*队列：* 运行中" is bold then a space in Slack; in a terminal the space after a
+    # full-width colon is one too many.
+    unmarked = html.unescape(_MARKED.sub(lambda m: m[1] or m[2], text))
+    return re.sub("： +", "：", unmarked)
 
 
 def _from_blocks(blocks: Sequence[Mapping[str, Any]]) -> str:

@@ -86,6 +86,7 @@ def test_print_speaks_the_policys_language_and_lang_overrides_it(
     assert "等待数据就绪（1），等待最久的在前" in chinese.stdout
     assert "#1 医疗对话-sft · 语音组 · UADMIN · 已等待 0 分钟" in chinese.stdout
     assert "*" not in chinese.stdout and "&amp;" not in chinese.stdout  # no Slack marks
+    assert "昨天（" in chinese.stdout and "）：没有使用 GPU。" in chinese.stdout
     assert "paika daily GPU board" not in chinese.stdout
     english = run(["digest", "--print", "--lang", "en"], team)
     assert english.exit_code == 0, english.stderr
