@@ -5,6 +5,7 @@ two snapshots, and what a restore wrote. Every word comes from the catalogue."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from bot.blocks.job import priority, state
@@ -16,9 +17,17 @@ from scheduler.archive.state_view import SnapshotView
 from scheduler.policy.plan import Wait, WaitCode
 
 
+def exact_moment(lang: str, moment: datetime, zone: ZoneInfo) -> str:
+    """A snapshot's moment to the second, in the form `--at` takes back (the zone's
+    abbreviation after it): to the minute, it would name the snapshot before."""
+    if moment.tzinfo is None:  # SQLite hands back naive datetimes; paika stores UTC
+        moment = moment.replace(tzinfo=UTC)
+    return t(lang, "time.moment_exact", moment=moment.astimezone(zone))
+
+
 @render.register
 def _snapshot(result: SnapshotView, zone: ZoneInfo, lang: str = DEFAULT) -> str:
-    at = when(lang, result.taken_at, zone)
+    at = exact_moment(lang, result.taken_at, zone)
     if result.config_version is None:
         header = t(lang, "snapshot.header_unversioned", at=at)
     else:
@@ -79,7 +88,7 @@ def restored(lang: str, result: RestoreResult, database: str, zone: ZoneInfo) ->
         t(
             lang,
             "snapshot.restored",
-            at=when(lang, result.taken_at, zone),
+            at=exact_moment(lang, result.taken_at, zone),
             database=database,
             # Counted nouns, each in its own form: "1 team, 3 quotas, 1 host with 8 GPUs".
             teams=amount(lang, "count.teams", result.teams),

@@ -37,12 +37,22 @@ class SnapshotView:
     queue: QueueResult
 
 
+UTC_ZONE = ZoneInfo("UTC")
+# A moment as paika prints it: ISO 8601 without an offset, then a zone's abbreviation.
+_NAMED_ZONE = re.compile(r"^(?P<moment>.*\d)\s+(?P<zone>[A-Za-z][A-Za-z0-9+-]{0,9})$")
+
+
 def parse_moment(text: str, zone: ZoneInfo) -> datetime | None:
     """A moment people type: ISO 8601 (`2026-12-01T10:00`, `2026-12-01 10:00`, a day), with
-    or without a zone (none: the install's zone); `latest` is None (the newest snapshot)."""
+    or without a zone (none: the install's zone); `latest` is None (the newest snapshot).
+    The form paika prints moments in (`2026-12-01 10:00:37 CST`: the install zone's
+    abbreviation then, or UTC) is taken back too."""
     given = text.strip()
     if given.lower() == LATEST:
         return None
+    named = _NAMED_ZONE.match(given)
+    if named is not None:
+        return _in_named_zone(given, named["moment"], named["zone"], zone)
     if not _MOMENT.match(given.upper()):
         raise UserError(Problem.BAD_MOMENT, given=given, example=MOMENT_EXAMPLE)
     try:
@@ -50,6 +60,20 @@ def parse_moment(text: str, zone: ZoneInfo) -> datetime | None:
     except ValueError as exc:
         raise UserError(Problem.BAD_MOMENT, given=given, example=MOMENT_EXAMPLE) from exc
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=zone)
+
+
+def _in_named_zone(given: str, moment: str, name: str, zone: ZoneInfo) -> datetime:
+    """A moment followed by a zone's abbreviation: UTC (or GMT, Z), or the install zone's
+    own abbreviation at that moment (CST for Asia/Shanghai)."""
+    if name.upper() in ("UTC", "GMT", "Z"):
+        found = parse_moment(moment, UTC_ZONE)
+    else:
+        found = parse_moment(moment, zone)
+        if found is not None and found.tzname() != name:
+            found = None
+    if found is None or not _MOMENT.match(moment.upper()) or moment.upper().endswith("Z"):
+        raise UserError(Problem.BAD_MOMENT, given=given, example=MOMENT_EXAMPLE)
+    return found
 
 
 def snapshot_view(doc: Mapping[str, Any], policy: PolicyConfig) -> SnapshotView:
