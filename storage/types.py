@@ -5,10 +5,22 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime
+from sqlalchemy import DateTime, String
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+# Names people choose (teams, jobs, templates, projects, rounds) in any script are compared
+# byte for byte on MySQL and MariaDB. Their default utf8mb4 collation (utf8mb4_general_ci)
+# takes "equipe" for "équipe" and every character beyond the BMP (𠀀, 𠀁) for every other,
+# so two teams would be one. paika compares names without case itself (lower() on both sides).
+NAME_COLLATION = "utf8mb4_bin"
+
+
+def name_string(length: int) -> TypeEngine[str]:
+    """A name's column: VARCHAR(length), binary-collated on MySQL and MariaDB."""
+    binary = mysql.VARCHAR(length, charset="utf8mb4", collation=NAME_COLLATION)
+    return String(length).with_variant(binary, "mysql", "mariadb")
 
 
 class UTCDateTime(TypeDecorator[datetime]):

@@ -16,9 +16,9 @@ Column lengths (storage/limits.py) count characters on every backend: PostgreSQL
 varchar(n) and MariaDB's utf8mb4 varchar(n) hold n characters of up to four bytes, and
 SQLite does not count. Where a name must be ASCII (an object key) storage/ encodes it.
 
-Not yet: MariaDB's default utf8mb4 collation (utf8mb4_general_ci) compares "e" and "é" as
-equal, and every character beyond the BMP (𠀀 and 𠀁) as one, so there two such names are
-one team; a binary collation on the name columns (a migration) would keep them apart.
+On MySQL and MariaDB the name columns are binary-collated (storage.types.name_string,
+migration 0013): their default utf8mb4 collation takes "equipe" for "équipe", and every
+character beyond the BMP (𠀀, 𠀁) for every other.
 """
 
 from __future__ import annotations

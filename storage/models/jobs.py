@@ -19,6 +19,7 @@ from storage.limits import (
     UNIX_ACCOUNT,
 )
 from storage.models.base import SLACK_ID, at_field, json_field, number_field, text_field
+from storage.types import name_string
 
 
 class PriorityClass(StrEnum):
@@ -63,7 +64,7 @@ class Job(SQLModel, table=True):
     __tablename__ = "jobs"
 
     id: int | None = Field(default=None, primary_key=True)
-    name: str = Field(sa_type=String(64), index=True)
+    name: str = Field(sa_type=name_string(64), index=True)
     owner: str = Field(sa_type=String(SLACK_ID), index=True)
     team_id: int = Field(foreign_key="teams.id", index=True)
     priority: str = Field(sa_type=String(8), default=PriorityClass.NORMAL)
@@ -81,14 +82,14 @@ class Job(SQLModel, table=True):
     # The Unix account its owner's mapping named when it was submitted (None: none mapped;
     # the host's agent then runs it as its own user, or refuses it when that is root).
     account: str | None = Field(default=None, sa_type=String(UNIX_ACCOUNT))
-    template: str | None = Field(default=None, sa_type=String(64))
+    template: str | None = Field(default=None, sa_type=name_string(64))
     # The template's version the job was submitted from, and the submission as given (the
     # parsed keys after the template's were filled in): never changed, so it can be repeated.
     template_version: int | None = None
     spec: dict[str, Any] | None = json_field()
     # What the job is part of, for the ledger's reports: a project and its round (issue 15).
-    project: str | None = Field(default=None, sa_type=String(PROJECT), index=True)
-    round: str | None = Field(default=None, sa_type=String(ROUND))
+    project: str | None = Field(default=None, sa_type=name_string(PROJECT), index=True)
+    round: str | None = Field(default=None, sa_type=name_string(ROUND))
     state: str = Field(sa_type=String(16), index=True)
     state_reason: str | None = text_field()
     submitted_at: datetime = at_field(index=True)
@@ -258,7 +259,7 @@ class Template(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     team_id: int = Field(foreign_key="teams.id", index=True)
-    name: str = Field(sa_type=String(64))
+    name: str = Field(sa_type=name_string(64))
     fields: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
     # The latest version (template_versions keeps every one).
     version: int = Field(default=1, sa_column_kwargs={"server_default": "1"})

@@ -11,6 +11,7 @@ from sqlmodel import Field, SQLModel
 
 from storage.limits import TEMPLATE_NAME
 from storage.models.base import SLACK_ID, at_field, json_field, text_field
+from storage.types import name_string
 
 # Who a version was made by when no person made it: the policy file read at start, a restore.
 AUTHOR = 64
@@ -48,7 +49,7 @@ class TemplateVersion(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     team_id: int = Field(foreign_key="teams.id", index=True)
-    name: str = Field(sa_type=String(TEMPLATE_NAME))
+    name: str = Field(sa_type=name_string(TEMPLATE_NAME))
     version: int
     fields: dict[str, Any] | None = json_field()
     author: str = Field(sa_type=String(SLACK_ID))

@@ -11,6 +11,7 @@ from sqlmodel import Field, SQLModel
 
 from storage.limits import CHANNEL, LANGUAGE, ROLE, TEAM_NAME, UNIX_ACCOUNT
 from storage.models.base import SLACK_ID, at_field
+from storage.types import name_string
 
 
 class Role(StrEnum):
@@ -27,7 +28,7 @@ class Team(SQLModel, table=True):
     __tablename__ = "teams"
 
     id: int | None = Field(default=None, primary_key=True)
-    name: str = Field(sa_type=String(TEAM_NAME), unique=True)
+    name: str = Field(sa_type=name_string(TEAM_NAME), unique=True)
     channel: str | None = Field(default=None, sa_type=String(CHANNEL))
     created_at: datetime = at_field()
 

@@ -102,3 +102,22 @@ def test_a_name_with_a_character_that_misleads_is_refused_naming_it(
     with Session(speech.engine) as session:
         assert session.exec(select(Job)).all() == []
         assert {t.name for t in session.exec(select(Team)).all()} == teams
+
+
+def test_names_that_differ_only_by_an_accent_or_a_rare_character_are_two_teams(
+    paika: Paika,
+) -> None:
+    # MariaDB's default collation would take each pair for one name (migration 0013).
+    for name in ("équipe", "equipe", "𠀀组", "𠀁组"):
+        assert f"Added team {name}" in gpu(paika, f"admin team add {name}", "UADMIN").text
+    assert "already exists" in refused(paika, "admin team add Equipe", "UADMIN")  # no case
+    gpu(paika, "admin member add <@UALICE> team=𠀁组", "UADMIN")
+    gpu(paika, SUBMIT.format(name="café-1") + " project=𠀀")
+    gpu(paika, SUBMIT.format(name="cafe-1") + " project=𠀁")
+    with Session(paika.engine) as session:
+        jobs = {j.name: j.project for j in session.exec(select(Job)).all()}
+        teams = {t.name for t in session.exec(select(Team)).all()}
+    assert jobs == {"café-1": "𠀀", "cafe-1": "𠀁"}
+    assert {"équipe", "equipe", "𠀀组", "𠀁组"} <= teams
+    assert "café-1" in gpu(paika, "status café-1").text
+    assert "cafe-1" in gpu(paika, "status cafe-1").text
