@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 from bot.blocks.job import priority, state
 from bot.console import render
-from bot.i18n import DEFAULT, amount, t, term, wait_words, when
+from bot.i18n import DEFAULT, amount, counted, t, term, wait_words, when
 from scheduler.archive.state import RestoreResult
 from scheduler.archive.state_diff import Change, DiffField, DiffKind, StateDiff, Value
 from scheduler.archive.state_view import SnapshotView
@@ -49,7 +49,19 @@ def _diff(result: StateDiff, zone: ZoneInfo, lang: str = DEFAULT) -> str:
             for item in found
         ]
     lines += ["  " + _change(lang, change) for change in result.changed]
+    if result.came_and_went:
+        shown = ", ".join(f"#{job}" for job in result.came_and_went[:_CAME_SHOWN])
+        more = len(result.came_and_went) - _CAME_SHOWN
+        if more > 0:
+            shown = t(lang, "snapshot.diff.and_more", shown=shown, n=more)
+        lines.append(
+            "  "
+            + counted(lang, "snapshot.diff.came_and_went", len(result.came_and_went), jobs=shown)
+        )
     return "\n".join(lines)
+
+
+_CAME_SHOWN = 20  # jobs that came and went named one by one; the rest counted
 
 
 def _change(lang: str, change: Change) -> str:

@@ -147,6 +147,9 @@ def _document(
         "allocations": _table(state_queries.open_allocations(session=session)),
         "waits": {"columns": list(WAIT_COLUMNS), "rows": [list(_wait_row(w)) for w in pending]},
         "etas": {"columns": list(ETA_COLUMNS), "rows": [list(_eta_row(w)) for w in pending]},
+        # The highest job id given so far: the jobs between two snapshots' that neither
+        # holds came and went in between (paika state diff says them).
+        "last_job_id": state_queries.last_job_id(session=session),
     }
 
 

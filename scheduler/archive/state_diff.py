@@ -69,10 +69,13 @@ class StateDiff:
     added: tuple[Appeared, ...]
     removed: tuple[Appeared, ...]
     changed: tuple[Change, ...]
+    # Jobs submitted and ended between the two, in neither snapshot (ids; only where both
+    # documents say the highest job id given).
+    came_and_went: tuple[int, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not (self.added or self.removed or self.changed)
+        return not (self.added or self.removed or self.changed or self.came_and_went)
 
 
 # The fields compared, per kind: how each is read from a document's row.
@@ -134,7 +137,24 @@ def diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> StateDiff:
                 if field is DiffField.REASON:  # said whole, with its ETA
                     was, now = _wait(old[key]), _wait(new[key])
                 changed.append(Change(kind, _subject(kind, new[key]), field, was, now))
-    return StateDiff(taken_at(a), taken_at(b), tuple(added), tuple(removed), tuple(changed))
+    return StateDiff(
+        taken_at(a),
+        taken_at(b),
+        tuple(added),
+        tuple(removed),
+        tuple(changed),
+        _came_and_went(a, b, before[DiffKind.JOB].keys() | after[DiffKind.JOB].keys()),
+    )
+
+
+def _came_and_went(a: Mapping[str, Any], b: Mapping[str, Any], held: set[Any]) -> tuple[int, ...]:
+    """The jobs given ids between the two snapshots that neither holds: submitted and ended
+    in between. Unknown (none) for a document from before snapshots kept the last id."""
+    first, last = a.get("last_job_id"), b.get("last_job_id")
+    if first is None or last is None:
+        return ()
+    low, high = sorted((int(first), int(last)))
+    return tuple(job for job in range(low + 1, high + 1) if job not in held)
 
 
 def _things(doc: Mapping[str, Any]) -> dict[DiffKind, dict[Any, Mapping[str, Any]]]:

@@ -227,6 +227,12 @@ def gpus(*, session: Session) -> Rows:
     return _all(session, Gpu, GPU)
 
 
+def last_job_id(*, session: Session) -> int:
+    """The highest job id given so far (0: none): a later snapshot's jobs above an earlier
+    one's that it does not hold came and went in between."""
+    return int(session.execute(sa_select(func.max(col(Job.id)))).scalar() or 0)
+
+
 def active_jobs(*, session: Session) -> Rows:
     """Every job not yet ended, every column, by id."""
     columns = _columns(Job, JOB)
