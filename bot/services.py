@@ -20,7 +20,7 @@ from scheduler.service import estimates, jobs, quotas, slack, templates
 from scheduler.service.board import BoardResult, board
 from scheduler.service.context import Context
 from scheduler.service.jobs import JobView
-from scheduler.service.lookup import team_names
+from scheduler.service.lookup import submit_team_names
 from scheduler.service.quotas import QuotaView
 from scheduler.service.slack import ApprovalRequest
 from scheduler.snapshots import EstimateRecord
@@ -112,11 +112,12 @@ class BotServices:
         return self._in_context(user_id, read)
 
     def submit_choices(self, user_id: str) -> SubmitChoices:
-        """Card types, teams and the user's team's templates, for the modal's menus."""
+        """Card types, the teams the user may submit for and the user's team's templates,
+        for the modal's menus."""
 
         def read(ctx: Context) -> SubmitChoices:
             types = [card.name for card in jobs.catalog(ctx)]
-            return SubmitChoices(types, team_names(ctx), templates.names(ctx))
+            return SubmitChoices(types, submit_team_names(ctx), templates.names(ctx))
 
         return self._in_context(user_id, read)
 

@@ -48,6 +48,8 @@ def team_name(ctx: Context, team_id: int) -> str:
     return team.name if team else f"team {team_id}"
 
 
-def team_names(ctx: Context) -> list[str]:
-    """Every team's name, as the teams are listed (for choosing one)."""
-    return [team.name for team in org_queries.all_teams(session=ctx.session)]
+def submit_team_names(ctx: Context) -> list[str]:
+    """The teams the actor may submit jobs for, as listed: a member's own, an admin's every
+    one (what `submit` accepts: scheduler/service/jobs.py)."""
+    teams = org_queries.all_teams(session=ctx.session)
+    return [team.name for team in teams if ctx.actor.in_team(team.id or 0)]
