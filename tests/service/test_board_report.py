@@ -467,7 +467,8 @@ def test_every_console_reply_reads_in_chinese(cluster: Paika) -> None:
     assert "已就绪" in _in_chinese(cluster, "UALICE", "ready #4")
     board = _in_chinese(cluster, "UALICE", "board")
     assert "图例：□ 空闲" in board and "gpu2 ◌ #2 stalled (<@UBOB>) 占用但闲置" in board
-    assert "剩余 50.0" in _in_chinese(cluster, "UALICE", "quota")
+    # Used counts what running work has used so far: bert, 2 GPUs for an hour.
+    assert "已用 2.0 / 50 卡时，剩余 48.0" in _in_chinese(cluster, "UALICE", "quota")
 
 
 def test_the_report_reads_in_chinese(spent: Paika) -> None:
