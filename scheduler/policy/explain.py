@@ -53,6 +53,10 @@ def explain_waits(
     """A Wait for every pending job not started in this pass."""
     started = {start.job_id for start in starts}
     shadow = _Shadow(capacity)
+    # Core work may stop idle and preemptible work (scheduler.py's preemption step): its own
+    # shadow frees those GPUs when they may be stopped, so its ETA counts on that.
+    stoppable = _stoppable_at(snapshot)
+    core_shadow = _Shadow(capacity, stoppable) if stoppable else shadow
     ahead: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # waiting jobs per type, per class
     # The first waiting job per class that could take each type, with its place: whom a job
     # waits behind. By the types a job fits, not the shadow's pick: that pick drifts from
@@ -71,6 +75,10 @@ def explain_waits(
             waits[job.id] = _unestimated(job, note, position, snapshot.now)
             continue
         gpu_type, eta = shadow.place(job, types.get(job.id, []))
+        if job.priority == "core" and core_shadow is not shadow:
+            sooner_type, sooner = core_shadow.place(job, types.get(job.id, []))
+            if sooner < eta:
+                gpu_type, eta = sooner_type, sooner
         rank = CLASS_RANK.get(job.priority, 2)
         counts = ahead[gpu_type] if gpu_type else [0, 0, 0]
         higher = sum(counts[:rank]) if snapshot.knobs.respect_classes else 0
@@ -133,15 +141,42 @@ def _first_of(
     return min(found)[1] if found else None
 
 
-class _Shadow:
-    """When each type's GPUs free up, as jobs are laid onto them in queue order."""
+def _stoppable_at(snapshot: Snapshot) -> dict[int, float]:
+    """GPUs of running work core work may stop, each with the moment it would be free: once
+    the work has run its minimum (preemptible work) and its grace has passed."""
+    knobs = snapshot.knobs
+    found: dict[int, float] = {}
+    for run in snapshot.running:
+        if run.priority == "core":
+            continue
+        if run.priority == "idle" and knobs.idle_preemption:
+            ready = snapshot.now
+        elif (
+            run.preemptible
+            and knobs.preemptible_preemption
+            and run.preemptions < knobs.preempt_max_per_job
+        ):
+            ready = max(snapshot.now, run.started_at + knobs.preempt_min_run_s)
+        else:
+            continue
+        grace = run.grace_s if run.grace_s is not None else knobs.idle_grace_s
+        free = min(run.expected_end, ready + grace)
+        for gpu in run.gpu_ids:
+            found[gpu] = free
+    return found
 
-    def __init__(self, capacity: Capacity) -> None:
+
+class _Shadow:
+    """When each type's GPUs free up, as jobs are laid onto them in queue order (`sooner`:
+    GPUs that free up before their holder's expected end, for the work that may stop it)."""
+
+    def __init__(self, capacity: Capacity, sooner: dict[int, float] | None = None) -> None:
         self.now = capacity.now
         self.heaps: dict[str, list[float]] = {}
+        sooner = sooner or {}
         for gpu_type, pool in capacity.pools.items():
             heap = [
-                max(capacity.available_at[gpu], capacity.now)
+                max(min(capacity.available_at[gpu], sooner.get(gpu, NEVER)), capacity.now)
                 for ids in pool.members.values()
                 for gpu in ids
             ]
