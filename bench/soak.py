@@ -17,11 +17,15 @@ minutes on 256 GPUs) 20,000 jobs are a month; here they run back to back.
 Measured in two windows of `--window` ended jobs — the first after a warm-up of one window,
 the last before the end — and printed side by side:
 - jobs ended a second; cycle phases (p50/p99 from /metrics' histograms, per phase, over the
-  window) and their mean sum a cycle;
+  window), their mean sum a cycle, and the cycles' time per ended job (the figure to compare:
+  a saturated machine runs fewer, longer cycles that each settle and start more jobs);
 - resident memory of `paika up` and of all agents together (MiB);
-- the database's size and the rows of its biggest tables;
-- the agents' state and report folders on disk (MiB), and the largest poll answer
-  (GET /v1/status, bytes and seconds).
+- the database's size and the rows of its biggest tables (the ledger keeps every run);
+- the agents' state and report folders on disk (MiB), and the largest whole status answer
+  (GET /v1/status without a cursor, what a scheduler older than the agents would read;
+  paika polls with a cursor and gets the changes only), bytes and seconds. Agents keep an
+  acknowledged run `--keep-ended-s` (an hour) before they forget it, so a soak shorter than
+  that sees this grow up to an hour's runs.
 A figure that grows with history between the windows is what this bench is for. The last line
 is one JSON object of the figures.
 """
@@ -214,7 +218,16 @@ def phase_figures(
             "p99_s": quantile(delta, 0.99),
             "mean_ms": round(mean * 1000, 1),
         }
-    return {"cycles": int(cycles), "cycle_mean_ms": round(mean_sum * 1000, 1), "phases": figures}
+    total = sum(
+        values.get("sum", 0.0) - before.get(phase, {}).get("sum", 0.0)
+        for phase, values in after.items()
+    )
+    return {
+        "cycles": int(cycles),
+        "cycle_mean_ms": round(mean_sum * 1000, 1),
+        "cycle_s_total": round(total, 1),
+        "phases": figures,
+    }
 
 
 @dataclass
@@ -284,6 +297,8 @@ class Feeder(threading.Thread):
         while not self.stop.is_set() and self.submitted < self.args.jobs:
             room = self.backlog - self.waiting()
             for _ in range(max(0, min(room, self.args.jobs - self.submitted))):
+                if self.stop.is_set():
+                    return
                 seconds = self.rng.uniform(float(low), float(high or low))
                 gpus = self.rng.choice((1, 1, 1, 1, 2, 2, 4, 8))
                 hours = max(0.01, round(gpus * seconds * 3 / 3600, 2))
@@ -429,16 +444,21 @@ def soak(
             window.metrics_before = scrape(up_url)
             wait_until_ended(engine, window.ended_from + args.window, feeder, world)
             seconds = time.monotonic() - window.began
+            phases = phase_figures(window.metrics_before, scrape(up_url))
             window.figures = {
                 "ended_per_s": round(args.window / seconds, 1),
-                **phase_figures(window.metrics_before, scrape(up_url)),
+                # What the cycles cost per job: comparable between windows, where the cycle
+                # mean is not (a saturated machine runs fewer, longer cycles of more jobs).
+                "cycle_ms_per_ended_job": round(1000 * phases["cycle_s_total"] / args.window, 1),
+                **phases,
                 **snapshot(world, engine),
             }
             figures[window.name] = window.figures
             say(f"window {window.name}: {json.dumps(window.figures)}")
     finally:
         feeder.stop.set()
-        feeder.join(timeout=30)
+        feeder.join()  # before the database goes: a submit in flight ends first
+        paika.engine.dispose()
     figures["submitted"] = feeder.submitted
     figures["refused_submits"] = dict(feeder.refused)
     figures["ended"] = ended(engine)
@@ -478,11 +498,12 @@ def report(figures: dict[str, Any]) -> None:
         ("jobs ended / s", "ended_per_s"),
         ("cycles in the window", "cycles"),
         ("cycle mean (ms, sum of phases)", "cycle_mean_ms"),
+        ("cycle time per ended job (ms)", "cycle_ms_per_ended_job"),
         ("paika up RSS (MiB)", "paika_up_rss_mib"),
         ("agents' RSS (MiB, all)", "agents_rss_mib"),
         ("database (MiB)", "database_mib"),
         ("agents' state + reports (MiB)", "agent_disk_mib"),
-        ("largest poll answer (bytes)", "largest_poll_bytes"),
+        ("whole status answer (bytes, no cursor)", "largest_poll_bytes"),
         ("slowest poll (s)", "slowest_poll_s"),
     )
     print(f"  {'':34} {'first window':>14} {'last window':>14}")
