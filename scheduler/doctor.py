@@ -171,10 +171,13 @@ def shown_url(url: str) -> str:
 def check_database(settings: Settings, seen: _Seen) -> list[Finding]:
     url = settings.resolved_database_url()
     where = shown_url(url)
+    engine = None
     try:
         engine = make_engine(url)
         current = current_revision(engine)
     except (SQLAlchemyError, OSError, ValueError) as exc:
+        if engine is not None:
+            engine.dispose()  # nothing of it is kept open
         detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         return [Finding("database.unreachable", Severity.BLOCK, {"url": where, "detail": detail})]
     head = head_revision()

@@ -58,6 +58,7 @@ def test_health_needs_no_token(agent: Agent) -> None:
         "simulated": True,
         "tls": False,
         "report_only": False,
+        "root": body["root"],  # whether it runs as root: this machine's matter
     }
 
 

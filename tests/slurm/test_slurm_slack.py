@@ -92,6 +92,6 @@ def test_a_job_submitted_in_slack_runs_on_slurm_and_its_owner_is_told_by_dm(
     assert started_at < finished_at
 
     status = text_of(bot.answer(f"status {job_id}", OWNER, name="status"))
-    assert f"Job #{job_id} from-slack" in status and f"*Hosts*\n{NODE}" in status, status
-    assert f"hosts: {NODE}" in site.ok(f"status {job_id}")  # `paika cmd` says it too
+    assert f"Job #{job_id} from-slack" in status and f"*Ran on*\n{NODE}" in status, status
+    assert f"ran on: {NODE}" in site.ok(f"status {job_id}")  # `paika cmd` says it too
     bot.slack.assert_nothing_invalid()
