@@ -466,6 +466,19 @@ def small_disk(folder: Path) -> bool:
     return done.returncode == 0
 
 
+def simulated_agent(
+    paika: list[str], name: str, spec: str, port: int, state_dir: Path, *, grace_s: float
+) -> list[str]:
+    """`paika agent --simulate` on a loopback port, as a bench's rig runs it: its jobs are
+    the bench's own shell scripts, also as root."""
+    return [
+        *paika,
+        *("agent", "--simulate", spec, "--port", str(port), "--host", "127.0.0.1"),
+        *("--state-dir", str(state_dir), "--name", name),
+        *("--allow-root-jobs", "--grace-s", f"{grace_s:g}"),
+    ]
+
+
 def start_world(world: World, count: int, spec: str) -> None:
     paika = paika_argv()
     for i in range(count):
@@ -478,23 +491,7 @@ def start_world(world: World, count: int, spec: str) -> None:
             state_dir = state_dir / "state"  # its reports folder is state-reports beside it
             state_dir.mkdir()
         port = free_port()
-        argv = [
-            *paika,
-            "agent",
-            "--simulate",
-            spec,
-            "--port",
-            str(port),
-            "--host",
-            "127.0.0.1",
-            "--state-dir",
-            str(state_dir),
-            "--name",
-            name,
-            "--allow-root-jobs",  # a test rig: its jobs are its own `sleep`s, also as root
-            "--grace-s",
-            "5",
-        ]
+        argv = simulated_agent(paika, name, spec, port, state_dir, grace_s=5)
         if on_small_disk:  # the defaults (a 512 MiB reserve) are for a real host's disk
             argv += ["--disk-reserve-mib", str(SMALL_DISK_MIB // 8)]
             argv += ["--log-max-mib", str(SMALL_DISK_MIB // 8)]

@@ -67,6 +67,7 @@ from fault_injection import (  # noqa: E402
     kill_job_processes,
     paika_argv,
     say,
+    simulated_agent,
     wait_for,
     write_policy,
 )
@@ -323,23 +324,7 @@ def start_agents(world: World, count: int, spec: str) -> None:
         state_dir = world.folder / name
         state_dir.mkdir()
         port = free_port()
-        argv = [
-            *paika,
-            "agent",
-            "--simulate",
-            spec,
-            "--port",
-            str(port),
-            "--host",
-            "127.0.0.1",
-            "--state-dir",
-            str(state_dir),
-            "--name",
-            name,
-            "--allow-root-jobs",  # a bench: its jobs are its own shell scripts, also as root
-            "--grace-s",
-            "2",
-        ]
+        argv = simulated_agent(paika, name, spec, port, state_dir, grace_s=2)
         agent = AgentProc(name, argv, world.env, world.folder / f"{name}.log", port=port)
         agent.state_dir = state_dir
         agent.start()
