@@ -219,9 +219,7 @@ def _waiting_data(digest: Digest, lang: str, people: _Names) -> list[Block]:
 
 def _next_up(digest: Digest, lang: str, zone: ZoneInfo, people: _Names) -> list[Block]:
     if not digest.next_up:
-        # As on the board: jobs waiting for their data are counted, not "next up".
-        key = "board.none_can_start" if digest.waiting_for_data else "board.nothing_waiting"
-        return [section(t(lang, key))]
+        return [section(none_next_up(lang, digest.waiting, digest.waiting_for_data))]
     lines = []
     for number, line in enumerate(digest.next_up, 1):
         wait = line.wait
@@ -233,6 +231,15 @@ def _next_up(digest: Digest, lang: str, zone: ZoneInfo, people: _Names) -> list[
         )
     heading = f"*{t(lang, 'board.next_up')}*"
     return _part(heading, lines, len(lines), _more(lang, len(lines)))
+
+
+def none_next_up(lang: str, waiting: int, for_data: int) -> str:
+    """Why "next up" is empty. As on the board, it leaves out the jobs that cannot start
+    (their data, their quota, no host for them), so "nothing is waiting" is said only when
+    nothing is, and "every job waits for its data" only when that is all that holds them."""
+    if not waiting:
+        return t(lang, "board.nothing_waiting")
+    return t(lang, "board.none_can_start" if waiting == for_data else "board.none_can_start_held")
 
 
 def _yesterday(digest: Digest, lang: str) -> list[Block]:

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.blocks.digest import digest_blocks, output_lines
+from bot.blocks.digest import digest_blocks, none_next_up, output_lines
 from bot.i18n import amount, wait_words
 from bot.i18n import t as say
 from scheduler.digest.model import Digest, JobLine, QuotaWarning
@@ -125,17 +125,15 @@ def _waiting_data(digest: Digest) -> list[str]:
 
 def _next_up(digest: Digest, zone: ZoneInfo) -> list[str]:
     if not digest.next_up:
-        if digest.waiting_for_data:  # they wait, but none can start (see the board's rule)
-            return ["Next up: nothing can start yet; every waiting job waits for its data."]
-        return ["Next up: nothing is waiting."]
+        return [f"Next up: {none_next_up('en', digest.waiting, digest.waiting_for_data)}"]
     lines = ["Next up:"]
-    for line in digest.next_up:
+    waiting = [line for line in digest.next_up if line.wait is not None]
+    for number, line in enumerate(waiting, 1):  # by when it should start, as on the board
         wait = line.wait
-        if wait is None:
-            continue
+        assert wait is not None
         eta = f" · ETA {_when(wait.eta, zone)}" if wait.eta is not None else ""
         words = wait_words("en", wait.to_wait(line.job_id), digest.at.timestamp())
-        lines.append(f"  {wait.position}. #{line.job_id} {line.name} — {words}{eta}")
+        lines.append(f"  {number}. #{line.job_id} {line.name} — {words}{eta}")
     return lines
 
 

@@ -19,7 +19,7 @@ from sqlmodel import Session
 from scheduler.config import PolicyConfig
 from scheduler.digest.model import GpuRow, Planned, Segment, SegmentKind, Timeline
 from scheduler.service.board import CardState, CardView
-from scheduler.service.jobs import JobView
+from scheduler.service.jobs import JobView, can_start_next
 from storage.models import Gpu, Host, HostState
 from storage.queries import cluster as cluster_queries
 from storage.queries import digest as digest_queries
@@ -209,7 +209,7 @@ def _plan(
     now: datetime,
     until: datetime,
 ) -> tuple[Planned, ...]:
-    """Waiting jobs whose ETA falls before `until`, each put on the shown GPUs of its type
+    """Waiting jobs that can start next whose ETA falls before `until`, each put on the shown GPUs of its type
     that come free first, on one host where one has enough (as the policy places jobs).
 
     The policy estimates when, not where; the rows are a likely place, drawn so that a
@@ -222,8 +222,10 @@ def _plan(
             free_from[i] = max(now, end or now)
         else:
             free_from[i] = None
+    # The jobs "next up" names (the board's rule), in the order it names them: a job its
+    # data, its quota or the hosts hold back is not drawn as if it would start.
     due = sorted(
-        (v for v in waiting if v.wait and v.wait.eta is not None and v.wait.gpu_type),
+        (v for v in waiting if can_start_next(v) and v.wait and v.wait.gpu_type),
         key=lambda v: (v.wait.eta or 0.0, v.wait.position) if v.wait else (0.0, 0),
     )
     planned = []
