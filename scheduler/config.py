@@ -32,6 +32,12 @@ from scheduler.policy.matching import CardType
 from scheduler.policy.snapshot import Backfill, Knobs, WithinClass
 from scheduler.slurm.batch import OWN_OPTIONS
 
+# libyaml's parser when PyYAML was built with it: the same documents, read ten times faster
+# (a policy file or the catalogue is read at every command's start).
+SAFE_LOADER: type[yaml.SafeLoader | yaml.CSafeLoader] = getattr(
+    yaml, "CSafeLoader", yaml.SafeLoader
+)
+
 NamePattern = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
 
 
@@ -698,7 +704,7 @@ def policy_from_text(text: str, where: str) -> PolicyConfig:
 def document_from_text(text: str, where: str) -> dict[str, Any]:
     """The policy document as YAML reads it (a mapping), or ConfigError."""
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         place = f"line {mark.line + 1}" if mark is not None else "-"

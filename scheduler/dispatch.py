@@ -11,13 +11,15 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from scheduler.agent.client import AgentClient
 from scheduler.agent.errors import AgentError, AnswerLost, BadRequest
 from scheduler.agent.protocol import ContainerOptions, StartRequest
 from scheduler.errors import PaikaError
 from scheduler.hosts.credentials import AgentKeys, HostKey
+
+if TYPE_CHECKING:
+    from scheduler.agent.client import AgentClient
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +143,10 @@ class AgentDispatcher:
         key = self.keys.key(host) if self.keys is not None else HostKey(self.token)
         if key.token is None:  # revoked, or no usable token: the host is not asked at all
             raise DispatchError(host, job_id, key.problem or "no agent token", reached=False)
+        # The HTTP client loads only where hosts are asked: the console's commands reach
+        # this module (job changes) without ever dispatching.
+        from scheduler.agent.client import AgentClient
+
         return AgentClient(url, key.token, timeout=self.timeout, tls=self.tls)
 
     def start(self, order: StartOrder) -> None:
@@ -181,6 +187,8 @@ class AgentDispatcher:
     def revoke(self, host: str, url: str, token: str) -> bool:
         """Tell a host's agent to refuse `token` (its revoked one) from now on; True once it
         does, or already did not take it (401). False: not reached; try again later."""
+        from scheduler.agent.client import AgentClient
+
         try:
             with AgentClient(url, token, timeout=self.timeout, tls=self.tls) as client:
                 client.revoke_token()

@@ -5,13 +5,14 @@ tail goes up as a text file instead (the reply says so), which Slack shows as it
 from __future__ import annotations
 
 import logging
-
-from slack_sdk import WebClient
-from slack_sdk.errors import SlackClientError
+from typing import TYPE_CHECKING
 
 from bot.blocks.common import SECTION_TEXT, Message, code_block, context, header, mrkdwn_escape
 from bot.i18n import counted, t
 from scheduler.service.logs import LogsResult
+
+if TYPE_CHECKING:
+    from slack_sdk import WebClient
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,9 @@ def logs_message(result: LogsResult, lang: str) -> Message:
 
 def upload_logs(client: WebClient, channel: str, result: LogsResult, lang: str) -> bool:
     """The whole tail as a text file in `channel` (a DM's id); False when Slack refused it."""
+    # Slack's library loads where Slack is used: the console renders these logs too.
+    from slack_sdk.errors import SlackClientError
+
     job = result.job
     try:
         client.files_upload_v2(

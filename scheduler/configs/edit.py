@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.config import PolicyConfig
+from scheduler.config import SAFE_LOADER, PolicyConfig
 
 # YAML 1.1 reads 10:30 as a number in base 60; in a policy every such value is a time of day.
 _CLOCK_TIME = re.compile(r"^\d{1,2}(:\d{2})+$")
@@ -46,7 +46,7 @@ def parse_value(text: str, quoted: bool) -> object:
     if quoted or _CLOCK_TIME.match(text):
         return text
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError:
         return text  # not YAML: the policy's own check says what is wrong with it
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass, replace
 
-from scheduler.agent.client import AgentClient, shared_tls
 from scheduler.agent.errors import AgentAuthError, AgentError, JobNotFound
 from scheduler.dispatch import agent_job_id
 from scheduler.errors import Action, NotFound, Problem, UserError
@@ -117,6 +116,9 @@ def _tail(
     timeout: float,
 ) -> tuple[str, ...]:
     assert source.token is not None
+    # The HTTP client loads when an agent is asked: every face imports this module.
+    from scheduler.agent.client import AgentClient, shared_tls
+
     if tls is None:
         tls = shared_tls(str(ctx.agent_ca_file) if ctx.agent_ca_file else None)
     host, run = source.host, source.run

@@ -8,12 +8,13 @@ from datetime import timedelta
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from paika_test_time import T0
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session
 
-from storage.db import current_revision, head_revision
+from storage.db import HEAD_REVISION, MIGRATIONS, current_revision, head_revision, upgrade
 from storage.models import Allocation, Gpu, Host, Job, JobState, Team
 from storage.models.base import metadata
 
@@ -54,6 +55,21 @@ def test_migrations_produce_exactly_the_models(engine: Engine) -> None:
             MigrationContext.configure(conn, opts={"compare_type": True}), metadata
         )
     assert diff == []
+
+
+def test_the_head_revision_paika_checks_without_alembic_is_alembics_head(engine: Engine) -> None:
+    # storage.db tells an up-to-date database apart without loading Alembic, by the newest
+    # script's name: each script is NNNN_what.py with revision NNNN, revising the one before.
+    assert head_revision() == HEAD_REVISION
+    scripts = ScriptDirectory(str(MIGRATIONS))
+    for number, path in enumerate(sorted((MIGRATIONS / "versions").glob("*.py")), start=1):
+        script = scripts.get_revision(path.name.partition("_")[0])
+        assert script is not None and script.revision == f"{number:04d}", path.name
+        assert script.down_revision == (f"{number - 1:04d}" if number > 1 else None), path.name
+    with engine.connect() as conn:
+        assert current_revision(engine) == MigrationContext.configure(conn).get_current_revision()
+    upgrade(engine)  # up to date: nothing to do, and nothing changes
+    assert current_revision(engine) == HEAD_REVISION
 
 
 def test_a_gpu_cannot_have_two_open_allocations(engine: Engine) -> None:
