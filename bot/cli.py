@@ -41,6 +41,7 @@ log = logging.getLogger("paika")
 
 # Commands defined in modules of their own, as "module:function", in the order --help lists them.
 DEFERRED = {
+    "init": "bot.init_cli:init_command",
     "simulate": "scheduler.simulate.command:simulate_command",
     "agent": "scheduler.agent.command:agent_app",
 }
@@ -75,7 +76,7 @@ class _Commands(TyperGroup):
 app = typer.Typer(
     name="paika",
     help="paika (排卡): a shared GPU training queue run from Slack. Try: paika demo, then "
-    "paika cmd help; on a new install, paika doctor.",
+    "paika cmd help; on a new install, paika init, then paika doctor.",
     no_args_is_help=True,
     add_completion=False,
     cls=_Commands,

@@ -11,9 +11,11 @@ from scheduler.doctor import Finding, Severity, blocks
 
 # Every finding's catalogue key, by its code (written out: each key is found by a search).
 KEYS = {
+    "policy.missing": "doctor.policy.missing",
     "policy.invalid": "doctor.policy.invalid",
     "policy.bundled": "doctor.policy.bundled",
     "policy.file": "doctor.policy.file",
+    "policy.unpriced": "doctor.policy.unpriced",
     "admins.none": "doctor.admins.none",
     "admins.set": "doctor.admins.set",
     "database.unreachable": "doctor.database.unreachable",

@@ -226,16 +226,16 @@ def _host_add(ctx: Context, args: Mapping[str, Any]) -> object:
     host, issued = admin.add_host(ctx, args["name"], args["url"])
     if issued is None:
         return Said(SaidCode.HOST_ADDED, {"name": host.name, "url": host.url})
-    return _token_said(SaidCode.HOST_ADDED_WITH_TOKEN, issued)
+    return token_said(SaidCode.HOST_ADDED_WITH_TOKEN, issued)
 
 
-def _token_said(code: SaidCode, issued: admin.IssuedToken) -> Said:
+def token_said(code: SaidCode, issued: admin.IssuedToken) -> Said:
     values: dict[str, Value] = {"name": issued.host, "url": issued.url, "token": issued.token}
     return Said(code, {**values, "generation": issued.generation, "path": issued.path})
 
 
 def _host_rotate(ctx: Context, args: Mapping[str, Any]) -> object:
-    return _token_said(SaidCode.HOST_TOKEN_ROTATED, admin.rotate_token(ctx, args["name"]))
+    return token_said(SaidCode.HOST_TOKEN_ROTATED, admin.rotate_token(ctx, args["name"]))
 
 
 def _host_revoke(ctx: Context, args: Mapping[str, Any]) -> object:

@@ -124,6 +124,8 @@ def examine(
 
 def check_policy(settings: Settings, seen: _Seen) -> list[Finding]:
     path = settings.policy_path()
+    if not path.exists():
+        return [Finding("policy.missing", Severity.BLOCK, {"path": str(path)})]
     try:
         seen.policy = load_policy(path)
     except ConfigError as exc:
@@ -141,7 +143,17 @@ def check_policy(settings: Settings, seen: _Seen) -> list[Finding]:
                 },
             )
         ]
-    return [Finding("policy.file", Severity.OK, {"path": str(path)})]
+    found = [Finding("policy.file", Severity.OK, {"path": str(path)})]
+    # paika init leaves prices at 0 for the team to fill in; until they do, matching's
+    # "cheapest type that fits" is a tie and the ledger says nothing cost anything.
+    unpriced = [
+        name for name, spec in seen.policy.gpu_types.items() if spec.price_per_gpu_hour == 0
+    ]
+    if unpriced:
+        found.append(
+            Finding("policy.unpriced", Severity.WARN, {"path": str(path), "gpu_types": unpriced})
+        )
+    return found
 
 
 def _channels(policy: PolicyConfig) -> list[str]:
@@ -270,7 +282,7 @@ def ask_health(
 
 
 @dataclass(frozen=True)
-class _HostRow:
+class HostRow:
     """What the checks read of a registered host (and what its token is worked out from)."""
 
     name: str
@@ -282,13 +294,11 @@ class _HostRow:
     cards: tuple[tuple[str, float], ...]  # as its last poll stored them
 
 
-def check_hosts(
-    settings: Settings, seen: _Seen, *, timeout: float, clock: Callable[[], datetime]
-) -> list[Finding]:
-    assert seen.engine is not None
-    with consistent_reads(seen.engine) as session:
-        hosts = [
-            _HostRow(
+def registered_hosts(engine: Engine) -> list[HostRow]:
+    """Every registered host, with the cards its last poll stored."""
+    with consistent_reads(engine) as session:
+        return [
+            HostRow(
                 h.name,
                 h.url,
                 h.token_generation,
@@ -302,6 +312,13 @@ def check_hosts(
             )
             for h in cluster_queries.all_hosts(session=session)
         ]
+
+
+def check_hosts(
+    settings: Settings, seen: _Seen, *, timeout: float, clock: Callable[[], datetime]
+) -> list[Finding]:
+    assert seen.engine is not None
+    hosts = registered_hosts(seen.engine)
     if not hosts:
         return [Finding("hosts.none", Severity.WARN)]
     found: list[Finding] = []
@@ -333,7 +350,7 @@ class _Look:
 
 
 def _look(
-    host: _HostRow,
+    host: HostRow,
     seen: _Seen,
     settings: Settings,
     timeout: float,
@@ -367,23 +384,23 @@ def _look(
                 "agent.clock_skew", Severity.WARN, {"host": host.name, "skew_s": round(skew, 1)}
             )
         )
-    cards = _live_cards(host, seen, timeout, settings) or list(host.cards)
+    cards = live_cards(host, seen.keys, timeout, settings.agent_ca_file) or list(host.cards)
     return _Look(findings, cards, answer.health.root)
 
 
-def _live_cards(
-    host: _HostRow, seen: _Seen, timeout: float, settings: Settings
+def live_cards(
+    host: HostRow, keys: AgentKeys | None, timeout: float, ca_file: Path | None
 ) -> list[tuple[str, float]]:
-    """The cards the agent reports now (its token from the keys); [] when it cannot say."""
-    if seen.keys is None:
+    """The cards (NVML name, GiB) the agent reports now, asked with its token from `keys`;
+    [] when it cannot say (no token, no answer, a refusal)."""
+    if keys is None:
         return []
-    key = seen.keys.key_of(host)
+    key = keys.key_of(host)
     if key.token is None:
         return []
-    ca = settings.agent_ca_file
     try:
         with AgentClient(
-            host.url, key.token, timeout=timeout, tls=shared_tls(str(ca) if ca else None)
+            host.url, key.token, timeout=timeout, tls=shared_tls(str(ca_file) if ca_file else None)
         ) as client:
             gpus: list[GpuInfo] = client.gpus()
     except AgentError:

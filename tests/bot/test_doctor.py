@@ -170,7 +170,9 @@ def test_cards_accounts_certificates_and_slack(
     env["PAIKA_AGENT_CA_FILE"] = agents["ca"]
     admin(env, "admin host remove gpu-c")
     policy = Path(env["PAIKA_CONFIG"])
-    text = policy.read_text().replace("gpu_types:\n", f"gpu_types:\n  {card['values']['yaml']}\n")
+    # The suggested line, with the price the finding says to set (paika doctor warns while 0).
+    line = card["values"]["yaml"].replace("price_per_gpu_hour: 0", "price_per_gpu_hour: 3.1")
+    text = policy.read_text().replace("gpu_types:\n", f"gpu_types:\n  {line}\n")
     text += 'slack: {channel: "#gpu-queue"}\n'
     policy.write_text(text)
     slack.set_channel("C0GPUQUEUE", "gpu-queue", member=True)
