@@ -6,7 +6,9 @@ snapshot, the digest, the quota alerts), so none of them imports another for it.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from sqlmodel import Session
@@ -17,6 +19,7 @@ from storage.models import Gpu, Job, LedgerEntry, Quota
 from storage.queries import accounting, job_reports
 from storage.queries import cluster as cluster_queries
 from storage.queries import reclaim as reclaim_queries
+from storage.queries.accounting import JobFilter
 
 
 def quota_states(session: Session, quotas: Sequence[Quota]) -> list[QuotaState]:
@@ -31,6 +34,32 @@ def quota_states(session: Session, quotas: Sequence[Quota]) -> list[QuotaState]:
             q.expires_on,
         )
         for q in quotas
+    ]
+
+
+def quota_use(session: Session, quotas: Sequence[Quota], now: datetime) -> list[QuotaState]:
+    """Quotas with what has been used of them by `now`: what was charged (`quota_states`) and
+    what running jobs have used so far, as the ledger report counts them. Each open allocation
+    counts on the quota its end would be charged to, the team's every quota weighed as
+    `close_allocations_at` weighs them. Every face that says a quota's use (`/gpu quota`, the
+    digest, the quota alerts) reads it here, so they agree."""
+    states = quota_states(session, quotas)
+    today = now.date()  # as the charge at the end picks its quota
+    running: dict[int, float] = defaultdict(float)
+    for team_id in sorted({quota.team_id for quota in quotas}):
+        every = quota_states(session, accounting.quotas(session=session, team_id=team_id))
+        open_charges = cluster_queries.open_charges_between(
+            session=session, end=now, jobs=JobFilter(team_id=team_id)
+        )
+        for charge in open_charges:
+            charged = charge_to(every, charge.gpu_type, today)
+            if charged is not None:
+                running[charged.id] += max(0.0, (now - charge.started_at).total_seconds() / 3600)
+    return [
+        replace(state, used_hours=state.used_hours + running[state.id])
+        if state.id in running
+        else state
+        for state in states
     ]
 
 

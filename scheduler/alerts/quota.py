@@ -24,7 +24,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from scheduler.config import PolicyConfig
-from scheduler.ledger import quota_states
+from scheduler.ledger import quota_use
 from scheduler.notices.kinds import NoticeKind
 from scheduler.notices.outbox import Announcement, claim, from_row
 from scheduler.policy.capacity import OVERRUN_SHARE
@@ -75,7 +75,9 @@ def raise_quota_alerts(engine: Engine, policy: PolicyConfig, now: datetime) -> l
     today = now.astimezone(policy.zone).date()
     with session_scope(engine) as session:
         rows = accounting.quotas(session=session)
-        pairs = zip(rows, quota_states(session, rows), strict=True)
+        # What running jobs have used so far counts: a run can pass a threshold (or use a
+        # quota up) long before it ends and is charged.
+        pairs = zip(rows, quota_use(session, rows, now), strict=True)
         groups = [
             (row, state, group)
             for row, state in pairs

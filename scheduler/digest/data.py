@@ -28,7 +28,7 @@ from scheduler.digest.model import (
 )
 from scheduler.digest.outputs import day_outputs
 from scheduler.digest.timeline import WINDOW, build_timeline, sample_interval
-from scheduler.ledger import quota_states
+from scheduler.ledger import quota_use
 from scheduler.service import jobs
 from scheduler.service.board import NEXT_UP, board
 from scheduler.service.context import Actor, Context
@@ -201,7 +201,8 @@ def _quota_warnings(ctx: Context, day: date) -> tuple[QuotaWarning, ...]:
     rows = list(accounting.quotas(session=ctx.session))
     teams = {team.id: team.name for team in org_queries.all_teams(session=ctx.session)}
     warnings = []
-    for quota, state in zip(rows, quota_states(ctx.session, rows), strict=True):
+    # Running jobs' hours so far count, as /gpu quota counts them.
+    for quota, state in zip(rows, quota_use(ctx.session, rows, ctx.now), strict=True):
         days_left = (quota.expires_on - day).days
         if days_left < 0:
             continue

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import date, timedelta
 
 from scheduler.errors import Action, NotFound, Problem, UserError
-from scheduler.ledger import quota_states
-from scheduler.policy.quota import QuotaState, charge_to
+from scheduler.ledger import quota_use
+from scheduler.policy.quota import QuotaState
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name, team_name
 from scheduler.service.records import QuotaRecord
 from storage.models import Quota
 from storage.queries import accounting
-from storage.queries import cluster as cluster_queries
-from storage.queries.accounting import JobFilter
 
 
 @dataclass(frozen=True)
@@ -114,39 +112,11 @@ def listing(ctx: Context, team: str | None) -> list[QuotaView]:
 
 
 def _views(ctx: Context, quotas: list[Quota]) -> list[QuotaView]:
-    states = _with_running(ctx, quotas, quota_states(ctx.session, quotas))
+    states = quota_use(ctx.session, quotas, ctx.now)
     today = ctx.now.date()
     return [
         QuotaView(QuotaRecord.of(q), team_name(ctx, q.team_id), state, (q.expires_on - today).days)
         for q, state in zip(quotas, states, strict=True)
-    ]
-
-
-def _with_running(ctx: Context, quotas: list[Quota], states: list[QuotaState]) -> list[QuotaState]:
-    """The quotas' use including what running jobs have used so far (up to now, as the ledger
-    report counts them), each open allocation on the quota its end would be charged to."""
-    by_team: dict[int, list[QuotaState]] = {}
-    for quota, state in zip(quotas, states, strict=True):
-        by_team.setdefault(quota.team_id, []).append(state)
-    today = ctx.now.date()
-    running: dict[int, float] = {}
-    for team_id, team_states in by_team.items():
-        # The team's every quota is weighed, as the charge at the end would weigh them.
-        every = quota_states(ctx.session, accounting.quotas(session=ctx.session, team_id=team_id))
-        shown = {state.id for state in team_states}
-        open_charges = cluster_queries.open_charges_between(
-            session=ctx.session, end=ctx.now, jobs=JobFilter(team_id=team_id)
-        )
-        for charge in open_charges:
-            charged = charge_to(every, charge.gpu_type, today)
-            if charged is not None and charged.id in shown:
-                hours = max(0.0, (ctx.now - charge.started_at).total_seconds() / 3600)
-                running[charged.id] = running.get(charged.id, 0.0) + hours
-    return [
-        replace(state, used_hours=state.used_hours + running[state.id])
-        if state.id in running
-        else state
-        for state in states
     ]
 
 

@@ -345,3 +345,23 @@ def test_only_the_owner_or_an_admin_acknowledges_and_the_first_answer_wins(
             select(AuditEvent).where(AuditEvent.action == "quota.alert_acknowledged")
         ).all()
     assert [(a.actor, a.target_id) for a in audited] == [(OWNER, "1")]
+
+
+def test_a_running_job_s_hours_so_far_count_toward_the_used_alert(
+    vision: Paika, clock: ManualClock, cards: list[Gpu]
+) -> None:
+    """Nothing has been charged yet, but a run on two cards for 41 hours has used 82 of the
+    quota's 100 GPU-hours: the owner hears of it now, as /gpu quota would show it, not when
+    the run ends past the quota."""
+    grant(vision, date(2027, 3, 1), hours=100)
+    ok(vision, "UALICE", 'submit name=train gpus=2 hours=200 priority=normal data=ready cmd="x"')
+    _running(vision, "train", cards[:2], hours_ago=39)
+    assert raise_quota_alerts(vision.engine, vision.policy, clock.now()) == []  # 78 h: not yet
+    clock.advance(timedelta(hours=2))
+    [alert] = raise_quota_alerts(vision.engine, vision.policy, clock.now())
+    assert alert.key == "quota-used:1:100:80"
+    assert alert.detail["used_hours"] == pytest.approx(82.0)
+    assert alert.detail["left_hours"] == pytest.approx(18.0)
+    assert "82.0 of 100 GPU-hours used, 18.0 left" in ok(
+        vision, "UALICE", "quota"
+    )  # the same figure as /gpu quota

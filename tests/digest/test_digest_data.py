@@ -145,8 +145,16 @@ def test_quota_warnings_are_those_near_expiry_or_past_a_used_threshold(
         ("nlp", 60, False, 80),
     ]
     nlp = warnings[1]
-    assert (nlp.used_hours, nlp.left_hours) == (pytest.approx(6.0), pytest.approx(1.0))
+    assert (nlp.used_hours, nlp.left_hours) == pytest.approx((6.0, 1.0))
     assert nlp.used_pct == pytest.approx(600 / 7)
+    # vision's two runs are still going: bert on two cards for 40 h, stalled on one for 5 h.
+    # Their hours so far count, as /gpu quota counts them.
+    vision = warnings[0]
+    assert (vision.used_hours, vision.left_hours) == pytest.approx((85.0, 115.0))
+    text = render_text(digest_now(paika), paika.policy.zone)
+    assert "115.0 of 200 GPU-hours left (42% used)" in text
+    quota = paika.run("quota team=vision", "UALICE").text
+    assert "85.0 of 200 GPU-hours used, 115.0 left" in quota, quota
 
 
 def test_the_timeline_shows_jobs_idle_free_and_down_stretches(
