@@ -86,9 +86,6 @@ def init_command(
     hosts = [_host_pair(lang, given) for given in host or ()]
     teams = dict(_team_pair(given) for given in team or ())
     path = write or settings.config
-    if path is None:
-        typer.echo(t(lang, "init.no_path"), err=True)
-        raise typer.Exit(2)
     engine = open_database(settings)
     try:
         try:
@@ -115,6 +112,9 @@ def init_command(
     if not kinds:
         typer.echo(t(lang, "init.no_cards"), err=True)
         raise typer.Exit(1)
+    if path is None:  # the hosts are registered; only where to write is missing
+        typer.echo(t(lang, "init.no_path"), err=True)
+        raise typer.Exit(2)
     try:
         text = starting_policy(
             kinds,

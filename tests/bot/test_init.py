@@ -103,6 +103,10 @@ def test_init_registers_hosts_then_writes_the_policy_from_their_cards(
     start("gpu-01", "4xH800-80GB", ports["gpu-01"], tokens["gpu-01"])
     start("gpu-02", "2xH20-96GB,1xA100-80GB", ports["gpu-02"], tokens["gpu-02"])
 
+    # Without PAIKA_CONFIG or --write it asks where the policy should go.
+    no_path = run_paika(["init"], {k: v for k, v in env.items() if k != "PAIKA_CONFIG"})
+    assert no_path.exit_code == 2 and "--write" in no_path.stderr and not policy.exists()
+
     second = run_paika(
         ["init", *hosts, "--team", "语音组=#语音-gpu", "--channel", "#gpu-board"], env
     )
@@ -152,8 +156,6 @@ def test_init_without_hosts_or_a_path_says_what_to_give(env: dict[str, str]) -> 
     nothing = run_paika(["init"], env)
     assert nothing.exit_code == 1
     assert "No GPU host is registered yet" in nothing.stderr and "--host" in nothing.stderr
-    no_path = run_paika(["init"], {k: v for k, v in env.items() if k != "PAIKA_CONFIG"})
-    assert no_path.exit_code == 2 and "--write" in no_path.stderr
     bad = run_paika(["init", "--host", "gpu-01"], env)
     assert bad.exit_code == 2 and "is not NAME=URL" in bad.stderr
     no_such_team = run_paika(["init", "--team", 'bad"name'], env)
