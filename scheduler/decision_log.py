@@ -7,7 +7,9 @@ Lines, each with its moment and job:
 - wait: a waiting job's reason, written only when it changes.
 
 The log compacts: a reason is written again only when what it says changes — its code, the
-type waited for, the costlier type it could take, or whom it waits behind. Its place in
+type waited for, the costlier type it could take, whom it waits behind, or the hosts it
+waits for (each with why it takes no jobs; the detail's `hosts`, as [host, why] pairs) or
+that refused it. Its place in
 the queue and its ETA drift every cycle and are not a change. The same holds for a
 reservation (a new type or size is a change; its start drifting is not). The last line
 written for each job is kept in memory, read from the table on first use, so a restarted
@@ -167,7 +169,14 @@ def _no_hosts(wait: Wait) -> Wait:
 
 
 def _wait_said(wait: Wait) -> Said:
-    return _said(wait.code.value, wait.gpu_type, wait.costlier, wait.behind)
+    return _said(
+        wait.code.value,
+        wait.gpu_type,
+        wait.costlier,
+        wait.behind,
+        wait.hosts,
+        (wait.refused_by, wait.refusal),
+    )
 
 
 def _detail_said(detail: Mapping[str, Any]) -> Said:
@@ -177,12 +186,28 @@ def _detail_said(detail: Mapping[str, Any]) -> Said:
         str(detail.get("costlier") or ""),
         detail.get("behind"),
     )
+        _hosts_of(detail),
+        (str(detail.get("refused_by") or ""), str(detail.get("refusal") or "")),
 
 
-def _said(code: str, gpu_type: str | None, costlier: str, behind: int | None) -> Said:
+def _said(
+    code: str,
+    gpu_type: str | None,
+    costlier: str,
+    behind: int | None,
+    hosts: tuple[tuple[str, str], ...],
+    refused: tuple[str, str],
+) -> Said:
     """What makes a reason a different one. Where the type is the ETA's estimate (waiting
-    behind others, or for any free GPU), it drifts with the estimate and is left out."""
-    return (code, None if code in _ESTIMATED_TYPE else gpu_type, costlier, behind)
+    behind others, or for any free GPU), it drifts with the estimate and is left out. The
+    hosts a job waits for, and why each takes no jobs, are part of what it says: "waiting
+    for gpu-a (down)" and "waiting for gpu-a (draining), gpu-b (not seen yet)" differ."""
+    return (code, None if code in _ESTIMATED_TYPE else gpu_type, costlier, behind, hosts, refused)
+
+
+def _hosts_of(detail: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The hosts a wait line names as (host, why it takes no jobs); none on older lines."""
+    return tuple((str(host), str(why)) for host, why in detail.get("hosts") or ())
 
 
 def _reserve_said(held: Reserved) -> Said:
@@ -208,6 +233,10 @@ def wait_detail(wait: Wait, priorities: Mapping[int, str]) -> dict[str, Any]:
         "behind": wait.behind,
         "behind_priority": priorities.get(wait.behind) if wait.behind is not None else None,
     }
+        # Waiting for hosts: each as [host, why it takes no jobs now] (a HostOut value).
+        "hosts": [list(pair) for pair in wait.hosts],
+        "refused_by": wait.refused_by,
+        "refusal": wait.refusal,
 
 
 def wait_of(job_id: int, at: datetime, detail: Mapping[str, Any]) -> Wait:
@@ -229,6 +258,9 @@ def wait_of(job_id: int, at: datetime, detail: Mapping[str, Any]) -> Wait:
         as_of=at.timestamp(),
         behind=detail.get("behind"),
     )
+        refused_by=str(detail.get("refused_by") or ""),
+        refusal=str(detail.get("refusal") or ""),
+        hosts=_hosts_of(detail),
 
 
 def start_detail(start: Start, attempt: int) -> dict[str, Any]:
