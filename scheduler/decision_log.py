@@ -185,9 +185,9 @@ def _detail_said(detail: Mapping[str, Any]) -> Said:
         detail.get("gpu_type"),
         str(detail.get("costlier") or ""),
         detail.get("behind"),
-    )
         _hosts_of(detail),
         (str(detail.get("refused_by") or ""), str(detail.get("refusal") or "")),
+    )
 
 
 def _said(
@@ -232,11 +232,11 @@ def wait_detail(wait: Wait, priorities: Mapping[int, str]) -> dict[str, Any]:
         "keeps_headroom": wait.keeps_headroom,
         "behind": wait.behind,
         "behind_priority": priorities.get(wait.behind) if wait.behind is not None else None,
-    }
         # Waiting for hosts: each as [host, why it takes no jobs now] (a HostOut value).
         "hosts": [list(pair) for pair in wait.hosts],
         "refused_by": wait.refused_by,
         "refusal": wait.refusal,
+    }
 
 
 def wait_of(job_id: int, at: datetime, detail: Mapping[str, Any]) -> Wait:
@@ -257,10 +257,10 @@ def wait_of(job_id: int, at: datetime, detail: Mapping[str, Any]) -> Wait:
         keeps_headroom=bool(detail.get("keeps_headroom")),
         as_of=at.timestamp(),
         behind=detail.get("behind"),
-    )
         refused_by=str(detail.get("refused_by") or ""),
         refusal=str(detail.get("refusal") or ""),
         hosts=_hosts_of(detail),
+    )
 
 
 def start_detail(start: Start, attempt: int) -> dict[str, Any]:
