@@ -13,7 +13,8 @@ interpreter's environment): `cmd help`, `cmd --user U queue`, `cmd --user U stat
 `digest --print`, `digest --print --png F`, `state show`, `doctor`. Printed per command: the
 median and the fastest wall time, its exit status, how many modules it imported, and which of
 the heavy packages the console should not need it loaded (matplotlib, slack_sdk, slack_bolt,
-alembic, httpx). Goals (issue 29): `paika cmd` <= 0.5 s, `paika digest --print` <= 1 s.
+alembic, httpx, boto3). Goals (issue 29): `paika cmd` <= 0.5 s, `paika digest --print`
+<= 1 s.
 
 Python writes no bytecode when PYTHONDONTWRITEBYTECODE is set, so every process compiles
 every module again and each figure is about twice what an installed paika takes: run it as
@@ -72,7 +73,7 @@ PEOPLE = (
 )
 SPEC = "4xA100-80GB"
 # The packages the console's commands should never load (tests/test_console_imports.py).
-HEAVY = ("matplotlib", "slack_sdk", "slack_bolt", "alembic", "httpx")
+HEAVY = ("matplotlib", "slack_sdk", "slack_bolt", "alembic", "httpx", "boto3")
 
 # Runs the console script's entry, then prints how many modules it loaded and which heavy ones.
 COUNTING = """

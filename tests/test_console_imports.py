@@ -24,9 +24,18 @@ from storage.objects import keys
 from storage.objects.local import LocalStore
 
 # The top-level packages the console never needs: Slack's (the bot), the agents' HTTP client
-# (the cycle), the picture's, and the schema's migrations (an up-to-date schema is checked
-# without them).
-HEAVY = ("slack_sdk", "slack_bolt", "httpx", "matplotlib", "alembic", "apscheduler")
+# (the cycle), the picture's, the schema's migrations (an up-to-date schema is checked
+# without them), and S3's (the store here is a local folder).
+HEAVY = (
+    "slack_sdk",
+    "slack_bolt",
+    "httpx",
+    "matplotlib",
+    "alembic",
+    "apscheduler",
+    "boto3",
+    "botocore",
+)
 
 # Runs the console script's entry and prints the heavy packages that are in sys.modules at its
 # end, whatever the command's exit status.

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from storage.objects.base import ObjectStore
 from storage.objects.local import LocalStore
-from storage.objects.s3 import S3Location, S3Store
 
 
 def open_store(
@@ -25,6 +24,10 @@ def open_store(
 ) -> ObjectStore:
     """The store `spec` names (see the module docstring)."""
     if spec.startswith("s3://"):
+        # boto3 loads only for an S3 store: it takes a fifth of a second, which a command
+        # reading a local store (paika state show) would pay for nothing.
+        from storage.objects.s3 import S3Location, S3Store
+
         return S3Store(
             S3Location.parse(spec),
             endpoint_url=endpoint_url,
