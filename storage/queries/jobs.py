@@ -21,6 +21,7 @@ from storage.models import (
     JobState,
     Template,
 )
+from storage.queries.names import first_named
 
 
 def get_job(*, session: Session, job_id: int) -> Job | None:
@@ -264,11 +265,9 @@ def pending_bumps(*, session: Session, job_id: int) -> Sequence[BumpRequest]:
 
 
 def template_named(*, session: Session, team_id: int, name: str) -> Template | None:
-    """A team's template by name (case-insensitive)."""
-    query = select(Template).where(
-        Template.team_id == team_id, func.lower(Template.name) == name.lower()
-    )
-    return session.exec(query).first()
+    """A team's template by name (whatever its case, in any script)."""
+    query = select(Template).where(Template.team_id == team_id)
+    return first_named(session, query, col(Template.name), name)
 
 
 def templates(*, session: Session, team_id: int) -> Sequence[Template]:

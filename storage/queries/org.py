@@ -5,16 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import and_, func, or_
+from sqlalchemy import and_, or_
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from storage.models import AccountSubject, Member, Team, UnixAccount, UserPref
+from storage.queries.names import first_named
 
 
 def team_by_name(*, session: Session, name: str) -> Team | None:
-    """The team called `name` (case-insensitive), if any."""
-    return session.exec(select(Team).where(func.lower(Team.name) == name.lower())).first()
+    """The team called `name` (whatever its case, in any script), if any."""
+    return first_named(session, select(Team), col(Team.name), name)
 
 
 def team_by_id(*, session: Session, team_id: int) -> Team | None:

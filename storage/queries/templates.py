@@ -17,13 +17,21 @@ from sqlalchemy.orm.exc import StaleDataError
 from sqlmodel import Session, col, select
 
 from storage.models import Template, TemplateVersion
+from storage.queries.names import spellings
+
+
+def _spellings(session: Session, team_id: int, name: str) -> list[str]:
+    return spellings(
+        session, col(TemplateVersion.name), name, col(TemplateVersion.team_id) == team_id
+    )
 
 
 def last_version(*, session: Session, team_id: int, name: str) -> int:
     """The highest version ever saved of a team's template by this name (0 for none): a
     template deleted and saved again goes on from there, so no number means two things."""
     query = select(func.max(TemplateVersion.version)).where(
-        TemplateVersion.team_id == team_id, func.lower(TemplateVersion.name) == name.lower()
+        TemplateVersion.team_id == team_id,
+        col(TemplateVersion.name).in_(_spellings(session, team_id, name)),
     )
     return int(session.exec(query).one() or 0)
 
@@ -73,7 +81,10 @@ def versions(*, session: Session, team_id: int, name: str) -> Sequence[TemplateV
     """A template's versions, newest first."""
     query = (
         select(TemplateVersion)
-        .where(TemplateVersion.team_id == team_id, func.lower(TemplateVersion.name) == name.lower())
+        .where(
+            TemplateVersion.team_id == team_id,
+            col(TemplateVersion.name).in_(_spellings(session, team_id, name)),
+        )
         .order_by(col(TemplateVersion.version).desc())
     )
     return session.exec(query).all()
@@ -83,7 +94,7 @@ def version(*, session: Session, team_id: int, name: str, number: int) -> Templa
     """One version of a template, if it was ever saved."""
     query = select(TemplateVersion).where(
         TemplateVersion.team_id == team_id,
-        func.lower(TemplateVersion.name) == name.lower(),
+        col(TemplateVersion.name).in_(_spellings(session, team_id, name)),
         TemplateVersion.version == number,
     )
     return session.exec(query).first()

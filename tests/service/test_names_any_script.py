@@ -121,3 +121,23 @@ def test_names_that_differ_only_by_an_accent_or_a_rare_character_are_two_teams(
     assert {"équipe", "equipe", "𠀀组", "𠀁组"} <= teams
     assert "café-1" in gpu(paika, "status café-1").text
     assert "cafe-1" in gpu(paika, "status cafe-1").text
+
+
+def test_names_are_found_whatever_their_case_in_any_script(paika: Paika) -> None:
+    # SQL's lower() folds only ASCII on SQLite (and under PostgreSQL's C locale): a team
+    # stored as "Équipe" must still be found as typed, and as "équipe" or "ÉQUIPE".
+    assert "Added team Équipe" in gpu(paika, "admin team add Équipe", "UADMIN").text
+    assert "already exists" in refused(paika, "admin team add ÉQUIPE", "UADMIN")
+    gpu(paika, "admin member add <@UALICE> team=équipe", "UADMIN")
+    gpu(paika, "admin member add <@UBOB> team=Équipe", "UADMIN")
+    gpu(paika, "template save Δέλτα gpus=1 hours=2")
+    gpu(paika, "template save ΔΈΛΤΑ gpus=2 hours=2")  # the same template, a second version
+    history = gpu(paika, "template history δέλτα").text
+    assert "v1" in history and "v2" in history
+    gpu(paika, SUBMIT.format(name="t-1") + " template=δέλτα")
+    with Session(paika.engine) as session:
+        teams = {t.name for t in session.exec(select(Team)).all()}
+        templates = [t.name for t in session.exec(select(Template)).all()]
+        job = session.exec(select(Job).where(Job.name == "t-1")).one()
+    assert "Équipe" in teams and "équipe" not in teams and "ÉQUIPE" not in teams
+    assert templates == ["Δέλτα"] and job.template == "Δέλτα" and job.template_version == 2
