@@ -250,6 +250,7 @@ def up() -> None:
     from scheduler.notices.outbox import backlog
     from scheduler.observe.health import check, stale_after
     from scheduler.observe.http import ReportDesk, ops_app, ops_routes
+    from scheduler.observe.logs import quiet_chatter
     from scheduler.observe.metrics import ServiceMetrics
     from scheduler.observe.watch import CycleWatch
     from scheduler.outputs import ReportLimits
@@ -267,6 +268,7 @@ def up() -> None:
     except LogSettingError as exc:
         typer.echo(f"paika: {exc}", err=True)
         raise typer.Exit(2) from exc
+    quiet_chatter()  # what changed, not every cycle's polls (PAIKA_LOG_LEVEL=DEBUG: those too)
     _doctor_at_start(paika.settings, paika.policy)
     try:
         cycle = agent_cycle(paika, LoggingObserver())

@@ -212,8 +212,9 @@ SETTING_MEANING: dict[str, str] = {
     "`paika report` sends its outputs.",
     "log_format": "`json`: one JSON object a line (`paika up` and `paika agent`); an unknown "
     "value stops the process at start with the choices.",
-    "log_level": "`DEBUG`, `INFO`, `WARNING` or `ERROR`; an unknown value stops the process at "
-    "start with the choices.",
+    "log_level": "`DEBUG`, `INFO`, `WARNING` or `ERROR`; at `INFO` `paika up` logs what "
+    "changed, and each cycle's polls and HTTP requests only at `DEBUG`; an unknown value stops "
+    "the process at start with the choices.",
     "object_store": "The team's memory: `s3://bucket/prefix`, or a folder.",
     "s3_endpoint_url": "The S3-compatible service.",
     "s3_region": "Its region.",

@@ -204,7 +204,9 @@ class Periodic:
             # Slack retries a delivery for minutes; a day of event ids is plenty to skip them.
             deliveries = prune_deliveries(session=session, before=now - timedelta(days=1))
             events = prune_old(session=session, kinds=sorted(EVENT_KINDS), before=now - KEEP_EVENTS)
-        log.info(
+        # Said when something went: an hour that pruned nothing is no news.
+        log.log(
+            logging.INFO if gone or deliveries or events else logging.DEBUG,
             "pruned %d GPU samples, %d Slack delivery ids and %d old job and host events",
             gone,
             deliveries,
