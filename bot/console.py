@@ -479,6 +479,7 @@ MARKS: dict[CardState, str] = {
     CardState.FOREIGN: "◆",
     CardState.DRAINING: "▭",
     CardState.DOWN: "✕",
+    CardState.UNLISTED: "?",
 }
 
 
@@ -493,7 +494,10 @@ def _type_line(lang: str, summary: TypeSummary) -> str:
     head = counted(
         lang, "console.board.type", summary.total, gpu_type=summary.gpu_type, total=summary.total
     )
-    return PARTS.join([head, *counts])
+    line = PARTS.join([head, *counts])
+    if not summary.listed:
+        line += "\n  " + t(lang, "board.unlisted_type", gpu_type=summary.gpu_type)
+    return line
 
 
 def _board_queue(lang: str, result: BoardResult) -> str:

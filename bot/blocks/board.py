@@ -39,6 +39,7 @@ CARD_EMOJI: dict[CardState, str] = {
     CardState.DOWN: "⬛",
     CardState.FOREIGN: "🟫",
     CardState.DRAINING: "⬜",
+    CardState.UNLISTED: "❔",
 }
 NEXT_UP_SHOWN = 5
 # Header, type counts, queue, divider, legend, and the line for hosts left out.
@@ -139,6 +140,8 @@ def _types(board: BoardResult, lang: str) -> str:
                 down=summary.down,
             )
         )
+        if not summary.listed:
+            lines.append(t(lang, "board.unlisted_type", gpu_type=mrkdwn_escape(summary.gpu_type)))
     if not board.types:
         lines.append(t(lang, "board.no_cards"))
     return "\n".join(lines)

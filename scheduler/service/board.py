@@ -32,6 +32,9 @@ class CardState(StrEnum):
     # Unhealthy, or its host is down; a degraded host (a missed poll) still takes jobs.
     DOWN = "down"
     DRAINING = "draining"  # free, but its host takes no new jobs
+    # Free, but its model is no GPU type of the policy's catalogue: no job can ask for it
+    # until an admin adds the type (paika doctor prints the line). Not counted as free.
+    UNLISTED = "unlisted"
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,10 @@ class TypeSummary:
     free: int
     busy: int
     idle_held: int
-    down: int  # down, foreign or draining: not available to paika now
+    down: int  # down, foreign, draining or unlisted: not available to paika now
+    # Whether the type is one of the policy's catalogue (False: cards of a model no type
+    # matches, shown under the name their agent reports).
+    listed: bool = True
 
 
 @dataclass(frozen=True)
@@ -134,7 +140,11 @@ def assemble(
     by_host: dict[int, list[Gpu]] = defaultdict(list)
     for gpu in gpus:
         by_host[gpu.host_id].append(gpu)
-    rules = _Rules(policy.reclaim.idle_utilization_pct, policy.knobs().foreign_memory_slack_gib)
+    rules = _Rules(
+        policy.reclaim.idle_utilization_pct,
+        policy.knobs().foreign_memory_slack_gib,
+        frozenset(policy.gpu_types),
+    )
     views = tuple(
         HostView(
             host.name,
@@ -168,6 +178,7 @@ def assemble(
 class _Rules:
     idle_below_pct: float
     foreign_slack_gib: float
+    listed: frozenset[str]  # the catalogue's type names
 
 
 def _card(host: Host, gpu: Gpu, job: Job | None, rules: _Rules) -> CardView:
@@ -201,6 +212,8 @@ def _state(host: Host, gpu: Gpu, job: Job | None, rules: _Rules) -> CardState:
         return CardState.FOREIGN
     if host.draining:
         return CardState.DRAINING
+    if gpu.gpu_type not in rules.listed:
+        return CardState.UNLISTED
     return CardState.FREE
 
 
@@ -221,9 +234,10 @@ def _summaries(policy: PolicyConfig, hosts: tuple[HostView, ...]) -> tuple[TypeS
             busy=counts[name][CardState.BUSY],
             idle_held=counts[name][CardState.IDLE_HELD],
             down=sum(counts[name][s] for s in _UNAVAILABLE),
+            listed=name in policy.gpu_types,
         )
         for name in order
     )
 
 
-_UNAVAILABLE = (CardState.DOWN, CardState.FOREIGN, CardState.DRAINING)
+_UNAVAILABLE = (CardState.DOWN, CardState.FOREIGN, CardState.DRAINING, CardState.UNLISTED)

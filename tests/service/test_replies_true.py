@@ -178,3 +178,21 @@ def test_quota_used_counts_what_running_jobs_have_used_so_far_as_the_report_does
     assert "1.5 of 10 GPU-hours used, 8.5 left" in text, text
     report = gpu(team, "UALICE", "report team=vision").text
     assert "1.5" in report, report
+
+
+def test_cards_of_a_model_no_gpu_type_matches_are_not_shown_free(team: Paika) -> None:
+    # An H800 host under a catalogue without H800: its cards were counted free, yet no job
+    # could ask for them and nothing said so.
+    _host(team, "gpu-h", [("NVIDIA H800", 80.0)] * 2, state="up")
+    _host(team, "gpu-t", [T4], state="up")
+    board = gpu(team, "UADMIN", "board")
+    text = board.text
+    assert "NVIDIA H800 is no GPU type of the policy" in text, text
+    assert "paika doctor prints the line" in text
+    h800 = next(s for s in board.result.types if s.gpu_type == "NVIDIA H800")  # type: ignore[attr-defined]
+    assert (h800.free, h800.down, h800.listed) == (0, 2, False)
+    t4 = next(s for s in board.result.types if s.gpu_type == "T4-16GB")  # type: ignore[attr-defined]
+    assert (t4.free, t4.listed) == (1, True)
+    zh = reply(board.result, "zh", ZoneInfo("UTC"), team.clock.now()).blocks
+    slack = json.dumps(zh, ensure_ascii=False)
+    assert "NVIDIA H800 不是策略中的卡型" in slack and "❔" in slack
