@@ -257,11 +257,15 @@ def _host_remove(ctx: Context, args: Mapping[str, Any]) -> object:
 
 
 def _host_list(ctx: Context, args: Mapping[str, Any]) -> object:
-    return Listing([_host_row(h) for h in admin.list_hosts(ctx)], SaidCode.HOST_NONE)
+    rows = [_host_row(h, admin.unlisted_models(ctx, h)) for h in admin.list_hosts(ctx)]
+    return Listing(rows, SaidCode.HOST_NONE)
 
 
-def _host_row(host: Any) -> Said:
+def _host_row(host: Any, unlisted: Mapping[str, int]) -> Said:
     values = {"name": host.name, "url": host.url, "state": str(host.state)}
+    if unlisted and not host.last_error:  # "up" would hide that no job can use these cards
+        models = ", ".join(f"{n}× {name}" for name, n in sorted(unlisted.items()))
+        return Said(SaidCode.HOST_ROW_UNLISTED, {**values, "cards": models})
     if host.last_error:  # why its last poll failed: a certificate, a token, no answer
         low = disk_low_values(host.last_error)  # or why it takes no job: its disk is low
         if low is not None:

@@ -48,6 +48,7 @@ class SaidCode(StrEnum):
     HOST_ROW_DRAINING = "host.row_draining"
     HOST_ROW_TROUBLE = "host.row_trouble"
     HOST_ROW_DISK_LOW = "host.row_disk_low"
+    HOST_ROW_UNLISTED = "host.row_unlisted"
     HOST_NONE = "host.none"
     ACCOUNT_SET_USER = "account.set_user"
     ACCOUNT_SET_TEAM = "account.set_team"

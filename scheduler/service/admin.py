@@ -241,6 +241,16 @@ def list_hosts(ctx: Context) -> Sequence[Host]:
     return cluster_queries.all_hosts(session=ctx.session)
 
 
+def unlisted_models(ctx: Context, host: Host) -> dict[str, int]:
+    """The host's cards of a model no GPU type of the policy matches, by the name its agent
+    reports: no job can ask for them until an admin adds the type."""
+    counts: dict[str, int] = {}
+    for card in cluster_queries.gpus_of_host(session=ctx.session, host_id=host.id or 0):
+        if card.gpu_type not in ctx.policy.gpu_types:
+            counts[card.name or card.gpu_type] = counts.get(card.name or card.gpu_type, 0) + 1
+    return counts
+
+
 def _member(ctx: Context, user: str) -> Member:
     member = org_queries.member_by_user(session=ctx.session, user_id=user)
     if member is None:

@@ -196,3 +196,12 @@ def test_cards_of_a_model_no_gpu_type_matches_are_not_shown_free(team: Paika) ->
     zh = reply(board.result, "zh", ZoneInfo("UTC"), team.clock.now()).blocks
     slack = json.dumps(zh, ensure_ascii=False)
     assert "NVIDIA H800 不是策略中的卡型" in slack and "❔" in slack
+    hosts = gpu(team, "UADMIN", "admin host list").text
+    assert (
+        "gpu-h · https://gpu-h:8470 · up · cards of a model no GPU type matches: 2× NVIDIA H800"
+        in hosts
+    )
+    assert (
+        "gpu-t · https://gpu-t:8470 · up" in hosts
+        and "gpu-t · https://gpu-t:8470 · up ·" not in hosts
+    )
