@@ -50,6 +50,7 @@ class Problem(StrEnum):
     APPROVERS_DECIDE = "problem.approvers_decide"
     TEMPLATE_NOT_YOURS = "problem.template_not_yours"
     UNKNOWN_GPU_TYPE = "problem.unknown_gpu_type"
+    GPU_TYPE_NOT_LISTED = "problem.gpu_type_not_listed"
     UNKNOWN_QUOTA_GPU_TYPE = "problem.unknown_quota_gpu_type"
     NO_TYPE_MEETS_NEEDS = "problem.no_type_meets_needs"
     TOO_MANY_GPUS = "problem.too_many_gpus"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, is_dataclass, replace
@@ -239,6 +240,27 @@ def _submit_team(ctx: Context, name: str | None) -> Team:
     return team
 
 
+def _words(name: str) -> set[str]:
+    return {w for w in re.split(r"[^0-9a-z]+", name.casefold()) if w}
+
+
+def _hosts_with_unlisted(ctx: Context, name: str) -> tuple[str, ...]:
+    """The hosts with cards of a model that `name` names (every word of it in the card's
+    name) and no GPU type of the policy matches: a type the team has but paika does not know."""
+    wanted = _words(name)
+    if not wanted:
+        return ()
+    hosts = {h.id: h.name for h in cluster_queries.all_hosts(session=ctx.session)}
+    found = {
+        hosts[card.host_id]
+        for card in cluster_queries.all_gpus(session=ctx.session)
+        if card.gpu_type not in ctx.policy.gpu_types
+        and card.host_id in hosts
+        and wanted <= _words(f"{card.name or ''} {card.gpu_type}")
+    }
+    return tuple(sorted(found))
+
+
 def _card_needs(ctx: Context, fields: Mapping[str, Any]) -> CardNeeds:
     types = fields.get("type")
     canonical: tuple[str, ...] | None = None
@@ -246,6 +268,8 @@ def _card_needs(ctx: Context, fields: Mapping[str, Any]) -> CardNeeds:
         names = []
         for name in types:
             known = ctx.policy.canonical_type(name)
+            if known is None and (hosts := _hosts_with_unlisted(ctx, name)):
+                raise UserError(Problem.GPU_TYPE_NOT_LISTED, name=name, hosts=hosts)
             if known is None:
                 raise UserError(
                     Problem.UNKNOWN_GPU_TYPE,

@@ -205,3 +205,8 @@ def test_cards_of_a_model_no_gpu_type_matches_are_not_shown_free(team: Paika) ->
         "gpu-t · https://gpu-t:8470 · up" in hosts
         and "gpu-t · https://gpu-t:8470 · up ·" not in hosts
     )
+    # Asking for those cards by their model says why there is no such type, not only "unknown".
+    said = team.run(SUBMIT.format(name="h", gpus=1) + " type=H800", "UALICE")
+    assert not said.ok and "H800 cards are on gpu-h, but the policy has no GPU type" in said.text
+    other = team.run(SUBMIT.format(name="h", gpus=1) + " type=H200", "UALICE")
+    assert not other.ok and 'Unknown GPU type "H200"' in other.text
