@@ -17,6 +17,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
@@ -433,14 +434,25 @@ def doctor(
         raise typer.Exit(1)
 
 
-def _doctor_at_start(settings: Settings, policy: PolicyConfig) -> None:
-    """paika doctor's checks in the background at paika up: each finding that is not fine is
-    logged as a warning; none stops the start. (The bot logs what each channel resolved to
-    itself: those of Slack's checks are left to it.)"""
-    from bot.doctor_words import finding_line
-    from scheduler.doctor import Severity, examine
+# How often paika up runs paika doctor's checks again, so the board's admins see a fixed
+# problem go (and a new one come) without a restart.
+RECHECK_S = 3600.0
 
-    def run() -> None:
+
+def _doctor_at_start(settings: Settings, policy: PolicyConfig) -> None:
+    """paika doctor's checks in the background at paika up, and again every RECHECK_S: each
+    finding that is not fine is logged as a warning the first time it is found, and the last
+    result is kept for the board's admins; none stops the start. (The bot logs what each
+    channel resolved to itself: those of Slack's checks are left to it.)"""
+    from datetime import UTC, datetime
+
+    from bot.doctor_words import finding_line
+    from scheduler import checkup
+    from scheduler.doctor import examine
+
+    said: set[str] = set()
+
+    def check() -> None:
         try:
             findings = examine(settings)
             if settings.slack_bot_token is not None:
@@ -449,11 +461,18 @@ def _doctor_at_start(settings: Settings, policy: PolicyConfig) -> None:
                 slack = check_slack(settings, policy)
                 findings += [f for f in slack if f.code not in CHANNEL_CODES]
         except Exception:  # a check that crashes must not take paika up with it
-            log.exception("paika doctor's checks at start failed")
+            log.exception("paika doctor's checks failed")
             return
-        for finding in findings:
-            if finding.severity is not Severity.OK:
-                log.warning("paika doctor: %s", finding_line("en", finding))
+        for finding in checkup.remember(findings, datetime.now(UTC)).findings:
+            line = finding_line("en", finding)
+            if line not in said:
+                said.add(line)
+                log.warning("paika doctor: %s", line)
+
+    def run() -> None:
+        while True:
+            check()
+            time.sleep(RECHECK_S)
 
     threading.Thread(target=run, name="paika-doctor", daemon=True).start()
 

@@ -9,8 +9,8 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.channels import _MENTION, CHANNEL_ID, ChannelDirectory
+from scheduler.checkup import Finding, Severity
 from scheduler.config import PolicyConfig
-from scheduler.doctor import Finding, Severity
 from scheduler.settings import Settings
 
 # The findings about one configured channel (paika up's bot logs those itself at start).

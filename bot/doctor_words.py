@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.i18n import t
-from scheduler.doctor import Finding, Severity, blocks
+from scheduler.checkup import Finding, Severity, blocks
 
 # Every finding's catalogue key, by its code (written out: each key is found by a search).
 KEYS = {

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import re
 import ssl
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from scheduler.agent.client import AgentClient, shared_tls, transport_failure
 from scheduler.agent.errors import AgentError, AgentNotTrusted
 from scheduler.agent.protocol import GpuInfo, Health
+from scheduler.checkup import Finding as Finding
+from scheduler.checkup import Severity as Severity
+from scheduler.checkup import blocks as blocks
 from scheduler.config import PolicyConfig, load_policy
 from scheduler.errors import ConfigError
 from scheduler.hosts.credentials import AgentKeys, AgentSecretError, read_secret
@@ -60,29 +62,6 @@ SKEW_WARN_S = 5.0
 HOSTS_AT_ONCE = 16  # agents asked at the same time
 HEALTH_PATH = "/v1/health"  # the one route of an agent that needs no token
 MIB_PER_GIB = 1024
-
-
-class Severity(StrEnum):
-    OK = "ok"
-    WARN = "warn"
-    BLOCK = "block"
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One thing the doctor found: `code` names it (and its words), `values` what it names."""
-
-    code: str
-    severity: Severity
-    values: dict[str, Any] = field(default_factory=dict)
-
-    def as_json(self) -> dict[str, Any]:
-        return {"code": self.code, "severity": self.severity.value, "values": self.values}
-
-
-def blocks(findings: Iterable[Finding]) -> bool:
-    """Whether any finding stops paika from working until it is fixed."""
-    return any(f.severity is Severity.BLOCK for f in findings)
 
 
 @dataclass

@@ -28,6 +28,7 @@ from bot.blocks.common import (
 )
 from bot.blocks.job import needs, priority, ref, why_and_when
 from bot.config_words import in_force
+from bot.doctor_words import finding_line
 from bot.i18n import counted, t, term, when
 from scheduler.service.board import BoardResult, CardState, CardView, HostView
 from scheduler.service.records import PriorityClass
@@ -60,7 +61,7 @@ def board_blocks(
         raise ValueError(f"the board needs at least {LEAST_BUDGET} blocks, got {budget}")
     top = [
         header(t(lang, "board.header", at=when(lang, board.at, zone))),
-        section(_types(board, lang)),
+        section(_types(board, lang, zone)),
         section(_queue(board, lang, zone, now)),
         divider(),
     ]
@@ -125,7 +126,7 @@ def _ranges(indexes: Sequence[int]) -> str:
     return ",".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
 
 
-def _types(board: BoardResult, lang: str) -> str:
+def _types(board: BoardResult, lang: str, zone: ZoneInfo) -> str:
     lines = [f"*{t(lang, 'board.by_type')}*"]
     for summary in board.types:
         lines.append(
@@ -144,7 +145,28 @@ def _types(board: BoardResult, lang: str) -> str:
             lines.append(t(lang, "board.unlisted_type", gpu_type=mrkdwn_escape(summary.gpu_type)))
     if not board.types:
         lines.append(t(lang, "board.no_cards"))
+    lines += _checkup(board, lang, zone)
     return "\n".join(lines)
+
+
+CHECKUP_SHOWN = 4  # findings named on the board; the rest are counted
+CHECKUP_CHARS = 400  # of each finding's words (paika doctor says them whole)
+
+
+def _checkup(board: BoardResult, lang: str, zone: ZoneInfo) -> list[str]:
+    """For admins: what paika doctor's checks found wrong when the service last ran them."""
+    found = board.checkup
+    if found is None or not found.findings:
+        return []
+    lines = ["", f"*{t(lang, 'board.checkup', at=when(lang, found.at, zone))}*"]
+    for finding in found.findings[:CHECKUP_SHOWN]:
+        words = finding_line(lang, finding)
+        lines.append(
+            mrkdwn_escape(words if len(words) <= CHECKUP_CHARS else words[:CHECKUP_CHARS] + "…")
+        )
+    if len(found.findings) > CHECKUP_SHOWN:
+        lines.append(t(lang, "board.checkup_more", n=len(found.findings) - CHECKUP_SHOWN))
+    return lines
 
 
 def _queue(board: BoardResult, lang: str, zone: ZoneInfo, now: datetime) -> str:

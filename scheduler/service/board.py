@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
+from scheduler import checkup
+from scheduler.checkup import Checkup
 from scheduler.config import PolicyConfig
 from scheduler.hosts.credentials import travels_in_clear
 from scheduler.service import jobs
@@ -94,6 +96,9 @@ class BoardResult:
     # in queue order, with reasons and ETAs.
     next_up: tuple[JobView, ...]
     config_version: int | None = None  # the policy config version in force (none stored: None)
+    # For an admin: what paika doctor's checks found wrong when this service last ran them
+    # (None: not an admin, or no checks in this process, as in `paika cmd`).
+    checkup: Checkup | None = None
 
 
 # How many waiting jobs the board names; the rest are only counted.
@@ -111,16 +116,19 @@ def board(ctx: Context) -> BoardResult:
     it FREE. A held card on a down host stays DOWN and still names its job.
     """
     session = ctx.session
-    return assemble(
-        ctx.now,
-        ctx.policy,
-        hosts=cluster_queries.all_hosts(session=session),
-        gpus=cluster_queries.all_gpus(session=session),
-        holders=cluster_queries.gpu_holders(session=session),
-        # The queue in brief: counted by the database, and only the first few jobs loaded.
-        counts=job_queries.count_by_state_and_priority(session=session),
-        next_up=jobs.next_waiting(ctx, NEXT_UP),
-        config_version=config_queries.newest_number(session=session),
+    return replace(
+        assemble(
+            ctx.now,
+            ctx.policy,
+            hosts=cluster_queries.all_hosts(session=session),
+            gpus=cluster_queries.all_gpus(session=session),
+            holders=cluster_queries.gpu_holders(session=session),
+            # The queue in brief: counted by the database, and only the first few jobs loaded.
+            counts=job_queries.count_by_state_and_priority(session=session),
+            next_up=jobs.next_waiting(ctx, NEXT_UP),
+            config_version=config_queries.newest_number(session=session),
+        ),
+        checkup=checkup.last() if ctx.actor.is_admin else None,
     )
 
 

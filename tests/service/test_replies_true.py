@@ -11,7 +11,9 @@ import pytest
 from sqlmodel import Session, select
 
 from bot.blocks.replies import reply
+from scheduler import checkup
 from scheduler.app import Paika, Reply
+from scheduler.checkup import Finding, Severity
 from storage.models import Allocation, BumpRequest, BumpState, Gpu, Host, Job, JobState
 
 SUBMIT = 'submit name={name} gpus={gpus} hours=2 priority=normal data=ready cmd="python t.py"'
@@ -210,3 +212,28 @@ def test_cards_of_a_model_no_gpu_type_matches_are_not_shown_free(team: Paika) ->
     assert not said.ok and "H800 cards are on gpu-h, but the policy has no GPU type" in said.text
     other = team.run(SUBMIT.format(name="h", gpus=1) + " type=H200", "UALICE")
     assert not other.ok and 'Unknown GPU type "H200"' in other.text
+
+
+def test_the_board_shows_admins_what_paika_doctor_last_found(team: Paika) -> None:
+    found = [
+        Finding(
+            "policy.unpriced",
+            Severity.WARN,
+            {"path": "/etc/paika/policy.yml", "gpu_types": ["H800-80GB"]},
+        ),
+        Finding("agents.no_token", Severity.BLOCK),
+        Finding("database.ok", Severity.OK, {"url": "sqlite://", "revision": "x"}),
+    ]
+    checkup.remember(found, team.clock.now())
+    try:
+        admin = gpu(team, "UADMIN", "board")
+        member = gpu(team, "UALICE", "board")
+    finally:
+        checkup.forget()
+    assert member.result.checkup is None  # type: ignore[attr-defined]
+    kept = admin.result.checkup  # type: ignore[attr-defined]
+    assert [f.code for f in kept.findings] == ["policy.unpriced", "agents.no_token"]
+    slack = json.dumps(reply(admin.result, "en", ZoneInfo("UTC"), team.clock.now()).blocks)
+    assert "what paika doctor found" in slack and "H800-80GB" in slack and "No agent token" in slack
+    members = json.dumps(reply(member.result, "en", ZoneInfo("UTC"), team.clock.now()).blocks)
+    assert "paika doctor found" not in members
