@@ -67,12 +67,16 @@ def init_command(
     cards their agents report, with prices to fill in. Run it again once the agents are up."""
     from datetime import UTC, datetime
 
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import SQLAlchemyError
+
     from scheduler.errors import ConfigError, UserError
     from scheduler.settings import Settings
     from scheduler.starting_policy import (
         card_kinds,
         local_timezone,
         look_at_hosts,
+        normalize_url,
         open_database,
         register_hosts,
         starting_policy,
@@ -86,7 +90,13 @@ def init_command(
     hosts = [_host_pair(lang, given) for given in host or ()]
     teams = dict(_team_pair(given) for given in team or ())
     path = write or settings.config
-    engine = open_database(settings)
+    try:
+        engine = open_database(settings)
+    except SQLAlchemyError as exc:
+        url = make_url(normalize_url(settings.resolved_database_url())).render_as_string()
+        detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        typer.echo(t(lang, "init.no_database", url=url, detail=detail), err=True)
+        raise typer.Exit(2) from exc
     try:
         try:
             registered = register_hosts(engine, settings, hosts, datetime.now(UTC))

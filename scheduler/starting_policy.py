@@ -35,12 +35,12 @@ from scheduler.doctor import (
     registered_hosts,
     suggested_type_name,
 )
-from scheduler.hosts.credentials import AgentKeys, read_secret
+from scheduler.hosts.credentials import AgentKeys, AgentSecretError, read_secret
 from scheduler.results import Said, SaidCode
 from scheduler.service import admin
 from scheduler.service.context import Actor, Context
 from scheduler.settings import BUNDLED_POLICY, Settings
-from storage.db import make_engine, session_scope, upgrade
+from storage.db import make_engine, normalize_url, session_scope, upgrade
 from storage.models import Role
 from storage.queries import cluster as cluster_queries
 
@@ -179,7 +179,10 @@ def look_at_hosts(engine: Engine, settings: Settings, timeout: float) -> list[Ho
     hosts = registered_hosts(engine)
     if not hosts:
         return []
-    secret = read_secret(settings.agent_secret_file) if settings.agent_secret_file else None
+    try:
+        secret = read_secret(settings.agent_secret_file) if settings.agent_secret_file else None
+    except AgentSecretError:  # no host's own token can be worked out: their last polls say
+        secret = None
     keys = AgentKeys(settings.agent_token, secret)
 
     def look(host: HostRow) -> HostLook:
@@ -369,6 +372,7 @@ __all__ = [
     "guessed_speed",
     "local_timezone",
     "look_at_hosts",
+    "normalize_url",
     "open_database",
     "register_hosts",
     "starting_policy",

@@ -156,6 +156,10 @@ def test_init_without_hosts_or_a_path_says_what_to_give(env: dict[str, str]) -> 
     nothing = run_paika(["init"], env)
     assert nothing.exit_code == 1
     assert "No GPU host is registered yet" in nothing.stderr and "--host" in nothing.stderr
+    away = env | {"PAIKA_DATABASE_URL": "postgresql://paika:x@127.0.0.1:1/paika"}
+    unreachable = run_paika(["init", "--host", "gpu-01=https://gpu-01:8470"], away)
+    assert unreachable.exit_code == 2 and "cannot reach the database" in unreachable.stderr
+    assert "x@" not in unreachable.stderr  # the password is not shown
     bad = run_paika(["init", "--host", "gpu-01"], env)
     assert bad.exit_code == 2 and "is not NAME=URL" in bad.stderr
     no_such_team = run_paika(["init", "--team", 'bad"name'], env)
