@@ -18,7 +18,7 @@ from __future__ import annotations
 import io
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from functools import cache
 from zoneinfo import ZoneInfo
@@ -34,6 +34,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.transforms import Bbox
 
+from bot.digest.hosts import ABBREVIATED, HostLabels, ascii_name, host_labels
 from bot.i18n import Lang, catalogue, t
 from scheduler.digest.model import Digest, GpuRow, Planned, SegmentKind
 from scheduler.digest.timeline import MAX_ROWS
@@ -66,7 +67,8 @@ TIMELINE = "timeline"  # the gid of the timeline's axes
 # Row labels: the gap to the timeline, the margin at the picture's left edge, the smallest
 # size still readable.
 LABEL_PAD_PT, LABEL_MARGIN_PX, MIN_PT = 3.5, 8, 7.0
-ELLIPSIS = "…"
+# The shares of a row label's room (past "/gpuN ") a shortened GPU type may take, tried in turn.
+TYPE_SHARES = (0.8, 0.7, 0.6, 0.5)
 
 FONT = "DejaVu Sans"  # ships with matplotlib, so always there
 TITLE_PT, TEXT_PT, SMALL_PT = 26, 17, 15
@@ -132,6 +134,8 @@ CHART_WORDS = (
     "no_gpus",
     "no_samples",
     "planned_note",
+    "hosts_short",
+    "hosts_numbered",
 )
 
 # Agg and the font caches are shared by every figure in the process; the bot may draw
@@ -282,6 +286,9 @@ class _Drawing:
         # Thinner rows get smaller labels, in proportion, so neighbours do not touch.
         self.scale = row_px(len(self.rows)) / ROW_PX
         self.placed: list[Bbox] = []  # the job labels drawn so far, in pixels
+        # How the rows name the hosts and GPU types (set as the timeline is drawn).
+        self.hosts = HostLabels({})
+        self.types: dict[str, str] = {}
         self.renderer: RendererAgg | None = None
 
     # -- layout --------------------------------------------------------------------------
@@ -435,11 +442,7 @@ class _Drawing:
             return
         axes.set_yticks([i + 0.5 for i in range(len(rows))])
         font = self._text(self._row_pt())
-        hosts = self._host_names(font)
-        axes.set_yticklabels(
-            [f"{hosts[row.host]}/gpu{row.index} {row.gpu_type}" for row in rows],
-            fontproperties=font,
-        )
+        axes.set_yticklabels(self._row_labels(font), fontproperties=font)
         axes.tick_params(axis="y", length=0, pad=LABEL_PAD_PT)
         for i, row in enumerate(rows):
             self._row(axes, i, row)
@@ -463,17 +466,55 @@ class _Drawing:
     def _width(self, text: str, font: FontProperties) -> float:
         return self._size(text, font)[0]
 
-    def _host_names(self, font: FontProperties) -> dict[str, str]:
-        """Each host's name as its rows say it: whole where "host/gpuN TYPE" fits left of the
-        timeline, else shortened with an ellipsis (see `shorten_hosts`)."""
+    def _row_labels(self, font: FontProperties) -> list[str]:
+        """Each row's "host/gpuN TYPE", fitting left of the timeline with every host told
+        apart (see bot/digest/hosts.py). Where a GPU type's name leaves the hosts too little
+        room to keep their names' words whole, the types are shortened too (the utilization
+        legend names them), if the hosts then read better."""
         room = LEFT_PX - LABEL_MARGIN_PX - LABEL_PAD_PT * DPI / 72
+        kinds = sorted({row.gpu_type for row in self.rows})
+        found = self._host_labels(font, room, {kind: kind for kind in kinds})
+        if found.way >= ABBREVIATED:
+            # The longest type names under which the hosts keep whole words, down to half
+            # the room; else those under which they read best.
+            widest = max(self._width(f"/gpu{row.index} ", font) for row in self.rows)
+            for share in TYPE_SHARES:
+                short = host_labels(
+                    kinds,
+                    self._fits_in(font, share * (room - widest)),
+                    self._drawable,
+                    balanced=True,
+                )
+                better = self._host_labels(font, room, short.labels)
+                if not short.numbered and better.way < found.way:
+                    found, self.types = better, dict(short.labels)
+                if found.way < ABBREVIATED:
+                    break
+        self.hosts = found
+        return [
+            f"{found.labels[row.host]}/gpu{row.index} {self.types.get(row.gpu_type, row.gpu_type)}"
+            for row in self.rows
+        ]
+
+    def _host_labels(
+        self, font: FontProperties, room: float, kinds: Mapping[str, str]
+    ) -> HostLabels:
+        """The hosts' labels where each row ends in "/gpuN" and its type as `kinds` says it."""
         widest: dict[str, float] = {}
         for row in self.rows:
-            suffix = self._width(f"/gpu{row.index} {row.gpu_type}", font)
+            suffix = self._width(f"/gpu{row.index} {kinds[row.gpu_type]}", font)
             widest[row.host] = max(widest.get(row.host, 0.0), suffix)
-        return shorten_hosts(
-            list(widest), lambda host, name: self._width(name, font) <= room - widest[host]
+        return host_labels(
+            list(widest),
+            lambda host, name: self._width(name, font) <= room - widest[host],
+            self._drawable,
         )
+
+    def _fits_in(self, font: FontProperties, width: float) -> Callable[[str, str], bool]:
+        return lambda _, label: self._width(label, font) <= width
+
+    def _drawable(self, text: str) -> bool:
+        return all(ord(char) in self.chars for char in text)
 
     def _row(self, axes: Axes, i: int, row: GpuRow) -> None:
         runs: dict[int, list[tuple[float, float, str]]] = {}
@@ -649,12 +690,40 @@ class _Drawing:
             borderaxespad=0.4,
         )
 
+    def _host_notes(self, room: float) -> list[str]:
+        """What a shortened host label stands for: one example (the others read alike), or
+        every number where the hosts are numbered, as far as `room` (pixels) allows."""
+        # A name the fonts cannot draw is said as the rows say it: in its ASCII form.
+        shortened = {
+            short: host if self._drawable(host) else ascii_name(host)
+            for short, host in self.hosts.shortened.items()
+        }
+        shortened = {short: whole for short, whole in shortened.items() if short != whole}
+        if not shortened:
+            return []
+        if not self.hosts.numbered:
+            short, whole = next(iter(shortened.items()))
+            return [self.words["hosts_short"].format(short=short, whole=whole)]
+        font = self._text(SMALL_PT)
+        room -= self._width(self.words["hosts_numbered"].format(hosts=""), font)
+        said = ""
+        for number, host in shortened.items():
+            more = f"{said}, {number} {host}" if said else f"{number} {host}"
+            if self._width(more + ", …", font) > room:
+                said += ", …"
+                break
+            said = more
+        return [self.words["hosts_numbered"].format(hosts=said)]
+
     def _footnotes(self, figure: Figure, height: float) -> None:
         notes: list[str] = []
         if self.hidden > 0:
             notes.append(self.words["more_gpus"].format(n=self.hidden))
         if any(p.rows for p in self.timeline.planned):
             notes.append(self.words["planned_note"])
+        font = self._text(SMALL_PT)
+        used = self._width("   ·   ".join([*notes, ""]), font) if notes else 0.0
+        notes += self._host_notes(WIDTH_PX - 40 - used)
         if notes:
             figure.text(
                 20 / WIDTH_PX,
@@ -664,38 +733,3 @@ class _Drawing:
                 color="#505050",
                 fontproperties=self._text(SMALL_PT),
             )
-
-
-def shorten_hosts(hosts: Sequence[str], fits: Callable[[str, str], bool]) -> dict[str, str]:
-    """Each host's name as it fits (`fits(host, name)`), still telling the hosts apart:
-    whole; else its first DNS label with an ellipsis for the domain ("gpu-07.cluster.example"
-    -> "gpu-07…"); else an ellipsis and as much of that label's end as fits, where names in
-    a rack differ ("…rack12-slot07"); else its start and end around an ellipsis. A short
-    name that another host's name would shorten to as well is passed over."""
-    names: dict[str, str] = {}
-    for host in hosts:
-        first = host.split(".", 1)[0]
-        ways = [host, first + ELLIPSIS]
-        ways += [ELLIPSIS + first[-keep:] for keep in range(len(first) - 1, 0, -1)]
-        ways += [
-            first[: keep // 2] + ELLIPSIS + first[len(first) - keep + keep // 2 :]
-            for keep in range(len(first) - 1, 1, -1)
-        ]
-        fitting = [name for name in ways if fits(host, name)]
-        others = [other for other in hosts if other != host]
-        names[host] = next(
-            (name for name in fitting if not any(_stands_for(name, o) for o in others)),
-            fitting[-1] if fitting else ELLIPSIS,
-        )
-    return names
-
-
-def _stands_for(name: str, host: str) -> bool:
-    """Whether `name` could be read as `host` (whole, or shortened around its ellipsis)."""
-    if ELLIPSIS not in name:
-        return name == host
-    head, tail = name.split(ELLIPSIS, 1)
-    return any(
-        len(whole) >= len(head) + len(tail) and whole.startswith(head) and whole.endswith(tail)
-        for whole in (host, host.split(".", 1)[0])
-    )

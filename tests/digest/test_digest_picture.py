@@ -37,11 +37,11 @@ from world import (
 )
 
 from bot.digest import picture
+from bot.digest.hosts import ELLIPSIS, host_labels
 from bot.digest.picture import (
     AXIS_PX,
     BOTTOM_PX,
     DOWN,
-    ELLIPSIS,
     GAP_PX,
     IDLE,
     JOB_COLOURS,
@@ -54,7 +54,6 @@ from bot.digest.picture import (
     draw,
     gantt_px,
     render_png,
-    shorten_hosts,
 )
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
@@ -325,19 +324,37 @@ def wide_day_renamed(digest: Digest) -> Digest:
     return dataclasses.replace(digest, timeline=dataclasses.replace(digest.timeline, rows=rows))
 
 
-def test_shortened_host_names_keep_their_domain_cut_or_their_end_and_differ() -> None:
+def test_shortened_host_names_keep_their_domain_cut_or_what_tells_them_apart() -> None:
     def room(chars: int) -> Callable[[str, str], bool]:
         return lambda host, name: len(name) <= chars
 
+    def labels(hosts: list[str], chars: int) -> dict[str, str]:
+        found = host_labels(hosts, room(chars))
+        assert not found.numbered
+        return dict(found.labels)
+
     hosts = ["gpu-node-rack12-slot07.cluster.example", "gpu-node-rack12-slot08.cluster.example"]
-    assert shorten_hosts(hosts, room(60)) == {host: host for host in hosts}
-    assert shorten_hosts(hosts, room(24))[hosts[0]] == "gpu-node-rack12-slot07…"
-    assert shorten_hosts(hosts, room(9)) == {hosts[0]: "…2-slot07", hosts[1]: "…2-slot08"}
+    assert labels(hosts, 60) == {host: host for host in hosts}
+    assert labels(hosts, 24)[hosts[0]] == "gpu-node-rack12-slot07…"
+    # What both share is left out, cut where a word of the name begins.
+    assert labels(hosts, 9) == {hosts[0]: "…slot07", hosts[1]: "…slot08"}
+    assert labels(hosts, 3) == {hosts[0]: "…07", hosts[1]: "…08"}
     # Names that differ only at their start keep it rather than share an ending.
     twins = ["east-gpu-node-0001", "west-gpu-node-0001"]
-    assert shorten_hosts(twins, room(10)) == {twins[0]: "east…-0001", twins[1]: "west…-0001"}
-    # Nothing fits: still something, never a crash.
-    assert shorten_hosts(["a-very-long-name"], room(0)) == {"a-very-long-name": ELLIPSIS}
+    assert labels(twins, 10) == {twins[0]: "east…", twins[1]: "west…"}
+    # Twelve nodes: never "…1" for both gpu-node-01 and gpu-node-11.
+    nodes = [f"gpu-node-{n:02d}" for n in range(1, 13)]
+    assert labels(nodes, 3) == {host: f"…{host[-2:]}" for host in nodes}
+    # Names in another script, where its characters can be drawn…
+    cjk = ["训练节点-01", "训练节点-02", "推理节点-01"]
+    assert labels(cjk, 5) == {cjk[0]: "训…-01", cjk[1]: "…点-02", cjk[2]: "推…-01"}
+    # …and where they cannot: the name DNS knows, never boxes, still two names.
+    ascii_only = host_labels(cjk, room(40), drawable=str.isascii).labels
+    assert all(label.isascii() for label in ascii_only.values())
+    assert len(set(ascii_only.values())) == 3
+    # No room to tell them apart: numbered, for the legend under the picture.
+    assert host_labels(nodes, room(2)).numbered
+    assert host_labels(["a-very-long-name"], room(0)).labels == {"a-very-long-name": "H1"}
 
 
 def test_planned_labels_are_never_drawn_over_each_other(wide_day: Digest) -> None:
@@ -360,3 +377,60 @@ def test_planned_labels_are_never_drawn_over_each_other(wide_day: Digest) -> Non
     # And each label stays inside the timeline.
     frame = axes.get_window_extent()
     assert all(frame.x0 <= box.x0 and box.x1 <= frame.x1 for box in boxes)
+
+
+# -- host names of any length ------------------------------------------------------------
+
+NODES = tuple(f"gpu-node-{n:02d}" for n in range(1, 13))
+LONG = ("very-long-cluster-name-a100-rack3-node-01", "very-long-cluster-name-a100-rack3-node-02")
+CJK = ("训练节点-01", "训练节点-02", "推理节点-01", "推理节点-02")
+DOMAINS = tuple(f"gpu-node-{n:02d}.cluster.example.com" for n in range(1, 13))
+
+
+def on_hosts(digest: Digest, hosts: tuple[str, ...], per_host: int, gpu_type: str) -> Digest:
+    """The digest's first row copied onto `per_host` cards of each of `hosts`."""
+    first = digest.timeline.rows[0]
+    rows = tuple(
+        dataclasses.replace(first, host=host, index=index, gpu_type=gpu_type)
+        for host in hosts
+        for index in range(per_host)
+    )
+    timeline = dataclasses.replace(digest.timeline, rows=rows, planned=(), more_gpus=0)
+    return dataclasses.replace(digest, timeline=timeline)
+
+
+@pytest.mark.parametrize("hosts", [NODES, LONG, CJK, DOMAINS], ids=["nodes", "long", "cjk", "fqdn"])
+@pytest.mark.parametrize(
+    ("per_host", "gpu_type"),
+    [(1, "A100-80GB"), (8, "A100-SXM4-80GB"), (2, "RTX-6000-Ada-48GB")],
+    ids=["one-card", "eight-cards", "long-type"],
+)
+def test_host_labels_are_distinct_readable_and_fit_at_any_name_length(
+    big_day: Digest, hosts: tuple[str, ...], per_host: int, gpu_type: str
+) -> None:
+    figure = draw(on_hosts(big_day, hosts, per_host, gpu_type), "en")
+    axes = timeline_axes(figure)
+    labels = axes.get_yticklabels()
+    assert len(labels) == len(hosts) * per_host
+    left_of_timeline = axes.get_window_extent().x0
+    for label, box in zip(labels, extents(labels, figure), strict=True):
+        assert box.x0 >= 0 and box.x1 <= left_of_timeline, label.get_text()
+        # The GPU type whole, or where it leaves the host too little room, around an ellipsis.
+        kind = label.get_text().rsplit(" ", 1)[1]
+        head, _, tail = kind.partition(ELLIPSIS)
+        assert kind == gpu_type or (gpu_type.startswith(head) and gpu_type.endswith(tail)), kind
+    said = [label.get_text().rsplit("/gpu", 1)[0] for label in labels]
+    cjk = picture._cjk()
+    drawable = picture._drawable_chars(cjk[1] if cjk else None)
+    by_host = {host: said[n * per_host] for n, host in enumerate(hosts)}
+    assert len(set(by_host.values())) == len(hosts), by_host  # pairwise distinct
+    for host, name in by_host.items():
+        assert all(
+            said[n * per_host + i] == name for i in range(per_host) for n in [hosts.index(host)]
+        )
+        # Readable: the part that tells it from the others is there, not cut to "g…1".
+        if host.isascii():
+            number = host.split(".")[0].rsplit("-", 1)[1]
+            assert number in name and len(name.strip(ELLIPSIS)) >= len(number), by_host
+        # Drawn, not boxes: every character is one the picture's fonts have.
+        assert all(ord(char) in drawable for char in name), name
