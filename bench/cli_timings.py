@@ -14,7 +14,8 @@ interpreter's environment): `cmd help`, `cmd --user U queue`, `cmd --user U stat
 median and the fastest wall time, its exit status, how many modules it imported, and which of
 the heavy packages the console should not need it loaded (matplotlib, slack_sdk, slack_bolt,
 alembic, httpx, boto3). Goals (issue 29): `paika cmd` <= 0.5 s, `paika digest --print`
-<= 1 s.
+<= 1 s. Then `paika up` runs on the same data dir and the `paika cmd` rows are timed again,
+answered through its console socket (bot/console_socket.py).
 
 Python writes no bytecode when PYTHONDONTWRITEBYTECODE is set, so every process compiles
 every module again and each figure is about twice what an installed paika takes: run it as
@@ -33,12 +34,16 @@ import compileall
 import json
 import os
 import shutil
+import signal
+import socket
 import statistics
 import subprocess
 import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 from sqlmodel import Session, select  # noqa: E402
 
+from bot.console_socket import SOCKET_NAME  # noqa: E402
 from scheduler.agent.app import build_app  # noqa: E402
 from scheduler.agent.jobs import JobStore  # noqa: E402
 from scheduler.agent.simulated import SimulatedReader  # noqa: E402
@@ -203,6 +209,41 @@ def measure(args: list[str], env: dict[str, str], repeat: int) -> dict[str, Any]
     }
 
 
+def print_row(name: str, row: dict[str, Any]) -> None:
+    print(
+        f"{name:<30}{row['median_s']:>10.3f}{row['min_s']:>8.3f}"
+        f"{','.join(map(str, row['exit'])):>6}{row['modules']:>9}  "
+        f"{', '.join(row['heavy']) or '-'}"
+    )
+
+
+@contextmanager
+def running_service(env: dict[str, str], folder: Path) -> Iterator[Path]:
+    """`paika up` on the bench's data dir (console mode; its hosts' agents are gone, which
+    it logs), until its console socket answers; stopped after."""
+    with socket.socket() as probe:  # a free port for its /metrics
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    path = Path(env["PAIKA_DATA_DIR"]) / SOCKET_NAME
+    with (folder / "paika-up.log").open("w") as sink:
+        up = subprocess.Popen(
+            [*paika_script(), "up"],
+            env={**env, "PAIKA_HTTP_PORT": str(port)},
+            stdout=sink,
+            stderr=sink,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not path.is_socket():
+            if up.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError((folder / "paika-up.log").read_text())
+            time.sleep(0.1)
+        yield path
+    finally:
+        up.send_signal(signal.SIGINT)
+        up.wait(timeout=60)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
@@ -232,15 +273,16 @@ def main() -> int:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PAIKA_")}
         env |= {"PAIKA_DATA_DIR": str(data), "PAIKA_ADMINS": ADMIN, "PAIKA_AGENT_TOKEN": TOKEN}
         figures: dict[str, Any] = {}
-        print(f"{'command':<22}{'median s':>10}{'min s':>8}{'exit':>6}{'modules':>9}  heavy loaded")
+        print(f"{'command':<30}{'median s':>10}{'min s':>8}{'exit':>6}{'modules':>9}  heavy loaded")
         for name, argv in commands(job_id, folder / "digest.png").items():
             figures[name] = measure(argv, env, args.repeat)
-            row = figures[name]
-            print(
-                f"{name:<22}{row['median_s']:>10.3f}{row['min_s']:>8.3f}"
-                f"{','.join(map(str, row['exit'])):>6}{row['modules']:>9}  "
-                f"{', '.join(row['heavy']) or '-'}"
-            )
+            print_row(name, figures[name])
+        with running_service(env, folder) as socket_path:
+            print(f"through paika up (its socket {socket_path}):")
+            for name, argv in commands(job_id, folder / "digest.png").items():
+                if argv[0] == "cmd":
+                    figures[f"{name} (paika up)"] = row = measure(argv, env, args.repeat)
+                    print_row(f"{name} (paika up)", row)
         print(json.dumps({"repeat": args.repeat, "jobs": args.jobs, "commands": figures}))
     finally:
         if args.keep:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -31,6 +32,7 @@ from typer.models import CommandInfo
 if TYPE_CHECKING:
     from starlette.routing import Route
 
+    from bot.console_socket import ConsoleSocket
     from bot.runtime import SlackBot
     from scheduler.app import Paika
     from scheduler.archive.archiver import Archiver
@@ -154,9 +156,7 @@ def cmd(
     ] = None,
 ) -> None:
     """Run a /gpu command as USER and print the reply (exit status 1 on a user error)."""
-    from bot.console import render
     from bot.i18n import LANGUAGES
-    from scheduler.service.slack import chosen_language
 
     if lang is not None and lang not in LANGUAGES:
         typer.echo(f"paika cmd: --lang {lang} is not known; use en or zh.", err=True)
@@ -172,19 +172,74 @@ def cmd(
     user = (user or "").strip()
     _refuse_undecodable("--user", user, "a Slack member id, e.g. U012AB3CD")
     _refuse_undecodable("the command's text", text, 'text such as "queue mine"')
-    paika = _start()
+    ok, words = console_reply(_start(), text, user, lang)
+    typer.echo(words, err=not ok)
+    if not ok:
+        raise typer.Exit(1)
+
+
+def console_reply(paika: Paika, text: str, user: str | None, lang: str | None) -> tuple[bool, str]:
+    """What `paika cmd TEXT --user USER --lang LANG` prints, and whether the command went
+    well: run in this process, or by `paika up` for a `paika cmd` through its socket."""
+    from bot.console import render
+    from scheduler.service.slack import chosen_language
+
+    user = (user or "").strip()
     if not user:  # help for no one in particular: an admin's, so every command is listed
         user = min(paika.admins, default=HELP_READER)
     reply = paika.run(text, user)
-    # The reply's text is English; say it again in the reader's language when that differs.
+    # In the reader's language (the reply's own text is English, in the words of whichever
+    # face started this paika).
     said = lang or chosen_language(paika.engine, user) or "en"
     result = reply.result if reply.ok else reply.error
-    words = (
-        reply.text if said == "en" or result is None else render(result, paika.policy.zone, said)
-    )
-    typer.echo(words, err=not reply.ok)
-    if not reply.ok:
-        raise typer.Exit(1)
+    words = reply.text if result is None else render(result, paika.policy.zone, said)
+    return reply.ok, words
+
+
+def _cmd_through_service(args: list[str]) -> bool:
+    """`paika cmd ARGS` answered by the running `paika up` on its socket, printed as in
+    process; False when no service took it (or the arguments are for typer to read)."""
+    from bot.console_socket import NotAnswered, ask, parse_cmd, settings_digest, socket_path
+
+    parsed = parse_cmd(args)
+    if parsed is None:
+        return False
+    text, user, lang = parsed  # an unknown --lang: the service leaves it to typer's path
+    if user is None and text.split()[:1] != ["help"]:
+        return False
+    if not (_is_text(text) and _is_text(user or "")):
+        return False  # said in process, as it always is
+    cwd = os.getcwd()
+    try:
+        answer = ask(
+            socket_path(os.environ, cwd),
+            settings_digest(os.environ, cwd),
+            text,
+            user.strip() if user else None,
+            lang,
+        )
+    except NotAnswered as exc:
+        typer.echo(
+            f"paika cmd: paika up took the command but stopped before it answered ({exc}); it "
+            "may have been carried out: look (e.g. paika cmd queue) before running it again.",
+            err=True,
+        )
+        raise SystemExit(2) from None
+    if answer is None:
+        return False
+    ok, words = answer
+    typer.echo(words, err=not ok)
+    if not ok:
+        raise SystemExit(1)
+    return True
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # Words that only a job's own report has (`metric=` is both: a job reports `metric=loss:0.31`,
@@ -306,6 +361,7 @@ def up() -> None:
     )
     paika.on_change = periodic.courier.wake  # a command's notices go out at once
     periodic.start()
+    console = _open_console_socket(paika)
     slack = "Slack off (no SLACK_BOT_TOKEN)" if bot is None else f"Slack on {bot.where}"
     # Logged, not echoed: with PAIKA_LOG_FORMAT=json every line paika writes is JSON.
     log.info(
@@ -318,6 +374,8 @@ def up() -> None:
         archiver.where,
     )
     stopping.wait()
+    if console is not None:
+        console.close()
     periodic.stop()
     if bot is not None:
         bot.stop()
@@ -326,6 +384,20 @@ def up() -> None:
 
         stop_server(*ops)
     log.info("paika stopped.")
+
+
+def _open_console_socket(paika: Paika) -> ConsoleSocket | None:
+    """`paika cmd` answered here, on a socket in the data dir (bot/console_socket.py)."""
+    from bot.console_socket import ConsoleSocket, settings_digest, socket_path
+    from bot.i18n import LANGUAGES
+
+    cwd = os.getcwd()
+    path = socket_path(os.environ, cwd)
+    digest = settings_digest(os.environ, cwd)
+    console = ConsoleSocket.open(path, digest, partial(console_reply, paika), LANGUAGES)
+    if console is not None:
+        log.info("paika cmd is answered here, through %s", path)
+    return console
 
 
 def _open_archive(paika: Paika) -> Archiver:
@@ -831,6 +903,9 @@ SERVER_MODULES = frozenset(
 def main() -> None:
     """Console-script entry point."""
     try:
+        # `paika cmd` first asks the running paika up, which has everything loaded already.
+        if sys.argv[1:2] == ["cmd"] and _cmd_through_service(sys.argv[2:]):
+            return
         app()
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] not in SERVER_MODULES:
