@@ -33,6 +33,7 @@ from bot.blocks.report import (
 )
 from bot.blocks.why import story_header, story_lines
 from bot.i18n import DEFAULT, counted, language, t, term, wait_words, when
+from bot.reason_words import reason_words
 from bot.said import language_saved, listed, problem, say, template_fields
 from bot.usage import help_lines
 from scheduler.configs.results import ConfigChanged, ConfigDiff, ConfigHistory, ConfigShown
@@ -183,7 +184,8 @@ def _status(result: StatusResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     if where:
         lines.append(where)
     if job.state_reason and job.state in (JobState.CANCELLED, JobState.FAILED, JobState.PREEMPTED):
-        lines.append(t(lang, "console.status.reason", reason=job.state_reason))
+        reason = reason_words(lang, job.state_why, job.state_reason)
+        lines.append(t(lang, "console.status.reason", reason=reason))
     lines += [_bump_line(lang, bump) for bump in result.bumps]
     lines += _spent(lang, result)
     if result.estimates is not None:

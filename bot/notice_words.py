@@ -15,6 +15,7 @@ from typing import Any
 from bot.blocks.digest import notification
 from bot.blocks.job import preempt_reason
 from bot.i18n import counted, day, has, refusal_words, t, term
+from bot.reason_words import reason_words
 from scheduler.alerts.idle import ACTION_KIND, ASK_KIND
 from scheduler.alerts.overrun import KIND as OVERRUN_KIND
 from scheduler.alerts.quota import EXPIRY_KIND, USED_KIND
@@ -24,6 +25,7 @@ from scheduler.notices.approvals import DECISION_KIND, REQUEST_KIND
 from scheduler.notices.events import Event, EventCode, event_of
 from scheduler.notices.kinds import EVENT_KINDS, NoticeKind
 from scheduler.notices.outbox import Announcement
+from scheduler.reasons import reason_of
 
 Sentence = Callable[[str, Announcement], str]
 
@@ -191,7 +193,11 @@ def _bump_decided(lang: str, notice: Announcement) -> str:
     values.update(
         user=users([str(info.get("decided_by"))]),
         state=term(lang, "bump_state", str(info.get("state"))),
-        reason=info.get("decision_reason") or "",
+        reason=reason_words(
+            lang,
+            reason_of(info.get("decision_reason_code"), info.get("decision_reason_values")),
+            info.get("decision_reason"),
+        ),
     )
     key = "notice.bump.decided_reason" if values["reason"] else "notice.bump.decided"
     return t(lang, key, **values)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -36,7 +36,7 @@ from scheduler import holds, lifecycle
 from scheduler.clock import Clock
 from scheduler.config import PolicyConfig, Preemption
 from scheduler.configs.live import LivePolicy
-from scheduler.decision_log import DecisionLog, Outcome
+from scheduler.decision_log import DecisionLog, Outcome, weighed_detail
 from scheduler.dispatch import (
     AgentDispatcher,
     Dispatcher,
@@ -65,6 +65,7 @@ from scheduler.outputs import ReportLimits, mint_token
 from scheduler.policy.plan import Plan, Preempt, PreemptCode, Start
 from scheduler.policy.scheduler import could_act, schedule
 from scheduler.policy.snapshot import Snapshot
+from scheduler.reasons import Reason, ReasonCode
 from scheduler.snapshots import build_snapshot
 from storage.db import lost_race, session_scope
 from storage.models import ON_HOST_STATES, Allocation, Gpu, Host, Job, JobState, Match
@@ -508,21 +509,21 @@ class Cycle:
             self._hold(job_id, attempt, failure, now, result)
             return
         if failure.bad_order:
-            reason = f"its start was refused on {failure.host}: {failure.problem}"
             kind, code = EventKind.JOB_FAILED, EventCode.START_REFUSED
             said: dict[str, object] = {"host": failure.host, "problem": failure.problem}
             if failure.code is not None:  # the faces have words for it
                 said["dispatch"] = failure.code
+            reason = Reason(ReasonCode.START_REFUSED, dict(said))
 
             def change(session: Session, job: Job) -> None:
                 requeue_or_finish(session, job, now, reason, fail=True)
         else:
-            reason = f"start failed on {failure.host}: {failure.problem}"
             unsent = not failure.reached  # the host never saw it: the attempt is given back
             kind, code = EventKind.JOB_REQUEUED, EventCode.START_FAILED
             said = {"host": failure.host, "problem": failure.problem}
             if failure.code is not None:
                 said["dispatch"] = failure.code
+            reason = Reason(ReasonCode.START_FAILED, dict(said))
 
             def change(session: Session, job: Job) -> None:
                 requeue_or_finish(session, job, now, reason, unsent=unsent)
@@ -548,12 +549,12 @@ class Cycle:
         """The host refuses the job for good (its agent's 403): the job goes back in line, its
         attempt counted, held off that host until something changes (scheduler/holds.py);
         its owner and the admins are told once."""
-        reason = f"held off {failure.host}, which refuses to start it: {failure.problem}"
         said: dict[str, object] = {
             "host": failure.host,
             "refusal": (failure.refusal or "other"),
             "problem": failure.problem,
         }
+        reason = Reason(ReasonCode.START_HELD, dict(said))
         told: list[bool] = []
 
         def change(session: Session, job: Job) -> None:
@@ -652,10 +653,10 @@ class Cycle:
             )
             session.add(allocation)
         if job.state == JobState.PREEMPTED:
-            lifecycle.move(session, job, JobState.QUEUED, at=now, actor=ACTOR, reason="requeued")
-        lifecycle.move(
-            session, job, JobState.RUNNING, at=now, actor=ACTOR, reason=start.match.reason
-        )
+            requeued = Reason(ReasonCode.REQUEUED)
+            lifecycle.move(session, job, JobState.QUEUED, at=now, actor=ACTOR, reason=requeued)
+        why = start.match.why or start.match.reason
+        lifecycle.move(session, job, JobState.RUNNING, at=now, actor=ACTOR, reason=why)
         job.attempts += 1
         # The new run's own secret for its reports: one run's token is never another's.
         job.report_token = mint_token()
@@ -667,8 +668,10 @@ class Cycle:
                 job_id=job.id or 0,
                 at=now,
                 chosen_type=start.gpu_type,
-                alternatives=[asdict(a) for a in start.match.alternatives],
+                alternatives=[weighed_detail(a) for a in start.match.alternatives],
                 reason=start.match.reason,
+                reason_code=start.match.why.code.value if start.match.why else None,
+                reason_values=start.match.why.stored_values() if start.match.why else None,
             )
         )
         audit.record(

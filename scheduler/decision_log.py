@@ -30,8 +30,9 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from scheduler.policy.plan import Plan, Preempt, Reserved, Start, Wait, WaitCode
+from scheduler.policy.plan import Alternative, Plan, Preempt, Reserved, Start, Wait, WaitCode
 from scheduler.policy.snapshot import Snapshot
+from scheduler.reasons import Reason, reason_of
 from storage.db import session_scope
 from storage.models import JobState
 from storage.queries import decisions as decision_queries
@@ -273,17 +274,43 @@ def start_detail(start: Start, attempt: int) -> dict[str, Any]:
         "attempt": attempt,
         "match": {
             "chosen": match.chosen,
-            "alternatives": [
-                {
-                    "gpu_type": alt.gpu_type,
-                    "price_per_gpu_hour": alt.price_per_gpu_hour,
-                    "verdict": alt.verdict,
-                }
-                for alt in match.alternatives
-            ],
+            "alternatives": [weighed_detail(alt, waited=False) for alt in match.alternatives],
             "reason": match.reason,
+            **_coded("reason", match.why),
         },
     }
+
+
+def weighed_detail(alt: Alternative, *, waited: bool = True) -> dict[str, Any]:
+    """A type weighed at a match as JSON (a start's line, the matches table): its verdict in
+    English and as a code with its values; `waited`: with how long it would have waited."""
+    said: dict[str, Any] = {
+        "gpu_type": alt.gpu_type,
+        "price_per_gpu_hour": alt.price_per_gpu_hour,
+        "verdict": alt.verdict,
+    }
+    if waited:
+        said["wait_s"] = alt.wait_s
+    return said | _coded("verdict", alt.verdict_why)
+
+
+def weighed_of(said: Mapping[str, Any]) -> Alternative:
+    """A type weighed at a match, read back from its JSON (older rows: no code, no wait)."""
+    wait = said.get("wait_s")
+    return Alternative(
+        str(said.get("gpu_type", "")),
+        float(said.get("price_per_gpu_hour") or 0.0),
+        str(said.get("verdict", "")),
+        float(wait) if wait is not None else None,
+        reason_of(said.get("verdict_code"), said.get("verdict_values")),
+    )
+
+
+def _coded(name: str, why: Reason | None) -> dict[str, Any]:
+    """A reason's code and values under `name`_code and `name`_values (nothing for none)."""
+    if why is None:
+        return {}
+    return {f"{name}_code": why.code.value, f"{name}_values": why.stored_values()}
 
 
 def _preemptions(preemptions: Iterable[Preempt], outcome: Outcome) -> list[dict[str, Any]]:

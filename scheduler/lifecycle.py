@@ -16,6 +16,7 @@ from datetime import datetime
 from sqlmodel import Session
 
 from scheduler.errors import IllegalTransition
+from scheduler.reasons import Reason, english_of
 from storage.models import Job, JobEvent, JobState
 from storage.queries import jobs as job_queries
 
@@ -47,10 +48,26 @@ def check_move(job: Job, wanted: str) -> None:
 
 
 def move(
-    session: Session, job: Job, wanted: str, *, at: datetime, actor: str, reason: str | None = None
+    session: Session,
+    job: Job,
+    wanted: str,
+    *,
+    at: datetime,
+    actor: str,
+    reason: str | Reason | None = None,
 ) -> JobEvent:
-    """Move a job to `wanted`, recording the change in its history."""
+    """Move a job to `wanted`, recording the change in its history. A reason given as a code
+    is kept as its English text and as the code with its values, for the faces to say in
+    each reader's language; words a person typed are kept as typed."""
     check_move(job, wanted)
+    coded = reason if isinstance(reason, Reason) else None
     return job_queries.set_state(
-        session=session, job=job, to=wanted, at=at, actor=actor, reason=reason
+        session=session,
+        job=job,
+        to=wanted,
+        at=at,
+        actor=actor,
+        reason=english_of(reason),
+        code=coded.code.value if coded is not None else None,
+        values=coded.stored_values() if coded is not None else None,
     )

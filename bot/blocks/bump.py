@@ -22,6 +22,7 @@ from bot.blocks.common import (
 from bot.blocks.ids import BUMP_ACTIONS, BUMP_APPROVE, BUMP_DENY
 from bot.blocks.job import data, gpu_hours, labelled_inline, needs, priority, ref
 from bot.i18n import t, term, when
+from bot.reason_words import reason_words
 from scheduler.service.jobs import JobView
 from scheduler.service.records import BumpRecord, BumpState
 
@@ -63,9 +64,8 @@ def bump_decided(request: BumpRecord, view: JobView, lang: str, zone: ZoneInfo) 
     else:
         outcome = ":hourglass_flowing_sand: " + t(lang, "bump.undecided")
     if request.decision_reason and request.state != BumpState.APPROVED:
-        outcome += "\n" + t(
-            lang, "bump.decision_reason", reason=mrkdwn_escape(request.decision_reason)
-        )
+        reason = reason_words(lang, request.decision_why, request.decision_reason)
+        outcome += "\n" + t(lang, "bump.decision_reason", reason=mrkdwn_escape(reason))
     state = term(lang, "bump_state", request.state)
     text = f"{_title(request, view, lang)} — {state}"
     return Message(text, [*_about(request, view, lang), section(outcome)])

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 from bot.blocks.common import Message, escape_keeping_mentions, header, listing, mention
 from bot.i18n import counted, t, term, when
+from bot.reason_words import reason_words
 from scheduler.service.estimates import EstimatesReport
 from scheduler.service.matches import MatchesReport, MatchReview, Weighed
 from scheduler.snapshots import EstimateRecord
@@ -43,7 +44,7 @@ def review_lines(lang: str, result: MatchReview, zone: ZoneInfo) -> list[str]:
         "match.chosen",
         gpu_type=result.chosen,
         at=when(lang, result.matched_at, zone),
-        reason=result.reason or "-",
+        reason=reason_words(lang, result.reason_why, result.reason) or "-",
     )
     lines.append(chosen)
     if result.attempts > 1:
@@ -76,7 +77,7 @@ def _weighed(lang: str, weighed: Weighed) -> str:
     values = {
         "gpu_type": weighed.gpu_type,
         "price": weighed.price_per_gpu_hour,
-        "verdict": weighed.verdict,
+        "verdict": reason_words(lang, weighed.verdict_why, weighed.verdict),
     }
     if weighed.wait_minutes is None:
         return t(lang, "match.alternative", **values)

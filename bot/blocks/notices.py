@@ -9,6 +9,7 @@ from bot.blocks.common import Message, code, context, fit, mention, mrkdwn_escap
 from bot.blocks.job import priority, ref
 from bot.i18n import t, term, when
 from bot.notice_words import sentence
+from bot.reason_words import reason_words
 from scheduler.notices.events import EventKind, event_of
 from scheduler.notices.outbox import Announcement
 from scheduler.service.bumps import DecisionResult
@@ -87,8 +88,7 @@ def bump_decision_dm(result: DecisionResult, lang: str) -> Message:
             lang, "dm.bump_other", state=term(lang, "bump_state", request.state), **params
         )
     if request.decision_reason:
-        text += "\n" + t(
-            lang, "bump.decision_reason", reason=mrkdwn_escape(request.decision_reason)
-        )
+        reason = reason_words(lang, request.decision_why, request.decision_reason)
+        text += "\n" + t(lang, "bump.decision_reason", reason=mrkdwn_escape(reason))
     blocks = [section(text)]
     return Message(fit(text.splitlines()[0], 300), blocks)

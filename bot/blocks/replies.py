@@ -61,6 +61,7 @@ from bot.blocks.report import report_message
 from bot.blocks.why import why_message
 from bot.console import cards_on_hosts, render, spec_line
 from bot.i18n import counted, t, term, when
+from bot.reason_words import reason_words
 from bot.said import language_saved, listed, say
 from scheduler.configs.results import ConfigChanged, ConfigDiff, ConfigHistory, ConfigShown
 from scheduler.grammar import Help
@@ -249,7 +250,7 @@ def _status(result: StatusResult, lang: str, zone: ZoneInfo, now: datetime) -> M
     if view.wait is not None:
         blocks.append(section(wait_detail(lang, view.wait, zone, now)))
     if job.state_reason and job.state in (JobState.CANCELLED, JobState.FAILED, JobState.PREEMPTED):
-        reason = mrkdwn_escape(job.state_reason)
+        reason = mrkdwn_escape(reason_words(lang, job.state_why, job.state_reason))
         blocks.append(section(labelled_inline(lang, t(lang, "label.reason"), reason)))
     facts = [_bump_line(lang, bump) for bump in result.bumps]
     if result.ledger:
@@ -304,7 +305,11 @@ def _history(result: StatusResult, lang: str, zone: ZoneInfo) -> list[Block]:
     earlier = len(events) - len(recent)
     lines = [
         f"{when(lang, event.at, zone)} · {state(lang, event.to_state)}"
-        + (f" — {mrkdwn_escape(event.reason)}" if event.reason else "")
+        + (
+            f" — {mrkdwn_escape(reason_words(lang, event.why, event.reason))}"
+            if event.reason
+            else ""
+        )
         for event in recent
     ]
     if earlier:

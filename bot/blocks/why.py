@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 from bot.blocks.common import MESSAGE_BLOCKS, Message, header, listing, mention, mrkdwn_escape
 from bot.blocks.job import preempt_reason, priority, state
 from bot.i18n import counted, t, wait_words, when
+from bot.reason_words import reason_words
 from scheduler.policy.plan import PreemptCode, WaitCode
 from scheduler.service.why import Step, StoryStep, WhyResult
 
@@ -114,12 +115,17 @@ def _what(
             gpus=step.gpus,
             gpu_type=escape(step.gpu_type or ""),
             attempt=step.attempt,
-            reason=escape(step.reason or ""),
+            reason=escape(reason_words(lang, step.why, step.reason)),
         )
         if not step.alternatives:
             return started
         weighed = ", ".join(
-            t(lang, "why.step.alternative", gpu_type=escape(a.gpu_type), verdict=escape(a.verdict))
+            t(
+                lang,
+                "why.step.alternative",
+                gpu_type=escape(a.gpu_type),
+                verdict=escape(reason_words(lang, a.verdict_why, a.verdict)),
+            )
             for a in step.alternatives
         )
         return f"{started}; {t(lang, 'why.step.weighed', alternatives=weighed)}"
@@ -144,7 +150,8 @@ def _what(
         else t(lang, "why.step.changed", state=said)
     )
     if step.reason:
-        what = t(lang, "why.step.because", what=what, reason=escape(step.reason))
+        reason = reason_words(lang, step.why, step.reason)
+        what = t(lang, "why.step.because", what=what, reason=escape(reason))
     return what
 
 

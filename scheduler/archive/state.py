@@ -46,6 +46,7 @@ from scheduler.collector import collector_paused
 from scheduler.config import PolicyConfig
 from scheduler.errors import Conflict, Problem, UserError
 from scheduler.policy.plan import Wait, WaitCode
+from scheduler.reasons import Reason, ReasonCode
 from storage.db import session_scope
 from storage.models import (
     ON_HOST_STATES,
@@ -72,9 +73,7 @@ Document = dict[str, Any]
 # Who a restore is recorded as in the audit trail (no person made the rows).
 RESTORER = "paika-restore"
 # The history's reason for a waiting job the archive kept without its command as written.
-RESTORED_WITHOUT_COMMAND = (
-    "cancelled at restore: the archive kept its command masked (archive.commands); submit it again"
-)
+RESTORED_WITHOUT_COMMAND = Reason(ReasonCode.RESTORED_WITHOUT_COMMAND).english()
 # What changes at every write though the state did not (see content_digest).
 PER_WRITE = ("taken_at", "etas", "polls")
 # A wait: its reason (code, the numbers and names it gives) and place, apart from its ETA
@@ -210,10 +209,15 @@ def _without_their_commands(
                     "to_state": JobState.CANCELLED,
                     "actor": RESTORER,
                     "reason": RESTORED_WITHOUT_COMMAND,
+                    "reason_code": ReasonCode.RESTORED_WITHOUT_COMMAND.value,
                 }
             )
             job = {**job, "state": JobState.CANCELLED, "ended_at": stamp}
             job["state_reason"] = RESTORED_WITHOUT_COMMAND
+            # Its reason is this one now, not the one the snapshot held (an older snapshot
+            # has neither column: the restore fills them in as none).
+            job["state_reason_code"] = ReasonCode.RESTORED_WITHOUT_COMMAND.value
+            job["state_reason_values"] = None
         out.append(job)
     return out, events
 

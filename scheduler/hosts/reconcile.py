@@ -51,6 +51,7 @@ from scheduler.outputs import (
     take_file_lines,
 )
 from scheduler.policy.plan import PreemptCode
+from scheduler.reasons import Reason, ReasonCode, because
 from storage.db import lost_race, session_scope
 from storage.models import ON_HOST_STATES, Allocation, Job, JobState, LedgerEntry
 from storage.queries import audit
@@ -73,31 +74,32 @@ ENDING_STOP_GRACE_S = 30.0
 # Requeued: the job goes back to the queue (an idle-class job stopped for core work, a job
 # that checkpoints and resumes stopped for core or much shorter work, or a job whose GPUs sat
 # idle); ended: the job ends in that state.
-REQUEUED_STOPS = {"preempt": "for core work", "reclaim": "its GPUs sat idle"}
+R = ReasonCode
+REQUEUED_STOPS = {"preempt": Reason(R.FOR_CORE_WORK), "reclaim": Reason(R.GPUS_SAT_IDLE)}
 PREEMPT_ACTION = "job.preempt"  # the audit record of a preemption: its code and for_job
-# Why a preempted job was stopped, in the English its history keeps.
+# Why a preempted job was stopped, as the reason its history keeps (with for_job).
 _PREEMPTED_FOR = {
-    PreemptCode.IDLE_FOR_CORE: "preempted for core job #{for_job}",
-    PreemptCode.FOR_CORE: "preempted for core job #{for_job}",
-    PreemptCode.FOR_SHORTER: "preempted for shorter job #{for_job}",
-    PreemptCode.FOR_STARVING: "preempted for job #{for_job}, waiting past the backstop",
+    PreemptCode.IDLE_FOR_CORE: R.PREEMPTED_FOR_CORE,
+    PreemptCode.FOR_CORE: R.PREEMPTED_FOR_CORE,
+    PreemptCode.FOR_SHORTER: R.PREEMPTED_FOR_SHORTER,
+    PreemptCode.FOR_STARVING: R.PREEMPTED_FOR_STARVING,
 }
 ENDING_STOPS = {
-    "cancel": (JobState.CANCELLED, "cancelled"),
-    "release": (JobState.CANCELLED, "released: its GPUs sat idle"),
-    "done": (JobState.SUCCEEDED, "marked done"),
-    "estimate_limit": (JobState.CANCELLED, "stopped: ran past its estimate's hard limit"),
+    "cancel": (JobState.CANCELLED, Reason(R.CANCELLED)),
+    "release": (JobState.CANCELLED, Reason(R.RELEASED_IDLE)),
+    "done": (JobState.SUCCEEDED, Reason(R.MARKED_DONE)),
+    "estimate_limit": (JobState.CANCELLED, Reason(R.ESTIMATE_LIMIT)),
 }
 
 
-# Why a run is gone, in the English its job's history keeps (the notice carries the code).
+# Why a run is gone, as the reason its job's history keeps (the notice carries LostWhy).
 _LOST_WHY = {
-    LostWhy.NEVER_TOOK_START: "its host never took the start",
-    LostWhy.AGENT_LOST: "its host lost it (the agent restarted without it)",
-    LostWhy.HOST_GAVE_UP: "its host did not answer for {hours:g} h",
-    LostWhy.NODE_FAILED: "its Slurm node failed under it",
-    LostWhy.EXECUTOR_PREEMPTED: "Slurm preempted it",
-    LostWhy.PENDING_TOO_LONG: "Slurm kept it pending past {minutes:g} min{reason}",
+    LostWhy.NEVER_TOOK_START: R.NEVER_TOOK_START,
+    LostWhy.AGENT_LOST: R.AGENT_LOST,
+    LostWhy.HOST_GAVE_UP: R.HOST_GAVE_UP,  # hours
+    LostWhy.NODE_FAILED: R.NODE_FAILED,
+    LostWhy.EXECUTOR_PREEMPTED: R.EXECUTOR_PREEMPTED,
+    LostWhy.PENDING_TOO_LONG: R.PENDING_TOO_LONG,  # minutes (PENDING_TOO_LONG_SAID: + Slurm's)
 }
 # A run its executor ended for no fault of its own (by its state in lower case): it is lost,
 # and queued again as a new attempt, not failed.
@@ -503,12 +505,9 @@ def _contained(
         and now - _aware(job.stop_requested_at) >= timedelta(seconds=ENDING_STOP_GRACE_S)
     )
     if gone or overdue:
-        state, done = ENDING_STOPS.get(asked or "", (JobState.FAILED, ""))
-        why = (
-            f"{done} (it could not be settled: {what})"
-            if done
-            else f"it could not be settled: {what}"
-        )
+        state, done = ENDING_STOPS.get(asked or "", (JobState.FAILED, None))
+        unsettled = because(R.UNSETTLED, error=what)
+        why = because(R.ENDED_BECAUSE, done=done, why=unsettled) if done else unsettled
         if charge:
             _finish(session, policy, job, state, now, why)
         else:
@@ -565,9 +564,8 @@ def _settle(
 
 def _running(session: Session, job: Job, now: datetime, found: Reconciliation) -> None:
     if job.state == JobState.UNKNOWN:
-        lifecycle.move(
-            session, job, JobState.RUNNING, at=now, actor=ACTOR, reason="its host answers again"
-        )
+        answers = Reason(R.HOST_ANSWERS)
+        lifecycle.move(session, job, JobState.RUNNING, at=now, actor=ACTOR, reason=answers)
         found.events.append(_event(EventKind.JOB_RESUMED, EventCode.HOST_ANSWERS, job, now))
     elif job.confirmed_at is None:  # a start whose answer was lost: it did start
         found.events.append(_event(EventKind.JOB_STARTED, EventCode.START_CONFIRMED, job, now))
@@ -622,11 +620,17 @@ def _never_ran(
     doing. A job paika was asked to end (cancel, done) ends, never having run."""
     minutes = (known.pending_past_s or 0) / 60
     reason = known.pending_reason
-    why = _LOST_WHY[LostWhy.PENDING_TOO_LONG].format(
-        minutes=round(minutes, 1), reason=f" ({reason})" if reason else ""
+    why = (
+        because(R.PENDING_TOO_LONG_SAID, minutes=round(minutes, 1), slurm_reason=reason)
+        if reason
+        else because(R.PENDING_TOO_LONG, minutes=round(minutes, 1))
     )
     asked = job.stop_reason
-    said_why = f"stopped ({asked}) while {why}" if asked in ENDING_STOPS else f"requeued: {why}"
+    said_why = (
+        because(R.STOPPED_WHILE, stop=asked, why=why)
+        if asked in ENDING_STOPS
+        else because(R.REQUEUED_BECAUSE, why=why)
+    )
     state = requeue_or_finish(session, job, now, said_why)  # "…; it never ran" when it ends
     if state in PENDING:
         said = {"why": LostWhy.PENDING_TOO_LONG.value, "minutes": round(minutes, 1)}
@@ -662,7 +666,7 @@ def _silent(
         seconds=knobs.unknown_after_seconds
     ):
         minutes = silent_for.total_seconds() / 60
-        reason = f"its host has not answered for {minutes:.0f} min"
+        reason = because(R.HOST_SILENT, minutes=minutes)
         lifecycle.move(session, job, JobState.UNKNOWN, at=now, actor=ACTOR, reason=reason)
         found.events.append(
             _event(EventKind.JOB_UNKNOWN, EventCode.HOST_SILENT, job, now, minutes=round(minutes))
@@ -688,22 +692,23 @@ def _lost(
     attempt — failed only once it has been started `max_attempts` times (a start a host
     refused for good, which ran nothing, is not one of them: scheduler/holds.py)."""
     hours = policy.scheduler.hosts.give_up_after_hours
-    why = _LOST_WHY[lost].format(hours=hours)  # the job's history keeps the English reason
+    why = Reason(_LOST_WHY[lost], {"hours": hours} if lost is LostWhy.HOST_GAVE_UP else {})
     said = {"why": lost.value, "hours": hours}
     asked = job.stop_reason
     if asked in ENDING_STOPS:
         state, done = ENDING_STOPS[asked]
-        _finish(session, policy, job, state, now, f"{done} ({why})", until=last_seen)
+        ended = because(R.ENDED_BECAUSE, done=done, why=why)
+        _finish(session, policy, job, state, now, ended, until=last_seen)
         return
     started = job.attempts - hold_queries.count_of_job(session=session, job_id=job.id or 0)
     if asked not in REQUEUED_STOPS and started >= policy.scheduler.hosts.max_attempts:
-        reason = f"lost: {why}, after {started} attempts"
+        reason = because(R.LOST_AFTER_ATTEMPTS, why=why, attempts=started)
         _finish(session, policy, job, JobState.FAILED, now, reason, until=last_seen)
         found.events.append(
             _event(EventKind.JOB_LOST, EventCode.LOST, job, now, attempts=started, **said)
         )
         return
-    _requeue(session, policy, job, now, f"requeued: {why}", until=last_seen)
+    _requeue(session, policy, job, now, because(R.REQUEUED_BECAUSE, why=why), until=last_seen)
     found.events.append(_event(EventKind.JOB_REQUEUED, EventCode.LOST_REQUEUED, job, now, **said))
 
 
@@ -727,7 +732,8 @@ def _ended(
     )
     asked = job.stop_reason
     if not known.launched:  # its stop reached the host before its start: it never ran
-        state = requeue_or_finish(session, job, now, f"stopped ({asked}) before it started")
+        before = because(R.STOPPED_BEFORE_START, stop=asked)
+        state = requeue_or_finish(session, job, now, before)
         kind = EventKind.JOB_REQUEUED if state in PENDING else EventKind.JOB_FINISHED
         found.events.append(_event(kind, EventCode.STOPPED_UNSTARTED, job, now, state=str(state)))
         return
@@ -736,10 +742,10 @@ def _ended(
         return
     if asked in REQUEUED_STOPS:
         why = REQUEUED_STOPS[asked]
-        _finish(session, policy, job, JobState.PREEMPTED, now, f"stopped: {why}", until=until)
-        lifecycle.move(
-            session, job, back_in_line(job), at=now, actor=ACTOR, reason=f"requeued: {why}"
-        )
+        stopped = because(R.STOPPED_BECAUSE, why=why)
+        _finish(session, policy, job, JobState.PREEMPTED, now, stopped, until=until)
+        requeued = because(R.REQUEUED_BECAUSE, why=why)
+        lifecycle.move(session, job, back_in_line(job), at=now, actor=ACTOR, reason=requeued)
         found.events.append(
             _event(EventKind.JOB_PREEMPTED, EventCode.STOPPED_REQUEUED, job, now, stop=asked)
         )
@@ -751,15 +757,17 @@ def _ended(
         return
     job.exit_code = known.exit_code
     if known.state == "exited" and known.exit_code == 0 and reported_failed(session, job):
-        why = "exited with 0, but the job reported status=failed"
+        why = Reason(R.EXITED_REPORTED_FAILED)
         _finish(session, policy, job, JobState.FAILED, now, why, until=until)
         found.events.append(_event(EventKind.JOB_FAILED, EventCode.REPORTED_FAILED, job, now))
         return
     if known.state == "exited" and known.exit_code == 0:
-        _finish(session, policy, job, JobState.SUCCEEDED, now, "exited with 0", until=until)
+        _finish(session, policy, job, JobState.SUCCEEDED, now, Reason(R.EXITED_OK), until=until)
         found.events.append(_event(EventKind.JOB_FINISHED, EventCode.FINISHED, job, now))
         return
-    why = f"exited with {known.exit_code}" if known.state == "exited" else _killed(known)
+    why = (
+        because(R.EXITED, exit_code=known.exit_code) if known.state == "exited" else _killed(known)
+    )
     _finish(session, policy, job, JobState.FAILED, now, why, until=until)
     if known.state == "exited":
         event = _event(EventKind.JOB_FAILED, EventCode.FAILED, job, now, exit_code=known.exit_code)
@@ -771,11 +779,11 @@ def _ended(
     found.events.append(event)
 
 
-def _killed(known: AgentJobState) -> str:
-    """Why a killed run ended, in the English its job's history keeps."""
+def _killed(known: AgentJobState) -> Reason:
+    """Why a killed run ended, as the reason its job's history keeps."""
     if known.ended_by is None:
-        return "was killed on its host"
-    return f"ended by its executor: {known.ended_by.upper()}"
+        return Reason(R.KILLED)
+    return because(R.ENDED_BY_EXECUTOR, ended_by=known.ended_by.upper())
 
 
 def _preempted(
@@ -798,12 +806,14 @@ def _preempted(
     except ValueError:
         code = PreemptCode.IDLE_FOR_CORE
     for_job = detail.get("for_job")
-    why = _PREEMPTED_FOR[code].format(for_job=for_job) if for_job else REQUEUED_STOPS["preempt"]
+    why = because(_PREEMPTED_FOR[code], for_job=for_job) if for_job else REQUEUED_STOPS["preempt"]
     attempt = job.attempts
-    entries = _finish(session, policy, job, JobState.PREEMPTED, now, f"stopped: {why}", until=until)
+    stopped = because(R.STOPPED_BECAUSE, why=why)
+    entries = _finish(session, policy, job, JobState.PREEMPTED, now, stopped, until=until)
     lost = charge_lost(session, job, entries)
     job.preemptions += 1  # the job's row is versioned: a conditional update with the rest
-    lifecycle.move(session, job, back_in_line(job), at=now, actor=ACTOR, reason=f"requeued: {why}")
+    requeued = because(R.REQUEUED_BECAUSE, why=why)
+    lifecycle.move(session, job, back_in_line(job), at=now, actor=ACTOR, reason=requeued)
     said: dict[str, object] = {"stop": "preempt"}
     if job.preemptible:  # why, which run, and what it lost
         said.update(
@@ -832,7 +842,7 @@ def _requeue(
     policy: PolicyConfig,
     job: Job,
     now: datetime,
-    reason: str,
+    reason: Reason,
     *,
     until: datetime | None = None,
 ) -> None:
@@ -847,7 +857,7 @@ def _finish(
     job: Job,
     state: JobState,
     now: datetime,
-    reason: str,
+    reason: Reason,
     *,
     until: datetime | None = None,
 ) -> list[LedgerEntry]:
@@ -927,7 +937,7 @@ def requeue_or_finish(
     session: Session,
     job: Job,
     now: datetime,
-    reason: str,
+    reason: Reason,
     *,
     fail: bool = False,
     unsent: bool = False,
@@ -950,7 +960,8 @@ def requeue_or_finish(
     if asked in ENDING_STOPS:
         state = ENDING_STOPS[asked][0]
         state = JobState.CANCELLED if state == JobState.SUCCEEDED else state  # it never ran
-        lifecycle.move(session, job, state, at=now, actor=ACTOR, reason=f"{reason}; it never ran")
+        never_ran = because(R.NEVER_RAN, why=reason)
+        lifecycle.move(session, job, state, at=now, actor=ACTOR, reason=never_ran)
         return state
     back = back_in_line(job)
     lifecycle.move(session, job, back, at=now, actor=ACTOR, reason=reason)

@@ -46,6 +46,8 @@ def tell_requester(session: Any, request: BumpRequest, job: Job, now: datetime) 
                 "state": request.state,
                 "decided_by": request.decided_by,
                 "decision_reason": request.decision_reason,
+                "decision_reason_code": request.decision_reason_code,
+                "decision_reason_values": request.decision_reason_values,
             },
         ),
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from scheduler.reasons import Reason
+
 
 @dataclass(frozen=True, slots=True)
 class Alternative:
@@ -12,11 +14,13 @@ class Alternative:
 
     gpu_type: str
     price_per_gpu_hour: float
-    verdict: str
+    verdict: str  # in English, as logged and stored
     # An adequate cheaper type passed over for want of free GPUs: how long the job would have
     # waited for it (seconds, by the estimates then), so a review can say what the choice
     # saved. None where it does not apply or no start for it was in sight.
     wait_s: float | None = None
+    # The verdict as a code and its values, for the faces (None: logged before codes).
+    verdict_why: Reason | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +29,8 @@ class MatchDecision:
 
     chosen: str
     alternatives: tuple[Alternative, ...]
-    reason: str
+    reason: str  # in English, as logged and stored
+    why: Reason | None = None  # the same as a code and its values, for the faces
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ from scheduler.policy.snapshot import (
     Snapshot,
     TypeChoice,
 )
+from scheduler.reasons import Reason, ReasonCode, because
 
 # Why no quota can pay for a job (policy.quota's problems), as the reason it waits.
 _QUOTA_WAITS = {
@@ -340,9 +341,10 @@ class _Admission:
         job waiting for a cheaper type had one)."""
         types = self.types[job.id]
         core = job.priority == "core"
+        reason: Reason | None
         if self.knobs.type_choice is TypeChoice.FIRST_FIT:
             placement = self._first_fit(job, types, core)
-            reason = "first adequate GPUs free in host order (type-blind)"
+            reason = Reason(ReasonCode.MATCH_FIRST_FIT)
         else:
             placement, reason = self._cheapest(job, types, core)
         if placement is None:
@@ -364,7 +366,9 @@ class _Admission:
         ]
         return min(found, key=lambda p: order[p.hosts[0]], default=None)
 
-    def _cheapest(self, job: Pending, types: list[str], core: bool) -> tuple[Placement | None, str]:
+    def _cheapest(
+        self, job: Pending, types: list[str], core: bool
+    ) -> tuple[Placement | None, Reason | None]:
         capacity, now = self.capacity, self.snapshot.now
         cheapest = types[0]
         avoid = job.avoid
@@ -372,7 +376,7 @@ class _Admission:
             cheapest, job.gpus, core=core, run_seconds=job.run_seconds, avoid=avoid
         )
         if placement is not None:
-            return placement, "the cheapest adequate type, with GPUs free now"
+            return placement, Reason(ReasonCode.MATCH_CHEAPEST_FREE)
         for costlier in types[1:]:
             placement = capacity.place_now(
                 costlier, job.gpus, core=core, run_seconds=job.run_seconds, avoid=avoid
@@ -381,12 +385,15 @@ class _Admission:
                 continue
             limit = costlier_after(self.knobs, job.run_seconds)
             if avoid:  # the cheaper type's GPUs it waits for may be on a host that refused it
-                return placement, "a costlier type: a host of the cheaper one refused it"
+                return placement, Reason(ReasonCode.MATCH_CHEAPER_REFUSED)
             if now - job.submitted_at >= limit:
-                return placement, f"waited over {limit / 60:g} min for a cheaper type"
+                return placement, because(ReasonCode.MATCH_WAITED_FOR_CHEAPER, minutes=limit / 60)
             cheap_at, _ = capacity.earliest_start(cheapest, job.gpus)
             if cheap_at > now + limit:
-                return placement, f"no {cheapest} frees up within {limit / 60:g} min"
+                said = because(
+                    ReasonCode.MATCH_CHEAPER_NOT_SOON, gpu_type=cheapest, minutes=limit / 60
+                )
+                return placement, said
             self.notes[job.id] = Note(
                 WaitCode.WAITING_FOR_CHEAPER_TYPE,
                 gpu_type=cheapest,
@@ -394,16 +401,17 @@ class _Admission:
                 costlier=costlier,
             )
             return None, _FOR_A_CHEAPER_TYPE
-        return None, ""
+        return None, None
 
-    def _admit(self, job: Pending, placement: Placement, reason: str) -> Start:
+    def _admit(self, job: Pending, placement: Placement, reason: Reason | None) -> Start:
         end = self.snapshot.now + job.run_seconds
         self.capacity.assume(placement, end, core=job.priority == "core")
         check = self._quota(job, placement.gpu_type, end)
         if check.quota is not None:
             self.spent[check.quota.id] = self.spent.get(check.quota.id, 0.0) + job.est_gpu_hours
+        why = reason or Reason(ReasonCode.MATCH_CHEAPEST_FREE)  # a placement always has one
         match = MatchDecision(
-            placement.gpu_type, self._alternatives(job, placement.gpu_type), reason
+            placement.gpu_type, self._alternatives(job, placement.gpu_type), why.english(), why
         )
         quota_id = check.quota.id if check.quota else None
         return Start(
@@ -416,26 +424,28 @@ class _Admission:
         verdicts = []
         for card in sorted(self.snapshot.catalog, key=lambda c: (c.price_per_gpu_hour, c.name)):
             if card.name == chosen:
-                verdict = "chosen"
+                verdict = Reason(ReasonCode.VERDICT_CHOSEN)
             elif card.name not in adequate:
                 verdict = _inadequate(card, job.needs)
             elif card.name not in ok:
-                verdict = (
-                    "its quota cannot pay"
+                verdict = Reason(
+                    ReasonCode.VERDICT_QUOTA_CANNOT_PAY
                     if self.capacity.could_ever_fit(card.name, job.gpus)
-                    else "no host has enough of them"
+                    else ReasonCode.VERDICT_NO_HOST_HAS_ENOUGH
                 )
             else:
-                verdict = (
-                    "costlier"
+                verdict = Reason(
+                    ReasonCode.VERDICT_COSTLIER
                     if card.price_per_gpu_hour > _price(self.snapshot, chosen)
-                    else "not enough free now"
+                    else ReasonCode.VERDICT_NOT_ENOUGH_FREE
                 )
             wait = None
-            if verdict == "not enough free now":
+            if verdict.code is ReasonCode.VERDICT_NOT_ENOUGH_FREE:
                 free_at, _ = self.capacity.earliest_start(card.name, job.gpus)
                 wait = max(0.0, free_at - self.snapshot.now) if free_at < NEVER else None
-            verdicts.append(Alternative(card.name, card.price_per_gpu_hour, verdict, wait))
+            verdicts.append(
+                Alternative(card.name, card.price_per_gpu_hour, verdict.english(), wait, verdict)
+            )
         return tuple(verdicts)
 
     def _reserve(self, job: Pending, starving: bool, *, cheapest_only: bool = False) -> None:
@@ -463,7 +473,9 @@ class _Admission:
             )
 
 
-_FOR_A_CHEAPER_TYPE = "waits for a cheaper type"  # _cheapest had a place but waits
+# What _cheapest says when it had a place but waits for a cheaper type: compared by identity,
+# never shown (no start, so no match).
+_FOR_A_CHEAPER_TYPE = Reason(ReasonCode.MATCH_CHEAPEST_FREE)
 
 
 def _held(job: Pending) -> Note:
@@ -676,12 +688,13 @@ def costlier_after(knobs: Knobs, run_seconds: float) -> float:
     return min(knobs.costlier_after_s, knobs.costlier_after_runs * run_seconds)
 
 
-def _inadequate(card: CardType, needs: CardNeeds) -> str:
+def _inadequate(card: CardType, needs: CardNeeds) -> Reason:
     if needs.allowed_types is not None and card.name not in needs.allowed_types:
-        return "not among the allowed types"
+        return Reason(ReasonCode.VERDICT_NOT_ALLOWED)
     if needs.min_memory_gib is not None and card.memory_gib < needs.min_memory_gib:
-        return f"{card.memory_gib:g} GiB < {needs.min_memory_gib:g} GiB needed"
-    return f"speed {card.speed:g} < {needs.min_speed:g} needed"
+        memory = ReasonCode.VERDICT_TOO_LITTLE_MEMORY
+        return because(memory, memory=card.memory_gib, needed=needs.min_memory_gib)
+    return because(ReasonCode.VERDICT_TOO_SLOW, speed=card.speed, needed=needs.min_speed)
 
 
 def _price(snapshot: Snapshot, gpu_type: str) -> float:

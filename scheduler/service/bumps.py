@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from scheduler.errors import Action, NotFound, PermissionDenied, Problem, UserError
 from scheduler.notices import approvals
 from scheduler.policy.snapshot import CLASS_RANK
+from scheduler.reasons import ReasonCode, because
 from scheduler.service.context import Context
 from scheduler.service.jobs import (
     PENDING_STATES,
@@ -99,13 +100,16 @@ def _close_moot(ctx: Context, request: BumpRequest, job: Job) -> DecisionResult:
     the job keeps the class it runs at, and the asker is told; asking again is for when the
     job waits again."""
     request_id = request.id or 0
+    moot = because(ReasonCode.BUMP_MOOT, state=job.state)
     closed = job_queries.decide_bump(
         session=ctx.session,
         request_id=request_id,
         state=BumpState.WITHDRAWN,
         by=ctx.actor.user_id,
         at=ctx.now,
-        reason=f"job {job.state}",
+        reason=moot.english(),
+        code=moot.code.value,
+        values=moot.stored_values(),
     )
     request = job_queries.get_bump(session=ctx.session, request_id=request_id) or request
     if not closed:  # someone else decided it between our read and our write

@@ -20,6 +20,7 @@ from scheduler.policy.admission import Admission, Verdict, admit
 from scheduler.policy.matching import CardNeeds, CardType, cheapest_fit, fitting_types
 from scheduler.policy.plan import Wait, WaitCode
 from scheduler.policy.scheduler import queue_order, schedule
+from scheduler.reasons import Reason, ReasonCode, because
 from scheduler.service import accounts
 from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_by_name, team_name
@@ -44,6 +45,7 @@ from storage.queries import org as org_queries
 
 PENDING_STATES = (JobState.WAITING_DATA, JobState.QUEUED, JobState.PREEMPTED)
 LISTING = "queue"  # the shared listing's key on the board
+SUBMITTED = Reason(ReasonCode.SUBMITTED)  # the first line of every job's history
 
 
 @dataclass(frozen=True)
@@ -205,7 +207,8 @@ def submit(
             at=ctx.now,
             to_state=job.state,
             actor=ctx.actor.user_id,
-            reason="submitted",
+            reason=SUBMITTED.english(),
+            reason_code=SUBMITTED.code.value,
         )
     )
     ctx.audit("job.submit", "job", job.id, name=job.name, team=team.name, priority=priority)
@@ -334,7 +337,7 @@ def mark_ready(
             JobState.QUEUED,
             at=ctx.now,
             actor=ctx.actor.user_id,
-            reason="data ready",
+            reason=Reason(ReasonCode.DATA_READY),
         )
     ctx.session.add(job)
     ctx.audit("job.ready", "job", job.id, location=job.data_location)
@@ -359,7 +362,7 @@ def cancel(ctx: Context, job_id: int | None, name: str | None, reason: str | Non
         JobState.CANCELLED,
         at=ctx.now,
         actor=ctx.actor.user_id,
-        reason=reason or "cancelled",
+        reason=reason or Reason(ReasonCode.CANCELLED),  # typed words stay as typed
     )
     _withdraw_bumps(ctx, job)
     ctx.audit("job.cancel", "job", job.id, reason=reason)
@@ -695,5 +698,10 @@ def _withdraw_bumps(ctx: Context, job: Job) -> None:
     for bump in job_queries.pending_bumps(session=ctx.session, job_id=job.id or 0):
         bump.state = BumpState.WITHDRAWN
         bump.decided_at = ctx.now
-        bump.decision_reason = f"job {job.state}"
+        moot = because(ReasonCode.BUMP_MOOT, state=job.state)
+        bump.decision_reason = moot.english()
+        bump.decision_reason_code, bump.decision_reason_values = (
+            moot.code.value,
+            moot.stored_values(),
+        )
         ctx.session.add(bump)

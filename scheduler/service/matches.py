@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.policy.matching import CardType, fitting_types
+from scheduler.reasons import Reason, reason_of
 from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_by_name
 from scheduler.snapshots import card_needs
@@ -41,6 +42,7 @@ class Weighed:
     price_per_gpu_hour: float
     verdict: str
     wait_minutes: float | None = None  # how long a cheaper type would have kept it waiting
+    verdict_why: Reason | None = None  # the verdict as a code (None: shown as stored)
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class MatchReview:
     cheapest: Costed | None  # the same work on the cheapest adequate type
     fastest: Costed | None  # … and on the fastest adequate type
     attempts: int = 0  # how many times it was matched (started)
+    reason_why: Reason | None = None  # `reason` as a code and its values (None: as stored)
 
     @property
     def cost(self) -> float:
@@ -144,6 +147,7 @@ def review(ctx: Context, job_id: int | None, name: str | None) -> MatchReview:
         cheapest=cheapest if spent else None,
         fastest=fastest if spent else None,
         attempts=len(found),
+        reason_why=reason_of(latest.reason_code, latest.reason_values) if latest else None,
     )
 
 
@@ -271,6 +275,7 @@ def _weighed(alternatives: Sequence[Mapping[str, Any]] | None) -> tuple[Weighed,
                 float(alternative.get("price_per_gpu_hour") or 0.0),
                 str(alternative.get("verdict", "")),
                 float(wait) / 60 if wait is not None else None,
+                reason_of(alternative.get("verdict_code"), alternative.get("verdict_values")),
             )
         )
     return tuple(weighed)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
+from scheduler.reasons import Reason, reason_of
 from storage.models import (
     BumpRequest,
     BumpState,
@@ -69,6 +70,9 @@ class JobRecord:
     ended_at: datetime | None
     output: str | None
     metrics: Mapping[str, Any] | None
+    # `state_reason` as a code and its values, for the faces to say in the reader's language
+    # (None: typed by a person, or stored before codes: shown as stored).
+    state_why: Reason | None = None
 
     @classmethod
     def of(cls, job: Job) -> JobRecord:
@@ -97,14 +101,18 @@ class JobRecord:
             ended_at=job.ended_at,
             output=job.output,
             metrics=dict(job.metrics) if job.metrics is not None else None,
+            state_why=reason_of(job.state_reason_code, job.state_reason_values),
         )
 
     @classmethod
     def of_columns(cls, row: Mapping[Any, Any]) -> JobRecord:
         """The record of a job read as plain columns (a listing of thousands skips the ORM):
         `row` has one entry per field, as `storage.queries.jobs.shown_jobs` selects them."""
-        types = row["gpu_types"]
-        return cls(**{**row, "gpu_types": tuple(types) if types is not None else None})
+        fields = dict(row)
+        types = fields["gpu_types"]
+        fields["gpu_types"] = tuple(types) if types is not None else None
+        code, values = fields.pop("state_reason_code"), fields.pop("state_reason_values")
+        return cls(**fields, state_why=reason_of(code, values))
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +133,8 @@ class BumpRecord:
     # Where the approval message was posted, so that a decision updates that message.
     message_channel: str | None
     message_ts: str | None
+    # `decision_reason` as a code when paika gave it (None: the approver's words, as typed).
+    decision_why: Reason | None = None
 
     @classmethod
     def of(cls, request: BumpRequest) -> BumpRecord:
@@ -142,6 +152,7 @@ class BumpRecord:
             decision_reason=request.decision_reason,
             message_channel=request.message_channel,
             message_ts=request.message_ts,
+            decision_why=reason_of(request.decision_reason_code, request.decision_reason_values),
         )
 
 
@@ -154,10 +165,12 @@ class EventRecord:
     to_state: str
     actor: str
     reason: str | None
+    why: Reason | None = None  # `reason` as a code and its values (None: shown as stored)
 
     @classmethod
     def of(cls, event: JobEvent) -> EventRecord:
-        return cls(event.at, event.from_state, event.to_state, event.actor, event.reason)
+        why = reason_of(event.reason_code, event.reason_values)
+        return cls(event.at, event.from_state, event.to_state, event.actor, event.reason, why)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,11 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from scheduler.decision_log import Kind, wait_of
+from scheduler.decision_log import Kind, wait_of, weighed_of
 from scheduler.errors import Problem, UserError
 from scheduler.hosts.reconcile import ACTOR
 from scheduler.policy.plan import Alternative, Wait
+from scheduler.reasons import Reason, reason_of
 from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_name
 from scheduler.service.records import JobRecord
@@ -50,6 +51,7 @@ class StoryStep:
     hosts: tuple[str, ...] = ()
     attempt: int = 0
     reason: str | None = None  # the match's reason, a preemption's, a state change's
+    why: Reason | None = None  # the match's or a state change's reason as a code and values
     alternatives: tuple[Alternative, ...] = ()
     for_job: int | None = None
     until: datetime | None = None  # a reservation's start, a preemption's deadline
@@ -127,6 +129,7 @@ def _event_step(at: datetime, event: JobEvent) -> StoryStep:
         to_state=event.to_state,
         actor=None if event.actor == ACTOR else event.actor,  # a person, or the scheduler
         reason=event.reason,
+        why=reason_of(event.reason_code, event.reason_values),
     )
 
 
@@ -150,10 +153,8 @@ def _line_step(at: datetime, line: Decision) -> StoryStep | None:
             hosts=tuple(detail.get("hosts") or ()),
             attempt=int(detail.get("attempt") or 0),
             reason=match.get("reason"),
-            alternatives=tuple(
-                Alternative(a["gpu_type"], float(a["price_per_gpu_hour"]), a["verdict"])
-                for a in match.get("alternatives") or ()
-            ),
+            why=reason_of(match.get("reason_code"), match.get("reason_values")),
+            alternatives=tuple(weighed_of(a) for a in match.get("alternatives") or ()),
         )
     if line.kind == Kind.RESERVE:
         return StoryStep(

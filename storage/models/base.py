@@ -11,6 +11,11 @@ from sqlmodel import Field, SQLModel
 from storage.limits import SLACK_ID as SLACK_ID  # re-exported: models import it from here
 from storage.types import UTCDateTime
 
+# Length of a reason's code beside its text (jobs.state_reason_code, job_events.reason_code,
+# matches.reason_code, bump_requests.decision_reason_code): a code of scheduler.reasons,
+# never typed by a person.
+REASON_CODE = 48
+
 # Named constraints make migrations reproducible on every backend (MySQL needs names).
 SQLModel.metadata.naming_convention = {
     "ix": "ix_%(column_0_label)s",

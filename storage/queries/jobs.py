@@ -113,6 +113,8 @@ _SHOWN_COLUMNS = (
     col(Job.template_version),
     col(Job.state),
     col(Job.state_reason),
+    col(Job.state_reason_code),
+    col(Job.state_reason_values),
     col(Job.submitted_at),
     col(Job.started_at),
     col(Job.ended_at),
@@ -217,15 +219,32 @@ def allocation_leaks(*, session: Session) -> Sequence[Row[Any]]:
 
 
 def set_state(
-    *, session: Session, job: Job, to: str, at: datetime, actor: str, reason: str | None
+    *,
+    session: Session,
+    job: Job,
+    to: str,
+    at: datetime,
+    actor: str,
+    reason: str | None,
+    code: str | None = None,
+    values: dict[str, Any] | None = None,
 ) -> JobEvent:
-    """Write a state change and its history row; the caller has checked it is legal."""
+    """Write a state change and its history row; the caller has checked it is legal.
+    `reason` is the text kept; `code` and `values` the same reason as a code, if it has one."""
     was = job.state
     event = JobEvent(
-        job_id=_id(job), at=at, from_state=was, to_state=to, actor=actor, reason=reason
+        job_id=_id(job),
+        at=at,
+        from_state=was,
+        to_state=to,
+        actor=actor,
+        reason=reason,
+        reason_code=code,
+        reason_values=values,
     )
     job.state = to
     job.state_reason = reason
+    job.state_reason_code, job.state_reason_values = code, values
     if to == JobState.RUNNING and was != JobState.UNKNOWN:  # a new run, not one found again
         job.started_at = at
     if to in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED):
@@ -289,9 +308,18 @@ def bumps_of_job(*, session: Session, job_id: int) -> Sequence[BumpRequest]:
 
 
 def decide_bump(
-    *, session: Session, request_id: int, state: str, by: str, at: datetime, reason: str | None
+    *,
+    session: Session,
+    request_id: int,
+    state: str,
+    by: str,
+    at: datetime,
+    reason: str | None,
+    code: str | None = None,
+    values: dict[str, Any] | None = None,
 ) -> bool:
-    """Decide a pending request; False if it was no longer pending.
+    """Decide a pending request; False if it was no longer pending. `code` and `values`:
+    paika's own reason as a code (a person's words have none).
 
     One conditional UPDATE, so two approvers clicking at once (or a replayed click, or two
     paika instances) cannot both decide it.
@@ -299,7 +327,14 @@ def decide_bump(
     statement = (
         update(BumpRequest)
         .where(col(BumpRequest.id) == request_id, col(BumpRequest.state) == BumpState.PENDING)
-        .values(state=state, decided_by=by, decided_at=at, decision_reason=reason)
+        .values(
+            state=state,
+            decided_by=by,
+            decided_at=at,
+            decision_reason=reason,
+            decision_reason_code=code,
+            decision_reason_values=values,
+        )
         .execution_options(synchronize_session=False)
     )
     result = session.execute(statement)

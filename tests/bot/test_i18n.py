@@ -41,6 +41,7 @@ from scheduler.hosts.reconcile import ENDING_STOPS, REQUEUED_STOPS
 from scheduler.notices.events import EventCode, LostWhy
 from scheduler.notices.kinds import EVENT_KINDS, NoticeKind
 from scheduler.policy.plan import HostOut, PreemptCode, Wait, WaitCode
+from scheduler.reasons import ReasonCode
 from scheduler.results import SaidCode
 from scheduler.service.board import CardState
 from scheduler.service.jobs import ChangeNote
@@ -78,6 +79,8 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "notice.event.killed_how.": ENDINGS_TOLD,
     "notice.event.preempt_for.": tuple(PreemptCode),
     "notice.event.stop.": tuple(REQUEUED_STOPS) + tuple(ENDING_STOPS),
+    "reason.": tuple(ReasonCode),
+    "reason.stop.": tuple(REQUEUED_STOPS) + tuple(ENDING_STOPS),
     "notice.idle.then.": ("release", "requeue", "keep"),
     "notice.": (NoticeKind.STORE_DOWN, NoticeKind.STORE_BACK),
     "digest.chart.": CHART_WORDS,

@@ -8,6 +8,7 @@ import pytest
 from bot.blocks.job import preempt_reason
 from scheduler.hosts.reconcile import _PREEMPTED_FOR
 from scheduler.policy.plan import PreemptCode
+from scheduler.reasons import because
 
 
 @pytest.mark.parametrize("code", list(PreemptCode))
@@ -15,7 +16,7 @@ def test_every_preemption_reason_has_its_words(code: PreemptCode) -> None:
     for lang in ("en", "zh"):
         said = preempt_reason(lang, code.value, 57)
         assert "#57" in said and code.value not in said
-    assert "#57" in _PREEMPTED_FOR[code].format(for_job=57)
+    assert "#57" in because(_PREEMPTED_FOR[code], for_job=57).english()
 
 
 def test_an_unknown_reason_is_shown_as_it_is() -> None:

@@ -22,6 +22,7 @@ from scheduler.archive import state
 from scheduler.clock import ManualClock
 from scheduler.errors import Conflict, Problem, UserError
 from scheduler.policy.plan import Wait, WaitCode
+from scheduler.reasons import ReasonCode, because
 from scheduler.service import jobs
 from scheduler.settings import Settings
 from storage.models import (
@@ -246,9 +247,20 @@ def test_a_waiting_job_whose_command_the_archive_masked_comes_back_cancelled_not
     they were."""
     ok(world, "UBOB", SUBMIT.format(name="secret", gpus=1, hours=1, priority="normal",
                                     data="ready").replace(".py", ".py --token hunter2-abc"))  # fmt: skip
+    with Session(world.engine) as session:  # the running job's reason, as its start wrote it
+        big = session.exec(select(Job).where(Job.name == "big")).one()
+        why = because(ReasonCode.MATCH_CHEAPER_NOT_SOON, gpu_type="T4-16GB", minutes=30.0)
+        big.state_reason, big.state_reason_code = why.english(), why.code.value
+        big.state_reason_values = why.stored_values()
+        session.add(big)
+        session.commit()
     doc = state.decode(state.encode(document(world)))
     with Session(world.engine) as session:
         secret = session.exec(select(Job).where(Job.name == "secret")).one()
+        reasons = {
+            job.name: (job.state_reason, job.state_reason_code, job.state_reason_values)
+            for job in session.exec(select(Job))
+        }
     assert doc["commands_changed"] == [secret.id]
     done = state.restore(fresh, doc, clock.now())
     assert done.without_command == (secret.id,)
@@ -259,6 +271,13 @@ def test_a_waiting_job_whose_command_the_archive_masked_comes_back_cancelled_not
     assert "hunter2" not in back["secret"].command
     assert [(e.from_state, e.to_state) for e in history] == [("queued", "cancelled")]
     assert "submit it again" in (history[0].reason or "")
+    # Its reason is a code its readers are told in their language; the others' are as taken.
+    restored = ReasonCode.RESTORED_WITHOUT_COMMAND.value
+    assert back["secret"].state_reason_code == history[0].reason_code == restored
+    assert reasons["big"][1:] == (why.code.value, why.stored_values())
+    for name in ("small", "big"):
+        job = back[name]
+        assert (job.state_reason, job.state_reason_code, job.state_reason_values) == reasons[name]
     assert back["small"].state == JobState.QUEUED and back["big"].state == JobState.RUNNING
     # A snapshot of an install that keeps commands in full changes none.
     full = world.policy.model_copy(
