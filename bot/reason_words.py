@@ -17,7 +17,12 @@ def reason_words(lang: str, why: Reason | None, stored: str | None) -> str:
     """`why` in `lang`; the stored text where there is no code."""
     if why is None:
         return stored or ""
-    return _said(lang, why)
+    try:
+        return _said(lang, why)
+    except (KeyError, ValueError, TypeError):
+        # Values another version of paika stored under the same code (one missing, or of
+        # another kind): its stored text says it, rather than the reply failing.
+        return stored if stored is not None else why.code.value
 
 
 def _said(lang: str, why: Reason) -> str:

@@ -69,6 +69,15 @@ def test_a_reason_without_a_code_is_said_as_stored() -> None:
     assert reason_of(ReasonCode.REQUEUED_BECAUSE.value, inner_unknown) is None
 
 
+def test_a_code_whose_values_do_not_fit_its_words_is_said_as_stored() -> None:
+    missing = Reason(ReasonCode.EXITED, {})  # as another version might have stored it
+    assert reason_words("zh", missing, "exited with 3") == "exited with 3"
+    odd = Reason(ReasonCode.HOST_GAVE_UP, {"hours": "two"})
+    assert reason_words("zh", odd, "its host did not answer for two h") == (
+        "its host did not answer for two h"
+    )
+
+
 def test_a_start_a_host_refused_is_said_in_paikas_words_where_its_code_has_some() -> None:
     held = because(
         ReasonCode.START_HELD, host="gpu-a", problem="no such user", refusal="account_unknown"
