@@ -125,7 +125,8 @@ def _waiting_data(digest: Digest) -> list[str]:
 
 def _next_up(digest: Digest, zone: ZoneInfo) -> list[str]:
     if not digest.next_up:
-        return [f"Next up: {none_next_up('en', digest.waiting, digest.waiting_for_data)}"]
+        said = none_next_up("en", digest.waiting, digest.waiting_for_data)
+        return [f"Next up: {said[:1].lower()}{said[1:]}"]  # one sentence after the heading
     lines = ["Next up:"]
     waiting = [line for line in digest.next_up if line.wait is not None]
     for number, line in enumerate(waiting, 1):  # by when it should start, as on the board

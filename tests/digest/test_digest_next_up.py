@@ -93,4 +93,8 @@ def test_when_only_blocked_jobs_wait_next_up_says_why_none_can_start(
         # Not "nothing is waiting" (one is) nor "every job waits for its data" (none does).
         assert "Nothing is waiting" not in text and "没有排队中的任务" not in text, text
         assert "waits for its data." not in text and "都在等待数据就绪。" not in text, text
-        assert ("quota" in text) if lang == "en" else ("配额" in text), text
+        said = {
+            "en": "Next up: nothing can start yet: every waiting job waits for its data, its quota",
+            "zh": "暂无可开始的任务：排队中的任务都在等待数据就绪、配额",
+        }[lang]
+        assert said in text, text
