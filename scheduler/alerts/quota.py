@@ -107,15 +107,26 @@ def _crossed(
         for days in sorted(policy.alerts.quota_days_before, reverse=True)
         if days_left <= days
     ]
-    used: list[_Occasion] = []
-    if row.gpu_hours > 0:
-        # A small tolerance: usage is a sum of floats, and 80 of 100 hours is 80 %.
-        used = [
-            _Occasion(f"quota-used:{row.id}:{row.gpu_hours:g}:{pct:g}", USED_KIND, pct)
-            for pct in sorted(policy.alerts.quota_used_pct)
-            if state.used_hours >= pct / 100 * row.gpu_hours - 1e-9
-        ]
+    used = [
+        _Occasion(f"quota-used:{row.id}:{row.gpu_hours:g}:{pct:g}", USED_KIND, pct)
+        for pct in used_thresholds_passed(row.gpu_hours, state.used_hours, policy)
+    ]
     return [group for group in (expiry, used) if group]
+
+
+def used_thresholds_passed(
+    gpu_hours: float, used_hours: float, policy: PolicyConfig
+) -> list[float]:
+    """The used-% alerts (alerts.quota_used_pct) a quota's use has reached, lowest first: what
+    the alerts announce and the digest's quota warnings list."""
+    if gpu_hours <= 0:
+        return []
+    # A small tolerance: usage is a sum of floats, and 80 of 100 hours is 80 %.
+    return [
+        pct
+        for pct in sorted(policy.alerts.quota_used_pct)
+        if used_hours >= pct / 100 * gpu_hours - 1e-9
+    ]
 
 
 def _claim_group(

@@ -13,6 +13,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from sqlmodel import Session
 
+from scheduler.alerts.quota import used_thresholds_passed
 from scheduler.config import PolicyConfig
 from scheduler.digest.model import (
     DayUsage,
@@ -207,7 +208,7 @@ def _quota_warnings(ctx: Context, day: date) -> tuple[QuotaWarning, ...]:
         if days_left < 0:
             continue
         used_pct = 100 * state.used_hours / quota.gpu_hours if quota.gpu_hours > 0 else 100.0
-        passed = [pct for pct in alerts.quota_used_pct if used_pct >= pct]
+        passed = used_thresholds_passed(quota.gpu_hours, state.used_hours, ctx.policy)
         expiring = days_left <= within
         if not expiring and not passed:
             continue
