@@ -434,3 +434,10 @@ def test_host_labels_are_distinct_readable_and_fit_at_any_name_length(
             assert number in name and len(name.strip(ELLIPSIS)) >= len(number), by_host
         # Drawn, not boxes: every character is one the picture's fonts have.
         assert all(ord(char) in drawable for char in name), name
+    # Under the picture, what a shortened name stands for.
+    notes = [text.get_text() for text in figure.texts if "Host names shortened" in text.get_text()]
+    shortened = {name: host for host, name in by_host.items() if name != host}
+    if shortened and all(host.isascii() for host in hosts):
+        (note,) = notes
+        short, whole = note.split("Host names shortened: ", 1)[1].split(" is ", 1)
+        assert shortened[short] == whole.split("   ·   ")[0]
