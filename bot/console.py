@@ -32,6 +32,7 @@ from bot.blocks.report import (
     total_facts,
 )
 from bot.blocks.why import story_header, story_lines
+from bot.board_words import none_next_up
 from bot.i18n import DEFAULT, counted, language, t, term, wait_words, when
 from bot.reason_words import reason_words
 from bot.said import language_saved, listed, problem, say, template_fields
@@ -464,6 +465,8 @@ def _board(result: BoardResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     if result.next_up:
         lines.append(_heading(lang, t(lang, "board.next_up")))
         lines += [_next_up(lang, n, view, zone) for n, view in enumerate(result.next_up, 1)]
+    elif waiting := sum(result.waiting_by_class.values()):
+        lines.append(none_next_up(lang, waiting, result.waiting_for_data))
     if any(host.cards for host in result.hosts):
         marks = PARTS.join(f"{mark} {_card(lang, state)}" for state, mark in MARKS.items())
         lines.append(t(lang, "console.board.key", marks=marks))

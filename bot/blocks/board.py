@@ -27,6 +27,7 @@ from bot.blocks.common import (
     text_size,
 )
 from bot.blocks.job import needs, priority, ref, why_and_when
+from bot.board_words import none_next_up
 from bot.config_words import in_force
 from bot.doctor_words import finding_line
 from bot.i18n import counted, t, term, when
@@ -183,10 +184,10 @@ def _queue(board: BoardResult, lang: str, zone: ZoneInfo, now: datetime) -> str:
         )
     ]
     if not board.next_up:
-        # "Next up" leaves out jobs waiting for their data (they cannot start); when those
-        # are all that waits, saying "nothing is waiting" would contradict the counts above.
+        # "Next up" leaves out jobs that cannot start (data, quota, no host); saying
+        # "nothing is waiting" then would contradict the counts above.
         lines.append(
-            t(lang, "board.none_can_start" if board.waiting_for_data else "board.nothing_waiting")
+            none_next_up(lang, sum(board.waiting_by_class.values()), board.waiting_for_data)
         )
         return "\n".join(lines)
     lines.append(f"*{t(lang, 'board.next_up')}*")

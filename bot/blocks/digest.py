@@ -27,6 +27,7 @@ from bot.blocks.common import (
 )
 from bot.blocks.job import gpu_hours, priority, ref, state, why_and_when
 from bot.blocks.quotas import expiry_words
+from bot.board_words import none_next_up
 from bot.i18n import amount, counted, day, t, when
 from scheduler.digest.model import DayUsage, Digest, JobLine, QuotaWarning
 from scheduler.service.records import PriorityClass
@@ -231,15 +232,6 @@ def _next_up(digest: Digest, lang: str, zone: ZoneInfo, people: _Names) -> list[
         )
     heading = f"*{t(lang, 'board.next_up')}*"
     return _part(heading, lines, len(lines), _more(lang, len(lines)))
-
-
-def none_next_up(lang: str, waiting: int, for_data: int) -> str:
-    """Why "next up" is empty. As on the board, it leaves out the jobs that cannot start
-    (their data, their quota, no host for them), so "nothing is waiting" is said only when
-    nothing is, and "every job waits for its data" only when that is all that holds them."""
-    if not waiting:
-        return t(lang, "board.nothing_waiting")
-    return t(lang, "board.none_can_start" if waiting == for_data else "board.none_can_start_held")
 
 
 def _yesterday(digest: Digest, lang: str) -> list[Block]:

@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.blocks.digest import digest_blocks, none_next_up, output_lines
+from bot.blocks.digest import digest_blocks, output_lines
+from bot.board_words import none_next_up
 from bot.i18n import amount, wait_words
 from bot.i18n import t as say
 from scheduler.digest.model import Digest, JobLine, QuotaWarning

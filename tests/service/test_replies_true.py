@@ -11,6 +11,7 @@ import pytest
 from sqlmodel import Session, select
 
 from bot.blocks.replies import reply
+from bot.i18n import t
 from scheduler import checkup
 from scheduler.app import Paika, Reply
 from scheduler.checkup import Finding, Severity
@@ -237,3 +238,14 @@ def test_the_board_shows_admins_what_paika_doctor_last_found(team: Paika) -> Non
     assert "what paika doctor found" in slack and "H800-80GB" in slack and "No agent token" in slack
     members = json.dumps(reply(member.result, "en", ZoneInfo("UTC"), team.clock.now()).blocks)
     assert "paika doctor found" not in members
+
+
+def test_the_board_does_not_say_nothing_waits_when_jobs_wait_for_their_hosts(team: Paika) -> None:
+    _host(team, "gpu-a", [A100, A100], state="down")
+    gpu(team, "UALICE", SUBMIT.format(name="big", gpus=1) + " type=A100-80GB")
+    board = gpu(team, "UALICE", "board")
+    assert board.result.next_up == ()  # type: ignore[attr-defined]
+    held = t("en", "board.none_can_start_held")
+    assert held in board.text and t("en", "board.nothing_waiting") not in board.text
+    slack = json.dumps(reply(board.result, "en", ZoneInfo("UTC"), team.clock.now()).blocks)
+    assert json.dumps(held)[1:-1] in slack
