@@ -16,7 +16,7 @@ from typing import Any
 from sqlmodel import Session
 
 from scheduler.config import PolicyConfig
-from scheduler.ledger import quota_states
+from scheduler.ledger import quota_use
 from scheduler.policy.matching import CardNeeds
 from scheduler.policy.plan import HostOut
 from scheduler.policy.quota import QuotaState
@@ -69,7 +69,7 @@ def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Sna
         for job in jobs
         if job.state in PENDING_STATES
     ]
-    quotas, ends = _quotas(session, policy, teams)
+    quotas, ends = _quotas(session, policy, teams, now)
     return Snapshot(
         now=now.timestamp(),
         hosts=tuple(hosts),
@@ -236,10 +236,13 @@ def _estimate_ratios(session: Session, owners: set[str]) -> dict[str, float]:
 
 
 def _quotas(
-    session: Session, policy: PolicyConfig, teams: dict[int | None, str]
+    session: Session, policy: PolicyConfig, teams: dict[int | None, str], now: datetime
 ) -> tuple[dict[str, tuple[QuotaState, ...]], dict[int, float]]:
     rows = accounting.quotas(session=session)
-    states = quota_states(session, rows)
+    # What running jobs have used so far counts, as /gpu quota and the ledger count it: a
+    # quota half spent by a running week-long job is not offered whole to the next job, and
+    # the hours a wait reason says are left are the hours /gpu quota says are left.
+    states = quota_use(session, rows, now)
     by_team: dict[str, list[QuotaState]] = defaultdict(list)
     ends = {}
     for row, state in zip(rows, states, strict=True):

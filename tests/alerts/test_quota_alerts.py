@@ -365,3 +365,17 @@ def test_a_running_job_s_hours_so_far_count_toward_the_used_alert(
     assert "82.0 of 100 GPU-hours used, 18.0 left" in ok(
         vision, "UALICE", "quota"
     )  # the same figure as /gpu quota
+
+
+def test_a_running_job_s_hours_so_far_count_when_the_next_job_asks_the_quota(
+    vision: Paika, clock: ManualClock, cards: list[Gpu]
+) -> None:
+    """82 of 100 GPU-hours used by a run still going: a 20 GPU-hour job waits for quota, and
+    its reason says the 18 hours left that /gpu quota says, not the 100 nothing has charged."""
+    grant(vision, date(2027, 3, 1), hours=100)
+    ok(vision, "UALICE", 'submit name=train gpus=2 hours=200 priority=normal data=ready cmd="x"')
+    _running(vision, "train", cards[:2], hours_ago=41)
+    ok(vision, "UALICE", 'submit name=next gpus=1 hours=20 priority=normal data=ready cmd="x"')
+    status = ok(vision, "UALICE", "status next")
+    assert "18.0 GPU-hours left" in status or "18.0 h left" in status, status
+    assert "18.0 left" in ok(vision, "UALICE", "quota")
