@@ -25,7 +25,7 @@ from scheduler.notices.approvals import DECISION_KIND, REQUEST_KIND
 from scheduler.notices.events import Event, EventCode, event_of
 from scheduler.notices.kinds import EVENT_KINDS, NoticeKind
 from scheduler.notices.outbox import Announcement
-from scheduler.reasons import reason_of
+from scheduler.policy.reasons import reason_of
 
 Sentence = Callable[[str, Announcement], str]
 

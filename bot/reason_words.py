@@ -1,6 +1,6 @@
 """A reason, a match's choice or a verdict in the reader's language, from its code and values.
 
-The scheduler keeps each as a code with the values it names (scheduler.reasons) beside its
+The scheduler keeps each as a code with the values it names (scheduler.policy.reasons) beside its
 English text. A reason with no code — typed by a person, or stored before codes, or a code
 this version does not know — is said as stored.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.i18n import has, refusal_words, t, term
-from scheduler.reasons import Reason
+from scheduler.policy.reasons import Reason
 
 
 def reason_words(lang: str, why: Reason | None, stored: str | None) -> str:

@@ -63,9 +63,9 @@ from scheduler.hosts.report import HostReport
 from scheduler.notices.events import Event, EventCode, EventKind, Observer, record
 from scheduler.outputs import ReportLimits, mint_token
 from scheduler.policy.plan import Plan, Preempt, PreemptCode, Start
+from scheduler.policy.reasons import Reason, ReasonCode
 from scheduler.policy.scheduler import could_act, schedule
 from scheduler.policy.snapshot import Snapshot
-from scheduler.reasons import Reason, ReasonCode
 from scheduler.snapshots import build_snapshot
 from storage.db import lost_race, session_scope
 from storage.models import ON_HOST_STATES, Allocation, Gpu, Host, Job, JobState, Match

@@ -31,8 +31,8 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from scheduler.policy.plan import Alternative, Plan, Preempt, Reserved, Start, Wait, WaitCode
+from scheduler.policy.reasons import Reason, reason_of
 from scheduler.policy.snapshot import Snapshot
-from scheduler.reasons import Reason, reason_of
 from storage.db import session_scope
 from storage.models import JobState
 from storage.queries import decisions as decision_queries

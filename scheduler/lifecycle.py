@@ -16,7 +16,7 @@ from datetime import datetime
 from sqlmodel import Session
 
 from scheduler.errors import IllegalTransition
-from scheduler.reasons import Reason, english_of
+from scheduler.policy.reasons import Reason, english_of
 from storage.models import Job, JobEvent, JobState
 from storage.queries import jobs as job_queries
 

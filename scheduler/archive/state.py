@@ -46,7 +46,7 @@ from scheduler.collector import collector_paused
 from scheduler.config import PolicyConfig
 from scheduler.errors import Conflict, Problem, UserError
 from scheduler.policy.plan import Wait, WaitCode
-from scheduler.reasons import Reason, ReasonCode
+from scheduler.policy.reasons import Reason, ReasonCode
 from storage.db import session_scope
 from storage.models import (
     ON_HOST_STATES,

@@ -51,7 +51,7 @@ from scheduler.outputs import (
     take_file_lines,
 )
 from scheduler.policy.plan import PreemptCode
-from scheduler.reasons import Reason, ReasonCode, because
+from scheduler.policy.reasons import Reason, ReasonCode, because
 from storage.db import lost_race, session_scope
 from storage.models import ON_HOST_STATES, Allocation, Job, JobState, LedgerEntry
 from storage.queries import audit

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from scheduler.reasons import Reason
+from scheduler.policy.reasons import Reason
 
 
 @dataclass(frozen=True, slots=True)

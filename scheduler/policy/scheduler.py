@@ -30,6 +30,7 @@ from scheduler.policy.plan import (
 )
 from scheduler.policy.quota import QuotaCheck, check_quota
 from scheduler.policy.ranking import TimeScales, ordered, time_scales
+from scheduler.policy.reasons import Reason, ReasonCode, because
 from scheduler.policy.snapshot import (
     CLASS_RANK,
     HOUR,
@@ -40,7 +41,6 @@ from scheduler.policy.snapshot import (
     Snapshot,
     TypeChoice,
 )
-from scheduler.reasons import Reason, ReasonCode, because
 
 # Why no quota can pay for a job (policy.quota's problems), as the reason it waits.
 _QUOTA_WAITS = {

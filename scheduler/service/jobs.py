@@ -19,8 +19,8 @@ from scheduler.outputs import store as store_report
 from scheduler.policy.admission import Admission, Verdict, admit
 from scheduler.policy.matching import CardNeeds, CardType, cheapest_fit, fitting_types
 from scheduler.policy.plan import Wait, WaitCode
+from scheduler.policy.reasons import Reason, ReasonCode, because
 from scheduler.policy.scheduler import queue_order, schedule
-from scheduler.reasons import Reason, ReasonCode, because
 from scheduler.service import accounts
 from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_by_name, team_name

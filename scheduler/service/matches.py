@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.policy.matching import CardType, fitting_types
-from scheduler.reasons import Reason, reason_of
+from scheduler.policy.reasons import Reason, reason_of
 from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_by_name
 from scheduler.snapshots import card_needs

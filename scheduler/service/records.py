@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from scheduler.reasons import Reason, reason_of
+from scheduler.policy.reasons import Reason, reason_of
 from storage.models import (
     BumpRequest,
     BumpState,

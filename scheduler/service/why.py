@@ -18,7 +18,7 @@ from scheduler.decision_log import Kind, wait_of, weighed_of
 from scheduler.errors import Problem, UserError
 from scheduler.hosts.reconcile import ACTOR
 from scheduler.policy.plan import Alternative, Wait
-from scheduler.reasons import Reason, reason_of
+from scheduler.policy.reasons import Reason, reason_of
 from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_name
 from scheduler.service.records import JobRecord

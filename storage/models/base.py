@@ -12,8 +12,8 @@ from storage.limits import SLACK_ID as SLACK_ID  # re-exported: models import it
 from storage.types import UTCDateTime
 
 # Length of a reason's code beside its text (jobs.state_reason_code, job_events.reason_code,
-# matches.reason_code, bump_requests.decision_reason_code): a code of scheduler.reasons,
-# never typed by a person.
+# matches.reason_code, bump_requests.decision_reason_code): a code of
+# scheduler.policy.reasons, never typed by a person.
 REASON_CODE = 48
 
 # Named constraints make migrations reproducible on every backend (MySQL needs names).

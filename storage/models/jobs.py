@@ -99,8 +99,8 @@ class Job(SQLModel, table=True):
     round: str | None = Field(default=None, sa_type=name_string(ROUND))
     state: str = Field(sa_type=String(16), index=True)
     state_reason: str | None = text_field()
-    # The same reason as a code and its values (scheduler.reasons), said in each reader's
-    # language; None where a person typed it, or for rows written before codes.
+    # The same reason as a code and its values (scheduler.policy.reasons), said in each
+    # reader's language; None where a person typed it, or for rows written before codes.
     state_reason_code: str | None = Field(default=None, sa_type=String(REASON_CODE))
     state_reason_values: dict[str, Any] | None = json_field()
     submitted_at: datetime = at_field(index=True)
@@ -153,7 +153,7 @@ class JobEvent(SQLModel, table=True):
     to_state: str = Field(sa_type=String(16))
     actor: str = Field(sa_type=String(SLACK_ID))
     reason: str | None = text_field()
-    # The reason as a code and its values (scheduler.reasons); None: `reason` as typed.
+    # The reason as a code and its values (scheduler.policy.reasons); None: `reason` as typed.
     reason_code: str | None = Field(default=None, sa_type=String(REASON_CODE))
     reason_values: dict[str, Any] | None = json_field()
 
@@ -232,7 +232,7 @@ class Match(SQLModel, table=True):
     chosen_type: str = Field(sa_type=String(64))
     alternatives: list[dict[str, Any]] | None = json_field()
     reason: str = text_field(nullable=False)
-    # The reason as a code and its values (scheduler.reasons); None for rows from before.
+    # The reason as a code and its values (scheduler.policy.reasons); None: rows from before.
     reason_code: str | None = Field(default=None, sa_type=String(REASON_CODE))
     reason_values: dict[str, Any] | None = json_field()
 
@@ -263,7 +263,7 @@ class BumpRequest(SQLModel, table=True):
     decided_at: datetime | None = at_field(nullable=True)
     decision_reason: str | None = text_field()
     # paika's own decision reason (a request closed as moot) as a code and its values
-    # (scheduler.reasons); None where the approver typed it.
+    # (scheduler.policy.reasons); None where the approver typed it.
     decision_reason_code: str | None = Field(default=None, sa_type=String(REASON_CODE))
     decision_reason_values: dict[str, Any] | None = json_field()
     # Where the approval message with the buttons was posted, so it can be updated however

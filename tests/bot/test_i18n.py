@@ -41,7 +41,7 @@ from scheduler.hosts.reconcile import ENDING_STOPS, REQUEUED_STOPS
 from scheduler.notices.events import EventCode, LostWhy
 from scheduler.notices.kinds import EVENT_KINDS, NoticeKind
 from scheduler.policy.plan import HostOut, PreemptCode, Wait, WaitCode
-from scheduler.reasons import ReasonCode
+from scheduler.policy.reasons import ReasonCode
 from scheduler.results import SaidCode
 from scheduler.service.board import CardState
 from scheduler.service.jobs import ChangeNote

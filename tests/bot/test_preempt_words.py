@@ -8,7 +8,7 @@ import pytest
 from bot.blocks.job import preempt_reason
 from scheduler.hosts.reconcile import _PREEMPTED_FOR
 from scheduler.policy.plan import PreemptCode
-from scheduler.reasons import because
+from scheduler.policy.reasons import because
 
 
 @pytest.mark.parametrize("code", list(PreemptCode))

@@ -11,7 +11,7 @@ import pytest
 
 from bot.i18n import catalogue, placeholders
 from bot.reason_words import reason_words
-from scheduler.reasons import ENGLISH, Reason, ReasonCode, because, reason_of
+from scheduler.policy.reasons import ENGLISH, Reason, ReasonCode, because, reason_of
 
 # A value for every name a reason takes, so each code can be said.
 SAMPLE: dict[str, Any] = {

@@ -22,7 +22,7 @@ from scheduler.archive import state
 from scheduler.clock import ManualClock
 from scheduler.errors import Conflict, Problem, UserError
 from scheduler.policy.plan import Wait, WaitCode
-from scheduler.reasons import ReasonCode, because
+from scheduler.policy.reasons import ReasonCode, because
 from scheduler.service import jobs
 from scheduler.settings import Settings
 from storage.models import (

@@ -8,7 +8,7 @@ from paika_test_time import T0
 from sqlalchemy import Engine, column, insert, select, table, text
 from sqlmodel import Session
 
-from scheduler.reasons import ReasonCode, because, reason_of
+from scheduler.policy.reasons import ReasonCode, because, reason_of
 from scheduler.service.records import EventRecord, JobRecord
 from storage.db import current_revision, head_revision, upgrade
 from storage.models import Job, JobEvent, Match

@@ -6,7 +6,7 @@ logs, exports and snapshots keep that text, and so do rows written before codes)
 may name another (`why`, `done`): "requeued: its host lost it" is REQUEUED_BECAUSE around
 AGENT_LOST. Words typed by a person (a cancel's reason) are no code: they stay as typed.
 
-Pure: no I/O, so the policy may give its reasons as codes too.
+Pure, beside the policy: it gives its own reasons (a match's, a verdict's) as codes.
 """
 
 from __future__ import annotations
