@@ -120,10 +120,13 @@ def _document(
     config_version: int | None,
 ) -> Document:
     jobs = state_queries.active_jobs(session=session)
-    ids = jobs.columns.index("id")
-    active = {row[ids] for row in jobs.rows}
+    ids, states = jobs.columns.index("id"), jobs.columns.index("state")
+    state_of = {row[ids]: row[states] for row in jobs.rows}
+    # The waits are the last cycle's; a job may have moved since (its data marked ready, or
+    # started). Only a wait its job's state still agrees with is kept: the snapshot says one
+    # thing of each job, and the first cycle after a restore works the rest out again.
     pending = sorted(
-        (wait for job_id, wait in (waits or {}).items() if job_id in active),
+        (wait for job_id, wait in (waits or {}).items() if _still_so(wait, state_of.get(job_id))),
         key=attrgetter("job_id"),
     )
     return {
@@ -227,6 +230,14 @@ def records(doc: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
     table = doc.get(name) or {"columns": [], "rows": []}
     columns = table["columns"]
     return [dict(zip(columns, row, strict=True)) for row in table["rows"]]
+
+
+def _still_so(wait: Wait, state: str | None) -> bool:
+    """Whether a job in `state` (None: not active now) may still wait for this reason."""
+    if state == JobState.WAITING_DATA:
+        return wait.code is WaitCode.WAITING_FOR_DATA
+    waiting = state in (JobState.QUEUED, JobState.PREEMPTED)
+    return waiting and wait.code is not WaitCode.WAITING_FOR_DATA
 
 
 def waits_of(doc: Mapping[str, Any]) -> dict[int, Wait]:

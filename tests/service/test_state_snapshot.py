@@ -178,6 +178,18 @@ def test_a_document_says_the_queue_and_the_cluster(world: Paika) -> None:
     assert names["big"]["submitted_at"].startswith("2026-11-02T06:00:00")
 
 
+def test_a_wait_the_job_has_moved_on_from_since_the_cycle_is_not_kept(world: Paika) -> None:
+    """The waits are the last cycle's; a job whose data was marked ready since is queued, and
+    the snapshot does not also say it waits for its data (a restore would disagree)."""
+    waits = waits_of(world)
+    ok(world, "UNICK", "ready later")
+    with Session(world.engine) as session:
+        doc = state.build_document(session, world.policy, waits, world.clock.now(), 7)
+    later = next(j for j in state.records(doc, "jobs") if j["name"] == "later")
+    assert later["state"] == "queued" and later["id"] not in state.waits_of(doc)
+    assert len(state.waits_of(doc)) == len(waits) - 1
+
+
 def test_encode_is_deterministic_and_decode_gives_the_document_back(world: Paika) -> None:
     doc = document(world)
     data = state.encode(doc)
