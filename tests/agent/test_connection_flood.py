@@ -298,7 +298,11 @@ def test_the_agent_process_under_a_flood_past_its_file_limit_still_answers_polls
     text = log_file.read_text()
     assert "out of open files" not in text and "Too many open files" not in text
     reports = [line for line in text.splitlines() if "scheduler.agent.bounded" in line]
-    assert reports and "to make room at the cap of 192" in reports[0], text
+    # Idle sockets past the cap are closed to make room; on a busy machine the flood takes
+    # longer than the head timeout to open, and the timeout closes the first ones instead.
+    # Either is said, rate-limited (a count that falls after the last line goes unsaid).
+    said = ("to make room at the cap of 192", "whose request head took over")
+    assert reports and any(kind in reports[0] for kind in said), text
     assert len(reports) <= 2 + took / LOG_INTERVAL_S
 
 
