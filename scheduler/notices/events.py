@@ -160,17 +160,20 @@ class LoggingObserver:
     host as fields of the record, so JSON logs can be searched by them."""
 
     def notify(self, event: Event) -> None:
-        fields = {"job_id": event.job_id, "host": event.host, "event": event.kind.value}
+        # A job's event names its host in its detail; say it either way, and leave out what
+        # the event does not have rather than print "None".
+        hosts = event.detail.get("hosts")
+        listed = ", ".join(map(str, hosts)) if isinstance(hosts, list | tuple) else None
+        host = event.host or event.detail.get("host") or listed
+        fields = {"job_id": event.job_id, "host": host, "event": event.kind.value}
         extra = {key: value for key, value in fields.items() if value is not None}
-        log.info(
-            "%s %s: job %s host %s %s",
-            event.kind.value,
-            event.code,
-            event.job_id,
-            event.host,
-            dict(event.detail),
-            extra=extra,
-        )
+        said = [event.kind.value + (f" ({event.code.value})" if event.code else "")]
+        if event.job_id is not None:
+            said.append(f"job #{event.job_id}" + (f" {event.name}" if event.name else ""))
+        if host:
+            said.append(f"on {host}")
+        rest = {key: value for key, value in event.detail.items() if key not in ("host", "hosts")}
+        log.info("%s%s", " ".join(said), f" {rest}" if rest else "", extra=extra)
 
 
 class RecordingObserver:

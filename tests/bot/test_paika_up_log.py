@@ -135,6 +135,7 @@ def test_the_default_log_says_what_changed_and_nothing_per_cycle(
     lines = _up_logs(env, tmp_path / "up.log")
     text = "\n".join(lines)
     assert "job_started" in text and "job #1 bert started on gpu-1" in text
+    assert "host None" not in text and "job None" not in text
     assert "job_finished" in text and "job #1 bert finished" in text
     assert "paika is up" in text and "paika stopped." in text
     shapes = Counter(_shape(line) for line in lines)
