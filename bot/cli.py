@@ -312,19 +312,23 @@ def up() -> None:
     from scheduler.outputs import ReportLimits
     from scheduler.periodic import Periodic
     from scheduler.runner import MissingAgentToken, agent_cycle
+    from scheduler.settings import Settings
 
     # Ctrl-C or a TERM from the moment paika starts: one that comes while it is still starting
     # (its HTTP server may already answer) stops it cleanly once it is up, never halfway.
     stopping = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stopping.set())
-    paika = _start()
+    # Logging first, so what starting says (each migration applied, the policy version in
+    # force) is in the log too.
+    settings = Settings()
     try:
-        configure_logging(paika.settings.log_format, paika.settings.log_level)
+        configure_logging(settings.log_format, settings.log_level)
     except LogSettingError as exc:
         typer.echo(f"paika: {exc}", err=True)
         raise typer.Exit(2) from exc
     quiet_chatter()  # what changed, not every cycle's polls (PAIKA_LOG_LEVEL=DEBUG: those too)
+    paika = _start()
     _doctor_at_start(paika.settings, paika.policy)
     try:
         cycle = agent_cycle(paika, LoggingObserver())

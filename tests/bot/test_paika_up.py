@@ -70,6 +70,8 @@ def test_paika_up_serves_slack_over_http(tmp_path: Path, slack: FakeSlack) -> No
         output = process.communicate(timeout=30)[0]
     assert process.returncode == 0, output
     assert f"Slack on http://127.0.0.1:{port}/slack/events" in output
+    # A new database: each migration applied is in the log, which is set up before them.
+    assert "Running upgrade" in output
 
 
 def test_paika_up_without_a_signing_secret_says_what_to_set(
