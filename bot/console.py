@@ -42,7 +42,7 @@ from scheduler.errors import UserError
 from scheduler.grammar import Help
 from scheduler.policy.admission import Verdict
 from scheduler.policy.plan import Wait
-from scheduler.results import Listing, QuotaListing, Said
+from scheduler.results import Listing, Said
 from scheduler.service import specs
 from scheduler.service.board import BoardResult, CardState, CardView, HostView, TypeSummary
 from scheduler.service.bumps import BumpResult, DecisionResult
@@ -52,7 +52,7 @@ from scheduler.service.logs import LogsResult
 from scheduler.service.matches import MatchesReport, MatchReview
 from scheduler.service.prefs import LanguageChoice
 from scheduler.service.priority import PriorityResult
-from scheduler.service.quotas import QuotaView
+from scheduler.service.quotas import QuotaListing, QuotaView
 from scheduler.service.records import BumpRecord, JobRecord, JobState
 from scheduler.service.report import JOB_LIMIT, JobOutcome, ReportResult, UsageRow
 from scheduler.service.templates import TemplateHistory, TemplateVersionView

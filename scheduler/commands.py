@@ -10,7 +10,7 @@ from scheduler.grammar import Help, check_required, defaults, help_for, subcomma
 from scheduler.grammar.spec import LOG_LINES_DEFAULT
 from scheduler.grammar.values import convert
 from scheduler.hosts.report import disk_low_values
-from scheduler.results import Listing, QuotaListing, Said, SaidCode, Value
+from scheduler.results import Listing, Said, SaidCode, Value
 from scheduler.service import (
     accounts,
     admin,
@@ -98,7 +98,7 @@ def _status(ctx: Context, args: Mapping[str, Any]) -> object:
 
 def _quota_show(ctx: Context, args: Mapping[str, Any]) -> object:
     found = quotas.show(ctx, args.get("team"))
-    return QuotaListing(found, SaidCode.QUOTA_NONE_FOR_TEAM)
+    return quotas.QuotaListing(found, SaidCode.QUOTA_NONE_FOR_TEAM)
 
 
 _SAVED = {
@@ -207,19 +207,19 @@ def _quota_add(ctx: Context, args: Mapping[str, Any]) -> object:
         args["owner"],
         args.get("note"),
     )
-    return QuotaListing([view])
+    return quotas.QuotaListing([view])
 
 
 def _quota_renew(ctx: Context, args: Mapping[str, Any]) -> object:
-    return QuotaListing([quotas.renew(ctx, args["id"], args["expires"], args.get("hours"))])
+    return quotas.QuotaListing([quotas.renew(ctx, args["id"], args["expires"], args.get("hours"))])
 
 
 def _quota_adjust(ctx: Context, args: Mapping[str, Any]) -> object:
-    return QuotaListing([quotas.adjust(ctx, args["id"], args["hours"], args["reason"])])
+    return quotas.QuotaListing([quotas.adjust(ctx, args["id"], args["hours"], args["reason"])])
 
 
 def _quota_list(ctx: Context, args: Mapping[str, Any]) -> object:
-    return QuotaListing(quotas.listing(ctx, args.get("team")), SaidCode.QUOTA_NONE_AT_ALL)
+    return quotas.QuotaListing(quotas.listing(ctx, args.get("team")), SaidCode.QUOTA_NONE_AT_ALL)
 
 
 def _host_add(ctx: Context, args: Mapping[str, Any]) -> object:

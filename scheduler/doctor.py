@@ -33,6 +33,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from scheduler.account_map import mapped_account
 from scheduler.agent.client import AgentClient, shared_tls, transport_failure
 from scheduler.agent.errors import AgentError, AgentNotTrusted
 from scheduler.agent.protocol import GpuInfo, Health
@@ -42,7 +43,6 @@ from scheduler.checkup import blocks as blocks
 from scheduler.config import PolicyConfig, load_policy
 from scheduler.errors import ConfigError
 from scheduler.hosts.credentials import AgentKeys, AgentSecretError, read_secret
-from scheduler.service.accounts import mapped_account
 from scheduler.settings import BUNDLED_POLICY, Settings
 from storage.db import (
     consistent_reads,

@@ -28,9 +28,9 @@ from datetime import datetime
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from scheduler.account_map import mapped_account
 from scheduler.config import PolicyConfig
 from scheduler.dispatch import DispatchError, RefusalCode
-from scheduler.service.accounts import mapped_account
 from storage.db import session_scope
 from storage.models import TERMINAL_STATES, Host, Job, JobState, StartHold
 from storage.queries import audit

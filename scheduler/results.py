@@ -11,8 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from scheduler.service.quotas import QuotaView
-
 
 class SaidCode(StrEnum):
     """What a template or admin command answers; each value is its catalogue key."""
@@ -89,12 +87,3 @@ class Listing:
 
     rows: Sequence[Said]
     empty: SaidCode
-
-
-@dataclass(frozen=True)
-class QuotaListing:
-    """Quotas to show, with what to say when there are none (None: an answer about one
-    quota, never empty)."""
-
-    quotas: Sequence[QuotaView]
-    empty: SaidCode | None = None

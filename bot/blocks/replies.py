@@ -66,7 +66,7 @@ from bot.said import language_saved, listed, say
 from scheduler.configs.results import ConfigChanged, ConfigDiff, ConfigHistory, ConfigShown
 from scheduler.grammar import Help
 from scheduler.policy.admission import Verdict
-from scheduler.results import Listing, QuotaListing, Said
+from scheduler.results import Listing, Said
 from scheduler.service.board import BoardResult
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.estimates import EstimatesReport
@@ -75,6 +75,7 @@ from scheduler.service.logs import LogsResult
 from scheduler.service.matches import MatchesReport, MatchReview
 from scheduler.service.prefs import LanguageChoice
 from scheduler.service.priority import PriorityResult
+from scheduler.service.quotas import QuotaListing
 from scheduler.service.records import BumpRecord, JobState
 from scheduler.service.report import ReportResult
 from scheduler.service.templates import TemplateHistory, TemplateVersionView

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from sqlmodel import Session
-
+from scheduler.account_map import mapped_account
 from scheduler.agent.protocol import is_account_name
-from scheduler.config import Accounts
 from scheduler.errors import Action, NotFound, Problem, UserError
 from scheduler.results import Listing, Said, SaidCode
 from scheduler.service.context import Context
@@ -27,18 +25,6 @@ from storage.queries import org as org_queries
 def account_for(ctx: Context, user_id: str, team: Team) -> str | None:
     """The account `user_id`'s jobs for `team` run as, or None when nothing maps them."""
     return mapped_account(ctx.session, ctx.policy.accounts, user_id, team.name)
-
-
-def mapped_account(session: Session, mapped: Accounts, user_id: str, team: str) -> str | None:
-    """`account_for`, from a session and the policy's `accounts:` (the cycle's own look-up
-    for a held job whose owner's mapping may have changed)."""
-    set_by_admins = org_queries.unix_accounts_of(session=session, user_id=user_id, team=team)
-    return (
-        set_by_admins.get(AccountSubject.USER)
-        or mapped.users.get(user_id)
-        or set_by_admins.get(AccountSubject.TEAM)
-        or mapped.teams.get(team)
-    )
 
 
 def require_account(ctx: Context, user_id: str, team: Team) -> str | None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 
 from scheduler.errors import Action, NotFound, Problem, UserError
 from scheduler.ledger import quota_use
 from scheduler.policy.quota import QuotaState
+from scheduler.results import SaidCode
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name, team_name
 from scheduler.service.records import QuotaRecord
@@ -23,6 +25,15 @@ class QuotaView:
     team: str
     state: QuotaState
     days_left: int
+
+
+@dataclass(frozen=True)
+class QuotaListing:
+    """Quotas to show, with what to say when there are none (None: an answer about one
+    quota, never empty)."""
+
+    quotas: Sequence[QuotaView]
+    empty: SaidCode | None = None
 
 
 def show(ctx: Context, team: str | None) -> list[QuotaView]:

@@ -46,7 +46,7 @@ from scheduler.notices.outbox import Announcement
 from scheduler.policy.admission import Admission, Verdict
 from scheduler.policy.plan import Wait, WaitCode
 from scheduler.policy.quota import QuotaState
-from scheduler.results import Listing, QuotaListing, Said, SaidCode
+from scheduler.results import Listing, Said, SaidCode
 from scheduler.service.board import BoardResult, CardState, CardView, HostView, TypeSummary
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.jobs import (
@@ -58,7 +58,7 @@ from scheduler.service.jobs import (
     SubmitResult,
 )
 from scheduler.service.prefs import LanguageChoice
-from scheduler.service.quotas import QuotaView
+from scheduler.service.quotas import QuotaListing, QuotaView
 from scheduler.service.records import BumpRecord, EventRecord, JobRecord, LedgerRecord, QuotaRecord
 from scheduler.service.report import JobOutcome, ReportResult, UsageRow
 from storage.models import BumpRequest, Job, JobEvent, LedgerEntry, Quota
