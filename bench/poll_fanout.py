@@ -48,7 +48,7 @@ from scheduler.agent.simulated import SimulatedReader
 from scheduler.agent.tls import make_host, make_or_load_ca
 from scheduler.app import Paika
 from scheduler.clock import SystemClock
-from scheduler.hosts.credentials import host_token
+from scheduler.credentials import host_token
 from scheduler.hosts.poll import Poller, Target
 from scheduler.notices.events import RecordingObserver
 from scheduler.runner import agent_cycle

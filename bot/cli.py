@@ -301,7 +301,7 @@ def up() -> None:
     from bot.console_notices import ConsoleAnnouncer
     from bot.said import problem
     from scheduler.agent.observe import LogSettingError, configure_logging
-    from scheduler.hosts.credentials import AgentSecretError
+    from scheduler.credentials import AgentSecretError
     from scheduler.notices.events import LoggingObserver
     from scheduler.notices.outbox import backlog
     from scheduler.observe.health import check, stale_after
@@ -848,7 +848,7 @@ def agent_secret(
     ] = None,
 ) -> None:
     """Make the scheduler's agent secret (0600) if it is missing; each host's token derives from it."""
-    from scheduler.hosts.credentials import AgentSecretError, create_secret, read_secret
+    from scheduler.credentials import AgentSecretError, create_secret, read_secret
     from scheduler.settings import Settings
 
     path = file or Settings().agent_secret_file

@@ -36,6 +36,7 @@ from scheduler import holds, lifecycle
 from scheduler.clock import Clock
 from scheduler.config import PolicyConfig, Preemption
 from scheduler.configs.live import LivePolicy
+from scheduler.credentials import AgentKeys
 from scheduler.decision_log import DecisionLog, Outcome, weighed_detail
 from scheduler.dispatch import (
     AgentDispatcher,
@@ -44,7 +45,6 @@ from scheduler.dispatch import (
     StartOrder,
     agent_job_id,
 )
-from scheduler.hosts.credentials import AgentKeys
 from scheduler.hosts.inventory import apply_reports
 from scheduler.hosts.poll import Poller as HostPoller
 from scheduler.hosts.poll import Target

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from scheduler.agent.errors import AgentError, AnswerLost, BadRequest
 from scheduler.agent.protocol import ContainerOptions, StartRequest
+from scheduler.credentials import AgentKeys, HostKey
 from scheduler.errors import PaikaError
-from scheduler.hosts.credentials import AgentKeys, HostKey
 
 if TYPE_CHECKING:
     from scheduler.agent.client import AgentClient

@@ -41,8 +41,8 @@ from scheduler.checkup import Finding as Finding
 from scheduler.checkup import Severity as Severity
 from scheduler.checkup import blocks as blocks
 from scheduler.config import PolicyConfig, load_policy
+from scheduler.credentials import AgentKeys, AgentSecretError, read_secret
 from scheduler.errors import ConfigError
-from scheduler.hosts.credentials import AgentKeys, AgentSecretError, read_secret
 from scheduler.settings import BUNDLED_POLICY, Settings
 from storage.db import (
     consistent_reads,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from scheduler.agent.client import shared_tls
 from scheduler.app import Paika
+from scheduler.credentials import AgentKeys, read_secret
 from scheduler.cycle import Cycle
 from scheduler.dispatch import AgentDispatcher
 from scheduler.errors import PaikaError
-from scheduler.hosts.credentials import AgentKeys, read_secret
 from scheduler.hosts.poll import Poller
 from scheduler.notices.events import Observer
 from scheduler.outputs import ReportLimits

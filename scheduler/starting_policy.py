@@ -28,6 +28,7 @@ from sqlalchemy import Engine
 
 from scheduler.commands import token_said
 from scheduler.config import policy_from_text
+from scheduler.credentials import AgentKeys, AgentSecretError, read_secret
 from scheduler.doctor import (
     HOSTS_AT_ONCE,
     HostRow,
@@ -35,7 +36,6 @@ from scheduler.doctor import (
     registered_hosts,
     suggested_type_name,
 )
-from scheduler.hosts.credentials import AgentKeys, AgentSecretError, read_secret
 from scheduler.results import Said, SaidCode
 from scheduler.service import admin
 from scheduler.service.context import Actor, Context

@@ -7,8 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scheduler import holds
-from scheduler.errors import Action, Conflict, NotFound, Problem, UserError
-from scheduler.hosts.credentials import (
+from scheduler.credentials import (
     HOST_TOKEN_PATH,
     AgentSecretError,
     host_token,
@@ -17,6 +16,7 @@ from scheduler.hosts.credentials import (
     unsafe_agent_url,
     without_credentials,
 )
+from scheduler.errors import Action, Conflict, NotFound, Problem, UserError
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
 from storage.models import ACTIVE_STATES, Host, HostState, Member, Role, Team

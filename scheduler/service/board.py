@@ -12,7 +12,7 @@ from enum import StrEnum
 from scheduler import checkup
 from scheduler.checkup import Checkup
 from scheduler.config import PolicyConfig
-from scheduler.hosts.credentials import travels_in_clear
+from scheduler.credentials import travels_in_clear
 from scheduler.service import jobs
 from scheduler.service.context import Context
 from scheduler.service.jobs import JobView

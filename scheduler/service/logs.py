@@ -16,9 +16,9 @@ import ssl
 from dataclasses import dataclass, replace
 
 from scheduler.agent.errors import AgentAuthError, AgentError, JobNotFound
+from scheduler.credentials import AgentKeys, read_secret
 from scheduler.dispatch import agent_job_id
 from scheduler.errors import Action, NotFound, Problem, UserError
-from scheduler.hosts.credentials import AgentKeys, read_secret
 from scheduler.service.context import Context
 from scheduler.service.jobs import require_owner_or_approver
 from scheduler.service.lookup import job_by_ref, team_name

@@ -19,7 +19,7 @@ from scheduler.agent.app import build_app
 from scheduler.agent.jobs import JobStore
 from scheduler.agent.simulated import SimulatedReader
 from scheduler.config import load_policy, policy_from_text
-from scheduler.hosts.credentials import create_secret
+from scheduler.credentials import create_secret
 from scheduler.serving import serve_in_thread, stop_server
 from scheduler.starting_policy import (
     CardKind,

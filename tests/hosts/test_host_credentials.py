@@ -23,9 +23,9 @@ from scheduler.agent.simulated import SimulatedReader
 from scheduler.agent.tls import make_host, make_or_load_ca
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
+from scheduler.credentials import AgentKeys, create_secret, read_secret, token_sha256
 from scheduler.cycle import Cycle
 from scheduler.dispatch import AgentDispatcher
-from scheduler.hosts.credentials import AgentKeys, create_secret, read_secret, token_sha256
 from scheduler.hosts.poll import Poller, Target
 from scheduler.hosts.report import HostReport
 from scheduler.notices.events import RecordingObserver

@@ -9,8 +9,8 @@ import pytest
 from test_jobs_flow import gpu
 
 from scheduler.app import Paika
+from scheduler.credentials import unsafe_agent_url, without_credentials
 from scheduler.errors import Problem
-from scheduler.hosts.credentials import unsafe_agent_url, without_credentials
 
 
 @pytest.mark.parametrize(
