@@ -30,7 +30,6 @@ from scheduler.errors import ConfigError
 from scheduler.grammar import names
 from scheduler.policy.matching import CardType
 from scheduler.policy.snapshot import Backfill, Knobs, WithinClass
-from scheduler.slurm.batch import OWN_OPTIONS
 
 # libyaml's parser when PyYAML was built with it: the same documents, read ten times faster
 # (a policy file or the catalogue is read at every command's start).
@@ -354,8 +353,15 @@ class Archive(_Strict):
 
 
 LOG_FIELDS = frozenset({"job_id", "attempt", "name", "account"})
+# The sbatch options paika sets itself on a Slurm pool's runs (without their leading "--";
+# scheduler/slurm/batch.py writes exactly these): a pool's container options may not name
+# one, nor an abbreviation of one (sbatch takes a unique prefix).
+SBATCH_OWN_OPTIONS = frozenset(
+    {"parsable", "export", "no-requeue", "partition", "nodelist", "nodes", "gres", "time",
+     "job-name", "comment", "output", "uid", "gid", "chdir"}
+)  # fmt: skip
 # sbatch options that change what or whether paika's run runs: never a container option.
-_NOT_CONTAINER_OPTIONS = OWN_OPTIONS | {"wrap", "hold", "array", "requeue", "export-file"}
+_NOT_CONTAINER_OPTIONS = SBATCH_OWN_OPTIONS | {"wrap", "hold", "array", "requeue", "export-file"}
 _SBATCH_OPTION = re.compile(r"--([A-Za-z][A-Za-z0-9-]{0,63})")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # A container value's fields: the image as submitted, or in enroot's form (pyxis).

@@ -13,13 +13,6 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-# The sbatch options paika sets itself (without their leading "--"): a pool's container
-# options may not name one, nor an abbreviation of one (sbatch takes a unique prefix).
-OWN_OPTIONS = frozenset(
-    {"parsable", "export", "no-requeue", "partition", "nodelist", "nodes", "gres", "time",
-     "job-name", "comment", "output", "uid", "gid", "chdir"}
-)  # fmt: skip
-
 
 @dataclass(frozen=True)
 class BatchJob:

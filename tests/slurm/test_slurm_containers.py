@@ -23,10 +23,10 @@ from test_slurm_cycle import NODE, SQLITE, SlurmSite, open_site, slurm_policy, s
 
 from bot.notice_words import event_sentence
 from scheduler.app import Paika
-from scheduler.config import PolicyConfig, SlurmContainer, SlurmPool
+from scheduler.config import SBATCH_OWN_OPTIONS, PolicyConfig, SlurmContainer, SlurmPool
 from scheduler.dispatch import DispatchError, StartOrder
 from scheduler.notices.events import EventCode
-from scheduler.slurm.batch import OWN_OPTIONS, BatchJob
+from scheduler.slurm.batch import BatchJob
 from scheduler.slurm.dispatcher import SlurmDispatcher
 from scheduler.slurm.models import QueuedJob
 from storage.models import JobState
@@ -76,7 +76,7 @@ def test_paikas_own_options_are_all_known_to_the_container_check() -> None:
         output="/o", uid="nobody", gid=1, command="true", workdir="/w",
     )  # fmt: skip
     named = {arg[2:].split("=")[0] for arg in job.arguments()[1:]}
-    assert named == OWN_OPTIONS  # a new option of paika's is also refused as a container's
+    assert named == SBATCH_OWN_OPTIONS  # a new option of paika's is also refused as a container's
 
 
 def test_an_image_run_carries_the_pools_container_options_before_paikas_own(
