@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from scheduler.errors import UserError, Value
 
 if TYPE_CHECKING:
-    from scheduler.grammar.values import Expected
+    from scheduler.grammar.kinds import Expected
 
 
 class Mistake(StrEnum):

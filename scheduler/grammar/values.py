@@ -7,41 +7,16 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
-from enum import StrEnum
 from typing import Protocol
 
 from scheduler.agent.protocol import IMAGE_RE
 from scheduler.grammar import names
 from scheduler.grammar.errors import Mistake, ParseError
+from scheduler.grammar.kinds import Expected as Expected
+from scheduler.grammar.kinds import ValueKind as ValueKind
 from scheduler.grammar.storable import check_storable
 from scheduler.grammar.tokens import quote_value
 from storage.limits import EARLIEST_DATE, LATEST_DATE, ROW_ID_MAX
-
-
-class ValueKind(StrEnum):
-    """How a key's text is read."""
-
-    INT = "int"
-    ID = "id"  # a record number, also written #7
-    FLOAT = "float"
-    CHOICE = "choice"
-    TEXT = "text"
-    IMAGE = "image"  # a container image reference, checked as the host agent checks it
-    URL = "url"
-    NAME = "name"  # ASCII: a Unix account, a host, a GPU type, a metric
-    LABEL = "label"  # a name people choose, in any script (scheduler.grammar.names)
-    JOB_REF = "job_ref"
-    USER = "user"
-    CHANNEL = "channel"  # a Slack channel: its mention <#C…|name> or id, or #name
-    GPU_TYPES = "gpu_types"
-    GPU_TYPE_OR_ANY = "gpu_type_or_any"
-    DATE = "date"
-    TIME = "time"  # a moment: YYYY-MM-DDTHH:MM[:SS], in the policy's zone unless an offset is given
-    DATA = "data"
-    METRIC = "metric"
-    DURATION = "duration"  # minutes (5), or with a unit: 90s, 5m, 1h
-    LOCATION = "location"  # an absolute path or a URL
-    WORDS = "words"  # the rest of the line as lowercase words (help topics)
 
 
 @dataclass(frozen=True)
@@ -125,22 +100,6 @@ class _Invalid(Exception):
         self.length = length
         self.largest = largest
         self.char = char
-
-
-@dataclass(frozen=True)
-class Expected:
-    """What a valid value for a key looks like, as data: its kind and only the bounds,
-    choices or length that kind is checked against. bot/ says it in words, in errors and
-    in help alike."""
-
-    kind: ValueKind
-    choices: tuple[str, ...] = ()
-    minimum: float | None = None
-    maximum: float | None = None
-    above_minimum: bool = False  # the minimum itself is not allowed
-    max_length: int | None = None
-    earliest: date | None = None
-    latest: date | None = None
 
 
 # Kinds whose values are text checked against the key's max_length.
