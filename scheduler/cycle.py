@@ -66,7 +66,7 @@ from scheduler.policy.plan import Plan, Preempt, PreemptCode, Start
 from scheduler.policy.reasons import Reason, ReasonCode
 from scheduler.policy.scheduler import could_act, schedule
 from scheduler.policy.snapshot import Snapshot
-from scheduler.snapshots import build_snapshot
+from scheduler.snapshots import build_snapshot, expected_wall_hours
 from storage.db import lost_race, session_scope
 from storage.models import ON_HOST_STATES, Allocation, Gpu, Host, Job, JobState, Match
 from storage.queries import audit
@@ -897,7 +897,9 @@ def _orders(
                 job.account,
                 checkpoints,
                 gpu_type=next((g.gpu_type for g in gpus if g.host_id == host_id), None),
-                wall_hours=job.est_gpu_hours / max(1, job.gpus),
+                # As the policy plans it (the owner's usual overrun, a resumed job's rest):
+                # Slurm's --time adds its margin to this, and must not cut the plan short.
+                wall_hours=expected_wall_hours(session, job),
             )
         )
     return orders

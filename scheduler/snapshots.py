@@ -20,8 +20,8 @@ from scheduler.ledger import quota_use
 from scheduler.policy.matching import CardNeeds
 from scheduler.policy.plan import HostOut
 from scheduler.policy.quota import QuotaState
-from scheduler.policy.snapshot import HOUR, Gpu, Host, Pending, Running, Snapshot
-from storage.models import ON_HOST_STATES, HostState, JobState
+from scheduler.policy.snapshot import HOUR, Gpu, Host, Pending, Running, Snapshot, wall_hours
+from storage.models import ON_HOST_STATES, HostState, Job, JobState
 from storage.queries import accounting
 from storage.queries import cluster as cluster_queries
 from storage.queries import holds as hold_queries
@@ -178,7 +178,7 @@ def _running(
     # The start of its current run (a resumed job's earlier runs are in `kept`).
     started = (job.started_at or job.submitted_at).timestamp()
     left = left_gpu_hours(job, kept or {})
-    expected = started + left / max(1, job.gpus) * HOUR * ratios.get(job.owner, 1.0)
+    expected = started + wall_hours(left, job.gpus, ratios.get(job.owner, 1.0)) * HOUR
     gpu_type = gpu_types.get(gpu_ids[0], "") if gpu_ids else ""
     preemptible = bool(job.preemptible)
     return Running(
@@ -215,7 +215,7 @@ def estimate_records(session: Session, owners: Collection[str]) -> dict[str, Est
         if run.started_at is None or run.ended_at is None or run.est_gpu_hours <= 0:
             continue
         actual = (run.ended_at - run.started_at).total_seconds()
-        estimated = run.est_gpu_hours / max(1, run.gpus) * HOUR
+        estimated = wall_hours(run.est_gpu_hours, run.gpus) * HOUR
         samples[run.owner].append(actual / estimated)
     records = {}
     for owner, found in samples.items():
@@ -228,6 +228,19 @@ def estimate_records(session: Session, owners: Collection[str]) -> dict[str, Est
             sum(1 for ratio in found if ratio > 1),
         )
     return records
+
+
+def expected_wall_hours(session: Session, job: Job) -> float:
+    """How long the job's run is expected to take, as the policy plans it: what it has left
+    to run (a resumed job less what its checkpoint kept) over its GPUs, times its owner's
+    ratio of actual to estimated run time. Slurm's --time is this with the pool's margin."""
+    kept = (
+        accounting.kept_gpu_hours(session=session, job_ids=[job.id or 0])
+        if job.preemptible and job.preemptions
+        else {}
+    )
+    ratio = _estimate_ratios(session, {job.owner}).get(job.owner, 1.0)
+    return wall_hours(left_gpu_hours(job, kept), job.gpus, ratio)
 
 
 def _estimate_ratios(session: Session, owners: set[str]) -> dict[str, float]:

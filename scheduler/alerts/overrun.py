@@ -31,6 +31,7 @@ from scheduler.config import PolicyConfig
 from scheduler.hosts.reconcile import ACTOR
 from scheduler.notices.kinds import NoticeKind
 from scheduler.notices.outbox import Announcement, claim
+from scheduler.policy.snapshot import wall_hours
 from scheduler.races import on_race, retrying
 from storage.db import session_scope
 from storage.models import Job, JobState
@@ -53,7 +54,7 @@ OWN_STOPS = ("preempt", "reclaim", "release")
 
 def estimated_hours(job: Job) -> float:
     """The run's estimate as wall time: its GPU-hours spread over its GPUs."""
-    return job.est_gpu_hours / max(1, job.gpus)
+    return wall_hours(job.est_gpu_hours, job.gpus)
 
 
 def elapsed_hours(job: Job, now: datetime) -> float:

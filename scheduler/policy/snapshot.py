@@ -15,6 +15,16 @@ from scheduler.policy.matching import CardNeeds, CardType
 from scheduler.policy.quota import QuotaState
 
 HOUR = 3600.0
+
+
+def wall_hours(gpu_hours: float, gpus: int, ratio: float = 1.0) -> float:
+    """A run's wall time from its GPU-hours: spread over its GPUs, times how its owner's runs
+    usually compare with their estimates (`ratio`, 1.0: as estimated). The one place that
+    turns an estimate into time: the plan, a running job's expected end, Slurm's --time and
+    the overrun check all ask here."""
+    return gpu_hours / max(1, gpus) * ratio
+
+
 CLASS_RANK = {"core": 0, "normal": 1, "idle": 2}
 
 
@@ -181,7 +191,7 @@ class Pending:
     @property
     def run_seconds(self) -> float:
         """Expected wall time on a reference card: GPU-hours ÷ GPUs, corrected by history."""
-        return self.est_gpu_hours / self.gpus * HOUR * self.estimate_ratio
+        return wall_hours(self.est_gpu_hours, self.gpus, self.estimate_ratio) * HOUR
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from scheduler.policy.snapshot import (
     Snapshot,
     TypeChoice,
     WithinClass,
+    wall_hours,
 )
 from scheduler.simulate.draw import DrawConfig, Drawn
 from scheduler.simulate.policies import PolicySetup
@@ -290,7 +291,7 @@ class _Replay:
             present = [card for card in fitting if capacity.get(card.name, 0) > 0]
             job = _Job(
                 spec,
-                est_run_s=spec.est_gpu_hours / spec.gpus * HOUR,
+                est_run_s=wall_hours(spec.est_gpu_hours, spec.gpus) * HOUR,
                 remaining=spec.duration,
                 cheapest_price=min(card.price_per_gpu_hour for card in present),
             )
@@ -347,7 +348,7 @@ class _Replay:
                 job.lost_gpu_s += (ran - kept) * job.spec.gpus
             job.remaining = max(job.remaining - kept, 0.0)
             self.release(job, now)
-            initial = job.spec.est_gpu_hours / job.spec.gpus * HOUR
+            initial = wall_hours(job.spec.est_gpu_hours, job.spec.gpus) * HOUR
             job.est_run_s = max(job.est_run_s - kept, 0.1 * initial, 60.0)
             if job.remaining <= 0.0:
                 job.end = now

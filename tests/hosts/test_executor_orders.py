@@ -4,13 +4,17 @@ executor's refusal code reaches the job's notice, said in the reader's words."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+import pytest
 from agent_world import job, make_cycle, submit
+from sqlmodel import Session, select
 
 from bot.notice_words import event_sentence
 from scheduler.app import Paika
 from scheduler.dispatch import AgentDispatcher, DispatchError, StartOrder
 from scheduler.notices.events import EventCode, EventKind, RecordingObserver
-from storage.models import JobState
+from storage.models import Job, JobState, Team
 
 TOKEN = "test-token-0123456789"
 
@@ -49,6 +53,33 @@ def test_each_order_names_its_gpu_type_and_wall_time(world: Paika) -> None:
     cycle.run_once()
     (order,) = dispatcher.orders
     assert (order.host, order.gpu_type, order.wall_hours) == ("gpu-b", "T4-16GB", 1.5)
+
+
+def test_the_wall_time_an_executor_is_given_is_the_one_the_policy_plans_with(
+    world: Paika,
+) -> None:
+    """An owner whose runs take twice their estimates is planned at twice the estimate; the
+    order (Slurm's --time) must say so too, or Slurm would end the run while the plan has it
+    still going."""
+    now = world.clock.now()
+    with Session(world.engine) as session:
+        team = session.exec(select(Team).where(Team.name == "vision")).one()
+        for age in (30, 40, 50):
+            ended = now - timedelta(hours=age)
+            session.add(
+                Job(name="done", owner="UALICE", team_id=team.id or 0, gpus=2, est_gpu_hours=4.0,
+                    command="true", state=JobState.SUCCEEDED, priority="normal",
+                    submitted_at=ended - timedelta(hours=5), started_at=ended - timedelta(hours=4),
+                    ended_at=ended)
+            )  # fmt: skip
+        session.commit()
+    dispatcher = Recording()
+    cycle = make_cycle(world, RecordingObserver())
+    cycle.dispatcher = dispatcher
+    submit(world, "typed", "sleep 30", gpus=2, hours=3, extra="type=T4-16GB")
+    cycle.run_once()
+    (order,) = dispatcher.orders
+    assert order.wall_hours == pytest.approx(3.0)  # 3 GPU-hours on 2 GPUs, times 2
 
 
 def test_a_refusal_code_is_told_to_the_owner_in_their_words(world: Paika) -> None:
