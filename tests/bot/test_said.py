@@ -234,3 +234,18 @@ def test_a_refusal_names_what_was_asked_of_the_job_in_plain_words(action: Action
     assert said[0] == other_team
     zh = problem("zh", PermissionDenied(Problem.NOT_YOURS, **values))
     assert CHINESE.search(zh) and "#7" in zh and "mark" not in zh
+
+
+# Drawn by one face only, and why: the console says an error as a reply, where Slack shows
+# errors in blocks of their own (bot/replying.py); Slack draws a job's view alone inside a
+# bump's reply that neither applied nor asked for anything (the console words that whole).
+ONE_FACE_ONLY = {"UserError": "console", "JobView": "slack"}
+
+
+def test_every_result_one_face_draws_the_other_draws_too() -> None:
+    """A result type registered for the console and forgotten for Slack (or the other way)
+    would answer in one face with a TypeError: the two registries name the same types."""
+    console = {kind.__name__ for kind in render.registry if kind is not object}
+    slack = {kind.__name__ for kind in reply.registry if kind is not object}
+    assert console - slack == {k for k, face in ONE_FACE_ONLY.items() if face == "console"}
+    assert slack - console == {k for k, face in ONE_FACE_ONLY.items() if face == "slack"}
