@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import Engine
@@ -28,6 +28,26 @@ from storage.db import lost_race, make_engine, session_scope, upgrade
 from storage.models import Team
 from storage.queries import audit
 from storage.queries import org as org_queries
+
+if TYPE_CHECKING:
+    from scheduler.alerts.idle import IdleAnswer
+    from scheduler.alerts.overrun import OverrunAnswer
+    from scheduler.alerts.quota import QuotaAck
+
+
+class _AlertAnswer(Protocol):
+    """What every alert answer says of the click: a known alert, allowed, and whether it
+    changed anything (the first answer wins)."""
+
+    @property
+    def known(self) -> bool: ...
+    @property
+    def allowed(self) -> bool: ...
+    @property
+    def changed(self) -> bool: ...
+
+
+A = TypeVar("A", bound=_AlertAnswer)
 
 log = logging.getLogger(__name__)
 RACE_RETRIES = 3  # a command that lost a race to a change of the same job is run again
@@ -272,6 +292,63 @@ class Paika:
 
     def _reply(self, result: object) -> Reply:
         return Reply(True, self.words(result, self.policy.zone), result)
+
+    # ---- answers to alerts' buttons: the same door as commands (the clock, the refusal's
+    # audit, the courier woken for what the answer sends), not the alerts' modules directly.
+
+    def acknowledge_quota_alert(self, key: str | None, user_id: str) -> QuotaAck:
+        """The quota's owner or an admin acknowledges a quota alert (None: no alert named)."""
+        from scheduler.alerts import quota
+
+        if key is None:
+            return quota.QuotaAck(known=False)
+        found = quota.acknowledge(self.engine, self.admins, key, user_id, self.clock.now())
+        return self._answered_alert("quota", key, user_id, found)
+
+    def answer_idle_alert(self, key: str | None, answer: str, user_id: str) -> IdleAnswer:
+        """Still using, or release: the job's owner, an approver of its team or an admin."""
+        from scheduler.alerts import idle
+
+        if key is None:
+            return idle.IdleAnswer(known=False)
+        found = idle.answer_idle(
+            self.engine, self.policy, self.admins, key, answer, user_id, self.clock.now()
+        )
+        return self._answered_alert("idle", key, user_id, found)
+
+    def answer_overrun_alert(self, key: str | None, answer: str, user_id: str) -> OverrunAnswer:
+        """Extend or stop a run past its estimate: its owner, an approver or an admin."""
+        from scheduler.alerts import overrun
+
+        if key is None:
+            return overrun.OverrunAnswer(known=False)
+        found = overrun.answer_overrun(
+            self.engine, self.policy, self.admins, key, answer, user_id, self.clock.now()
+        )
+        return self._answered_alert("overrun", key, user_id, found)
+
+    def _answered_alert(self, kind: str, key: str, user_id: str, found: A) -> A:
+        if found.known and not found.allowed:
+            self._audit_refused_answer(kind, key, user_id)
+        if found.changed:
+            self.on_change()  # a release or a stop sends notices: the courier goes now
+        return found
+
+    def _audit_refused_answer(self, kind: str, key: str, user_id: str) -> None:
+        """A click on someone else's alert leaves a trace, as a refused command does."""
+        try:
+            with session_scope(self.engine) as session:
+                audit.record(
+                    session=session,
+                    at=self.clock.now(),
+                    actor=user_id,
+                    action=f"refused.alert.{kind}",
+                    target_kind="alert",
+                    target_id=key,
+                    detail={"why": "not_owner_or_approver"},
+                )
+        except DBAPIError:
+            log.exception("could not audit a refused %s alert answer by %s", kind, user_id)
 
     def _refusal(self, error: UserError) -> Reply:
         return Reply(False, self.words(error, self.policy.zone), error=error)

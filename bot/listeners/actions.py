@@ -77,14 +77,7 @@ def register(app: App, services: BotServices, messenger: Messenger, modals: Exec
     def answer_overrun(answer: str, body: dict[str, Any], respond: Respond) -> None:
         user, key = clicked_alert(body)
         lang = services.language(user)
-        paika = services.paika
-        result = (
-            overrun.answer_overrun(
-                paika.engine, paika.policy, paika.admins, key, answer, user, services.now()
-            )
-            if key
-            else overrun.OverrunAnswer(known=False)
-        )
+        result = services.paika.answer_overrun_alert(key, answer, user)
         if not result.known or result.notice is None:
             tell_answer(respond, error(t(lang, "alert.bad_button"), lang, None))
             return

@@ -24,7 +24,7 @@ from bot.listeners.commands import acknowledge
 from bot.messenger import Messenger
 from bot.replays import once
 from bot.services import BotServices
-from scheduler.alerts import idle, quota
+from scheduler.alerts import idle
 
 # What an alert key looks like (quota-expiry:3:2026-11-20:7d, idle:42:1:1); anything else
 # is a forged or mangled payload.
@@ -36,12 +36,7 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
         with reported(services, body, respond):
             user, key = clicked_alert(body)
             lang = services.language(user)
-            paika = services.paika
-            result = (
-                quota.acknowledge(paika.engine, paika.admins, key, user, services.now())
-                if key
-                else quota.QuotaAck(known=False)
-            )
+            result = services.paika.acknowledge_quota_alert(key, user)
             if not result.known or result.alert is None:
                 tell_answer(respond, error(t(lang, "alert.bad_button"), lang, None))
                 return
@@ -69,14 +64,7 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
     def answer_idle(answer: str, body: dict[str, Any], respond: Respond) -> None:
         user, key = clicked_alert(body)
         lang = services.language(user)
-        paika = services.paika
-        result = (
-            idle.answer_idle(
-                paika.engine, paika.policy, paika.admins, key, answer, user, services.now()
-            )
-            if key
-            else idle.IdleAnswer(known=False)
-        )
+        result = services.paika.answer_idle_alert(key, answer, user)
         if not result.known or result.alert is None:
             tell_answer(respond, error(t(lang, "alert.bad_button"), lang, None))
             return

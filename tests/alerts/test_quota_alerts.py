@@ -379,3 +379,25 @@ def test_a_running_job_s_hours_so_far_count_when_the_next_job_asks_the_quota(
     status = ok(vision, "UALICE", "status next")
     assert "18.0 GPU-hours left" in status or "18.0 h left" in status, status
     assert "18.0 left" in ok(vision, "UALICE", "quota")
+
+
+def test_answers_through_paikas_door_audit_a_refusal_and_wake_the_courier(
+    vision: Paika, clock: ManualClock
+) -> None:
+    """The buttons go through Paika as commands do: a click on someone else's alert leaves a
+    refusal in the audit trail, an answer that changed something wakes the courier, and a
+    click that names no alert is not known."""
+    grant(vision, date(2026, 11, 12))
+    [alert] = raise_quota_alerts(vision.engine, vision.policy, clock.now())
+    woken: list[bool] = []
+    vision.on_change = lambda: woken.append(True)
+    assert not vision.acknowledge_quota_alert(None, OWNER).known
+    refused = vision.acknowledge_quota_alert(alert.key, "UALICE")
+    assert refused.known and not refused.allowed and woken == []
+    assert vision.acknowledge_quota_alert(alert.key, OWNER).changed and woken == [True]
+    assert not vision.acknowledge_quota_alert(alert.key, "UADMIN").changed and woken == [True]
+    with Session(vision.engine) as session:
+        refusals = session.exec(
+            select(AuditEvent).where(AuditEvent.action == "refused.alert.quota")
+        ).all()
+    assert [(a.actor, a.target_id) for a in refusals] == [("UALICE", alert.key)]
