@@ -1,46 +1,40 @@
 """The digest as plain text, for the terminal (`paika digest --print`) and anyone without Slack.
 
-In English it is laid out for the terminal here; why a job waits is said by `wait_words`. In
-another language (the policy's `slack.default_language`, or `--lang`) it is the channel
-message's own sentences from the catalogue, as plain text: the same words the team reads in
-Slack every morning."""
+Laid out for the terminal here, in the reader's language (the policy's
+`slack.default_language`, or `--lang`); every sentence comes from the catalogue
+(`digest.text.*`), and why a job waits is said by `wait_words`, as in Slack."""
 
 from __future__ import annotations
 
-import html
-import re
-from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.blocks.digest import digest_blocks, output_lines
+from bot.blocks.digest import output_lines
 from bot.board_words import none_next_up
-from bot.i18n import amount, wait_words
+from bot.i18n import amount, counted, term, wait_words
 from bot.i18n import t as say
+from bot.said import LIST_SEPARATOR
 from scheduler.digest.model import Digest, JobLine, QuotaWarning
 from scheduler.service.records import PriorityClass
 
 
 def render_text(digest: Digest, zone: ZoneInfo, lang: str = "en") -> str:
     """Every part of the digest, in the order the Slack message shows them, in `lang`."""
-    if lang != "en":
-        return _from_blocks(digest_blocks(digest, lang, zone).blocks)
     parts = [
-        [f"paika daily GPU board — {digest.day.isoformat()} (as of {_when(digest.at, zone)})"]
+        [say(lang, "digest.text.header", day=digest.day.isoformat(), at=_when(digest.at, zone))]
         + (
-            [say("en", "config.in_force", version=digest.config_version)]
+            [say(lang, "config.in_force", version=digest.config_version)]
             if digest.config_version is not None
             else []
         ),
-        _cards(digest),
-        [_queue(digest)],
-        _ready(digest),
-        _waiting_data(digest),
-        _next_up(digest, zone),
-        _yesterday(digest),
-        _idle(digest),
-        _quotas(digest),
+        _cards(digest, lang),
+        [_queue(digest, lang)],
+        _ready(digest, lang),
+        _waiting_data(digest, lang),
+        _next_up(digest, zone, lang),
+        _yesterday(digest, lang),
+        _idle(digest, lang),
+        _quotas(digest, lang),
     ]
     return "\n\n".join("\n".join(lines) for lines in parts if lines) + "\n"
 
@@ -49,175 +43,194 @@ def _when(moment: datetime | None, zone: ZoneInfo) -> str:
     return "-" if moment is None else moment.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z")
 
 
-def duration(span: timedelta) -> str:
+def duration(span: timedelta, lang: str = "en") -> str:
     """A wait as people say it: "12 min", "3 h 20 min", "2 d 4 h"."""
     minutes = max(0, int(span.total_seconds() // 60))
     days, rest = divmod(minutes, 24 * 60)
     hours, minutes = divmod(rest, 60)
     if days:
-        return f"{days} d {hours} h"
+        return say(lang, "digest.text.days_hours", d=days, h=hours)
     if hours:
-        return f"{hours} h {minutes} min"
-    return f"{minutes} min"
+        return say(lang, "digest.text.hours_minutes", h=hours, m=minutes)
+    return say(lang, "digest.text.minutes", m=minutes)
 
 
-def _cards(digest: Digest) -> list[str]:
+def _cards(digest: Digest, lang: str) -> list[str]:
     if not digest.types:
-        return ["GPUs: none registered yet (an admin adds hosts with /gpu admin host add)."]
-    busy = sum(t.busy for t in digest.types)
-    idle = sum(t.idle_held for t in digest.types)
-    down = sum(t.down for t in digest.types)
+        return [say(lang, "digest.text.no_gpus")]
     lines = [
-        f"GPUs: {digest.total_gpus} on {amount('en', 'count.hosts', digest.hosts)}"
-        f" · {digest.free_gpus} free · "
-        f"{busy} busy · {idle} idle but held · {down} unavailable"
+        say(
+            lang,
+            "digest.text.gpus",
+            total=digest.total_gpus,
+            hosts=amount(lang, "count.hosts", digest.hosts),
+            free=digest.free_gpus,
+            busy=sum(t.busy for t in digest.types),
+            idle=sum(t.idle_held for t in digest.types),
+            down=sum(t.down for t in digest.types),
+        )
     ]
     width = max(len(t.gpu_type) for t in digest.types)
     for t in digest.types:
-        lines.append(
-            f"  {t.gpu_type:<{width}} {t.total:>4}: {t.free} free · {t.busy} busy · "
-            f"{t.idle_held} idle · {t.down} unavailable"
+        counts = say(
+            lang, "digest.text.type_counts", free=t.free, busy=t.busy, idle=t.idle_held, down=t.down
         )
+        lines.append(f"  {t.gpu_type:<{width}} {t.total:>4}: {counts}")
     return lines
 
 
-def _queue(digest: Digest) -> str:
-    waiting = ", ".join(
-        f"{digest.waiting_by_class.get(p.value, 0)} {p.value}" for p in PriorityClass
-    )
-    return (
-        f"Queue: {digest.running} running · waiting: {waiting} · "
-        f"{digest.waiting_for_data} waiting for data"
-    )
-
-
-def _job(line: JobLine) -> str:
-    kind = f" {line.gpu_type}" if line.gpu_type else ""
-    return (
-        f"#{line.job_id} {line.name} · {line.team} · {line.priority} · "
-        f"{line.gpus}×GPU{kind} · {line.est_gpu_hours:g} GPU-hours"
-    )
-
-
-def _more(shown: int, total: int) -> list[str]:
-    return [f"  … and {total - shown} more"] if total > shown else []
-
-
-def _ready(digest: Digest) -> list[str]:
-    if not digest.ready_total:
-        return ["Ready to run: none waiting with its data in place."]
-    lines = [f"Ready to run ({digest.ready_total}), in queue order:"]
-    lines += [f"  {_job(line)}" for line in digest.ready]
-    return lines + _more(len(digest.ready), digest.ready_total)
-
-
-def _waiting_data(digest: Digest) -> list[str]:
-    if not digest.waiting_for_data:
-        return ["Waiting for data: none."]
-    lines = [f"Waiting for data ({digest.waiting_for_data}), longest first:"]
-    for line in digest.waiting_data:
-        where = f" · data at {line.data_location}" if line.data_location else ""
-        lines.append(
-            f"  #{line.job_id} {line.name} · {line.team} · owner {line.owner} · "
-            f"waiting {duration(digest.at - line.submitted_at)}{where}"
+def _queue(digest: Digest, lang: str) -> str:
+    waiting = LIST_SEPARATOR[lang].join(
+        say(
+            lang,
+            "digest.text.class_count",
+            n=digest.waiting_by_class.get(p.value, 0),
+            priority=term(lang, "priority", p.value),
         )
-    return lines + _more(len(digest.waiting_data), digest.waiting_for_data)
+        for p in PriorityClass
+    )
+    return say(
+        lang,
+        "digest.text.queue",
+        running=digest.running,
+        waiting=waiting,
+        data=digest.waiting_for_data,
+    )
 
 
-def _next_up(digest: Digest, zone: ZoneInfo) -> list[str]:
+def _job(line: JobLine, lang: str) -> str:
+    return say(
+        lang,
+        "digest.text.job",
+        id=line.job_id,
+        name=line.name,
+        team=line.team,
+        priority=term(lang, "priority", line.priority),
+        gpus=line.gpus,
+        kind=f" {line.gpu_type}" if line.gpu_type else "",
+        hours=line.est_gpu_hours,
+    )
+
+
+def _more(shown: int, total: int, lang: str) -> list[str]:
+    return ["  " + say(lang, "digest.text.more", n=total - shown)] if total > shown else []
+
+
+def _ready(digest: Digest, lang: str) -> list[str]:
+    if not digest.ready_total:
+        return [say(lang, "digest.text.ready_none")]
+    lines = [say(lang, "digest.text.ready", n=digest.ready_total)]
+    lines += [f"  {_job(line, lang)}" for line in digest.ready]
+    return lines + _more(len(digest.ready), digest.ready_total, lang)
+
+
+def _waiting_data(digest: Digest, lang: str) -> list[str]:
+    if not digest.waiting_for_data:
+        return [say(lang, "digest.text.data_none")]
+    lines = [say(lang, "digest.text.data", n=digest.waiting_for_data)]
+    for line in digest.waiting_data:
+        where = (
+            say(lang, "digest.text.data_at", location=line.data_location)
+            if line.data_location
+            else ""
+        )
+        said = say(
+            lang,
+            "digest.text.data_line",
+            id=line.job_id,
+            name=line.name,
+            team=line.team,
+            owner=line.owner,
+            waited=duration(digest.at - line.submitted_at, lang),
+            where=where,
+        )
+        lines.append(f"  {said}")
+    return lines + _more(len(digest.waiting_data), digest.waiting_for_data, lang)
+
+
+def _next_up(digest: Digest, zone: ZoneInfo, lang: str) -> list[str]:
     if not digest.next_up:
-        said = none_next_up("en", digest.waiting, digest.waiting_for_data)
-        return [f"Next up: {said[:1].lower()}{said[1:]}"]  # one sentence after the heading
-    lines = ["Next up:"]
+        said = none_next_up(lang, digest.waiting, digest.waiting_for_data)
+        # One sentence after the heading.
+        return [say(lang, "digest.text.next_none", said=f"{said[:1].lower()}{said[1:]}")]
+    lines = [say(lang, "digest.text.next_up")]
     waiting = [line for line in digest.next_up if line.wait is not None]
     for number, line in enumerate(waiting, 1):  # by when it should start, as on the board
         wait = line.wait
         assert wait is not None
-        eta = f" · ETA {_when(wait.eta, zone)}" if wait.eta is not None else ""
-        words = wait_words("en", wait.to_wait(line.job_id), digest.at.timestamp())
-        lines.append(f"  {number}. #{line.job_id} {line.name} — {words}{eta}")
+        eta = say(lang, "digest.text.eta", at=_when(wait.eta, zone)) if wait.eta is not None else ""
+        words = wait_words(lang, wait.to_wait(line.job_id), digest.at.timestamp())
+        said = say(
+            lang, "digest.text.next_line", n=number, id=line.job_id, name=line.name,
+            words=words, eta=eta,
+        )  # fmt: skip
+        lines.append(f"  {said}")
     return lines
 
 
-def _yesterday(digest: Digest) -> list[str]:
+def _yesterday(digest: Digest, lang: str) -> list[str]:
     usage = digest.yesterday
-    head = f"Yesterday ({usage.day.isoformat()}): "
+    day = usage.day.isoformat()
     # What the spend produced: runs finished by outcome, each project's figures.
-    outputs = [f"  {line}" for line in output_lines("en", usage)]
+    outputs = [f"  {line}" for line in output_lines(lang, usage)]
     if not usage.rows:
-        return [head + "no GPU time was used.", *outputs]
+        return [say(lang, "digest.text.yesterday_none", day=day), *outputs]
     lines = [
-        head + f"{usage.total_gpu_hours:.1f} GPU-hours, cost {usage.total_cost:.2f}, "
-        f"{amount('en', 'count.jobs', usage.job_count)}",
+        say(
+            lang,
+            "digest.text.yesterday",
+            day=day,
+            hours=usage.total_gpu_hours,
+            cost=usage.total_cost,
+            jobs=amount(lang, "count.jobs", usage.job_count),
+        ),
         *outputs,
     ]
     for row in usage.rows:
-        lines.append(
-            f"  {row.team} · {row.gpu_type} · {row.gpu_hours:.1f} GPU-hours · "
-            f"cost {row.cost:.2f} · {amount('en', 'count.jobs', row.jobs)}"
-        )
+        said = say(
+            lang, "digest.text.usage_row", team=row.team, gpu_type=row.gpu_type,
+            hours=row.gpu_hours, cost=row.cost, jobs=amount(lang, "count.jobs", row.jobs),
+        )  # fmt: skip
+        lines.append(f"  {said}")
     return lines
 
 
-def _idle(digest: Digest) -> list[str]:
+def _idle(digest: Digest, lang: str) -> list[str]:
     idle = digest.idle
-    head = f"Idle but held yesterday (below {idle.threshold_pct:g}% utilization): "
     if idle.gpu_hours <= 0:
-        return [head + "none."]
-    types = ", ".join(f"{name} {hours:.1f}" for name, hours in idle.by_type.items())
-    lines = [head + f"{idle.gpu_hours:.1f} GPU-hours ({types})"]
+        return [say(lang, "digest.text.idle_none", pct=idle.threshold_pct)]
+    types = LIST_SEPARATOR[lang].join(f"{name} {hours:.1f}" for name, hours in idle.by_type.items())
+    lines = [
+        say(lang, "digest.text.idle", pct=idle.threshold_pct, hours=idle.gpu_hours, types=types)
+    ]
     for job in idle.jobs:
-        lines.append(
-            f"  #{job.job_id} {job.name} · {job.team} · owner {job.owner} · "
-            f"{job.gpu_type} · {job.gpu_hours:.1f} GPU-hours"
-        )
-    return lines + _more(len(idle.jobs), idle.job_count)
+        said = say(
+            lang, "digest.text.idle_row", id=job.job_id, name=job.name, team=job.team,
+            owner=job.owner, gpu_type=job.gpu_type, hours=job.gpu_hours,
+        )  # fmt: skip
+        lines.append(f"  {said}")
+    return lines + _more(len(idle.jobs), idle.job_count, lang)
 
 
-def quota_words(warning: QuotaWarning) -> str:
+def quota_words(warning: QuotaWarning, lang: str = "en") -> str:
     """When the quota expires, in days."""
     if warning.days_left == 0:
-        return "expires today"
+        return say(lang, "digest.text.expires_today")
     if warning.days_left == 1:
-        return "expires tomorrow"
-    return f"expires in {warning.days_left} days"
+        return say(lang, "digest.text.expires_tomorrow")
+    return counted(lang, "digest.text.expires_in", warning.days_left, n=warning.days_left)
 
 
-def _quotas(digest: Digest) -> list[str]:
+def _quotas(digest: Digest, lang: str) -> list[str]:
     if not digest.quota_warnings:
-        return ["Quota warnings: none."]
-    lines = ["Quota warnings:"]
+        return [say(lang, "digest.text.quotas_none")]
+    lines = [say(lang, "digest.text.quotas")]
     for w in digest.quota_warnings:
-        lines.append(
-            f"  #{w.quota_id} {w.team} · {w.gpu_type or 'any type'} · "
-            f"{w.left_hours:.1f} of {w.total_hours:g} GPU-hours left ({w.used_pct:.0f}% used) · "
-            f"{quota_words(w)} ({w.expires_on.isoformat()}) · owner {w.owner}"
-        )
+        said = say(
+            lang, "digest.text.quota_row", id=w.quota_id, team=w.team,
+            gpu_type=w.gpu_type or say(lang, "digest.text.any_type"), left=w.left_hours,
+            total=w.total_hours, pct=w.used_pct, expires=quota_words(w, lang),
+            date=w.expires_on.isoformat(), owner=w.owner,
+        )  # fmt: skip
+        lines.append(f"  {said}")
     return lines
-
-
-# Slack's bold (*…*) and code (`…`) marks around a run of text; escaped &, < and > come back.
-_MARKED = re.compile(r"\*([^*\n]+)\*|`([^`\n]+)`")
-
-
-def _plain(text: str) -> str:
-    # "*队列：* 运行中" is bold then a space in Slack; in a terminal the space after a
-    # full-width colon is one too many.
-    unmarked = html.unescape(_MARKED.sub(lambda m: m[1] or m[2], text))
-    return re.sub("： +", "：", unmarked)
-
-
-def _from_blocks(blocks: Sequence[Mapping[str, Any]]) -> str:
-    """The channel message's blocks as terminal text: a blank line for each divider."""
-    parts: list[list[str]] = [[]]
-    for block in blocks:
-        kind = block.get("type")
-        if kind == "divider":
-            parts.append([])
-        elif kind == "context":
-            parts[-1].append(" · ".join(_plain(e["text"]) for e in block["elements"]))
-        elif "text" in block:
-            parts[-1].append(_plain(block["text"]["text"]))
-        for item in block.get("fields", ()):
-            parts[-1].append(_plain(item["text"]))
-    return "\n\n".join("\n".join(lines) for lines in parts if lines) + "\n"
