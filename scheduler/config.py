@@ -557,9 +557,13 @@ class PolicyConfig(_Strict):
         return value
 
     def sample_period_seconds(self) -> float:
-        """Seconds between two kept samples of a GPU: the sampling pace, in whole cycles."""
+        """Seconds between two kept samples of a GPU: the first cycle at least `sample_seconds`
+        after the last sample, so the pace in whole cycles. The one formula: the cycle samples
+        at this pace, and the board's idle marks, the digest's idle hours and picture, the
+        ledger's idle hours and the idle alerts all read samples by it. (1e-9: 1.1 s ÷ 0.1 s
+        is 11.000000000000002 in floating point, and 11 cycles, not 12.)"""
         knobs = self.scheduler
-        cycles = math.ceil(knobs.hosts.sample_seconds / knobs.cycle_seconds)
+        cycles = math.ceil(knobs.hosts.sample_seconds / knobs.cycle_seconds - 1e-9)
         return max(1, cycles) * knobs.cycle_seconds
 
     @property

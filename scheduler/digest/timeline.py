@@ -35,9 +35,8 @@ MAX_ROWS = 160
 
 
 def sample_interval(policy: PolicyConfig) -> float:
-    """Seconds between two samples of a GPU: the first cycle at least `sample_seconds` on."""
-    hosts, cycle = policy.scheduler.hosts, policy.scheduler.cycle_seconds
-    return math.ceil(hosts.sample_seconds / cycle - 1e-9) * cycle
+    """Seconds between two samples of a GPU (`PolicyConfig.sample_period_seconds`)."""
+    return policy.sample_period_seconds()
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.config import load_policy
+from scheduler.config import load_policy, policy_from_text
 from scheduler.errors import ConfigError
 from scheduler.settings import BUNDLED_POLICY, Settings
 
@@ -125,3 +125,25 @@ def test_settings_read_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path
     settings = Settings()
     assert settings.admins == ("U1", "U2")
     assert settings.resolved_database_url() == f"sqlite:///{tmp_path.as_posix()}/paika.db"
+
+
+@pytest.mark.parametrize(
+    ("sample_s", "cycle_s", "period_s"),
+    [(60, 10, 60), (61, 10, 70), (5, 10, 10), (1.1, 0.1, 1.1), (0.3, 0.1, 0.3)],
+)
+def test_one_sample_period_for_the_cycle_the_digest_and_the_idle_alerts(
+    sample_s: float, cycle_s: float, period_s: float
+) -> None:
+    """The first cycle at least sample_seconds after the last sample, in whole cycles; the
+    digest and the idle alerts read samples by the same period (they had two formulas, which
+    disagreed where a float division lands just above a whole number)."""
+    from scheduler.alerts.idle import sample_period
+    from scheduler.digest.timeline import sample_interval
+
+    policy = policy_from_text(
+        f"gpu_types: {{T4: {{memory_gib: 16, price_per_gpu_hour: 1}}}}\n"
+        f"scheduler: {{cycle_seconds: {cycle_s}, hosts: {{sample_seconds: {sample_s}}}}}\n",
+        "test",
+    )
+    assert policy.sample_period_seconds() == pytest.approx(period_s)
+    assert sample_interval(policy) == sample_period(policy) == policy.sample_period_seconds()
