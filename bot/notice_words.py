@@ -12,9 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from typing import Any
 
-from bot.blocks.digest import notification
-from bot.blocks.job import preempt_reason
-from bot.i18n import counted, day, has, refusal_words, t, term
+from bot.i18n import amount, counted, day, has, refusal_words, t, term
 from bot.reason_words import reason_words
 from scheduler.alerts.idle import ACTION_KIND, ASK_KIND
 from scheduler.alerts.overrun import KIND as OVERRUN_KIND
@@ -31,6 +29,27 @@ Sentence = Callable[[str, Announcement], str]
 
 # How many of the jobs a quota alert would cut off its sentence names.
 CUT_OFF_NAMED = 5
+
+
+def preempt_reason(lang: str, code: object, for_job: object) -> str:
+    """Why a job was preempted ("for core job #57"), from its PreemptCode value; a code the
+    catalogue does not know is shown as it is."""
+    key = f"notice.event.preempt_for.{code}"
+    return t(lang, key, for_job=for_job) if has(key) else str(code or "?")
+
+
+def notification(digest: Digest, lang: str) -> str:
+    """The message's text: what a notification or a screen reader says."""
+    return t(
+        lang,
+        "digest.notification",
+        day=day(lang, digest.day),
+        free=digest.free_gpus,
+        total=amount(lang, "count.gpus", digest.total_gpus),
+        running=amount(lang, "count.jobs", digest.running),
+        waiting=digest.waiting,
+        data=digest.waiting_for_data,
+    )
 
 
 def sentence(lang: str, notice: Announcement) -> str:

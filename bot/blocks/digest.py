@@ -29,6 +29,7 @@ from bot.blocks.job import gpu_hours, priority, ref, state, why_and_when
 from bot.blocks.quotas import expiry_words
 from bot.board_words import none_next_up
 from bot.i18n import amount, counted, day, t, when
+from bot.notice_words import notification
 from scheduler.digest.model import DayUsage, Digest, JobLine, QuotaWarning
 from scheduler.service.records import PriorityClass
 
@@ -76,20 +77,6 @@ def digest_blocks(
         # Each part is bounded (above), so only a change to those bounds gets here.
         raise ValueError(f"digest of {len(blocks)} blocks, {text_size(blocks)} characters")
     return Message(notification(digest, lang), blocks)
-
-
-def notification(digest: Digest, lang: str) -> str:
-    """The message's text: what a notification or a screen reader says."""
-    return t(
-        lang,
-        "digest.notification",
-        day=day(lang, digest.day),
-        free=digest.free_gpus,
-        total=amount(lang, "count.gpus", digest.total_gpus),
-        running=amount(lang, "count.jobs", digest.running),
-        waiting=digest.waiting,
-        data=digest.waiting_for_data,
-    )
 
 
 class _Names:

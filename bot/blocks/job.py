@@ -6,7 +6,8 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from bot.blocks.common import mention, mrkdwn_escape
-from bot.i18n import eta, has, t, term, wait_words, when
+from bot.i18n import eta, t, term, wait_words, when
+from bot.notice_words import preempt_reason
 from scheduler.policy.plan import Wait
 from scheduler.service.jobs import JobView, PreemptedRecord
 from scheduler.service.records import JobRecord
@@ -109,13 +110,6 @@ def own_line(lang: str, view: JobView, zone: ZoneInfo, now: datetime) -> str:
     if job.started_at is not None:
         return f"{head} · " + t(lang, "queue.since", at=when(lang, job.started_at, zone))
     return head
-
-
-def preempt_reason(lang: str, code: object, for_job: object) -> str:
-    """Why a job was preempted ("for core job #57"), from its PreemptCode value; a code the
-    catalogue does not know is shown as it is."""
-    key = f"notice.event.preempt_for.{code}"
-    return t(lang, key, for_job=for_job) if has(key) else str(code or "?")
 
 
 def preempted_line(lang: str, preempted: PreemptedRecord) -> str:

@@ -8,8 +8,9 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from bot.blocks.common import MESSAGE_BLOCKS, Message, header, listing, mention, mrkdwn_escape
-from bot.blocks.job import preempt_reason, priority, state
+from bot.blocks.job import priority, state
 from bot.i18n import counted, t, wait_words, when
+from bot.notice_words import preempt_reason
 from bot.reason_words import reason_words
 from scheduler.policy.plan import PreemptCode, WaitCode
 from scheduler.service.why import Step, StoryStep, WhyResult

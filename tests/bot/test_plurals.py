@@ -11,10 +11,11 @@ from zoneinfo import ZoneInfo
 from paika_test_time import T0
 from test_digest_slack import make_digest
 
-from bot.blocks.digest import digest_blocks, notification
+from bot.blocks.digest import digest_blocks
 from bot.console_state import restored
 from bot.digest.text import render_text
 from bot.i18n import catalogue, counted, placeholders, t, wait_words
+from bot.notice_words import notification
 from scheduler.archive.state import RestoreResult
 from scheduler.digest.model import DayUsage, Digest, UsageLine
 from scheduler.policy.plan import Wait, WaitCode

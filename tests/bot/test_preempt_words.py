@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.blocks.job import preempt_reason
+from bot.notice_words import preempt_reason
 from scheduler.hosts.reconcile import _PREEMPTED_FOR
 from scheduler.policy.plan import PreemptCode
 from scheduler.policy.reasons import because
