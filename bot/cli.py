@@ -280,7 +280,7 @@ def report_command(
         raise typer.Exit(job_report(words or []))
     from bot.report_export import export_report
 
-    raise typer.Exit(export_report(words or [], fmt or "csv", user))
+    raise typer.Exit(export_report(words or [], fmt or "csv", user, _start))
 
 
 @app.command()

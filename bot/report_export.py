@@ -14,9 +14,13 @@ import csv
 import io
 import json
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from scheduler.service.report import JobOutcome, ReportResult, UsageRow
+
+if TYPE_CHECKING:
+    from scheduler.app import Paika
 
 FORMATS = ("csv", "json")
 # The CSV's columns, in order; each kind of row fills those it has.
@@ -54,10 +58,10 @@ COLUMNS = (
 EXPORT_USER = "paika-export"
 
 
-def export_report(words: list[str], fmt: str, user: str | None) -> int:
+def export_report(words: list[str], fmt: str, user: str | None, start: Callable[[], Paika]) -> int:
     """Print the whole report the words ask for (as after `/gpu report`) in `fmt` to stdout;
-    the exit status: 0 done, 1 a user error (said on stderr), 2 an unknown format."""
-    from bot.cli import _start  # the entry point wires the parts; imported late, as cli does
+    the exit status: 0 done, 1 a user error (said on stderr), 2 an unknown format. `start`
+    gives the core (the entry point wires it: only after the format is known good)."""
     from bot.console import render
     from scheduler.grammar import parse
 
@@ -66,7 +70,7 @@ def export_report(words: list[str], fmt: str, user: str | None) -> int:
 
         print(t("en", "export.bad_format", format=fmt), file=sys.stderr)
         return 2
-    paika = _start()
+    paika = start()
     try:
         command = parse(" ".join(["report", *words]))
     except Exception as exc:  # a ParseError: said as /gpu would say it

@@ -463,21 +463,23 @@ def test_the_csv_and_json_read_back_to_the_same_figures(
 
 def test_paika_report_prints_the_whole_report(
     month: tuple[Paika, dict[int, Made]],
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     paika, made = month
-    monkeypatch.setattr("bot.cli._start", lambda: paika)
-    assert export_report([f"days={DAYS}", "by=type", "page=2"], "csv", None) == 0
+
+    def start() -> Paika:
+        return paika
+
+    assert export_report([f"days={DAYS}", "by=type", "page=2"], "csv", None, start) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert sum(1 for row in rows if row["kind"] == "job") == len(made)
     assert {row["group"] for row in rows if row["kind"] == "group"} == set(PRICES)
-    assert export_report([f"days={DAYS}"], "json", "UBOB") == 0
+    assert export_report([f"days={DAYS}"], "json", "UBOB", start) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["total"]["runs"] == len(made) and document["by"] == "team,type"
-    assert export_report(["days=0"], "csv", None) == 1
+    assert export_report(["days=0"], "csv", None, start) == 1
     assert "days must be a whole number from 1 to 366" in capsys.readouterr().err
-    assert export_report([], "xlsx", None) == 2
+    assert export_report([], "xlsx", None, start) == 2
     assert "--format must be csv or json" in capsys.readouterr().err
 
 
