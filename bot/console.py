@@ -7,7 +7,7 @@ shape differs. Numbers, ids, names and `/gpu` examples are values.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import singledispatch
 from numbers import Real
@@ -33,9 +33,15 @@ from bot.blocks.report import (
 )
 from bot.blocks.why import story_header, story_lines
 from bot.board_words import none_next_up
-from bot.i18n import DEFAULT, counted, language, t, term, wait_words, when
+from bot.i18n import DEFAULT, counted, t, term, wait_words, when
 from bot.reason_words import reason_words
-from bot.said import language_saved, listed, problem, say, template_fields
+from bot.result_words import (
+    cards_on_hosts,
+    spec_line,
+    template_history_words,
+    template_version_words,
+)
+from bot.said import language_saved, listed, problem, say
 from bot.usage import help_lines
 from scheduler.configs.results import ConfigChanged, ConfigDiff, ConfigHistory, ConfigShown
 from scheduler.errors import UserError
@@ -43,7 +49,6 @@ from scheduler.grammar import Help
 from scheduler.policy.admission import Verdict
 from scheduler.policy.plan import Wait
 from scheduler.results import Listing, Said
-from scheduler.service import specs
 from scheduler.service.board import BoardResult, CardState, CardView, HostView, TypeSummary
 from scheduler.service.bumps import BumpResult, DecisionResult
 from scheduler.service.estimates import EstimatesReport
@@ -62,7 +67,6 @@ from scheduler.service.why import WhyResult
 QUEUE_LISTING_LIMIT = 30
 # Separators between the parts of one line; they are punctuation, not words.
 PARTS = " · "
-COMMAND = "cmd"  # the submit key of a job's command
 EVENTS = "; "
 
 
@@ -203,21 +207,6 @@ def _status(result: StatusResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     return "\n".join(lines)
 
 
-def cards_on_hosts(lang: str, cards: Sequence[tuple[str, str, int]]) -> str:
-    """Where a run is or was: "gpu-a (2× A100-80GB), gpu-b (1× A100-80GB)"."""
-    by_host: dict[str, list[str]] = {}
-    for host, gpu_type, count in cards:
-        by_host.setdefault(host, []).append(t(lang, "status.cards", n=count, gpu_type=gpu_type))
-    sep = _CARD_SEPARATOR[language(lang)]
-    return sep.join(
-        t(lang, "status.cards_on", host=host, cards=sep.join(kinds))
-        for host, kinds in by_host.items()
-    )
-
-
-_CARD_SEPARATOR = {"en": ", ", "zh": "、"}
-
-
 def template_line(lang: str, name: str, version: int | None) -> str:
     """Which template (and version of it) a job was submitted from."""
     if version is None:  # submitted before template versions were kept
@@ -225,64 +214,14 @@ def template_line(lang: str, name: str, version: int | None) -> str:
     return t(lang, "console.status.template", name=name, version=version)
 
 
-def spec_line(lang: str, spec: Mapping[str, Any]) -> str:
-    """The submission as given, as the `/gpu submit` that repeats it (the template's
-    version is said apart, and is no submit key); the command last, as the longest, so a
-    cut spares the short keys."""
-    given = sorted(spec.items(), key=lambda item: item[0] == COMMAND)
-    keys = {key: value for key, value in given if key != specs.TEMPLATE_VERSION}
-    return t(lang, "status.spec", spec=template_fields(lang, keys))
-
-
 @render.register
 def _template_history(result: TemplateHistory, zone: ZoneInfo, lang: str = DEFAULT) -> str:
-    lines = [t(lang, "template.history.header", name=result.name, team=result.team)]
-    for view in result.versions:
-        line = _version_line(lang, view, zone)
-        if view.version == result.latest:
-            line += " " + t(lang, "template.history.in_use")
-        lines += [line, "  " + _changed(lang, view)]
-    if result.more:
-        lines.append(
-            counted(lang, "template.history.more", result.more, n=result.more, name=result.name)
-        )
-    if result.latest is None:
-        lines.append(t(lang, "template.history.deleted"))
-    return "\n".join(lines)
+    return template_history_words(result, zone, lang)
 
 
 @render.register
 def _template_version(result: TemplateVersionView, zone: ZoneInfo, lang: str = DEFAULT) -> str:
-    return t(
-        lang,
-        "template.version.shown",
-        name=result.name,
-        version=result.version,
-        at=when(lang, result.at, zone),
-        author=result.author,
-        fields=template_fields(lang, result.fields),
-        changes=_changed(lang, result),
-    )
-
-
-def _version_line(lang: str, view: TemplateVersionView, zone: ZoneInfo) -> str:
-    return t(
-        lang,
-        "template.history.version",
-        version=view.version,
-        at=when(lang, view.at, zone),
-        author=view.author,
-        fields=template_fields(lang, view.fields),
-    )
-
-
-def _changed(lang: str, view: TemplateVersionView) -> str:
-    """What a version changed against the one before it."""
-    if view.first:
-        return t(lang, "template.history.first")
-    if not view.changed:
-        return t(lang, "template.history.same")
-    return t(lang, "template.history.changed", keys=", ".join(view.changed))
+    return template_version_words(result, zone, lang)
 
 
 def _bump_line(lang: str, bump: BumpRecord) -> str:

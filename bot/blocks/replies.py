@@ -59,9 +59,14 @@ from bot.blocks.priority import priority_message
 from bot.blocks.quotas import quota_line
 from bot.blocks.report import report_message
 from bot.blocks.why import why_message
-from bot.console import cards_on_hosts, render, spec_line
 from bot.i18n import counted, t, term, when
 from bot.reason_words import reason_words
+from bot.result_words import (
+    cards_on_hosts,
+    spec_line,
+    template_history_words,
+    template_version_words,
+)
 from bot.said import language_saved, listed, say
 from scheduler.configs.results import ConfigChanged, ConfigDiff, ConfigHistory, ConfigShown
 from scheduler.grammar import Help
@@ -97,8 +102,9 @@ __all__ = ["Message", "error", "reply"]
 
 @singledispatch
 def reply(result: object, lang: str, zone: ZoneInfo, now: datetime) -> Message:
-    """The Block Kit reply to a service result; any type without a builder gets its plain text."""
-    return _words(render(result, zone), lang)
+    """The Block Kit reply to a service result (every type has its builder below, as every
+    type has its console words: tests/bot/test_said.py holds the two to the same types)."""
+    raise TypeError(f"no Block Kit form for {type(result).__name__}")
 
 
 def error(message: str, lang: str, example: str | None = None) -> Message:
@@ -129,14 +135,14 @@ def _listing(result: Listing, lang: str, zone: ZoneInfo, now: datetime) -> Messa
 
 @reply.register
 def _template_history(result: TemplateHistory, lang: str, zone: ZoneInfo, now: datetime) -> Message:
-    return _words(render(result, zone, lang), lang)
+    return _words(template_history_words(result, zone, lang), lang)
 
 
 @reply.register
 def _template_version(
     result: TemplateVersionView, lang: str, zone: ZoneInfo, now: datetime
 ) -> Message:
-    return _words(render(result, zone, lang), lang)
+    return _words(template_version_words(result, zone, lang), lang)
 
 
 @reply.register

@@ -712,12 +712,9 @@ def test_errors_keep_the_message_and_show_the_example() -> None:
 
 @dataclass(frozen=True)
 class Unlisted:
-    """A result with a plain-text form but no Block Kit builder of its own."""
+    """A result no face has a form for."""
 
     words: str
-
-
-render.register(Unlisted, lambda result, zone: result.words)
 
 
 def test_help_lists_every_command_and_every_key_it_is_about() -> None:
@@ -734,10 +731,14 @@ def test_help_lists_every_command_and_every_key_it_is_about() -> None:
     assert "Value: a whole number from 1 to 64. Example: gpus=2" in text
 
 
-def test_any_other_result_falls_back_to_its_plain_text() -> None:
-    message = reply(Unlisted("plain <words>"), "en", ZONE, NOW)
-    check_message(message)
-    assert "plain &lt;words&gt;" in shown(message)
+def test_a_result_without_a_form_is_a_bug_said_by_its_type_in_both_faces() -> None:
+    """Every result has a Block Kit form and console words (tests/bot/test_said.py holds the
+    two registries to the same types), so a result with neither is a bug, named as such,
+    not words made up on the spot."""
+    with pytest.raises(TypeError, match="Unlisted"):
+        reply(Unlisted("plain <words>"), "en", ZONE, NOW)
+    with pytest.raises(TypeError, match="Unlisted"):
+        render(Unlisted("plain <words>"), ZONE)
 
 
 def test_job_events_tell_the_owner_what_to_do_next() -> None:
