@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -137,6 +137,18 @@ def eta(lang: str, moment: float | None, zone: ZoneInfo, now: float) -> str:
         return t(lang, "eta.now")
     at = when(lang, datetime.fromtimestamp(moment, UTC), zone)
     return t(lang, "eta.at", at=at, rel=in_about(lang, moment - now))
+
+
+def waited(lang: str, span: timedelta) -> str:
+    """How long something has waited, to the minute: "45 min", "3 h 20 min", "2 d 4 h"."""
+    minutes = max(0, int(span.total_seconds() // 60))
+    days, rest = divmod(minutes, 24 * 60)
+    hours, minutes = divmod(rest, 60)
+    if days:
+        return t(lang, "digest.days", d=days, h=hours)
+    if hours:
+        return t(lang, "digest.hours", h=hours, m=minutes)
+    return t(lang, "digest.minutes", n=minutes)
 
 
 def span(lang: str, seconds: float) -> str:

@@ -9,7 +9,7 @@ display name, looked up by the poster); without one, the user id is shown as tex
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from bot.blocks.common import (
@@ -28,7 +28,7 @@ from bot.blocks.common import (
 from bot.blocks.job import gpu_hours, priority, ref, state, why_and_when
 from bot.blocks.quotas import expiry_words
 from bot.board_words import none_next_up
-from bot.i18n import amount, counted, day, t, when
+from bot.i18n import amount, counted, day, t, waited, when
 from bot.notice_words import notification
 from scheduler.digest.model import DayUsage, Digest, JobLine, QuotaWarning
 from scheduler.service.records import PriorityClass
@@ -87,18 +87,6 @@ class _Names:
 
     def __call__(self, user_id: str) -> str:
         return mrkdwn_escape(self.names.get(user_id) or user_id or "-")
-
-
-def waited(lang: str, span: timedelta) -> str:
-    """How long something has waited, to the minute: "45 min", "3 h 20 min", "2 d 4 h"."""
-    minutes = max(0, int(span.total_seconds() // 60))
-    days, rest = divmod(minutes, 24 * 60)
-    hours, minutes = divmod(rest, 60)
-    if days:
-        return t(lang, "digest.days", d=days, h=hours)
-    if hours:
-        return t(lang, "digest.hours", h=hours, m=minutes)
-    return t(lang, "digest.minutes", n=minutes)
 
 
 def _cards(digest: Digest, lang: str) -> list[Block]:

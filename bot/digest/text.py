@@ -6,12 +6,12 @@ Laid out for the terminal here, in the reader's language (the policy's
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from bot.blocks.digest import output_lines
 from bot.board_words import none_next_up
-from bot.i18n import amount, counted, term, wait_words
+from bot.i18n import amount, counted, term, wait_words, waited
 from bot.i18n import t as say
 from bot.said import LIST_SEPARATOR
 from scheduler.digest.model import Digest, JobLine, QuotaWarning
@@ -41,18 +41,6 @@ def render_text(digest: Digest, zone: ZoneInfo, lang: str = "en") -> str:
 
 def _when(moment: datetime | None, zone: ZoneInfo) -> str:
     return "-" if moment is None else moment.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z")
-
-
-def duration(span: timedelta, lang: str = "en") -> str:
-    """A wait as people say it: "12 min", "3 h 20 min", "2 d 4 h"."""
-    minutes = max(0, int(span.total_seconds() // 60))
-    days, rest = divmod(minutes, 24 * 60)
-    hours, minutes = divmod(rest, 60)
-    if days:
-        return say(lang, "digest.text.days_hours", d=days, h=hours)
-    if hours:
-        return say(lang, "digest.text.hours_minutes", h=hours, m=minutes)
-    return say(lang, "digest.text.minutes", m=minutes)
 
 
 def _cards(digest: Digest, lang: str) -> list[str]:
@@ -141,7 +129,7 @@ def _waiting_data(digest: Digest, lang: str) -> list[str]:
             name=line.name,
             team=line.team,
             owner=line.owner,
-            waited=duration(digest.at - line.submitted_at, lang),
+            waited=waited(lang, digest.at - line.submitted_at),
             where=where,
         )
         lines.append(f"  {said}")
