@@ -33,7 +33,7 @@ from pydantic import SecretStr
 from sqlmodel import Session
 
 from bot.app import build_app
-from bot.http import EVENTS_PATH, http_app
+from bot.http import EVENTS_PATH, http_app, quick_acks
 from bot.services import BotServices
 from scheduler.app import Paika
 from scheduler.clock import SystemClock
@@ -157,6 +157,7 @@ def serve_bot(
         }
     )
     app, messenger = build_app(settings, BotServices(paika))
+    quick_acks()  # as paika up does
     server, thread, port = serve_in_thread(http_app(app, messenger.pacing))
     ready.put((port, seeding_s))
     try:

@@ -450,9 +450,11 @@ def _start_bot(paika: Paika, metrics: ServiceMetrics, routes: list[Route]) -> Sl
     It times its acks into `metrics` and, in HTTP mode, serves `routes` beside Slack's."""
     if paika.settings.slack_bot_token is None:
         return None
+    from bot.http import quick_acks
     from bot.runtime import start_bot  # Slack's libraries load only when Slack is used
     from scheduler.errors import ConfigError
 
+    quick_acks()
     try:
         return start_bot(paika, acked=metrics.slack_acked, more_routes=routes)
     except ConfigError as exc:

@@ -42,6 +42,15 @@ MAX_BODY_BYTES = 1024 * 1024  # 1 MiB
 Acked = Callable[[str, float], None]
 
 
+def quick_acks() -> None:
+    """Let the event loop that acks Slack's requests take the interpreter back sooner: the
+    answers are computed on a worker thread that holds the GIL for long stretches, and the
+    loop waits up to the switch interval for it at every step; Python's default (5 ms) let a
+    burst of acks queue behind the answers (bench/slack_ack.py). A setting of the whole
+    process, so the entry point (`paika up`) makes it, not a library as it builds an app."""
+    sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
+
+
 def http_app(
     bolt: App,
     pacing: AcksFirst | None = None,
@@ -58,10 +67,6 @@ def http_app(
     one the Bolt app was built with."""
     # Bolt keeps the secret it was given (SLACK_SIGNING_SECRET when it was given none).
     verifier = SignatureVerifier(signing_secret or bolt._signing_secret)
-    # The answers are computed on a worker thread that holds the GIL for long stretches;
-    # the event loop, which acks, waits up to this interval for it at every step. Python's
-    # default (5 ms) let a burst of acks queue behind the answers (bench/slack_ack.py).
-    sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
 
     async def events(request: Request) -> Response:
         arrived = time.perf_counter()

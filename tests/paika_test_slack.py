@@ -18,7 +18,7 @@ from slack_bolt import App
 
 from bot.announcer import SlackAnnouncer
 from bot.app import build_app
-from bot.http import EVENTS_PATH, http_app
+from bot.http import EVENTS_PATH, http_app, quick_acks
 from bot.messenger import Messenger
 from bot.services import BotServices
 from scheduler.app import Paika
@@ -112,6 +112,7 @@ def running_bot(
     )
     paika.on_change = courier.wake
     courier.start()
+    quick_acks()  # as paika up does
     server, thread, port = serve_in_thread(http_app(app, messenger.pacing))
     try:
         yield Bot(app, services, messenger, f"http://127.0.0.1:{port}{EVENTS_PATH}", slack, paika)
