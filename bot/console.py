@@ -198,8 +198,11 @@ def _status(result: StatusResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     produced = _produced(job.output, job.metrics or {})
     if produced:
         lines.append(t(lang, "status.produced", what=produced))
+    # Each state with why it came, in the reader's language (as Slack's history says it).
     events = EVENTS.join(
-        f"{when(lang, e.at, zone)} {state(lang, e.to_state)}" for e in result.history
+        f"{when(lang, e.at, zone)} {state(lang, e.to_state)}"
+        + (f" ({reason_words(lang, e.why, e.reason)})" if e.reason else "")
+        for e in result.history
     )
     lines.append(t(lang, "console.status.history", events=events))
     if result.spec is not None:

@@ -66,12 +66,14 @@ def test_a_preempted_jobs_history_and_story_are_said_in_chinese(
 
     status = _result(world, "status sweep")
     assert isinstance(status, StatusResult)
-    _, slack = _said(world, clock, "status sweep", "zh")
-    assert f"已重新排队：被核心任务 #{paper} 抢占" in slack
-    assert f"已停止：被核心任务 #{paper} 抢占" in slack
-    assert "已提交" in slack
-    for english in ("requeued", "preempted for", "stopped:", "submitted"):
-        assert english not in slack, (english, slack)
+    console, slack = _said(world, clock, "status sweep", "zh")
+    # The console's history says why each state came, as Slack's does, in the reader's words.
+    for text in (slack, console):
+        assert f"已重新排队：被核心任务 #{paper} 抢占" in text, text
+        assert f"已停止：被核心任务 #{paper} 抢占" in text, text
+        assert "已提交" in text, text
+        for english in ("requeued", "preempted for", "stopped:", "submitted"):
+            assert english not in text, (english, text)
     _, slack_en = _said(world, clock, "status sweep", "en")
     assert f"requeued: preempted for core job #{paper}" in slack_en
 
