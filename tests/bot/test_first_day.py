@@ -14,23 +14,20 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import re
-import secrets
 import shlex
-import shutil
 import signal
 import socket
 import ssl
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from paika_test_accounts import throwaway_account
 from paika_test_cli import run_paika
 
 from scheduler.config import load_policy
@@ -52,21 +49,8 @@ def free_port() -> int:
 @pytest.fixture
 def account() -> Iterator[str]:
     """The Unix account the team's jobs run as on the hosts."""
-    if os.geteuid() != 0 or shutil.which("useradd") is None:
-        pytest.skip("root agents and Unix accounts need root and useradd")
-    base = Path(tempfile.mkdtemp(prefix="paika-first-day-"))
-    base.chmod(0o755)
-    name = f"pkd{secrets.token_hex(4)}"
-    subprocess.run(
-        ["useradd", "-m", "-d", str(base / name), "-s", "/bin/sh", "-U", name],
-        check=True,
-        capture_output=True,
-    )
-    try:
-        yield pwd.getpwnam(name).pw_name
-    finally:
-        subprocess.run(["userdel", "-f", name], capture_output=True, check=False)
-        shutil.rmtree(base, ignore_errors=True)
+    with throwaway_account("pkd") as made:
+        yield made.pw_name
 
 
 @pytest.fixture

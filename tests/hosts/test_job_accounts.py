@@ -4,17 +4,13 @@ of someone mapped to nobody is refused by the agent, or at submit when the polic
 
 from __future__ import annotations
 
-import os
 import pwd
-import secrets
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from agent_world import Agent, job, make_cycle, ok, submit, until
+from paika_test_accounts import throwaway_account
 from sqlmodel import Session, select
 
 from scheduler.app import Paika
@@ -30,21 +26,8 @@ pytestmark = pytest.mark.xdist_group("unix-accounts")
 @pytest.fixture(scope="module")
 def account() -> Iterator[pwd.struct_passwd]:
     """A throw-away Unix account with a home of its own."""
-    if os.geteuid() != 0 or shutil.which("useradd") is None:
-        pytest.skip("creating Unix accounts needs root and useradd")
-    base = Path(tempfile.mkdtemp(prefix="paika-accounts-"))
-    base.chmod(0o755)
-    name = f"pkj{secrets.token_hex(4)}"
-    subprocess.run(
-        ["useradd", "-m", "-d", str(base / name), "-s", "/bin/sh", "-U", name],
-        check=True,
-        capture_output=True,
-    )
-    try:
-        yield pwd.getpwnam(name)
-    finally:
-        subprocess.run(["userdel", "-f", name], capture_output=True, check=False)
-        shutil.rmtree(base, ignore_errors=True)
+    with throwaway_account("pkj") as made:
+        yield made
 
 
 @pytest.fixture
