@@ -9,12 +9,15 @@ as PATH.bak). The words come from the catalogue (bot/messages.yml, `init.*`), en
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from bot.i18n import LANGUAGES, t
 from bot.said import problem, say
+
+if TYPE_CHECKING:
+    from scheduler.starting_policy import HostLook
 
 KINDS_SHOWN = 4  # card kinds named per host line; more are counted
 
@@ -166,10 +169,9 @@ def _team_pair(given: str) -> tuple[str, str | None]:
     return name.strip(), channel.strip() or None
 
 
-def _host_line(lang: str, look: object) -> str:
-    from scheduler.starting_policy import HostLook, card_kinds
+def _host_line(lang: str, look: HostLook) -> str:
+    from scheduler.starting_policy import card_kinds
 
-    assert isinstance(look, HostLook)
     kinds = card_kinds([look])
     cards = ", ".join(
         t(lang, "init.cards_of_kind", n=k.count, name=k.nvml_name, gib=k.memory_gib)

@@ -46,8 +46,14 @@ def quota_use(session: Session, quotas: Sequence[Quota], now: datetime) -> list[
     states = quota_states(session, quotas)
     today = now.date()  # as the charge at the end picks its quota
     running: dict[int, float] = defaultdict(float)
+    known = {state.id: state for state in states}
     for team_id in sorted({quota.team_id for quota in quotas}):
-        every = quota_states(session, accounting.quotas(session=session, team_id=team_id))
+        # The team's every quota; those already read above are not read again (the policy's
+        # snapshot passes them all, each cycle).
+        team_quotas = accounting.quotas(session=session, team_id=team_id)
+        unread = [q for q in team_quotas if (q.id or 0) not in known]
+        read = {state.id: state for state in quota_states(session, unread)} if unread else {}
+        every = [known.get(q.id or 0) or read[q.id or 0] for q in team_quotas]
         open_charges = cluster_queries.open_charges_between(
             session=session, end=now, jobs=JobFilter(team_id=team_id)
         )
