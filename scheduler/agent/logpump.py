@@ -71,8 +71,11 @@ class Log:
 
     def _put(self, data: bytes) -> None:
         if len(data) >= self.cap:
+            # One read larger than the cap (the pump fell behind): only its own tail is kept,
+            # and nothing of the old log, which no longer joins on to it.
             data = data[-(self.cap // 2) :]
-        if self.size + len(data) > self.cap:
+            self._keep_tail(0)
+        elif self.size + len(data) > self.cap:
             self._keep_tail(min(self.cap // 2, self.cap - len(data)))
         view = memoryview(data)
         while view:

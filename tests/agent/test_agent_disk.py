@@ -230,3 +230,23 @@ def test_a_low_disk_removes_the_logs_of_forgotten_runs_oldest_first(
             os.posix_fallocate(out.fileno(), 0, _free(small_disk) - 6 * MIB)
         wait_for(lambda: not log.exists(), 10, "the forgotten run's log to go")
         wait_for(lambda: not store.disk().low, 10, "room again")
+
+
+def test_a_read_larger_than_the_cap_leaves_no_gap_in_the_log(tmp_path: Path) -> None:
+    # Before: when the pump fell behind and read more than the cap at once (a busy machine;
+    # the pipe holds a MiB), it kept the chunk's last half-cap after the log's old tail, so the
+    # log jumped from the old lines to the newest ones with everything between them missing.
+    from scheduler.agent.logpump import Log
+
+    path = tmp_path / "job.log"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        log = Log(fd, cap=4096, keep_free=0)
+        log.write(b"".join(b"%d\n" % i for i in range(300)))  # 1,490 bytes: under the cap
+        log.write(b"".join(b"%d\n" % i for i in range(300, 3000)))  # 13 KB in one read
+    finally:
+        os.close(fd)
+    lines = path.read_text().splitlines()[1:]  # the first may be cut
+    numbers = [int(line) for line in lines]
+    assert numbers == list(range(numbers[0], 3000))
+    assert 4096 // 2 - 8 <= path.stat().st_size <= 4096
