@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -116,17 +116,39 @@ def day(lang: str, value: date) -> str:
     return t(lang, "time.day", day=value)
 
 
+def duration(lang: str, seconds: float, *, to_the_minute: bool = False) -> str:
+    """A length of time in `lang`: the bot's one way of saying how long.
+
+    Roughly by default, for what is estimated or counted in hours: "25 min" (at least 1)
+    below 90 minutes, "3.5 h" below 48 hours, "3 days" beyond. `to_the_minute` for what has
+    been counted exactly, such as a wait so far: "45 min", "3 h 20 min", "2 d 4 h".
+
+    Babel's `format_timedelta` says one unit only, rounded ("2 hours" for an hour and a half,
+    "1 day" for thirty hours): too coarse for a queue's estimates (bench/duration_words.py).
+    """
+    if to_the_minute:
+        minutes = max(0, int(seconds // 60))
+        days, rest = divmod(minutes, 24 * 60)
+        hours, minutes = divmod(rest, 60)
+        if days:
+            return t(lang, "time.span.days", d=days, h=hours)
+        if hours:
+            return t(lang, "time.span.hours", h=hours, m=minutes)
+        return t(lang, "time.minutes", n=minutes)
+    rough = max(1, round(seconds / 60))
+    if rough < 90:
+        return t(lang, "time.minutes", n=rough)
+    in_hours = seconds / 3600
+    if in_hours < 48:
+        return t(lang, "time.hours", n=in_hours)
+    return t(lang, "time.days", n=round(in_hours / 24))
+
+
 def in_about(lang: str, seconds: float) -> str:
     """How far away a moment is, roughly: "in about 5 min", "约 3.5 小时后"."""
     if seconds < 60:
         return t(lang, "time.any_moment")
-    minutes = round(seconds / 60)
-    if minutes < 90:
-        return t(lang, "time.in_minutes", n=minutes)
-    hours = seconds / 3600
-    if hours < 48:
-        return t(lang, "time.in_hours", n=hours)
-    return t(lang, "time.in_days", n=round(hours / 24))
+    return t(lang, "time.in_about", span=duration(lang, seconds))
 
 
 def eta(lang: str, moment: float | None, zone: ZoneInfo, now: float) -> str:
@@ -137,26 +159,6 @@ def eta(lang: str, moment: float | None, zone: ZoneInfo, now: float) -> str:
         return t(lang, "eta.now")
     at = when(lang, datetime.fromtimestamp(moment, UTC), zone)
     return t(lang, "eta.at", at=at, rel=in_about(lang, moment - now))
-
-
-def waited(lang: str, span: timedelta) -> str:
-    """How long something has waited, to the minute: "45 min", "3 h 20 min", "2 d 4 h"."""
-    minutes = max(0, int(span.total_seconds() // 60))
-    days, rest = divmod(minutes, 24 * 60)
-    hours, minutes = divmod(rest, 60)
-    if days:
-        return t(lang, "digest.days", d=days, h=hours)
-    if hours:
-        return t(lang, "digest.hours", h=hours, m=minutes)
-    return t(lang, "digest.minutes", n=minutes)
-
-
-def span(lang: str, seconds: float) -> str:
-    """A length of time, roughly: "25 min", "2.0 h"."""
-    minutes = max(1, round(seconds / 60))
-    if minutes < 90:
-        return t(lang, "time.minutes", n=minutes)
-    return t(lang, "time.hours", n=minutes / 60)
 
 
 def wait_words(lang: str, wait: Wait, now: float) -> str:
@@ -175,7 +177,9 @@ def wait_words(lang: str, wait: Wait, now: float) -> str:
         if wait.eta is None:
             return t(lang, "wait.no_type_free_unknown", gpu_type=gpu_type)
         if wait.eta > now:
-            return t(lang, "wait.no_type_free", gpu_type=gpu_type, span=span(lang, wait.eta - now))
+            return t(
+                lang, "wait.no_type_free", gpu_type=gpu_type, span=duration(lang, wait.eta - now)
+            )
         return t(lang, "wait.next_for_type", gpu_type=gpu_type)
     if code is WaitCode.WAITING_FOR_CHEAPER_TYPE:
         if wait.free_at is None:
@@ -190,7 +194,7 @@ def wait_words(lang: str, wait: Wait, now: float) -> str:
             "wait.waiting_for_cheaper_type",
             gpu_type=gpu_type,
             costlier=wait.costlier,
-            span=span(lang, max(0.0, wait.free_at - now)),
+            span=duration(lang, max(0.0, wait.free_at - now)),
         )
     if code is WaitCode.NEVER_FITS:
         key = "wait.never_fits.headroom" if wait.keeps_headroom else "wait.never_fits"

@@ -28,7 +28,7 @@ from bot.blocks.common import (
 from bot.blocks.job import gpu_hours, priority, ref, state, why_and_when
 from bot.blocks.quotas import expiry_words
 from bot.board_words import none_next_up
-from bot.i18n import amount, counted, day, t, waited, when
+from bot.i18n import amount, counted, day, duration, t, when
 from bot.notice_words import notification
 from scheduler.digest.model import DayUsage, Digest, JobLine, QuotaWarning
 from scheduler.service.records import PriorityClass
@@ -184,7 +184,9 @@ def _waiting_data(digest: Digest, lang: str, people: _Names) -> list[Block]:
                 job=ref(line.job_id, line.name),
                 team=mrkdwn_escape(line.team),
                 owner=people(line.owner),
-                waited=waited(lang, digest.at - line.submitted_at),
+                waited=duration(
+                    lang, (digest.at - line.submitted_at).total_seconds(), to_the_minute=True
+                ),
                 where=where,
             )
         )

@@ -35,7 +35,7 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.transforms import Bbox
 
 from bot.digest.hosts import ABBREVIATED, HostLabels, ascii_name, host_labels
-from bot.i18n import Lang, catalogue, t
+from bot.i18n import Lang, catalogue, duration, t
 from scheduler.digest.model import Digest, GpuRow, Planned, SegmentKind
 from scheduler.digest.timeline import MAX_ROWS
 
@@ -161,7 +161,7 @@ def draw(digest: Digest, lang: str = "en") -> Figure:
     if drawn != lang:
         _tell_no_cjk_font()
     words = chart_words(drawn)
-    return _Drawing(digest, words, cjk).figure()
+    return _Drawing(digest, drawn, words, cjk).figure()
 
 
 def drawn_language(lang: str) -> Lang:
@@ -270,9 +270,13 @@ class _Drawing:
     """One picture: the layout in pixels, and each part drawn by its own method."""
 
     def __init__(
-        self, digest: Digest, words: Mapping[str, str], cjk: tuple[str, str] | None
+        self,
+        digest: Digest,
+        lang: Lang,
+        words: Mapping[str, str],
+        cjk: tuple[str, str] | None,
     ) -> None:
-        self.digest, self.words = digest, words
+        self.digest, self.lang, self.words = digest, lang, words
         self.zone = ZoneInfo(digest.timezone)
         self.timeline = digest.timeline
         self.rows = self.timeline.rows[:MAX_ROWS]
@@ -637,8 +641,7 @@ class _Drawing:
         )
 
     def _ahead(self) -> str:
-        hours = round((self.timeline.end - self.timeline.now).total_seconds() / 3600)
-        return f"{hours} h"
+        return duration(self.lang, (self.timeline.end - self.timeline.now).total_seconds())
 
     def _job_colours(self) -> dict[int, str]:
         """A colour per job, in the order jobs first appear, so neighbours differ."""

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 from bot.blocks.digest import output_lines
 from bot.board_words import none_next_up
-from bot.i18n import amount, counted, term, wait_words, waited
+from bot.i18n import amount, counted, duration, term, wait_words
 from bot.i18n import t as say
 from bot.said import LIST_SEPARATOR
 from scheduler.digest.model import Digest, JobLine, QuotaWarning
@@ -129,7 +129,9 @@ def _waiting_data(digest: Digest, lang: str) -> list[str]:
             name=line.name,
             team=line.team,
             owner=line.owner,
-            waited=waited(lang, digest.at - line.submitted_at),
+            waited=duration(
+                lang, (digest.at - line.submitted_at).total_seconds(), to_the_minute=True
+            ),
             where=where,
         )
         lines.append(f"  {said}")

@@ -29,10 +29,10 @@ COUNTED_NOUN = re.compile(
 
 
 # Placeholders before such a noun that are not counts, and sentences whose count is never 1
-# (one is said in words of its own: "expires tomorrow", "in about 1.5 days" is in hours).
+# (one is said in words of its own: "expires tomorrow"; a day and a half is "36.0 h").
 NOT_COUNTS = frozenset({"gpu_type", "tables"})
 NEVER_ONE = {
-    "time.in_days": "in_about says hours below 48",
+    "time.days": "duration says hours below 48",
     "quota.expired": "expiry_words says 'expired yesterday'",
     "quota.expires": "expiry_words says 'expires tomorrow'",
     "alert.quota_expiry.in_days": "'tomorrow' has its own key",
