@@ -33,8 +33,9 @@ from pydantic import SecretStr
 from sqlmodel import Session
 
 from bot.app import build_app
-from bot.http import EVENTS_PATH, http_app, quick_acks
+from bot.http import EVENTS_PATH, http_app
 from bot.services import BotServices
+from bot.up import quick_acks
 from scheduler.app import Paika
 from scheduler.clock import SystemClock
 from scheduler.hosts.inventory import apply_reports

@@ -96,6 +96,7 @@ def build_app(
     app.middleware(note_requests(services))
     app.middleware(once_per_delivery(services))
     modals = ThreadPoolExecutor(max_workers=MODAL_WORKERS, thread_name_prefix="paika-slack-modal")
+    messenger.feeding += [answers, modals]  # shut down with the bot (SlackBot.stop)
     register(app, services, messenger, modals, answers)
     app.error(answered_failures(error_handler(services), services))
     return app, messenger

@@ -18,7 +18,6 @@ with a 500.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Sequence
 
@@ -34,21 +33,11 @@ from bot.pacing import AcksFirst
 
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/health"
-SWITCH_INTERVAL_S = 0.001
 # Slack's payloads are well under this (a full modal's state is a few KiB); anything
 # larger is not Slack, and is not read.
 MAX_BODY_BYTES = 1024 * 1024  # 1 MiB
 # Hears, for each request, its kind (command, interactive, event) and seconds to its ack.
 Acked = Callable[[str, float], None]
-
-
-def quick_acks() -> None:
-    """Let the event loop that acks Slack's requests take the interpreter back sooner: the
-    answers are computed on a worker thread that holds the GIL for long stretches, and the
-    loop waits up to the switch interval for it at every step; Python's default (5 ms) let a
-    burst of acks queue behind the answers (bench/slack_ack.py). A setting of the whole
-    process, so the entry point (`paika up`) makes it, not a library as it builds an app."""
-    sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
 
 
 def http_app(

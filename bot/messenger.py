@@ -44,6 +44,15 @@ class Messenger:
         self.channels = ChannelDirectory(client)  # #names to ids, looked up once
         self._lock = threading.Lock()
         self._background = ThreadPoolExecutor(max_workers=4, thread_name_prefix="paika-slack-post")
+        # The bot's other pools (build_app's: the answers, the modals), whose work posts here:
+        # closed before this one, so none of it finds the posting pool gone.
+        self.feeding: list[ThreadPoolExecutor] = []
+
+    def close(self) -> None:
+        """End the bot's pools once their queued work is done: the feeding ones, then the
+        posts (SlackBot.stop, once no request can come in)."""
+        for pool in (*self.feeding, self._background):
+            pool.shutdown(wait=True)
 
     def later(self, work: Callable[..., object], *args: object) -> None:
         """Post in the background (after a modal's ack); a failure is logged, not raised."""

@@ -40,10 +40,12 @@ class SlackBot:
     _server: tuple[uvicorn.Server, threading.Thread] | None = field(default=None)
 
     def stop(self) -> None:
+        """Stop listening, then let the bot's pools finish what they hold and end."""
         if self._socket is not None:
             self._socket.close()  # type: ignore[no-untyped-call]
         if self._server is not None:
             stop_server(*self._server)
+        self.announcer.messenger.close()
 
 
 def start_bot(

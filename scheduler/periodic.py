@@ -84,6 +84,23 @@ class Periodic:
         return current if isinstance(current, PolicyConfig) else self._policy
 
     def start(self) -> None:
+        """Start the archive's shipper, the courier and the scheduling, in that order (`paika
+        up` starts each as a part of its own: scheduler/running.py)."""
+        if self.archiver is not None:
+            self.archiver.shipper.start()
+        self.courier.start()
+        self.start_scheduling()
+
+    def stop(self) -> None:
+        """Stop scheduling and delivering, and let the lock go; then the archive and the
+        cycle's connections (the reverse of start)."""
+        self.stop_scheduling()
+        self.courier.stop()
+        if self.archiver is not None:
+            self.archiver.close()
+        self.cycle.close()
+
+    def start_scheduling(self) -> None:
         """Register the jobs and start the background scheduler.
 
         The cycle's interval is read here only: a config version that changes
@@ -114,18 +131,11 @@ class Periodic:
             **common,
         )
         self.scheduler.start()
-        self.courier.start()
-        if self.archiver is not None:
-            self.archiver.shipper.start()
 
-    def stop(self) -> None:
-        """Stop scheduling and delivering, and let the lock go."""
+    def stop_scheduling(self) -> None:
+        """Stop scheduling once the jobs running now are done, and let the leader lock go."""
         self.scheduler.shutdown(wait=True)
-        self.courier.stop()
-        if self.archiver is not None:
-            self.archiver.close()
         self.lock.release()
-        self.cycle.close()
 
     def tick(self) -> None:
         """One cycle, if this instance leads; then its notices go out at once."""

@@ -18,9 +18,10 @@ from slack_bolt import App
 
 from bot.announcer import SlackAnnouncer
 from bot.app import build_app
-from bot.http import EVENTS_PATH, http_app, quick_acks
+from bot.http import EVENTS_PATH, http_app
 from bot.messenger import Messenger
 from bot.services import BotServices
+from bot.up import quick_acks
 from scheduler.app import Paika
 from scheduler.notices.outbox import Courier
 from scheduler.serving import serve_in_thread, stop_server

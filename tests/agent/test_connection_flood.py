@@ -338,11 +338,11 @@ def test_sigterm_stops_the_agent_cleanly_and_releases_what_it_holds(tmp_path: Pa
 
 
 def test_paika_ups_http_side_takes_its_bounds_from_the_settings_and_holds_a_flood() -> None:
-    """/healthz, /metrics and the jobs' reports are served by `paika up` (bot.cli._serve_ops
+    """/healthz, /metrics and the jobs' reports are served by `paika up` (bot.up._serve_ops
     in Socket Mode, bot.runtime in HTTP mode) with PAIKA_HTTP_* bounds."""
     from types import SimpleNamespace
 
-    from bot.cli import _serve_ops
+    from bot.up import _serve_ops
     from scheduler.settings import Settings
 
     async def healthz(request: Request) -> PlainTextResponse:

@@ -23,6 +23,7 @@ import yaml
 from paika_test_cli import run_paika
 from prometheus_client.parser import text_string_to_metric_families
 
+from bot.up import PARTS
 from scheduler.agent.observe import configure_logging
 from scheduler.observe.logs import CHATTER, quiet_chatter
 from scheduler.settings import BUNDLED_POLICY
@@ -30,6 +31,8 @@ from scheduler.settings import BUNDLED_POLICY
 PAIKA = Path(sys.executable).with_name("paika")
 TOKEN = "agent-token-0123456789"
 CYCLES_AFTER_THE_END = 8
+# A TERM (systemd's stop) ends paika up within this: every part stops at once when idle.
+STOPS_WITHIN_S = 10.0
 
 
 def _free_port() -> int:
@@ -99,8 +102,8 @@ def env(tmp_path: Path) -> Iterator[dict[str, str]]:
 
 
 def _up_logs(env: dict[str, str], log_file: Path) -> list[str]:
-    """Run `paika up` while a job starts and ends, then CYCLES_AFTER_THE_END more cycles; its
-    output's lines."""
+    """Run `paika up` while a job starts and ends, then CYCLES_AFTER_THE_END more cycles, and
+    stop it with a TERM, which it obeys within STOPS_WITHIN_S; its output's lines."""
     with log_file.open("w") as sink:
         up = subprocess.Popen([str(PAIKA), "up"], env=env, stdout=sink, stderr=sink)
     base = f"http://127.0.0.1:{env['PAIKA_HTTP_PORT']}"
@@ -118,9 +121,12 @@ def _up_logs(env: dict[str, str], log_file: Path) -> list[str]:
         then = _cycles(base)
         _wait(lambda: _cycles(base) >= then + CYCLES_AFTER_THE_END, "more cycles")
     finally:
-        up.send_signal(signal.SIGINT)
-        up.wait(timeout=30)
+        up.send_signal(signal.SIGTERM)
+        told = time.monotonic()
+        up.wait(timeout=60)
+        took = time.monotonic() - told
     assert up.returncode == 0, log_file.read_text()
+    assert took < STOPS_WITHIN_S, (took, log_file.read_text())
     return log_file.read_text().splitlines()
 
 
@@ -138,6 +144,10 @@ def test_the_default_log_says_what_changed_and_nothing_per_cycle(
     assert "host None" not in text and "job None" not in text
     assert "job_finished" in text and "job #1 bert finished" in text
     assert "paika is up" in text and "paika stopped." in text
+    # Each part of the running service (no Slack here) said it stopped, in reverse order.
+    stopped = [line for line in lines if re.search(r"\b\w+ stopped \(\d+\.\d+ s\)", line)]
+    said = [re.findall(r"(\w+) stopped \(", line)[0] for line in stopped]
+    assert said == [part for part in reversed(PARTS) if part != "slack"], stopped
     shapes = Counter(_shape(line) for line in lines)
     # At least CYCLES_AFTER_THE_END cycles ran (and as many polls of the host): a line that
     # comes with each would be there as often.
