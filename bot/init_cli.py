@@ -87,7 +87,7 @@ def init_command(
     )
 
     if lang not in LANGUAGES:
-        typer.echo(f"paika init: --lang {lang} is not known; use en or zh.", err=True)
+        typer.echo(t(lang, "cli.unknown_language", command="init", given=lang), err=True)
         raise typer.Exit(2)
     settings = Settings()
     hosts = [_host_pair(lang, given) for given in host or ()]
