@@ -1,5 +1,6 @@
 """The `paika` command line, and the one place that wires paika together: the faces (Slack,
-the console) to the core, the cycle and the agent. Nothing imports it.
+the console) to the core, the cycle and the agent. Nothing imports it. `paika up`'s running
+service is assembled in bot/up.py, which this command calls.
 
 It runs the same grammar as `/gpu`, plus operator commands.
 
@@ -13,14 +14,9 @@ them in --help).
 from __future__ import annotations
 
 import importlib
-import logging
 import os
-import signal
 import sys
-import threading
-import time
 from collections.abc import Mapping
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -30,17 +26,7 @@ from typer.main import get_command_from_info
 from typer.models import CommandInfo
 
 if TYPE_CHECKING:
-    from starlette.routing import Route
-
-    from bot.console_socket import ConsoleSocket
-    from bot.runtime import SlackBot
     from scheduler.app import Paika
-    from scheduler.archive.archiver import Archiver
-    from scheduler.config import PolicyConfig
-    from scheduler.observe.metrics import ServiceMetrics
-    from scheduler.settings import Settings
-
-log = logging.getLogger("paika")
 
 # Commands defined in modules of their own, as "module:function", in the order --help lists them.
 DEFERRED = {
@@ -295,175 +281,9 @@ def up() -> None:
     SLACK_BOT_TOKEN: Slack on (unset: notices go to the console)
     SLACK_APP_TOKEN: Socket Mode; or SLACK_SIGNING_SECRET: HTTP mode, on
     PAIKA_HTTP_HOST:PAIKA_HTTP_PORT (default 127.0.0.1:3000)"""
-    from bot.console_notices import ConsoleAnnouncer
-    from bot.said import problem
-    from scheduler.agent.observe import LogSettingError, configure_logging
-    from scheduler.credentials import AgentSecretError
-    from scheduler.notices.events import LoggingObserver
-    from scheduler.notices.outbox import backlog
-    from scheduler.observe.health import check, stale_after
-    from scheduler.observe.http import ReportDesk, ops_app, ops_routes
-    from scheduler.observe.logs import quiet_chatter
-    from scheduler.observe.metrics import ServiceMetrics
-    from scheduler.observe.watch import CycleWatch
-    from scheduler.outputs import ReportLimits
-    from scheduler.periodic import Periodic
-    from scheduler.runner import MissingAgentToken, agent_cycle
-    from scheduler.settings import Settings
+    from bot.up import up as run
 
-    # Ctrl-C or a TERM from the moment paika starts: one that comes while it is still starting
-    # (its HTTP server may already answer) stops it cleanly once it is up, never halfway.
-    stopping = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stopping.set())
-    # Logging first, so what starting says (each migration applied, the policy version in
-    # force) is in the log too.
-    settings = Settings()
-    try:
-        configure_logging(settings.log_format, settings.log_level)
-    except LogSettingError as exc:
-        typer.echo(f"paika: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    quiet_chatter()  # what changed, not every cycle's polls (PAIKA_LOG_LEVEL=DEBUG: those too)
-    paika = _start()
-    _doctor_at_start(paika.settings, paika.policy)
-    try:
-        cycle = agent_cycle(paika, LoggingObserver())
-    except (MissingAgentToken, AgentSecretError) as exc:
-        typer.echo(f"paika: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    cycle_seconds = paika.policy.scheduler.cycle_seconds
-    watch = CycleWatch()
-    metrics = ServiceMetrics(watch, lambda: backlog(paika.engine, paika.clock.now()))
-    knobs = paika.policy.scheduler
-    health = partial(check, watch, stale_after(cycle_seconds, knobs.hosts.poll_timeout_seconds))
-    limits = ReportLimits.of(paika.settings)
-    desk = ReportDesk(paika.engine, paika.clock, partial(problem, "en"), limits)  # jobs' reports
-    bot = _start_bot(paika, metrics, ops_routes(metrics, health, desk))
-    # Slack's HTTP mode serves /metrics and /healthz beside /slack/events; otherwise they
-    # get a server of their own on the same address.
-    ops = None
-    if bot is not None and bot.mode == "http":
-        where = bot.where.removesuffix("/slack/events")
-    else:
-        ops, where = _serve_ops(paika, ops_app(metrics, health, desk))
-    # Every notice goes through the outbox: to Slack, or printed when Slack is off.
-    announcer = ConsoleAnnouncer() if bot is None else bot.announcer
-    archiver = _open_archive(paika)
-    periodic = Periodic(
-        paika.engine,
-        paika.policy,
-        paika.clock,
-        cycle,
-        announcer,
-        watch=watch,
-        after_cycle=metrics.cycle_done,
-        archiver=archiver,
-    )
-    paika.on_change = periodic.courier.wake  # a command's notices go out at once
-    periodic.start()
-    console = _open_console_socket(paika)
-    slack = "Slack off (no SLACK_BOT_TOKEN)" if bot is None else f"Slack on {bot.where}"
-    # Logged, not echoed: with PAIKA_LOG_FORMAT=json every line paika writes is JSON.
-    log.info(
-        "paika is up: a cycle every %g s; %s; metrics and health on %s/metrics, %s/healthz; "
-        "the team's memory in %s. Ctrl-C stops it.",
-        cycle_seconds,
-        slack,
-        where,
-        where,
-        archiver.where,
-    )
-    stopping.wait()
-    if console is not None:
-        console.close()
-    periodic.stop()
-    if bot is not None:
-        bot.stop()
-    if ops is not None:
-        from scheduler.serving import stop_server
-
-        stop_server(*ops)
-    log.info("paika stopped.")
-
-
-def _open_console_socket(paika: Paika) -> ConsoleSocket | None:
-    """`paika cmd` answered here, on a socket in the data dir (bot/console_socket.py)."""
-    from bot.console_socket import ConsoleSocket, settings_digest, socket_path
-    from bot.i18n import LANGUAGES
-
-    cwd = os.getcwd()
-    path = socket_path(os.environ, cwd)
-    digest = settings_digest(os.environ, cwd)
-    console = ConsoleSocket.open(path, digest, partial(console_reply, paika), LANGUAGES)
-    if console is not None:
-        log.info("paika cmd is answered here, through %s", path)
-    return console
-
-
-def _open_archive(paika: Paika) -> Archiver:
-    """The object store the settings name, its spool and shipper; the digest's picture is
-    drawn here (bot/ knows pictures) for the archive."""
-    from bot.digest.picture import render_png
-    from scheduler.archive.setup import open_archive
-    from scheduler.digest.model import Digest
-    from storage.objects.base import BadKey
-    from storage.objects.spool import SpoolBusy
-
-    def picture(detail: Mapping[str, Any]) -> bytes:
-        return render_png(Digest.from_json(detail), paika.policy.slack.default_language)
-
-    try:
-        return open_archive(paika.settings, paika.engine, paika.clock, picture=picture)
-    except (BadKey, ValueError) as exc:
-        typer.echo(f"paika: PAIKA_OBJECT_STORE is not usable: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    except SpoolBusy as exc:
-        typer.echo(f"paika: {exc}", err=True)
-        typer.echo(
-            "Another paika up uses this data folder; give each its own PAIKA_DATA_DIR.", err=True
-        )
-        raise typer.Exit(2) from exc
-
-
-def _serve_ops(paika: Paika, ops: Any) -> tuple[tuple[Any, Any], str]:
-    """Serve /metrics and /healthz on PAIKA_HTTP_HOST:PAIKA_HTTP_PORT: ((server, thread), URL)."""
-    from scheduler.serving import bounds_for, serve_in_thread
-
-    host, port = paika.settings.http_host, paika.settings.http_port
-    try:
-        server, thread, bound = serve_in_thread(ops, host, port, bounds=bounds_for(paika.settings))
-    except OSError as exc:
-        typer.echo(
-            f"paika: cannot listen on {host}:{port} for /metrics and /healthz: {exc}", err=True
-        )
-        typer.echo("Set PAIKA_HTTP_HOST / PAIKA_HTTP_PORT to a free address.", err=True)
-        raise typer.Exit(2) from exc
-    return (server, thread), f"http://{host}:{bound}"
-
-
-def _start_bot(paika: Paika, metrics: ServiceMetrics, routes: list[Route]) -> SlackBot | None:
-    """The Slack bot, when a bot token is set; its settings are checked before anything runs.
-    It times its acks into `metrics` and, in HTTP mode, serves `routes` beside Slack's."""
-    if paika.settings.slack_bot_token is None:
-        return None
-    from bot.http import quick_acks
-    from bot.runtime import start_bot  # Slack's libraries load only when Slack is used
-    from scheduler.errors import ConfigError
-
-    quick_acks()
-    try:
-        return start_bot(paika, acked=metrics.slack_acked, more_routes=routes)
-    except ConfigError as exc:
-        typer.echo(f"paika: Slack settings: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    except OSError as exc:
-        where = f"{paika.settings.http_host}:{paika.settings.http_port}"
-        typer.echo(f"paika: cannot listen on {where} for Slack: {exc}", err=True)
-        typer.echo(
-            "Set PAIKA_HTTP_HOST / PAIKA_HTTP_PORT, or SLACK_APP_TOKEN for Socket Mode.", err=True
-        )
-        raise typer.Exit(2) from exc
+    run(_start, console_reply)  # the running service: bot/up.py
 
 
 @app.command()
@@ -507,49 +327,6 @@ def doctor(
         typer.echo(report(lang, findings))
     if blocks(findings):
         raise typer.Exit(1)
-
-
-# How often paika up runs paika doctor's checks again, so the board's admins see a fixed
-# problem go (and a new one come) without a restart.
-RECHECK_S = 3600.0
-
-
-def _doctor_at_start(settings: Settings, policy: PolicyConfig) -> None:
-    """paika doctor's checks in the background at paika up, and again every RECHECK_S: each
-    finding that is not fine is logged as a warning the first time it is found, and the last
-    result is kept for the board's admins; none stops the start. (The bot logs what each
-    channel resolved to itself: those of Slack's checks are left to it.)"""
-    from datetime import UTC, datetime
-
-    from bot.doctor_words import finding_line
-    from scheduler import checkup
-    from scheduler.doctor import examine
-
-    said: set[str] = set()
-
-    def check() -> None:
-        try:
-            findings = examine(settings)
-            if settings.slack_bot_token is not None:
-                from bot.doctor_slack import CHANNEL_CODES, check_slack
-
-                slack = check_slack(settings, policy)
-                findings += [f for f in slack if f.code not in CHANNEL_CODES]
-        except Exception:  # a check that crashes must not take paika up with it
-            log.exception("paika doctor's checks failed")
-            return
-        for finding in checkup.remember(findings, datetime.now(UTC)).findings:
-            line = finding_line("en", finding)
-            if line not in said:
-                said.add(line)
-                log.warning("paika doctor: %s", line)
-
-    def run() -> None:
-        while True:
-            check()
-            time.sleep(RECHECK_S)
-
-    threading.Thread(target=run, name="paika-doctor", daemon=True).start()
 
 
 @app.command()
