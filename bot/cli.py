@@ -206,7 +206,8 @@ def _cmd_through_service(args: list[str]) -> bool:
             lang,
         )
     except NotAnswered as exc:
-        typer.echo(_say(lang, "cli.cmd_unanswered", problem=exc), err=True)
+        key = "cli.cmd_unanswered_because" if str(exc) else "cli.cmd_unanswered"
+        typer.echo(_say(lang, key, problem=exc), err=True)
         raise SystemExit(2) from None
     if answer is None:
         return False

@@ -57,7 +57,8 @@ Answer = Callable[[str, str | None, str | None], tuple[bool, str]]
 
 class NotAnswered(Exception):
     """The request reached the service but no answer came back: the command may have been
-    carried out, so it must not be run again in process."""
+    carried out, so it must not be run again in process. Its text is the system's error, if
+    one came (empty when the service closed the socket without a word)."""
 
 
 def settings_digest(environ: Mapping[str, str], cwd: str) -> str:
@@ -146,7 +147,7 @@ def ask(
     try:
         answer = json.loads(reply)
     except ValueError as exc:  # nothing, or half an answer: the service stopped meanwhile
-        raise NotAnswered("the service stopped before it answered") from exc
+        raise NotAnswered() from exc
     if answer.get("in_process"):  # other settings, or another user: answered in process
         return None
     return bool(answer["ok"]), str(answer["words"])

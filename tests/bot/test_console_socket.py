@@ -184,7 +184,16 @@ def test_a_stale_socket_is_answered_in_process_and_replaced(tmp_path: Path) -> N
     assert not (data / SOCKET_NAME).exists()
 
 
-def test_a_command_taken_and_not_answered_is_not_run_again(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("lang", "said"),
+    [
+        ("en", "stopped before it answered; it may have been carried out"),
+        ("zh", "但在答复前停止了；命令可能已经执行"),
+    ],
+)
+def test_a_command_taken_and_not_answered_is_not_run_again(
+    tmp_path: Path, lang: str, said: str
+) -> None:
     data = tmp_path / "data"
     data.mkdir()
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -199,12 +208,12 @@ def test_a_command_taken_and_not_answered_is_not_run_again(tmp_path: Path) -> No
     thread = threading.Thread(target=take_and_drop, daemon=True)
     thread.start()
     try:
-        code, _, err, in_process = _cmd(_env(data), "--user", "UALICE", "cancel 1")
+        code, _, err, in_process = _cmd(_env(data), "--user", "UALICE", "--lang", lang, "cancel 1")
     finally:
         thread.join(timeout=10)
         server.close()
     assert (code, in_process) == (2, False)
-    assert "may have been carried out" in err
+    assert said in err  # in the reader's language, and no English of the socket's own
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a client as another user")
