@@ -380,8 +380,9 @@ def _plain_words(tp: Any, meta: list[Any]) -> str:
 
 def _key_words(tp: Any) -> str:
     base, meta = _unwrap(tp)
-    if typing.get_origin(base) is typing.Literal:
-        return "class (" + ", ".join(f"`{v}`" for v in typing.get_args(base)) + ")"
+    if isinstance(base, type) and issubclass(base, Enum):
+        # The policy's per-class maps are keyed by scheduler.policy.priority_classes.PriorityClass.
+        return "class (" + ", ".join(f"`{v.value}`" for v in base) + ")"
     pattern = _pattern([*meta, *(getattr(m, "metadata", []) for m in meta)])
     return f"name matching {_code(pattern)}" if pattern else "name"
 

@@ -2,8 +2,7 @@
 the floors below it (the "floors" contract in pyproject.toml holds every arrow, and the
 "acyclic" one keeps the modules of a floor from going round in circles):
 
-1. The running service, every loop and thread of `paika up`: running (the one owner of its
-   parts: their start and stop order, bounds, where each waits), runner (builds the cycle), cycle
+1. The running service, every loop and thread of `paika up`: runner (builds the cycle), cycle
    (poll → policy → starts and stops), periodic (the daily and hourly work), serving (HTTP
    servers), observe (metrics, health), demo; and simulate (traces through the real policy).
 2. The door the faces use: app (`Paika`: parse, guard, run, answer; also the alerts'
@@ -20,9 +19,11 @@ the floors below it (the "floors" contract in pyproject.toml holds every arrow, 
    quotas' use), outputs, snapshots (the policy's view of the database), decision_log,
    credentials (agents' tokens), account_map, checkup (doctor's findings), races (work run
    again when it lost a race), collector.
-9. The ground: policy/ (pure: a snapshot and `now` in, decisions out), grammar/ (the /gpu
-   parser), errors, agent/ (the GPU host agent, a program of its own: it imports nothing else
-   of paika).
+9. The ground floor: grammar/ (the /gpu parser), errors, agent/ (the GPU host agent, a
+   program of its own: it imports nothing else of paika).
+10. The foundation: policy/ (pure: a snapshot and `now` in, decisions out; it imports nothing
+   else of paika). Its priority_classes (core > normal > idle) is the one type every floor,
+   storage's column aside, and the faces name the classes by; the grammar offers them from it.
 Beside the house: deploy/ and examples/ (files).
 
 Where to add —

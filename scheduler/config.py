@@ -29,6 +29,7 @@ from scheduler.agent.protocol import IMAGE_RE, ContainerOptions, is_account_name
 from scheduler.errors import ConfigError
 from scheduler.grammar import names
 from scheduler.policy.matching import CardType
+from scheduler.policy.priority_classes import PriorityClass
 from scheduler.policy.snapshot import Backfill, Knobs, WithinClass
 
 # libyaml's parser when PyYAML was built with it: the same documents, read ten times faster
@@ -66,7 +67,6 @@ def _team_name(name: str) -> str:
 
 TeamName = Annotated[str, AfterValidator(_team_name)]
 SlackUserId = Annotated[str, Field(pattern=r"^[UW][A-Z0-9]{2,}$")]
-PRIORITY_CLASSES = ("core", "normal", "idle")
 
 
 class _Strict(BaseModel):
@@ -177,14 +177,11 @@ class Preemption(_Strict):
         return own if own is not None else self.default_grace_minutes * 60
 
 
-PriorityName = Literal["core", "normal", "idle"]
-
-
-def _default_classes() -> dict[PriorityName, PriorityClassPolicy]:
+def _default_classes() -> dict[PriorityClass, PriorityClassPolicy]:
     return {
-        "core": PriorityClassPolicy(approval_required=True),
-        "normal": PriorityClassPolicy(),
-        "idle": PriorityClassPolicy(),
+        PriorityClass.CORE: PriorityClassPolicy(approval_required=True),
+        PriorityClass.NORMAL: PriorityClassPolicy(),
+        PriorityClass.IDLE: PriorityClassPolicy(),
     }
 
 
@@ -266,8 +263,12 @@ class Alerts(_Strict):
 ReclaimAction = Literal["release", "requeue", "keep"]
 
 
-def _default_reclaim() -> dict[PriorityName, ReclaimAction]:
-    return {"core": "requeue", "normal": "requeue", "idle": "release"}
+def _default_reclaim() -> dict[PriorityClass, ReclaimAction]:
+    return {
+        PriorityClass.CORE: "requeue",
+        PriorityClass.NORMAL: "requeue",
+        PriorityClass.IDLE: "release",
+    }
 
 
 class Reclaim(_Strict):
@@ -279,7 +280,7 @@ class Reclaim(_Strict):
     idle_minutes: float = Field(default=60, gt=0)  # idle this long (every sample) → ask
     grace_minutes: float = Field(default=30, ge=0)  # no answer this long → act
     # release: stop the job and free its GPUs; requeue: stop it and queue it again; keep: only ask.
-    action: dict[PriorityName, ReclaimAction] = Field(default_factory=_default_reclaim)
+    action: dict[PriorityClass, ReclaimAction] = Field(default_factory=_default_reclaim)
 
 
 class Estimates(_Strict):
@@ -290,7 +291,7 @@ class Estimates(_Strict):
     """
 
     overrun_factor: float | None = Field(default=1.5, gt=1, le=100)  # None: no notice
-    hard_limit: dict[PriorityName, float] = Field(default_factory=dict)
+    hard_limit: dict[PriorityClass, float] = Field(default_factory=dict)
 
     @field_validator("hard_limit")
     @classmethod
@@ -531,7 +532,7 @@ class PolicyConfig(_Strict):
     gpu_types: dict[NamePattern, GpuType] = Field(min_length=1)
     teams: dict[TeamName, Team] = Field(default_factory=dict)
     admins: tuple[SlackUserId, ...] = ()
-    priority_classes: dict[PriorityName, PriorityClassPolicy] = Field(
+    priority_classes: dict[PriorityClass, PriorityClassPolicy] = Field(
         default_factory=_default_classes
     )
     limits: Limits = Limits()

@@ -34,6 +34,7 @@ from scheduler.archive.setup import open_archive
 from scheduler.notices.events import RecordingObserver
 from scheduler.notices.outbox import Announcer, RecordingAnnouncer
 from scheduler.periodic import Periodic
+from scheduler.policy.priority_classes import CLASS_NAMES, PriorityClass
 from scheduler.runner import agent_cycle
 from scheduler.serving import serve_in_thread, stop_server
 from scheduler.settings import Settings
@@ -101,8 +102,8 @@ def workload(seed: int, speed: float) -> list[Planned]:
     planned = []
     for index in range(24):
         user, team, role = rng.choice(PEOPLE)
-        priority = rng.choices(("core", "normal", "idle"), (15, 65, 20))[0]
-        if priority == "core" and role != "approver":
+        priority = rng.choices(CLASS_NAMES, (15, 65, 20))[0]
+        if priority == PriorityClass.CORE and role != "approver":
             user = "UVERA" if team == "vision" else "UNOAH"
         gpus = rng.choice((1, 1, 2, 2, 4))
         need = rng.choice(("", "", "mem=40", "type=T4-16GB", "mem=24"))

@@ -30,13 +30,14 @@ from scheduler.digest.model import (
 from scheduler.digest.outputs import day_outputs
 from scheduler.digest.timeline import WINDOW, build_timeline, sample_interval
 from scheduler.ledger import quota_use
+from scheduler.policy.priority_classes import PriorityClass
 from scheduler.service import jobs
 from scheduler.service.board import NEXT_UP, board
 from scheduler.service.context import Actor, Context
 from scheduler.service.jobs import JobView
 from scheduler.service.report import report
 from scheduler.snapshots import build_snapshot
-from storage.models import JobState, PriorityClass
+from storage.models import JobState
 from storage.queries import accounting
 from storage.queries import digest as digest_queries
 from storage.queries import org as org_queries

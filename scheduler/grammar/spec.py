@@ -8,9 +8,11 @@ from enum import StrEnum
 from types import MappingProxyType
 
 from scheduler.grammar.values import ValueKind
+from scheduler.policy.priority_classes import CLASS_NAMES, PriorityClass
 from storage import limits
 
-PRIORITIES = ("core", "normal", "idle")
+# What a user may type for priority= (and a bump's to=), in rank order.
+PRIORITIES = CLASS_NAMES
 ROLES = ("member", "approver", "admin")
 LANGUAGES = ("en", "zh")
 YES_NO = ("yes", "no")
@@ -225,7 +227,9 @@ def _team_name() -> Key:
 
 
 def _priority(name: str) -> Key:
-    return Key(name, ValueKind.CHOICE, "normal", required=True, choices=PRIORITIES)
+    return Key(
+        name, ValueKind.CHOICE, PriorityClass.NORMAL.value, required=True, choices=PRIORITIES
+    )
 
 
 def _expires() -> Key:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from scheduler.policy.capacity import NEVER, Capacity
 from scheduler.policy.plan import Start, Wait, WaitCode
-from scheduler.policy.snapshot import CLASS_RANK, Pending, Snapshot
+from scheduler.policy.priority_classes import CLASS_RANK
+from scheduler.policy.snapshot import Pending, Snapshot
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from scheduler.policy.snapshot import CLASS_RANK, HOUR, Knobs, Multifactor, Pending, WithinClass
+from scheduler.policy.priority_classes import CLASS_RANK
+from scheduler.policy.snapshot import HOUR, Knobs, Multifactor, Pending, WithinClass
 
 RankKey = tuple[int, int, float, float, int]
 # The shortest aging doubling time a drained queue gives (a scale of zero would divide by it).

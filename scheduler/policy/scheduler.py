@@ -28,11 +28,11 @@ from scheduler.policy.plan import (
     Start,
     WaitCode,
 )
+from scheduler.policy.priority_classes import CLASS_RANK
 from scheduler.policy.quota import QuotaCheck, check_quota
 from scheduler.policy.ranking import TimeScales, ordered, time_scales
 from scheduler.policy.reasons import Reason, ReasonCode, because
 from scheduler.policy.snapshot import (
-    CLASS_RANK,
     HOUR,
     Backfill,
     Knobs,

@@ -25,9 +25,6 @@ def wall_hours(gpu_hours: float, gpus: int, ratio: float = 1.0) -> float:
     return gpu_hours / max(1, gpus) * ratio
 
 
-CLASS_RANK = {"core": 0, "normal": 1, "idle": 2}
-
-
 class WithinClass(StrEnum):
     """How jobs of one priority class are ordered."""
 

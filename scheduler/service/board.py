@@ -13,10 +13,11 @@ from scheduler import checkup
 from scheduler.checkup import Checkup
 from scheduler.config import PolicyConfig
 from scheduler.credentials import travels_in_clear
+from scheduler.policy.priority_classes import PriorityClass
 from scheduler.service import jobs
 from scheduler.service.context import Context
 from scheduler.service.jobs import JobView
-from storage.models import ON_HOST_STATES, Gpu, Host, HostState, Job, JobState, PriorityClass
+from storage.models import ON_HOST_STATES, Gpu, Host, HostState, Job, JobState
 from storage.queries import cluster as cluster_queries
 from storage.queries import config as config_queries
 from storage.queries import jobs as job_queries

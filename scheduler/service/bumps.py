@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from scheduler.errors import Action, NotFound, PermissionDenied, Problem, UserError
 from scheduler.notices import approvals
+from scheduler.policy.priority_classes import CLASS_RANK
 from scheduler.policy.reasons import ReasonCode, because
-from scheduler.policy.snapshot import CLASS_RANK
 from scheduler.service.context import Context
 from scheduler.service.jobs import (
     PENDING_STATES,

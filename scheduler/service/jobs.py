@@ -19,6 +19,7 @@ from scheduler.outputs import store as store_report
 from scheduler.policy.admission import Admission, Verdict, admit
 from scheduler.policy.matching import CardNeeds, CardType, cheapest_fit, fitting_types
 from scheduler.policy.plan import Wait, WaitCode
+from scheduler.policy.priority_classes import PriorityClass
 from scheduler.policy.reasons import Reason, ReasonCode, because
 from scheduler.policy.scheduler import queue_order, schedule
 from scheduler.service import accounts
@@ -33,7 +34,6 @@ from storage.models import (
     Job,
     JobEvent,
     JobState,
-    PriorityClass,
     Team,
 )
 from storage.models.jobs import OutputSource

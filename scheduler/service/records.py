@@ -5,9 +5,10 @@ unit of work had ended, and would tie every face to the tables. So each service 
 people are shown into one of these records at its boundary (`of`), and the faces import
 nothing of `storage`.
 
-The words the faces compare against (job states, bump states, priority classes, roles) are
-the database's own; they are re-exported here rather than copied, so there is one definition
-of each and a face names them through the scheduler.
+The words the faces compare against are re-exported here rather than copied, so there is one
+definition of each and a face names them through the scheduler: job states, bump states and
+roles are the database's own, the priority classes the policy's
+(scheduler.policy.priority_classes).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
+from scheduler.policy.priority_classes import PriorityClass
 from scheduler.policy.reasons import Reason, reason_of
 from storage.models import (
     BumpRequest,
@@ -25,7 +27,6 @@ from storage.models import (
     JobEvent,
     JobState,
     LedgerEntry,
-    PriorityClass,
     Quota,
     Role,
 )

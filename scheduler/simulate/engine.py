@@ -29,10 +29,10 @@ from dataclasses import dataclass, replace
 
 from scheduler.policy.matching import CardNeeds, CardType, fitting_types
 from scheduler.policy.plan import Plan, Preempt, Start
+from scheduler.policy.priority_classes import CLASS_RANK
 from scheduler.policy.scheduler import costlier_after
 from scheduler.policy.scheduler import schedule as policy_schedule
 from scheduler.policy.snapshot import (
-    CLASS_RANK,
     HOUR,
     Backfill,
     Gpu,

@@ -41,7 +41,8 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from scheduler.policy.snapshot import CLASS_RANK, HOUR
+from scheduler.policy.priority_classes import CLASS_RANK
+from scheduler.policy.snapshot import HOUR
 from scheduler.simulate.engine import JobRecord, RunResult
 
 

@@ -44,13 +44,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from scheduler.policy.matching import CardType
+from scheduler.policy.priority_classes import CLASS_NAMES
 
 FORMATS = ("philly", "openb", "csv")
 DEFAULT_GPU_TYPE = "V100-16GB"
 PHILLY_GPUS_PER_NODE = 8
 PHILLY_NODE_FILE = "philly_vc_nodes.csv"
 OPENB_NODE_FILE = "openb_node_list_gpu_node.csv"
-PRIORITIES = ("core", "normal", "idle")
 
 # The openb catalog. Alibaba does not publish memory, speed or price for its cards, and G1–G3
 # are undisclosed internal codes, so everything below is ASSUMED, chosen to be plausible:
@@ -336,7 +336,7 @@ def read_csv(path: Path) -> Trace:
             dropped["no_duration_or_gpus"] += 1
             continue
         priority = row.get("priority", "").lower() or None
-        if priority is not None and priority not in PRIORITIES:
+        if priority is not None and priority not in CLASS_NAMES:
             raise TraceError(f"{path.name}:{line}: priority must be core, normal or idle")
         est = row.get("est_hours", "")
         raw.append(

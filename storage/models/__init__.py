@@ -16,7 +16,6 @@ from storage.models.jobs import (
     Match,
     OutputKind,
     OutputSource,
-    PriorityClass,
     StartHold,
     Template,
 )
@@ -49,7 +48,6 @@ __all__ = [
     "LedgerEntry",
     "Match",
     "Member",
-    "PriorityClass",
     "Quota",
     "Role",
     "SeenRequest",

@@ -29,14 +29,6 @@ from storage.models.base import (
 from storage.types import name_string
 
 
-class PriorityClass(StrEnum):
-    """core > normal > idle; idle only fills gaps."""
-
-    CORE = "core"
-    NORMAL = "normal"
-    IDLE = "idle"
-
-
 class JobState(StrEnum):
     """Where a job is in its life; `scheduler.lifecycle` says which moves are legal."""
 
@@ -74,7 +66,11 @@ class Job(SQLModel, table=True):
     name: str = Field(sa_type=name_string(64), index=True)
     owner: str = Field(sa_type=String(SLACK_ID), index=True)
     team_id: int = Field(foreign_key="teams.id", index=True)
-    priority: str = Field(sa_type=String(8), default=PriorityClass.NORMAL)
+    # Its priority class by name: the classes are the scheduler's policy's
+    # (scheduler.policy.priority_classes), and storage, which imports nothing of it, holds the
+    # name. A row made without one is normal (tests/test_one_value.py keeps this the name of
+    # PriorityClass.NORMAL).
+    priority: str = Field(sa_type=String(8), default="normal")
     gpus: int = 1
     # Either allowed types (None = any) and/or a floor on memory and speed per GPU.
     gpu_types: list[str] | None = json_field()
