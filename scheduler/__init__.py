@@ -2,7 +2,8 @@
 the floors below it (the "floors" contract in pyproject.toml holds every arrow, and the
 "acyclic" one keeps the modules of a floor from going round in circles):
 
-1. The running service, every loop and thread of `paika up`: runner (builds the cycle), cycle
+1. The running service, every loop and thread of `paika up`: running (the one owner of its
+   parts: their start and stop order, bounds, where each waits), runner (builds the cycle), cycle
    (poll → policy → starts and stops), periodic (the daily and hourly work), serving (HTTP
    servers), observe (metrics, health), demo; and simulate (traces through the real policy).
 2. The door the faces use: app (`Paika`: parse, guard, run, answer; also the alerts'
