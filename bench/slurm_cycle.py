@@ -54,10 +54,11 @@ from scheduler.clock import SystemClock
 from scheduler.config import PolicyConfig
 from scheduler.cycle import Cycle
 from scheduler.dispatch import AgentDispatcher
+from scheduler.hosts.executor import AgentsExecutor
 from scheduler.hosts.poll import Target
 from scheduler.hosts.report import HostReport
 from scheduler.notices.events import RecordingObserver
-from scheduler.pools import PoolDispatcher, PoolPoller
+from scheduler.pools import Pools
 from scheduler.settings import Settings
 from scheduler.slurm.commands import SlurmCommands
 from storage.models import Job, JobState
@@ -168,15 +169,8 @@ def bench_paika(folder: Path, conf: str, jobs: int, sleep: float) -> Paika:
 def slurm_cycle(paika: Paika) -> Cycle:
     """The cycle as `paika up` builds it for a policy whose only pool runs on Slurm."""
     policy = paika.policy
-    dispatcher = PoolDispatcher(policy, AgentDispatcher("no-agent-here", timeout=2.0))
-    return Cycle(
-        paika.engine,
-        policy,
-        paika.clock,
-        dispatcher,
-        RecordingObserver(),
-        PoolPoller(policy, no_agents, dispatcher=dispatcher),
-    )
+    pools = Pools(policy, AgentsExecutor(no_agents, AgentDispatcher("no-agent-here", timeout=2.0)))
+    return Cycle(paika.engine, policy, paika.clock, pools, RecordingObserver(), pools)
 
 
 def timed_cycle(cycle: Cycle, calls: SlurmCalls) -> dict[str, Any]:

@@ -476,11 +476,25 @@ def _default(field: FieldInfo, nested: str) -> str:
     return _code(_yaml(value))
 
 
+def _fields(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """A model's keys as the policy file writes them: a pool names one of the executors
+    paika has built in, and its settings are the section named after that executor."""
+    fields = dict(model.model_fields)
+    if model is config_module.Pool:
+        del fields["options"]
+        names = tuple(config_module.POOL_SECTIONS)
+        fields["executor"] = FieldInfo(annotation=typing.Literal[names], default="agents")
+        for name, section in config_module.POOL_SECTIONS.items():
+            if section is not None:
+                fields[name] = FieldInfo(annotation=section | None, default=None)
+    return fields
+
+
 def walk(model: type[BaseModel], path: str = "") -> Iterator[Section]:
     """Every section of the schema, depth first, each with its keys."""
     keys = []
     nested_sections = []
-    for name, field in model.model_fields.items():
+    for name, field in _fields(model).items():
         here = f"{path}.{name}" if path else name
         inner, how = _model_in(field.annotation)
         kind = _words(field.annotation)

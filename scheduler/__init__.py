@@ -12,8 +12,9 @@ the floors below it (the "floors" contract in pyproject.toml holds every arrow, 
 3. The daily rhythm: alerts/, digest/, archive/ (the team's memory in the object store).
 4. The operations: service/ (records, not rows), results (what a command answers), configs/
    (the policy's versions).
-5. Executors: hosts/ (the GPU host agents: poll, inventory, reconcile), slurm/, pools (which
-   executor runs which hosts), holds (starts a host refused for good).
+5. Executors: executors (the contract every executor keeps, and their registry), hosts/ (the
+   GPU host agents: poll, inventory, reconcile), slurm/, pools (the lookup of each host's
+   executor, by its pool), holds (starts a host refused for good).
 6. dispatch: what a start or stop order is, and why a host refused it.
 7. notices/: one outbox; every message paika sends goes through it.
 8. The core: config, settings, clock, lifecycle (a job's states), ledger (GPU-hours, cost,
@@ -32,6 +33,7 @@ Where to add —
         commands.HANDLERS, its words in bot/ (console.py and blocks/replies.py: a test fails
         when one face lacks a result's form);
     a kind of notice: notices/kinds.py, and its words in bot/notice_words.py;
-    an executor: on the executors' floor beside hosts/ and slurm/, chosen in pools.py (one
-        contract for executors is issue 30's next step; today pools asks which one runs a host).
+    an executor: a package of its own on the executors' floor beside hosts/ and slurm/ (its
+        `Executor` and its pool settings' model) and one `executors.register` call; a pool
+        of the policy file then names it (tests/paika_test_executors.py has a toy one).
 """

@@ -19,10 +19,14 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    SerializeAsAny,
+    SerializerFunctionWrapHandler,
     ValidationError,
     field_validator,
+    model_serializer,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from scheduler.agent.errors import BadRequest
 from scheduler.agent.protocol import IMAGE_RE, ContainerOptions, is_account_name
@@ -454,7 +458,16 @@ def _enroot_form(image: str) -> str:
 PENDING_TIMEOUT = (60, 7 * 24 * 3600)
 
 
-class SlurmPool(_Strict):
+class PoolOptions(_Strict):
+    """An executor's settings for one pool: the pool's section named after the executor."""
+
+    def policy_problem(self, policy: PolicyConfig) -> tuple[str, str] | None:
+        """What in these settings the rest of the policy contradicts (a GPU type it does not
+        know…): (the key below the section, the problem); None when nothing."""
+        return None
+
+
+class SlurmPool(PoolOptions):
     """How a pool's jobs go to Slurm: its partition, each paika GPU type's GRES name there,
     the --time margin over the estimate and where each run's output goes."""
 
@@ -479,6 +492,13 @@ class SlurmPool(_Strict):
     # was added with; "none": no utilization (idle reclaim and the board's idle cards then
     # have nothing to go by on this pool).
     utilization: Literal["none", "agents"] = "none"
+
+    def policy_problem(self, policy: PolicyConfig) -> tuple[str, str] | None:
+        for gpu_type in self.gres:
+            if gpu_type not in policy.gpu_types:
+                known = ", ".join(policy.gpu_types)
+                return f"gres.{gpu_type}", f"unknown GPU type {gpu_type!r} (known: {known})"
+        return None
 
     @field_validator("pending_timeout_seconds")
     @classmethod
@@ -508,21 +528,93 @@ class SlurmPool(_Strict):
         return value
 
 
+# The executors' sections of a pool, by executor: a pool of `executor: slurm` has a `slurm:`
+# section read by SlurmPool (None: the executor takes no settings). The built-in executors
+# are named here so a policy file is checked without loading them; another executor adds
+# its own section when it is registered (scheduler.executors.register).
+POOL_SECTIONS: dict[str, type[PoolOptions] | None] = {"agents": None, "slurm": SlurmPool}
+
+
 class Pool(_Strict):
     """A set of hosts and the executor that starts jobs on them: paika's own agents (the
-    default), or a Slurm cluster (the hosts are its node names)."""
+    default), or a Slurm cluster (the hosts are its node names). The executor's settings
+    are the pool's section named after it (`slurm:` for `executor: slurm`)."""
 
-    executor: Literal["agents", "slurm"] = "agents"
+    # Each executor's section is read by its own model (POOL_SECTIONS; another executor
+    # registered with scheduler.executors brings its own).
+
+    executor: str = "agents"
     hosts: tuple[NamePattern, ...] = Field(min_length=1)
-    slurm: SlurmPool | None = None
+    # The executor's section, as its model read it (None: the executor takes no settings).
+    options: SerializeAsAny[PoolOptions] | None = None
 
-    @model_validator(mode="after")
-    def _slurm_settings_for_slurm(self) -> Pool:
-        if self.executor == "slurm" and self.slurm is None:
-            raise ValueError("executor slurm needs a slurm: section (partition, gres, log_path)")
-        if self.executor == "agents" and self.slurm is not None:
-            raise ValueError("a slurm: section is only for executor: slurm")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _executors_section(cls, data: Any) -> Any:
+        """Read the section named after the executor with the executor's own model; any
+        other key is a mistake said at its place (PoolSectionError's `at`)."""
+        if not isinstance(data, dict):
+            return data
+        name = data.get("executor", "agents")
+        if not isinstance(name, str) or name not in POOL_SECTIONS:
+            raise _section_error("executor", f"unknown executor {name!r}: {_known_executors()}")
+        model = POOL_SECTIONS[name]
+        read: dict[str, Any] = {k: v for k, v in data.items() if k in ("executor", "hosts")}
+        for key, section in data.items():
+            if key in read:
+                continue
+            if key != name:
+                if key in POOL_SECTIONS:
+                    raise _section_error("", f"a {key}: section is only for executor: {key}")
+                raise _section_error(key, _plain("", "extra_forbidden"), unknown=True)
+            if model is None:
+                raise _section_error(key, f"executor {name} takes no settings", unknown=True)
+            try:
+                read["options"] = model.model_validate(section)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                at = ".".join([name, *(str(part) for part in first["loc"])])
+                problem = _plain(first["msg"], first["type"])
+                raise _section_error(
+                    at, problem, unknown=first["type"] == "extra_forbidden"
+                ) from None
+        if model is not None and "options" not in read:
+            needed = [n for n, field in model.model_fields.items() if field.is_required()]
+            if not needed:  # every setting has its default: the section may be left out
+                read["options"] = model()
+            else:
+                raise _section_error(
+                    "", f"executor {name} needs a {name}: section ({', '.join(needed)})"
+                )
+        return read
+
+    @model_serializer(mode="wrap")
+    def _as_written(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Dumped as the policy file writes it: the section under the executor's name."""
+        data: dict[str, Any] = handler(self)
+        options = data.pop("options", None)
+        if options is not None:
+            data[self.executor] = options
+        return data
+
+
+def _section_error(at: str, problem: str, *, unknown: bool = False) -> PydanticCustomError:
+    """A mistake in a pool, `at` its key below the pool's (policy_from_document joins them)."""
+    where = f"{at}: " if at else ""
+    return PydanticCustomError(
+        "pool_section",
+        "{where}{problem}",
+        {"where": where, "at": at, "problem": problem, "unknown": unknown},
+    )
+
+
+def _known_executors() -> str:
+    names = [repr(name) for name in POOL_SECTIONS]
+    return (
+        f"should be {' or '.join(names)}"
+        if len(names) < 3
+        else (f"should be {', '.join(names[:-1])} or {names[-1]}")
+    )
 
 
 class PolicyConfig(_Strict):
@@ -603,13 +695,10 @@ class PolicyConfig(_Strict):
                         f"pools.{name}.hosts|host {host!r} is already in pool {owner[host]!r}"
                     )
                 owner[host] = name
-            for gpu_type in pool.slurm.gres if pool.slurm is not None else ():
-                if gpu_type not in self.gpu_types:
-                    known = ", ".join(self.gpu_types)
-                    raise ValueError(
-                        f"pools.{name}.slurm.gres.{gpu_type}|unknown GPU type {gpu_type!r} "
-                        f"(known: {known})"
-                    )
+            found = pool.options.policy_problem(self) if pool.options is not None else None
+            if found is not None:
+                at, problem = found
+                raise ValueError(f"pools.{name}.{pool.executor}.{at}|{problem}")
         return self
 
     def pool_of(self, host: str) -> tuple[str, Pool] | None:
@@ -734,10 +823,15 @@ def policy_from_document(raw: dict[str, Any], where: str) -> PolicyConfig:
         first = exc.errors()[0]
         key = ".".join(str(part) for part in first["loc"])
         problem = _plain(first["msg"], first["type"])
+        unknown = first["type"] == "extra_forbidden"
+        if first["type"] == "pool_section":  # a pool's mistake, at its key below the pool
+            said = first.get("ctx") or {}
+            key = ".".join(part for part in (key, said["at"]) if part)
+            problem, unknown = said["problem"], said["unknown"]
         if not key and "|" in problem:  # whole-file checks name their key themselves
             key, problem = problem.split("|", 1)
         error = ConfigError(where, key or "-", problem)
-        error.unknown = first["type"] == "extra_forbidden"
+        error.unknown = unknown
         raise error from exc
 
 

@@ -347,9 +347,10 @@ class Cycle:
         ]
 
     def _held_runs(self, session: Session) -> dict[str, tuple[str, ...]]:
-        """Host → the runs the database holds on it, for a Slurm pool's read (which looks up
-        one Slurm no longer lists); nothing to read where no pool runs on Slurm."""
-        if not any(pool.executor == "slurm" for pool in self.policy.pools.values()):
+        """Host → the runs the database holds on it, for a batch system's read (Slurm looks up
+        one it no longer lists); nothing to read where no pool's executor needs them."""
+        holds_runs = getattr(self.poller, "holds_runs", None)
+        if not callable(holds_runs) or not holds_runs():
             return {}
         hosts = hosts_of_jobs(session)
         runs: dict[str, list[str]] = {}

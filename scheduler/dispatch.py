@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from scheduler.agent.errors import AgentError, AnswerLost, BadRequest
 from scheduler.agent.protocol import ContainerOptions, StartRequest
+from scheduler.config import PoolOptions
 from scheduler.credentials import AgentKeys, HostKey
 from scheduler.errors import PaikaError
 
@@ -109,6 +110,29 @@ class StartOrder:
     # wall time (its GPU-hours over its GPUs) for the time limit.
     gpu_type: str | None = None
     wall_hours: float | None = None
+
+
+@dataclass(frozen=True)
+class LogRequest:
+    """One run's output, asked for by a person (`/gpu logs`): where it ran and how much."""
+
+    job_id: int
+    attempt: int
+    name: str  # the job's name
+    account: str | None  # the Unix account it ran as
+    host: str  # rank 0's host
+    url: str  # that host's address as registered
+    lines: int
+    timeout: float  # seconds the executor has to answer: a person is waiting
+    options: PoolOptions | None  # the host's pool's section (None: the agents')
+    token: str | None = None  # the host's agent token (None: why in `key_problem`)
+    key_problem: str | None = None
+    tls: ssl.SSLContext | None = None  # whom an https:// agent must prove it is
+
+    @property
+    def run(self) -> str:
+        """The run's id where it ran ("<job>.<attempt>")."""
+        return agent_job_id(self.job_id, self.attempt)
 
 
 class Dispatcher(Protocol):

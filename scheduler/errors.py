@@ -115,6 +115,10 @@ class Problem(StrEnum):
     LOGS_HOST_UNREACHABLE = "problem.logs_host_unreachable"
     LOGS_HOST_REFUSED = "problem.logs_host_refused"
     LOGS_NOT_KEPT = "problem.logs_not_kept"
+    # The output is on a batch cluster's filesystem that this machine cannot read.
+    LOGS_ON_CLUSTER = "problem.logs_on_cluster"
+    # The host's executor keeps no output paika can read.
+    LOGS_NOT_READABLE = "problem.logs_not_readable"
     # Outputs a job reports of itself (issue 15): `paika report`, its endpoint, its file.
     JOB_REPORT_EMPTY = "problem.job_report_empty"
     JOB_REPORT_TOO_MANY = "problem.job_report_too_many"

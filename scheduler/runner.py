@@ -8,10 +8,11 @@ from scheduler.credentials import AgentKeys, read_secret
 from scheduler.cycle import Cycle
 from scheduler.dispatch import AgentDispatcher
 from scheduler.errors import PaikaError
+from scheduler.hosts.executor import AgentsExecutor
 from scheduler.hosts.poll import Poller
 from scheduler.notices.events import Observer
 from scheduler.outputs import ReportLimits
-from scheduler.pools import PoolDispatcher, PoolPoller
+from scheduler.pools import Pools
 
 
 class MissingAgentToken(PaikaError):
@@ -48,14 +49,14 @@ def agent_cycle(paika: Paika, observer: Observer) -> Cycle:
         tls=tls,
         containers=paika.policy.containers.options(),
     )
-    dispatcher = PoolDispatcher(paika.policy, agents)
+    pools = Pools(paika.policy, AgentsExecutor(poller, agents))
     return Cycle(
         paika.engine,
         paika.live,
         paika.clock,
-        dispatcher,
+        pools,
         observer,
-        PoolPoller(paika.policy, poller, dispatcher=dispatcher),
+        pools,
         keys,
         report_url=paika.settings.resolved_report_url(),
         report_limits=ReportLimits.of(paika.settings),

@@ -109,3 +109,31 @@ def _imported(path: Path) -> list[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.append(node.module)
     return names
+
+
+def _executor_by_name(tree: ast.AST) -> list[int]:
+    """Lines comparing something's `executor` with a name written out (`pool.executor ==
+    "slurm"`): what the registry is for."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            named = any(isinstance(s, ast.Attribute) and s.attr == "executor" for s in sides)
+            written = any(isinstance(s, ast.Constant) and isinstance(s.value, str) for s in sides)
+            if named and written:
+                found.append(node.lineno)
+    return found
+
+
+def test_no_code_asks_which_executor_a_pool_has_by_its_name() -> None:
+    # Each executor is reached through scheduler/executors.py's registry (its kind says what
+    # it needs): an `if pool.executor == "slurm"` elsewhere is a third executor's trap.
+    root = Path(__file__).resolve().parent.parent
+    found = {
+        str(path.relative_to(root)): lines
+        for package in ("bot", "scheduler", "storage")
+        for path in sorted((root / package).rglob("*.py"))
+        if (lines := _executor_by_name(ast.parse(path.read_text(), str(path))))
+    }
+    assert found == {}
+    assert _executor_by_name(ast.parse('if pool.executor == "slurm": pass'))  # it would see one

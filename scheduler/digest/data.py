@@ -22,6 +22,7 @@ from scheduler.digest.model import (
     IdleUsage,
     JobLine,
     QuotaWarning,
+    TypeCount,
     TypeUtilization,
     UsageLine,
     WaitInfo,
@@ -76,7 +77,9 @@ def build_digest(ctx: Context, day: date | None = None) -> Digest:
         at=now,
         timezone=policy.timezone,
         hosts=len(seen.hosts),
-        types=seen.types,
+        types=tuple(
+            TypeCount(t.gpu_type, t.total, t.free, t.busy, t.idle_held, t.down) for t in seen.types
+        ),
         running=len(queue.running),
         waiting_by_class={
             priority.value: sum(1 for v in queue.waiting if v.job.priority == priority.value)

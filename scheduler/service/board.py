@@ -70,8 +70,7 @@ class HostView:
 
 @dataclass(frozen=True)
 class TypeSummary:
-    """Counts of one GPU type's cards by state: the board's, and the digest's too (kept in its
-    stored JSON), so every face draws the cards from this one model."""
+    """Counts of one GPU type's cards by state."""
 
     gpu_type: str
     total: int

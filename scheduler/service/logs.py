@@ -1,4 +1,5 @@
-"""`/gpu logs <job> [lines=N]`: the tail of a job's output, read from its host's agent.
+"""`/gpu logs <job> [lines=N]`: the tail of a job's output, read by its host's executor (the
+agent there; on a Slurm pool, the file its `log_path` names, where this machine can read it).
 
 Who may read it: the job's owner, approvers of its team, admins (the output may hold what
 the job's command and data hold). A run on several hosts is read from rank 0's host (the
@@ -15,10 +16,9 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass, replace
 
-from scheduler.agent.errors import AgentAuthError, AgentError, JobNotFound
 from scheduler.credentials import AgentKeys, read_secret
-from scheduler.dispatch import agent_job_id
-from scheduler.errors import Action, NotFound, Problem, UserError
+from scheduler.dispatch import LogRequest, agent_job_id
+from scheduler.errors import Action, Problem, UserError
 from scheduler.service.context import Context
 from scheduler.service.jobs import require_owner_or_approver
 from scheduler.service.lookup import job_by_ref, team_name
@@ -68,7 +68,7 @@ def logs(
     tls: ssl.SSLContext | None = None,
     timeout: float = LOG_TIMEOUT_S,
 ) -> LogsResult:
-    """The last `lines` lines of the job's latest run."""
+    """The last `lines` lines of the job's latest run, read by its host's executor."""
     job = job_by_ref(ctx, job_id, name)
     require_owner_or_approver(ctx, job, Action.READ_LOGS)
     record = JobRecord.of(job)
@@ -76,17 +76,33 @@ def logs(
     team = team_name(ctx, job.team_id)
     # Nothing was written: end the read transaction before the host is asked.
     ctx.session.commit()
-    if source.token is None:
-        raise UserError(
-            Problem.LOGS_HOST_NO_KEY,
-            job_id=record.id,
-            host=source.host,
-            problem=source.key_problem or "",
-        )
-    found = _tail(ctx, record, source, lines, tls, timeout)
+    # The executors load when a run's output is asked for: every face imports this module.
+    from scheduler.executors import kind_of
+
+    found = ctx.policy.pool_of(source.host)
+    executor, options = ("agents", None) if found is None else (found[1].executor, found[1].options)
+    if tls is None and ctx.agent_ca_file is not None:
+        from scheduler.agent.client import shared_tls
+
+        tls = shared_tls(str(ctx.agent_ca_file))
+    request = LogRequest(
+        job_id=record.id,
+        attempt=source.attempt,
+        name=record.name,
+        account=job.account,
+        host=source.host,
+        url=source.url,
+        lines=lines,
+        timeout=timeout,
+        options=options,
+        token=source.token,
+        key_problem=source.key_problem,
+        tls=tls,
+    )
+    found_lines = kind_of(executor).read_log(request)
     # A person reads the command only within the job's team (as `/gpu status` shows it).
     shown = record if ctx.actor.in_team(job.team_id) else replace(record, command="")
-    return LogsResult(shown, team, source.host, source.hosts, source.attempt, lines, found)
+    return LogsResult(shown, team, source.host, source.hosts, source.attempt, lines, found_lines)
 
 
 def _source(ctx: Context, job: JobRecord, attempt: int) -> LogSource:
@@ -105,35 +121,3 @@ def _source(ctx: Context, job: JobRecord, attempt: int) -> LogSource:
         key.token,
         key.problem,
     )
-
-
-def _tail(
-    ctx: Context,
-    job: JobRecord,
-    source: LogSource,
-    lines: int,
-    tls: ssl.SSLContext | None,
-    timeout: float,
-) -> tuple[str, ...]:
-    assert source.token is not None
-    # The HTTP client loads when an agent is asked: every face imports this module.
-    from scheduler.agent.client import AgentClient, shared_tls
-
-    if tls is None:
-        tls = shared_tls(str(ctx.agent_ca_file) if ctx.agent_ca_file else None)
-    host, run = source.host, source.run
-    try:
-        with AgentClient(source.url, source.token, timeout=timeout, tls=tls) as client:
-            return tuple(client.log(run, lines).lines)
-    except JobNotFound as exc:
-        raise NotFound(Problem.LOGS_NOT_KEPT, job_id=job.id, host=host, run=run) from exc
-    except AgentAuthError as exc:
-        raise UserError(Problem.LOGS_HOST_REFUSED, job_id=job.id, host=host) from exc
-    except AgentError as exc:  # no answer in time, or any other failure the host names
-        raise UserError(
-            Problem.LOGS_HOST_UNREACHABLE,
-            job_id=job.id,
-            host=host,
-            seconds=timeout,
-            problem=exc.message,
-        ) from exc

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 from pydantic import AliasChoices, BaseModel
+from pydantic.fields import FieldInfo
 
-from scheduler.config import PolicyConfig
+from scheduler.config import POOL_SECTIONS, PolicyConfig, Pool
 from scheduler.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +54,13 @@ def _nested(annotation: Any) -> Iterator[tuple[type[BaseModel], bool]]:
 def schema_keys(model: type[BaseModel], prefix: str = "") -> set[str]:
     """Every dotted key the model accepts, `*` for a map's key or a list's item."""
     keys = set()
-    for name, field in model.model_fields.items():
+    fields: dict[str, Any] = dict(model.model_fields)
+    if model is Pool:  # a pool's settings are the section named after its executor
+        del fields["options"]
+        for executor, section in POOL_SECTIONS.items():
+            if section is not None:
+                fields[executor] = FieldInfo(annotation=section | None, default=None)
+    for name, field in fields.items():
         here = f"{prefix}{name}"
         keys.add(here)
         for inner, many in _nested(field.annotation):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.config import policy_from_text
+from scheduler.config import PolicyConfig, policy_from_text
 from scheduler.errors import ConfigError
 
 CATALOG = """
@@ -31,9 +31,9 @@ def test_a_slurm_pool_and_an_agent_pool_side_by_side() -> None:
     policy = policy_from_text(CATALOG + SLURM_POOL, "policy.yml")
     name, pool = policy.pool_of("node02") or ("", None)
     assert name == "cluster" and pool is not None and pool.executor == "slurm"
-    assert pool.slurm is not None and pool.slurm.gres["A100-80GB"] == "a100"
-    assert pool.slurm.time_margin == 1.5 and pool.slurm.job_name_prefix == "paika-"
-    assert pool.slurm.utilization == "none"  # no agents on the nodes unless asked for
+    assert pool.options is not None and pool.options.gres["A100-80GB"] == "a100"
+    assert pool.options.time_margin == 1.5 and pool.options.job_name_prefix == "paika-"
+    assert pool.options.utilization == "none"  # no agents on the nodes unless asked for
     assert policy.pool_of("box1") is not None and policy.pool_of("box1")[1].executor == "agents"  # type: ignore[index]
     assert policy.pool_of("elsewhere") is None  # no pool: its agent runs its jobs
 
@@ -93,7 +93,7 @@ def test_a_slurm_pool_without_its_settings_says_what_it_needs() -> None:
 
 
 def test_a_pools_container_setting_is_read_and_left_unset_by_default() -> None:
-    plain = policy_from_text(CATALOG + SLURM_POOL, "policy.yml").pools["cluster"].slurm
+    plain = policy_from_text(CATALOG + SLURM_POOL, "policy.yml").pools["cluster"].options
     assert plain is not None and plain.container is None  # image jobs are refused there
     pyxis = SLURM_POOL.replace(
         "partition: gpu",
@@ -101,10 +101,20 @@ def test_a_pools_container_setting_is_read_and_left_unset_by_default() -> None:
         "        value: '{enroot_image}'\n"
         "        options: [--container-mounts=/data:/data:ro, --no-container-mount-home]",
     )
-    slurm = policy_from_text(CATALOG + pyxis, "policy.yml").pools["cluster"].slurm
+    slurm = policy_from_text(CATALOG + pyxis, "policy.yml").pools["cluster"].options
     assert slurm is not None and slurm.container is not None
     assert slurm.container.arguments("nvcr.io/nvidia/pytorch:24.05-py3") == (
         "--container-image=nvcr.io#nvidia/pytorch:24.05-py3",
         "--container-mounts=/data:/data:ro",
         "--no-container-mount-home",
     )
+
+
+def test_a_policy_with_pools_dumps_as_its_file_reads() -> None:
+    # The pool's section is kept under its executor's name, so a dump reads back the same.
+    policy = policy_from_text(CATALOG + SLURM_POOL, "policy.yml")
+    dumped = policy.model_dump(mode="json", exclude_unset=True)
+    assert set(dumped["pools"]["cluster"]) == {"executor", "hosts", "slurm"}
+    assert dumped["pools"]["cluster"]["slurm"]["partition"] == "gpu"
+    assert "slurm" not in dumped["pools"]["boxes"]
+    assert PolicyConfig.model_validate(dumped) == policy

@@ -240,8 +240,8 @@ def test_an_image_job_runs_on_the_pool_with_its_container_recorded(
     site = open_with(OCI)
     submit(site, "boxed", "true", extra="data=ready image=pytorch:2.3")
     site.until(lambda: site.job("boxed").state == JobState.SUCCEEDED, what="the job to end")
-    pool = site.policy.pools["cluster"].slurm
-    assert pool is not None
+    pool = site.policy.pools["cluster"].options
+    assert isinstance(pool, SlurmPool)
     record = _run(SlurmDispatcher(pool), f"{slurm_prefix}{site.job('boxed').id}.1.{NODE}")
     assert record is not None and record.container == "/srv/oci/pytorch:2.3"
 

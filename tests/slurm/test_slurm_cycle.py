@@ -29,11 +29,13 @@ from scheduler.clock import ManualClock
 from scheduler.config import PolicyConfig
 from scheduler.cycle import Cycle, CycleResult
 from scheduler.dispatch import AgentDispatcher
+from scheduler.executors import slurm_kind
+from scheduler.hosts.executor import AgentsExecutor
 from scheduler.hosts.poll import Target, poll_all_sync
 from scheduler.hosts.report import HostReport
 from scheduler.notices.events import EventCode, EventKind, RecordingObserver
 from scheduler.notices.outbox import RecordingAnnouncer, deliver_pending
-from scheduler.pools import PoolDispatcher, PoolPoller
+from scheduler.pools import Pools
 from scheduler.serving import serve_in_thread, stop_server
 from scheduler.slurm.commands import SlurmCommands
 from scheduler.slurm.models import AccountedJob, QueuedJob
@@ -88,17 +90,13 @@ class SlurmSite:
         self.paika, self.policy, self.ticks = paika, policy, ticks
         self.notifier = RecordingObserver()
         # Wired as `paika up` wires them: the starts go by the cycle's own queue read.
-        self.dispatcher = PoolDispatcher(
-            policy, AgentDispatcher(TOKEN, timeout=2.0), monotonic=ticks
-        )
-        self.cycle = Cycle(
-            paika.engine,
+        self.pools = Pools(
             policy,
-            paika.clock,
-            self.dispatcher,
-            self.notifier,
-            PoolPoller(policy, agents, slurm, dispatcher=self.dispatcher),
+            AgentsExecutor(agents, AgentDispatcher(TOKEN, timeout=2.0)),
+            monotonic=ticks,
+            kinds={"slurm": slurm_kind(slurm)},
         )
+        self.cycle = Cycle(paika.engine, policy, paika.clock, self.pools, self.notifier, self.pools)
 
     @property
     def clock(self) -> ManualClock:
@@ -510,9 +508,9 @@ def test_a_slurm_pools_cards_carry_what_the_report_only_agent_on_its_node_reads(
     server, thread, port = serve_in_thread(app)
     policy = slurm_policy(paika, live_slurm, slurm_prefix, shared_dir, {"T4-16GB": "t4"})
     pool = policy.pools["cluster"]
-    assert pool.slurm is not None
-    slurm = pool.slurm.model_copy(update={"utilization": "agents"})
-    policy.pools["cluster"] = pool.model_copy(update={"slurm": slurm})
+    assert pool.options is not None
+    slurm = pool.options.model_copy(update={"utilization": "agents"})
+    policy.pools["cluster"] = pool.model_copy(update={"options": slurm})
 
     def agents(targets: Sequence[Target]) -> Mapping[str, HostReport]:
         assert [t.name for t in targets] == [NODE]  # the node's agent, for its cards' use
@@ -567,9 +565,9 @@ def test_idle_reclaim_releases_an_idle_run_on_slurm_by_its_nodes_agents_readings
     )
     policy = slurm_policy(paika, live_slurm, slurm_prefix, shared_dir, {"T4-16GB": "t4"})
     pool = policy.pools["cluster"]
-    assert pool.slurm is not None
-    slurm = pool.slurm.model_copy(update={"utilization": "agents"})
-    policy.pools["cluster"] = pool.model_copy(update={"slurm": slurm})
+    assert pool.options is not None
+    slurm = pool.options.model_copy(update={"utilization": "agents"})
+    policy.pools["cluster"] = pool.model_copy(update={"options": slurm})
     policy = policy.model_copy(
         update={
             "reclaim": policy.reclaim.model_copy(update={"idle_minutes": 3, "grace_minutes": 1})

@@ -13,9 +13,11 @@ from dataclasses import replace
 import pytest
 
 from scheduler.config import PolicyConfig, load_policy
+from scheduler.executors import slurm_kind
+from scheduler.hosts.executor import AgentsExecutor
 from scheduler.hosts.poll import Poller, Target
 from scheduler.hosts.report import AgentJobState, GpuReading, HostReport
-from scheduler.pools import PoolDispatcher, PoolPoller
+from scheduler.pools import Pools
 from scheduler.settings import BUNDLED_POLICY
 from scheduler.slurm.models import QueuedJob
 from scheduler.slurm.utilization import with_utilization
@@ -181,6 +183,14 @@ def policy_with(utilization: str) -> PolicyConfig:
     return PolicyConfig.model_validate(raw)
 
 
+def pools_with(
+    policy: PolicyConfig, agents: object = None, slurm: object = None, *, dispatch: object = None
+) -> Pools:
+    """The cycle's pools over a test's agents' poll (and dispatcher) and Slurm reader."""
+    executor = AgentsExecutor(agents, dispatch)  # type: ignore[arg-type]
+    return Pools(policy, executor, kinds={"slurm": slurm_kind(slurm)})  # type: ignore[arg-type]
+
+
 class FakeSlurm:
     """A Slurm read that waits (a while) for the agents' poll to have begun: it proves the
     two run at once."""
@@ -210,7 +220,7 @@ def test_with_utilization_agents_the_nodes_agents_are_polled_while_slurm_is_read
         return {t.name: HostReport(t.name, True) for t in targets}
 
     slurm = FakeSlurm(began)
-    poller = PoolPoller(policy_with("agents"), agents, slurm)  # type: ignore[arg-type]
+    poller = pools_with(policy_with("agents"), agents, slurm)
     try:
         reports = poller(TARGETS)
     finally:
@@ -230,7 +240,7 @@ def test_without_utilization_no_nodes_agent_is_polled() -> None:
 
     began = threading.Event()
     began.set()
-    poller = PoolPoller(policy_with("none"), agents, FakeSlurm(began))  # type: ignore[arg-type]
+    poller = pools_with(policy_with("none"), agents, FakeSlurm(began))
     reports = poller(TARGETS)
     poller.close()
     assert polled == [["gpu-a"]]
@@ -247,7 +257,7 @@ def test_a_failed_poll_of_the_nodes_agents_leaves_slurms_reports(
 
     began = threading.Event()
     began.set()
-    poller = PoolPoller(policy_with("agents"), agents, FakeSlurm(began))  # type: ignore[arg-type]
+    poller = pools_with(policy_with("agents"), agents, FakeSlurm(began))
     reports = poller(TARGETS)
     poller.close()
     assert reports["node01"] == SLURM and reports["gpu-a"].ok
@@ -264,15 +274,15 @@ def test_a_silent_nodes_agent_is_logged_once_then_again_when_it_answers(
 
     began = threading.Event()
     began.set()
-    caplog.set_level("INFO", logger="scheduler.pools")
-    poller = PoolPoller(policy_with("agents"), agents, FakeSlurm(began))  # type: ignore[arg-type]
+    caplog.set_level("INFO", logger="scheduler.slurm.executor")
+    poller = pools_with(policy_with("agents"), agents, FakeSlurm(began))
     try:
         seen = [poller(TARGETS[:1])["node01"] for _ in range(3)]
     finally:
         poller.close()
     assert [r.gpus[0].utilization_pct for r in seen] == [None, None, 97.0]
     assert all(r.ok and r.unhealthy is None for r in seen)
-    said = [r.getMessage() for r in caplog.records if r.name == "scheduler.pools"]
+    said = [r.getMessage() for r in caplog.records if r.name == "scheduler.slurm.executor"]
     assert len(said) == 2
     assert "does not answer" in said[0] and "refused" in said[0]
     assert "answers again" in said[1]
@@ -281,7 +291,7 @@ def test_a_silent_nodes_agent_is_logged_once_then_again_when_it_answers(
 def test_the_utilization_setting_is_checked() -> None:
     with pytest.raises(ValueError, match="utilization"):
         policy_with("nvml")
-    assert policy_with("none").pools["cluster"].slurm.utilization == "none"  # type: ignore[union-attr]
+    assert policy_with("none").pools["cluster"].options.utilization == "none"  # type: ignore[union-attr]
 
 
 def test_an_agent_that_never_answers_costs_the_poll_only_its_timeout() -> None:
@@ -293,7 +303,7 @@ def test_an_agent_that_never_answers_costs_the_poll_only_its_timeout() -> None:
     began = threading.Event()
     began.set()
     agents = Poller("token", timeout=0.5)
-    poller = PoolPoller(policy_with("agents"), agents, FakeSlurm(began))  # type: ignore[arg-type]
+    poller = pools_with(policy_with("agents"), agents, FakeSlurm(began))
     try:
         start = time.monotonic()
         report = poller([Target("node01", url)])["node01"]
@@ -318,7 +328,7 @@ class RecordingAgents:
 
 def test_a_revoked_token_is_sent_to_a_slurm_nodes_agent_only_where_one_reports() -> None:
     agents = RecordingAgents()
-    with_agents = PoolDispatcher(policy_with("agents"), agents)  # type: ignore[arg-type]
+    with_agents = pools_with(policy_with("agents"), dispatch=agents)
     assert with_agents.revoke("node01", "https://node01:8471", "old-token")
     assert with_agents.revoke("gpu-a", "https://gpu-a:8471", "old-a")  # an agent host, as ever
     assert agents.revoked == [
@@ -326,6 +336,6 @@ def test_a_revoked_token_is_sent_to_a_slurm_nodes_agent_only_where_one_reports()
         ("gpu-a", "https://gpu-a:8471", "old-a"),
     ]
     agents.revoked.clear()
-    without = PoolDispatcher(policy_with("none"), agents)  # type: ignore[arg-type]
+    without = pools_with(policy_with("none"), dispatch=agents)
     assert without.revoke("node01", "https://node01:8471", "old-token")  # nothing holds it
     assert agents.revoked == []
