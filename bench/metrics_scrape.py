@@ -31,11 +31,12 @@ from scheduler.observe.health import check, stale_after
 from scheduler.observe.http import ops_app
 from scheduler.observe.metrics import ServiceMetrics
 from scheduler.observe.watch import CycleSeen, CycleWatch
+from scheduler.policy.priority_classes import CLASS_NAMES
 from scheduler.serving import serve_in_thread, stop_server
 from storage.db import make_engine, upgrade
 from storage.models import Notice
 
-PRIORITIES = ("core", "normal", "idle")
+PRIORITIES = CLASS_NAMES
 REASONS = ("behind_higher_priority", "behind_earlier", "no_type_free", "waiting_for_data")
 TYPES = ("A100-80GB", "H100-80GB", "L40S-48GB", "T4-16GB")
 
@@ -43,7 +44,7 @@ TYPES = ("A100-80GB", "H100-80GB", "L40S-48GB", "T4-16GB")
 def seen(jobs: int, gpus: int) -> CycleSeen:
     queue: dict[tuple[str, str], int] = {}
     for n in range(jobs):
-        key = (PRIORITIES[n % 3], REASONS[n % 4])
+        key = (PRIORITIES[n % len(PRIORITIES)], REASONS[n % 4])
         queue[key] = queue.get(key, 0) + 1
     states: dict[tuple[str, str], int] = {}
     for n in range(gpus):

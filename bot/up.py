@@ -86,6 +86,8 @@ def up(open_paika: Callable[[], Paika], console_reply: ConsoleReply) -> None:
     service = Service(paika, partial(console_reply, paika))
     running = Running(service.parts())
     running.start()
+    # Every thread is a part's (scheduler/running.py's table names them).
+    log.debug("threads: %s", ", ".join(sorted(t.name for t in threading.enumerate())))
     slack = (
         "Slack off (no SLACK_BOT_TOKEN)" if service.bot is None else f"Slack on {service.bot.where}"
     )

@@ -304,7 +304,8 @@ def check_hosts(
     root_hosts: list[str] = []
     unknown: dict[tuple[str, int], list[str]] = {}
     # Each host's agent is asked at once: one that does not answer costs `timeout`, not N of them.
-    with ThreadPoolExecutor(max_workers=min(HOSTS_AT_ONCE, len(hosts))) as pool:
+    at_once = min(HOSTS_AT_ONCE, len(hosts))
+    with ThreadPoolExecutor(at_once, thread_name_prefix="paika-doctor-hosts") as pool:
         looks = list(pool.map(lambda h: _look(h, seen, settings, timeout, clock), hosts))
     for host, look in zip(hosts, looks, strict=True):
         found += look.findings

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from apscheduler.executors.pool import ThreadPoolExecutor as JobPool
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import Engine
 
@@ -73,7 +74,9 @@ class Periodic:
         self.lock = LeaderLock(
             engine, ttl=timedelta(seconds=max(30.0, policy.scheduler.cycle_seconds * 4))
         )
-        self.scheduler = BackgroundScheduler(timezone="UTC")
+        # APScheduler's own default pool (10 threads), named for paika up's thread list.
+        pool = JobPool(10, pool_kwargs={"thread_name_prefix": "paika-scheduling"})
+        self.scheduler = BackgroundScheduler(timezone="UTC", executors={"default": pool})
         self.leading = False
 
     @property

@@ -22,7 +22,6 @@ from scheduler.digest.model import (
     IdleUsage,
     JobLine,
     QuotaWarning,
-    TypeCount,
     TypeUtilization,
     UsageLine,
     WaitInfo,
@@ -77,9 +76,7 @@ def build_digest(ctx: Context, day: date | None = None) -> Digest:
         at=now,
         timezone=policy.timezone,
         hosts=len(seen.hosts),
-        types=tuple(
-            TypeCount(t.gpu_type, t.total, t.free, t.busy, t.idle_held, t.down) for t in seen.types
-        ),
+        types=seen.types,
         running=len(queue.running),
         waiting_by_class={
             priority.value: sum(1 for v in queue.waiting if v.job.priority == priority.value)

@@ -13,6 +13,12 @@ from typing import Any
 
 from scheduler.digest.codec import decode, encode
 from scheduler.policy.plan import Wait, WaitCode
+from scheduler.service.board import TypeSummary
+
+# One GPU type's cards now, by what they are doing: the board's own type, so the digest and
+# the board are drawn from one model. A digest stored before it said `listed` reads back as
+# listed (the field's default). TypeCount is the name the digest knew it by.
+TypeCount = TypeSummary
 
 # Bumped when a field changes meaning or goes away; a stored digest of another version is
 # refused rather than drawn wrongly.
@@ -26,18 +32,6 @@ class SegmentKind:
     IDLE = "idle"  # held by a job, below the policy's idle utilization
     FREE = "free"
     DOWN = "down"  # no readings: its host did not answer, or the card was unhealthy
-
-
-@dataclass(frozen=True)
-class TypeCount:
-    """One GPU type's cards now, by what they are doing."""
-
-    gpu_type: str
-    total: int
-    free: int
-    busy: int
-    idle_held: int
-    down: int  # down, used outside paika, or draining: not available to paika now
 
 
 @dataclass(frozen=True)
@@ -283,7 +277,7 @@ class Digest:
     at: datetime
     timezone: str
     hosts: int
-    types: tuple[TypeCount, ...]  # cheapest first
+    types: tuple[TypeSummary, ...]  # cheapest first, as the board has them
     running: int
     waiting_by_class: dict[str, int]  # core, normal, idle → pending jobs
     waiting_for_data: int

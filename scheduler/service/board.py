@@ -70,7 +70,8 @@ class HostView:
 
 @dataclass(frozen=True)
 class TypeSummary:
-    """Counts of one GPU type's cards by state."""
+    """Counts of one GPU type's cards by state: the board's, and the digest's too (kept in its
+    stored JSON), so every face draws the cards from this one model."""
 
     gpu_type: str
     total: int

@@ -33,6 +33,21 @@ TOKEN = "agent-token-0123456789"
 CYCLES_AFTER_THE_END = 8
 # A TERM (systemd's stop) ends paika up within this: every part stops at once when idle.
 STOPS_WITHIN_S = 10.0
+# The threads of paika up's parts, by the start of their names (scheduler/running.py's table).
+PART_THREADS = (
+    "MainThread",
+    "paika-doctor",  # and its round's paika-doctor-hosts
+    "paika-poller",
+    "paika-node-agents",
+    "paika-http:",
+    "AnyIO worker thread",  # the HTTP server's, for /metrics and reports
+    "paika-object-shipper",
+    "paika-courier",
+    "APScheduler",
+    "paika-scheduling",
+    "paika-console-socket",
+    "paika-console-command",
+)
 
 
 def _free_port() -> int:
@@ -160,6 +175,10 @@ def test_the_chatter_is_there_at_debug(env: dict[str, str], tmp_path: Path) -> N
     text = "\n".join(lines)
     assert "HTTP Request: GET" in text and "/v1/status" in text
     assert 'Running job "Periodic.tick' in text
+    # Once started, every thread of paika up is one of its parts'.
+    threads = next(line for line in lines if " paika: threads: " in line)
+    names = threads.split(" paika: threads: ", 1)[1].split(", ")
+    assert [name for name in names if not name.startswith(PART_THREADS)] == [], threads
 
 
 @pytest.mark.parametrize(
