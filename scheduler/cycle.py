@@ -365,7 +365,9 @@ class Cycle:
         persisted = self._persist_starts(starts, result)
         if not persisted:
             return
-        with ThreadPoolExecutor(max_workers=min(32, len(persisted))) as pool:
+        with ThreadPoolExecutor(
+            max_workers=min(32, len(persisted)), thread_name_prefix="paika-dispatch"
+        ) as pool:
             failures = list(pool.map(self._dispatch, [orders for _, orders in persisted]))
         taken = [
             (start, orders) for (start, orders), f in zip(persisted, failures, strict=True) if not f
