@@ -21,15 +21,7 @@ from bot.blocks.overrun import overrun_ask
 from bot.digest.slack import post_digest
 from bot.messenger import Messenger
 from bot.services import BotServices
-from scheduler.alerts.idle import ACTION_KIND, ASK_KIND
-from scheduler.alerts.overrun import KIND as OVERRUN_KIND
-from scheduler.alerts.quota import EXPIRY_KIND, USED_KIND
-from scheduler.digest.model import Digest
-from scheduler.digest.schedule import KIND as DIGEST_KIND
-from scheduler.notices.approvals import DECISION_KIND, REQUEST_KIND
-from scheduler.notices.events import is_event
-from scheduler.notices.kinds import EVENT_KINDS, NoticeKind
-from scheduler.notices.outbox import Announcement
+from scheduler.door import EVENT_KINDS, Announcement, Digest, NoticeKind, is_event
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +29,11 @@ Renderer = Callable[[Announcement, str, ZoneInfo], Message]
 
 
 RENDERERS: Mapping[str, Renderer] = {
-    EXPIRY_KIND: quota_alert,
-    USED_KIND: quota_alert,
-    ASK_KIND: idle_ask,
-    ACTION_KIND: reclaim_notice,
-    OVERRUN_KIND: overrun_ask,
+    NoticeKind.QUOTA_EXPIRY: quota_alert,
+    NoticeKind.QUOTA_USED: quota_alert,
+    NoticeKind.GPUS_IDLE: idle_ask,
+    NoticeKind.GPUS_RECLAIMED: reclaim_notice,
+    NoticeKind.JOB_OVERRUN: overrun_ask,
     **{kind: job_event for kind in EVENT_KINDS},
     NoticeKind.STORE_DOWN: plain_alert,
     NoticeKind.STORE_BACK: plain_alert,
@@ -49,7 +41,7 @@ RENDERERS: Mapping[str, Renderer] = {
 
 
 # Kinds delivered by their own path rather than a renderer of one message per person.
-OWN_PATHS = frozenset({DIGEST_KIND, REQUEST_KIND, DECISION_KIND})
+OWN_PATHS = frozenset({NoticeKind.DIGEST, NoticeKind.BUMP_REQUEST, NoticeKind.BUMP_DECIDED})
 
 
 def delivers(kind: str) -> bool:
@@ -74,11 +66,11 @@ class SlackAnnouncer:
         self._lock = threading.Lock()
 
     def announce(self, announcement: Announcement) -> bool:
-        if announcement.kind == DIGEST_KIND:
+        if announcement.kind == NoticeKind.DIGEST:
             return self._post_digest(announcement)
-        if announcement.kind == REQUEST_KIND:
+        if announcement.kind == NoticeKind.BUMP_REQUEST:
             return self.messenger.ask_approvers(int(announcement.detail["request_id"]))
-        if announcement.kind == DECISION_KIND:
+        if announcement.kind == NoticeKind.BUMP_DECIDED:
             return self.messenger.announce_decision_of(int(announcement.detail["request_id"]))
         through = True
         for target, direct, message in self._messages(announcement):

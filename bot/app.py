@@ -26,8 +26,8 @@ from bot.messenger import Messenger
 from bot.pacing import AcksFirst, PacedExecutor
 from bot.replays import note_requests
 from bot.services import BotServices
+from scheduler.door import Settings
 from scheduler.errors import ConfigError
-from scheduler.settings import Settings
 
 log = logging.getLogger(__name__)
 

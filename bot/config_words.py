@@ -9,8 +9,8 @@ from __future__ import annotations
 from zoneinfo import ZoneInfo
 
 from bot.i18n import counted, t, when
-from scheduler.configs.edit import Change
-from scheduler.configs.results import (
+from scheduler.door import (
+    ConfigChange,
     ConfigChanged,
     ConfigDiff,
     ConfigHistory,
@@ -55,7 +55,7 @@ def header(lang: str, info: VersionInfo, zone: ZoneInfo) -> str:
     )
 
 
-def change(lang: str, found: Change) -> str:
+def change(lang: str, found: ConfigChange) -> str:
     """One key's old and new value."""
     absent = t(lang, "config.absent")
     return t(

@@ -43,25 +43,47 @@ from bot.result_words import (
 )
 from bot.said import language_saved, listed, problem, say
 from bot.usage import help_lines
-from scheduler.configs.results import ConfigChanged, ConfigDiff, ConfigHistory, ConfigShown
+from scheduler.door import (
+    REPORT_JOB_LIMIT,
+    BoardResult,
+    BumpRecord,
+    BumpResult,
+    CardState,
+    CardView,
+    ChangeResult,
+    ConfigChanged,
+    ConfigDiff,
+    ConfigHistory,
+    ConfigShown,
+    DecisionResult,
+    EstimatesReport,
+    HostView,
+    JobOutcome,
+    JobRecord,
+    JobState,
+    JobView,
+    LanguageChoice,
+    LogsResult,
+    MatchesReport,
+    MatchReview,
+    PriorityResult,
+    QueueResult,
+    QuotaListing,
+    QuotaView,
+    ReportResult,
+    StatusResult,
+    SubmitResult,
+    TemplateHistory,
+    TemplateVersionView,
+    TypeSummary,
+    UsageRow,
+    Verdict,
+    Wait,
+    WhyResult,
+)
 from scheduler.errors import UserError
 from scheduler.grammar import Help
-from scheduler.policy.admission import Verdict
-from scheduler.policy.plan import Wait
 from scheduler.results import Listing, Said
-from scheduler.service.board import BoardResult, CardState, CardView, HostView, TypeSummary
-from scheduler.service.bumps import BumpResult, DecisionResult
-from scheduler.service.estimates import EstimatesReport
-from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
-from scheduler.service.logs import LogsResult
-from scheduler.service.matches import MatchesReport, MatchReview
-from scheduler.service.prefs import LanguageChoice
-from scheduler.service.priority import PriorityResult
-from scheduler.service.quotas import QuotaListing, QuotaView
-from scheduler.service.records import BumpRecord, JobRecord, JobState
-from scheduler.service.report import JOB_LIMIT, JobOutcome, ReportResult, UsageRow
-from scheduler.service.templates import TemplateHistory, TemplateVersionView
-from scheduler.service.why import WhyResult
 
 # How many waiting jobs a queue listing shows before it summarises the rest.
 QUEUE_LISTING_LIMIT = 30
@@ -550,7 +572,7 @@ def _report(result: ReportResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
         )
     lines.append(_heading(lang, heading))
     lines += [_outcome_line(lang, job) for job in result.jobs]
-    after = result.job_count - (result.page - 1) * JOB_LIMIT - len(result.jobs)
+    after = result.job_count - (result.page - 1) * REPORT_JOB_LIMIT - len(result.jobs)
     if after > 0:
         lines.append("  " + t(lang, "status.more", n=after))
     if result.page < result.pages:

@@ -8,7 +8,7 @@ from typing import TextIO
 
 from bot.i18n import t
 from bot.notice_words import sentence, users
-from scheduler.notices.outbox import Announcement
+from scheduler.door import Announcement
 
 
 class ConsoleAnnouncer:

@@ -11,10 +11,17 @@ from zoneinfo import ZoneInfo
 from bot.blocks.job import priority, state
 from bot.console import render
 from bot.i18n import DEFAULT, amount, counted, t, term, wait_words, when
-from scheduler.archive.state import RestoreResult
-from scheduler.archive.state_diff import Change, DiffField, DiffKind, StateDiff, Value
-from scheduler.archive.state_view import SnapshotView
-from scheduler.policy.plan import Wait, WaitCode
+from scheduler.door import (
+    DiffField,
+    DiffKind,
+    RestoreResult,
+    SnapshotView,
+    StateChange,
+    StateDiff,
+    StateValue,
+    Wait,
+    WaitCode,
+)
 
 
 def exact_moment(lang: str, moment: datetime, zone: ZoneInfo) -> str:
@@ -64,7 +71,7 @@ def _diff(result: StateDiff, zone: ZoneInfo, lang: str = DEFAULT) -> str:
 _CAME_SHOWN = 20  # jobs that came and went named one by one; the rest counted
 
 
-def _change(lang: str, change: Change) -> str:
+def _change(lang: str, change: StateChange) -> str:
     return t(
         lang,
         "snapshot.diff.changed",
@@ -76,7 +83,7 @@ def _change(lang: str, change: Change) -> str:
     )
 
 
-def _value(lang: str, change: Change, value: Value) -> str:
+def _value(lang: str, change: StateChange, value: StateValue) -> str:
     if value is None or value == "":
         return t(lang, "snapshot.value.none")
     if isinstance(value, bool):

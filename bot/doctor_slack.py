@@ -9,9 +9,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.channels import _MENTION, CHANNEL_ID, ChannelDirectory
-from scheduler.checkup import Finding, Severity
-from scheduler.config import PolicyConfig
-from scheduler.settings import Settings
+from scheduler.door import Finding, PolicyConfig, Settings, Severity
 
 # The findings about one configured channel (paika up's bot logs those itself at start).
 CHANNEL_CODES = frozenset({"slack.channel_ok", "slack.channel_missing", "slack.not_member"})

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.i18n import t
-from scheduler.checkup import Finding, Severity, blocks
+from scheduler.door import Finding, Severity, findings_block
 
 # Every finding's catalogue key, by its code (written out: each key is found by a search).
 KEYS = {
@@ -83,7 +83,7 @@ def report(lang: str, findings: Sequence[Finding]) -> str:
     """Every finding, then whether anything blocks paika."""
     lines = [finding_line(lang, f) for f in findings]
     warnings = sum(f.severity is Severity.WARN for f in findings)
-    if blocks(findings):
+    if findings_block(findings):
         blocking = sum(f.severity is Severity.BLOCK for f in findings)
         lines.append(t(lang, "doctor.summary.blocked", blocking=blocking, warnings=warnings))
     else:
@@ -94,7 +94,7 @@ def report(lang: str, findings: Sequence[Finding]) -> str:
 def as_json(lang: str, findings: Sequence[Finding]) -> dict[str, Any]:
     """For machines: whether anything blocks, and each finding with its words."""
     return {
-        "ok": not blocks(findings),
+        "ok": not findings_block(findings),
         "findings": [
             f.as_json() | {"text": t(lang, KEYS[f.code], **_values(lang, f))} for f in findings
         ],

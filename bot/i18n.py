@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 import yaml
 
-from scheduler.policy.plan import Wait, WaitCode
+from scheduler.door import Wait, WaitCode
 
 Lang = Literal["en", "zh"]
 LANGUAGES: tuple[Lang, ...] = ("en", "zh")

@@ -27,8 +27,8 @@ from collections.abc import Mapping
 
 from bot.i18n import counted, t
 from bot.said import problem
+from scheduler.door import Report, describe, from_words
 from scheduler.errors import Problem, UserError
-from scheduler.outputs import Report, describe, from_words
 
 JOB_ID_ENV = "PAIKA_JOB_ID"
 TOKEN_ENV = "PAIKA_JOB_TOKEN"

@@ -22,11 +22,16 @@ from bot.blocks.replies import Message
 from bot.channels import ChannelDirectory
 from bot.pacing import AcksFirst
 from bot.services import ApprovalRequest, BotServices
-from scheduler.app import Reply
-from scheduler.service.bumps import BumpResult, DecisionResult
-from scheduler.service.jobs import ChangeResult, JobView, SubmitResult
-from scheduler.service.logs import LogsResult
-from scheduler.service.records import BumpState
+from scheduler.door import (
+    BumpResult,
+    BumpState,
+    ChangeResult,
+    DecisionResult,
+    JobView,
+    LogsResult,
+    Reply,
+    SubmitResult,
+)
 
 log = logging.getLogger(__name__)
 

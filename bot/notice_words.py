@@ -14,16 +14,16 @@ from typing import Any
 
 from bot.i18n import amount, counted, day, has, refusal_words, t, term
 from bot.reason_words import reason_words
-from scheduler.alerts.idle import ACTION_KIND, ASK_KIND
-from scheduler.alerts.overrun import KIND as OVERRUN_KIND
-from scheduler.alerts.quota import EXPIRY_KIND, USED_KIND
-from scheduler.digest.model import Digest
-from scheduler.digest.schedule import KIND as DIGEST_KIND
-from scheduler.notices.approvals import DECISION_KIND, REQUEST_KIND
-from scheduler.notices.events import Event, EventCode, event_of
-from scheduler.notices.kinds import EVENT_KINDS, NoticeKind
-from scheduler.notices.outbox import Announcement
-from scheduler.policy.reasons import reason_of
+from scheduler.door import (
+    EVENT_KINDS,
+    Announcement,
+    Digest,
+    Event,
+    EventCode,
+    NoticeKind,
+    event_of,
+    reason_of,
+)
 
 Sentence = Callable[[str, Announcement], str]
 
@@ -243,7 +243,7 @@ def _quota(lang: str, notice: Announcement) -> str:
         total=float(info.get("gpu_hours", 0)),
     )
     on = _day(lang, info.get("expires_on"))
-    if notice.kind == EXPIRY_KIND:
+    if notice.kind == NoticeKind.QUOTA_EXPIRY:
         when = _days_left(lang, int(info.get("days_left", 0)))
         text = t(lang, "notice.quota.expiry", quota=quota, day=on, when=when, left=left)
     else:
@@ -352,14 +352,14 @@ def _store(lang: str, notice: Announcement) -> str:
 
 SENTENCES: Mapping[str, Sentence] = {
     **{kind.value: _event for kind in EVENT_KINDS},
-    REQUEST_KIND: _bump_request,
-    DECISION_KIND: _bump_decided,
-    EXPIRY_KIND: _quota,
-    USED_KIND: _quota,
-    ASK_KIND: _idle_ask,
-    ACTION_KIND: _reclaimed,
-    OVERRUN_KIND: _overrun,
-    DIGEST_KIND: _digest,
+    NoticeKind.BUMP_REQUEST: _bump_request,
+    NoticeKind.BUMP_DECIDED: _bump_decided,
+    NoticeKind.QUOTA_EXPIRY: _quota,
+    NoticeKind.QUOTA_USED: _quota,
+    NoticeKind.GPUS_IDLE: _idle_ask,
+    NoticeKind.GPUS_RECLAIMED: _reclaimed,
+    NoticeKind.JOB_OVERRUN: _overrun,
+    NoticeKind.DIGEST: _digest,
     NoticeKind.STORE_DOWN: _store,
     NoticeKind.STORE_BACK: _store,
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.i18n import has, refusal_words, t, term
-from scheduler.policy.reasons import Reason
+from scheduler.door import Reason
 
 
 def reason_words(lang: str, why: Reason | None, stored: str | None) -> str:

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 from bot.blocks.replies import Message, error, reply
 from bot.said import problem as problem_words
 from bot.said import problem_sentence
-from scheduler.app import Reply
+from scheduler.door import Reply
 from scheduler.grammar.errors import ParseError
 
 # Words a user may add to a read-only command to post its answer in the channel.

@@ -15,12 +15,9 @@ import io
 import json
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from scheduler.service.report import JobOutcome, ReportResult, UsageRow
-
-if TYPE_CHECKING:
-    from scheduler.app import Paika
+from scheduler.door import JobOutcome, Paika, ReportResult, UsageRow
 
 FORMATS = ("csv", "json")
 # The CSV's columns, in order; each kind of row fills those it has.

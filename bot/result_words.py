@@ -10,8 +10,7 @@ from zoneinfo import ZoneInfo
 
 from bot.i18n import DEFAULT, counted, language, t, when
 from bot.said import template_fields
-from scheduler.service import specs
-from scheduler.service.templates import TemplateHistory, TemplateVersionView
+from scheduler.door import TEMPLATE_VERSION, TemplateHistory, TemplateVersionView
 
 COMMAND = "cmd"  # the submit key of a job's command
 
@@ -36,7 +35,7 @@ def spec_line(lang: str, spec: Mapping[str, Any]) -> str:
     version is said apart, and is no submit key); the command last, as the longest, so a
     cut spares the short keys."""
     given = sorted(spec.items(), key=lambda item: item[0] == COMMAND)
-    keys = {key: value for key, value in given if key != specs.TEMPLATE_VERSION}
+    keys = {key: value for key, value in given if key != TEMPLATE_VERSION}
     return t(lang, "status.spec", spec=template_fields(lang, keys))
 
 

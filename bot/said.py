@@ -11,11 +11,11 @@ from collections.abc import Mapping
 
 from bot.i18n import LANGUAGES, has, language, t, term
 from bot.usage import expected_words
+from scheduler.door import LanguageChoice
 from scheduler.errors import IllegalTransition, UserError
 from scheduler.errors import Value as ProblemValue
 from scheduler.grammar.errors import ParseError
 from scheduler.results import Listing, Said, Value
-from scheduler.service.prefs import LanguageChoice
 
 # Stored values that have a name of their own in each language: the value's name in a
 # sentence, and the catalogue group its names are in.

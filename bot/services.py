@@ -1,54 +1,31 @@
 """What the Slack listeners ask of paika: one method per question, each one transaction.
 
 The listeners stay thin (ack, one call here, render); everything that reads or changes
-state goes through the same service layer as the `/gpu` text commands and the CLI.
+state goes through the core's one door (scheduler.door: `Paika` for commands, `SlackDoor`
+for what only Slack asks), as the `/gpu` text commands and the console do.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.locales import SlackLocales
-from scheduler.app import Answer, Paika, Reply
-from scheduler.errors import UserError
-from scheduler.service import estimates, jobs, quotas, slack, templates
-from scheduler.service.board import BoardResult, board
-from scheduler.service.context import Context
-from scheduler.service.jobs import JobView
-from scheduler.service.lookup import submit_team_names
-from scheduler.service.quotas import QuotaView
-from scheduler.service.slack import ApprovalRequest
-from scheduler.snapshots import EstimateRecord
-
-T = TypeVar("T")
+from scheduler.door import (
+    Answer,
+    ApprovalRequest,
+    HomeData,
+    Paika,
+    Reply,
+    SlackDoor,
+    SubmitChoices,
+)
 
 # Sightings of Slack requests between two purges of the old ones, in each process: often
 # enough to keep the table small, rare enough to cost nothing per request.
 PURGE_EVERY = 200
-
-
-@dataclass(frozen=True)
-class HomeData:
-    """What one user's App Home shows."""
-
-    my_jobs: Sequence[JobView]
-    board: BoardResult
-    quotas: Sequence[QuotaView]
-    estimates: EstimateRecord | None = None  # how the user's runs compared with their estimates
-
-
-@dataclass(frozen=True)
-class SubmitChoices:
-    """The options the submit modal offers this user."""
-
-    gpu_types: Sequence[str]
-    teams: Sequence[str]
-    templates: Sequence[str]
 
 
 class BotServices:
@@ -56,6 +33,7 @@ class BotServices:
 
     def __init__(self, paika: Paika) -> None:
         self.paika = paika
+        self.door = SlackDoor(paika)
         # The language of a user's Slack locale, for users who never chose one (set by the app).
         self.locales = SlackLocales()
         self._sightings = itertools.count()
@@ -90,45 +68,27 @@ class BotServices:
         With `ask_slack=False` only a locale already learned counts: no Web API call, so
         the answer is safe to compute before an ack.
         """
-        chosen = slack.chosen_language(self.paika.engine, user_id)
+        chosen = self.door.chosen_language(user_id)
         locales = self.locales
         spoken = locales.lookup(user_id) if ask_slack else locales.known(user_id)
         return chosen or spoken or self.paika.policy.slack.default_language
 
     def home(self, user_id: str) -> HomeData:
         """The user's jobs, the board and the user's team's quotas."""
-
-        def read(ctx: Context) -> HomeData:
-            with jobs.reusing_waits(ctx):  # the user's jobs and the board: one policy run
-                mine = jobs.queue(ctx, "mine")
-                drawn = board(ctx)
-            try:
-                team_quotas: Sequence[QuotaView] = quotas.show(ctx, None)
-            except UserError:  # not in a team yet: no quotas to show
-                team_quotas = ()
-            mine_all = [*mine.running, *mine.waiting]
-            return HomeData(mine_all, drawn, team_quotas, estimates.own(ctx))
-
-        return self._in_context(user_id, read)
+        return self.door.home(user_id)
 
     def submit_choices(self, user_id: str) -> SubmitChoices:
         """Card types, the teams the user may submit for and the user's team's templates,
         for the modal's menus."""
-
-        def read(ctx: Context) -> SubmitChoices:
-            types = [card.name for card in jobs.catalog(ctx)]
-            return SubmitChoices(types, submit_team_names(ctx), templates.names(ctx))
-
-        return self._in_context(user_id, read)
+        return self.door.submit_choices(user_id)
 
     def approval(self, request_id: int) -> ApprovalRequest | None:
         """A bump request with its job and where its approvers are asked; None if gone."""
-        admins = self.paika.admins
-        return self._in_context("", lambda ctx: slack.approval(ctx, request_id, admins))
+        return self.door.approval(request_id)
 
     def remember_approval_message(self, request_id: int, channel: str, ts: str) -> None:
         """Where the request's buttons were posted, so a later decision updates that message."""
-        slack.remember_approval_message(self.paika.engine, request_id, channel, ts)
+        self.door.remember_approval_message(request_id, channel, ts)
 
     def decide(self, request_id: int, approve: bool, user_id: str, reason: str | None) -> Reply:
         """An approver's click on Approve or Deny (roles are checked by the service)."""
@@ -140,19 +100,15 @@ class BotServices:
 
     def first_delivery(self, event_id: str) -> bool:
         """True the first time an Events API delivery is seen, by any paika instance."""
-        return slack.first_delivery(self.paika.engine, event_id, self.now())
+        return self.door.first_delivery(event_id)
 
     def first_sighting(self, request: str) -> bool:
         """True the first time a Slack request (its signature, or an envelope id) is seen,
         by any paika instance; every PURGE_EVERY sightings, old ones are forgotten."""
-        first = slack.first_sighting(self.paika.engine, request, self.now())
+        first = self.door.first_sighting(request)
         if next(self._sightings) % PURGE_EVERY == 0:
-            slack.purge_sightings(self.paika.engine, self.now())
+            self.door.purge_sightings()
         return first
-
-    def _in_context(self, user_id: str, work: Callable[[Context], T]) -> T:
-        with self.paika.context(user_id) as ctx:
-            return work(ctx)
 
 
 __all__ = ["ApprovalRequest", "BotServices", "HomeData", "SubmitChoices"]

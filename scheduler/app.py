@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -20,10 +20,16 @@ from scheduler.configs.live import LivePolicy
 from scheduler.configs.start import policy_at_start
 from scheduler.errors import Conflict, PermissionDenied, Problem, UserError
 from scheduler.grammar import parse
-from scheduler.service import jobs
+from scheduler.service import estimates, jobs, quotas, slack, templates
+from scheduler.service.board import BoardResult, board
 from scheduler.service.context import Context, resolve_actor, track_writes
+from scheduler.service.jobs import JobView
+from scheduler.service.lookup import submit_team_names
+from scheduler.service.quotas import QuotaView
+from scheduler.service.slack import ApprovalRequest
 from scheduler.service.waits import WaitsBoard
 from scheduler.settings import Settings
+from scheduler.snapshots import EstimateRecord
 from storage.db import lost_race, make_engine, session_scope, upgrade
 from storage.models import Team
 from storage.queries import audit
@@ -354,9 +360,107 @@ class Paika:
         return Reply(False, self.words(error, self.policy.zone), error=error)
 
 
+@dataclass(frozen=True)
+class HomeData:
+    """What one user's App Home shows."""
+
+    my_jobs: Sequence[JobView]
+    board: BoardResult
+    quotas: Sequence[QuotaView]
+    estimates: EstimateRecord | None = None  # how the user's runs compared with their estimates
+
+
+@dataclass(frozen=True)
+class SubmitChoices:
+    """The options the submit modal offers this user."""
+
+    gpu_types: Sequence[str]
+    teams: Sequence[str]
+    templates: Sequence[str]
+
+
+@dataclass(frozen=True)
+class SlackDoor:
+    """What only the Slack face asks beyond commands, through the core as commands go.
+
+    Reads run as the asking user in one unit of work on the service's clock and policy
+    (`Paika.context`: the newest stored policy version, the actor's role). What Slack
+    remembers of its own (requests seen, where an approval was posted) changes no job and
+    sends no notice, so it neither wakes the courier nor leaves an audit record: those
+    follow a command's change or refusal (`Paika.begin`, `Paika._guarded`).
+    """
+
+    paika: Paika
+
+    def home(self, user_id: str) -> HomeData:
+        """The user's jobs, the board and the user's team's quotas."""
+
+        def read(ctx: Context) -> HomeData:
+            with jobs.reusing_waits(ctx):  # the user's jobs and the board: one policy run
+                mine = jobs.queue(ctx, "mine")
+                drawn = board(ctx)
+            try:
+                team_quotas: Sequence[QuotaView] = quotas.show(ctx, None)
+            except UserError:  # not in a team yet: no quotas to show
+                team_quotas = ()
+            mine_all = [*mine.running, *mine.waiting]
+            return HomeData(mine_all, drawn, team_quotas, estimates.own(ctx))
+
+        return self._as(user_id, read)
+
+    def submit_choices(self, user_id: str) -> SubmitChoices:
+        """Card types, the teams the user may submit for and the user's team's templates,
+        for the modal's menus."""
+
+        def read(ctx: Context) -> SubmitChoices:
+            types = [card.name for card in jobs.catalog(ctx)]
+            return SubmitChoices(types, submit_team_names(ctx), templates.names(ctx))
+
+        return self._as(user_id, read)
+
+    def approval(self, request_id: int) -> ApprovalRequest | None:
+        """A bump request with its job and where its approvers are asked; None if gone."""
+        admins = self.paika.admins
+        return self._as("", lambda ctx: slack.approval(ctx, request_id, admins))
+
+    def remember_approval_message(self, request_id: int, channel: str, ts: str) -> None:
+        """Where the request's buttons were posted, so a later decision updates that message."""
+        slack.remember_approval_message(self.paika.engine, request_id, channel, ts)
+
+    def chosen_language(self, user_id: str) -> str:
+        """The language `user_id` chose with `/gpu lang`, or "" if they never chose."""
+        return slack.chosen_language(self.paika.engine, user_id)
+
+    def first_delivery(self, event_id: str) -> bool:
+        """True the first time an Events API delivery is seen, by any paika instance."""
+        return slack.first_delivery(self.paika.engine, event_id, self.paika.clock.now())
+
+    def first_sighting(self, request: str) -> bool:
+        """True the first time a Slack request (its signature, or an envelope id) is seen,
+        by any paika instance."""
+        return slack.first_sighting(self.paika.engine, request, self.paika.clock.now())
+
+    def purge_sightings(self) -> None:
+        """Forget sightings too old for Slack to replay."""
+        slack.purge_sightings(self.paika.engine, self.paika.clock.now())
+
+    def _as(self, user_id: str, work: Callable[[Context], T]) -> T:
+        with self.paika.context(user_id) as ctx:
+            return work(ctx)
+
+
 def _answered(reply: Reply) -> Answer:
     """An answer already known (an error, or a result with nothing left to read)."""
     return Answer(known=reply)
 
 
-__all__ = ["Answer", "Paika", "Reply", "Words", "wordless"]
+__all__ = [
+    "Answer",
+    "HomeData",
+    "Paika",
+    "Reply",
+    "SlackDoor",
+    "SubmitChoices",
+    "Words",
+    "wordless",
+]

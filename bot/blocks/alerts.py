@@ -33,9 +33,7 @@ from bot.blocks.ids import ALERT_ACTIONS, IDLE_RELEASE, IDLE_STILL_USING, QUOTA_
 from bot.blocks.job import gpu_hours, ref, state
 from bot.i18n import counted, day, t, when
 from bot.notice_words import sentence
-from scheduler.alerts.idle import STILL_USING_QUIET
-from scheduler.alerts.quota import EXPIRY_KIND
-from scheduler.notices.outbox import Announcement
+from scheduler.door import STILL_USING_QUIET, Announcement, NoticeKind
 
 # Room in a message for the blocks around the list of jobs a quota would cut off.
 _AROUND_JOBS = 6
@@ -90,7 +88,7 @@ def _quota_title(alert: Announcement, lang: str) -> str:
         "team": info.get("team", "?"),
         "gpu_type": info.get("gpu_type") or t(lang, "quota.any_type"),
     }
-    if alert.kind == EXPIRY_KIND:
+    if alert.kind == NoticeKind.QUOTA_EXPIRY:
         days = int(info.get("days_left", 0))
         if days <= 0:
             soon = t(lang, "alert.quota_expiry.today")
@@ -104,7 +102,7 @@ def _quota_title(alert: Announcement, lang: str) -> str:
 
 def _quota_blocks(alert: Announcement, lang: str, zone: ZoneInfo) -> list[Block]:
     info = alert.detail
-    emoji = ":hourglass_flowing_sand:" if alert.kind == EXPIRY_KIND else ":bar_chart:"
+    emoji = ":hourglass_flowing_sand:" if alert.kind == NoticeKind.QUOTA_EXPIRY else ":bar_chart:"
     status = t(
         lang,
         "alert.quota.state",

@@ -31,8 +31,7 @@ from bot.board_words import none_next_up
 from bot.config_words import in_force
 from bot.doctor_words import finding_line
 from bot.i18n import counted, t, term, when
-from scheduler.service.board import BoardResult, CardState, CardView, HostView
-from scheduler.service.records import PriorityClass
+from scheduler.door import BoardResult, CardState, CardView, HostView, PriorityClass
 
 CARD_EMOJI: dict[CardState, str] = {
     CardState.FREE: "🟩",

@@ -23,8 +23,7 @@ from bot.blocks.ids import BUMP_ACTIONS, BUMP_APPROVE, BUMP_DENY
 from bot.blocks.job import data, gpu_hours, labelled_inline, needs, priority, ref
 from bot.i18n import t, term, when
 from bot.reason_words import reason_words
-from scheduler.service.jobs import JobView
-from scheduler.service.records import BumpRecord, BumpState
+from scheduler.door import BumpRecord, BumpState, JobView
 
 
 def bump_request(request: BumpRecord, view: JobView, lang: str) -> Message:

@@ -30,8 +30,7 @@ from bot.blocks.quotas import expiry_words
 from bot.board_words import none_next_up
 from bot.i18n import amount, counted, day, duration, t, when
 from bot.notice_words import notification
-from scheduler.digest.model import DayUsage, Digest, JobLine, QuotaWarning
-from scheduler.service.records import PriorityClass
+from scheduler.door import DayUsage, Digest, JobLine, PriorityClass, QuotaWarning
 
 # Blocks and characters each part may use; what does not fit is summarised in its last
 # line. Seven parts at most this size, and the few lines between them, stay within

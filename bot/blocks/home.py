@@ -28,10 +28,7 @@ from bot.blocks.job import own_line
 from bot.blocks.matches import own_estimate_line
 from bot.blocks.quotas import quota_line
 from bot.i18n import counted, t, when
-from scheduler.service.board import BoardResult
-from scheduler.service.jobs import JobView
-from scheduler.service.quotas import QuotaView
-from scheduler.snapshots import EstimateRecord
+from scheduler.door import BoardResult, EstimateRecord, JobView, QuotaView
 
 JOBS_SHOWN = 20
 JOBS_BLOCKS = 6

@@ -8,9 +8,7 @@ from zoneinfo import ZoneInfo
 from bot.blocks.common import mention, mrkdwn_escape
 from bot.i18n import eta, t, term, wait_words, when
 from bot.notice_words import preempt_reason
-from scheduler.policy.plan import Wait
-from scheduler.service.jobs import JobView, PreemptedRecord
-from scheduler.service.records import JobRecord
+from scheduler.door import JobRecord, JobView, PreemptedRecord, Wait
 
 
 def ref(job_id: int | None, name: str) -> str:

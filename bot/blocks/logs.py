@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from bot.blocks.common import SECTION_TEXT, Message, code_block, context, header, mrkdwn_escape
 from bot.i18n import counted, t
-from scheduler.service.logs import LogsResult
+from scheduler.door import LogsResult
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient

@@ -13,9 +13,7 @@ from zoneinfo import ZoneInfo
 from bot.blocks.common import Message, escape_keeping_mentions, header, listing, mention
 from bot.i18n import counted, t, term, when
 from bot.reason_words import reason_words
-from scheduler.service.estimates import EstimatesReport
-from scheduler.service.matches import MatchesReport, MatchReview, Weighed
-from scheduler.snapshots import EstimateRecord
+from scheduler.door import EstimateRecord, EstimatesReport, MatchesReport, MatchReview, Weighed
 
 # Sections a reply may fill before it says how many lines were left out.
 _BLOCKS = 40

@@ -10,10 +10,7 @@ from bot.blocks.job import priority, ref
 from bot.i18n import t, term, when
 from bot.notice_words import sentence
 from bot.reason_words import reason_words
-from scheduler.notices.events import EventKind, event_of
-from scheduler.notices.outbox import Announcement
-from scheduler.service.bumps import DecisionResult
-from scheduler.service.records import BumpState
+from scheduler.door import Announcement, BumpState, DecisionResult, EventKind, event_of
 
 _EMOJI = {
     EventKind.JOB_STARTED: ":rocket:",

@@ -25,7 +25,7 @@ from bot.blocks.common import (
 from bot.blocks.ids import ALERT_ACTIONS, OVERRUN_EXTEND, OVERRUN_STOP
 from bot.blocks.job import ref
 from bot.i18n import t, when
-from scheduler.notices.outbox import Announcement
+from scheduler.door import Announcement
 
 _ANSWERED = {
     "extend": (":hourglass_flowing_sand:", "alert.overrun.answered.extend"),

@@ -9,8 +9,7 @@ from zoneinfo import ZoneInfo
 from bot.blocks.common import MESSAGE_BLOCKS, Message, header, listing, mrkdwn_escape
 from bot.blocks.job import priority, state
 from bot.i18n import t, when
-from scheduler.service.priority import PriorityResult
-from scheduler.service.records import JobState
+from scheduler.door import JobState, PriorityResult
 
 Escape = Callable[[str], str]
 HOUR = 3600.0

@@ -6,7 +6,7 @@ from datetime import date
 
 from bot.blocks.common import mention, mrkdwn_escape
 from bot.i18n import day, t
-from scheduler.service.quotas import QuotaView
+from scheduler.door import QuotaView
 
 # The seed's rule: owners hear about an expiry half a month ahead.
 WARN_DAYS = 14

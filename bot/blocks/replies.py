@@ -68,23 +68,36 @@ from bot.result_words import (
     template_version_words,
 )
 from bot.said import language_saved, listed, say
-from scheduler.configs.results import ConfigChanged, ConfigDiff, ConfigHistory, ConfigShown
+from scheduler.door import (
+    BoardResult,
+    BumpRecord,
+    BumpResult,
+    ChangeResult,
+    ConfigChanged,
+    ConfigDiff,
+    ConfigHistory,
+    ConfigShown,
+    DecisionResult,
+    EstimatesReport,
+    JobState,
+    JobView,
+    LanguageChoice,
+    LogsResult,
+    MatchesReport,
+    MatchReview,
+    PriorityResult,
+    QueueResult,
+    QuotaListing,
+    ReportResult,
+    StatusResult,
+    SubmitResult,
+    TemplateHistory,
+    TemplateVersionView,
+    Verdict,
+    WhyResult,
+)
 from scheduler.grammar import Help
-from scheduler.policy.admission import Verdict
 from scheduler.results import Listing, Said
-from scheduler.service.board import BoardResult
-from scheduler.service.bumps import BumpResult, DecisionResult
-from scheduler.service.estimates import EstimatesReport
-from scheduler.service.jobs import ChangeResult, JobView, QueueResult, StatusResult, SubmitResult
-from scheduler.service.logs import LogsResult
-from scheduler.service.matches import MatchesReport, MatchReview
-from scheduler.service.prefs import LanguageChoice
-from scheduler.service.priority import PriorityResult
-from scheduler.service.quotas import QuotaListing
-from scheduler.service.records import BumpRecord, JobState
-from scheduler.service.report import ReportResult
-from scheduler.service.templates import TemplateHistory, TemplateVersionView
-from scheduler.service.why import WhyResult
 
 # How many jobs a queue reply lists before it summarises the rest (as the CLI does).
 QUEUE_SHOWN = 30

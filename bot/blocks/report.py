@@ -24,7 +24,7 @@ from bot.blocks.common import (
 from bot.blocks.ids import REPORT_NEXT, REPORT_PAGES, REPORT_PREVIOUS
 from bot.blocks.job import ref, state
 from bot.i18n import counted, t, when
-from scheduler.service.report import JobOutcome, ReportAsk, ReportResult, UsageRow
+from scheduler.door import JobOutcome, ReportAsk, ReportResult, UsageRow
 
 # Row lines shown in Slack before "… and N more rows" (the export has them all).
 ROWS_SHOWN = 15

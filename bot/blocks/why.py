@@ -12,8 +12,7 @@ from bot.blocks.job import priority, state
 from bot.i18n import counted, t, wait_words, when
 from bot.notice_words import preempt_reason
 from bot.reason_words import reason_words
-from scheduler.policy.plan import PreemptCode, WaitCode
-from scheduler.service.why import Step, StoryStep, WhyResult
+from scheduler.door import PreemptCode, Step, StoryStep, WaitCode, WhyResult
 
 Escape = Callable[[str], str]
 # Steps a Slack reply shows (the latest); the console shows them all.

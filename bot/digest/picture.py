@@ -4,7 +4,7 @@ Drawn with matplotlib's object API on the Agg canvas (never pyplot, whose global
 state is not safe across threads), at a size that stays readable when Slack shrinks it
 to a 360-720 px preview: large fonts, 30 px per GPU row. Past `GROW_ROWS` rows the
 picture stops growing and the rows (and their labels) get thinner instead, down to
-`MIN_ROW_PX` at `MAX_ROWS` rows, so that every GPU of a cluster is drawn.
+`MIN_ROW_PX` at `TIMELINE_MAX_ROWS` rows, so that every GPU of a cluster is drawn.
 
 Chinese labels need a font with CJK glyphs. One is looked for among the fonts matplotlib
 knows (Noto Sans CJK, Source Han Sans, WenQuanYi, Droid Sans Fallback, ...); without
@@ -36,8 +36,7 @@ from matplotlib.transforms import Bbox
 
 from bot.digest.hosts import ABBREVIATED, HostLabels, ascii_name, host_labels
 from bot.i18n import Lang, catalogue, duration, t
-from scheduler.digest.model import Digest, GpuRow, Planned, SegmentKind
-from scheduler.digest.timeline import MAX_ROWS
+from scheduler.door import TIMELINE_MAX_ROWS, Digest, GpuRow, Planned, SegmentKind
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +50,7 @@ DPI = 100
 WIDTH_PX = 1600
 ROW_PX = 30
 GROW_ROWS = 64  # the picture grows by ROW_PX a GPU up to this many rows (a 2.6k px tall PNG)
-MIN_ROW_PX = ROW_PX * GROW_ROWS / MAX_ROWS
+MIN_ROW_PX = ROW_PX * GROW_ROWS / TIMELINE_MAX_ROWS
 LEFT_PX = 300  # room for "host/gpuN TYPE" labels
 RIGHT_PX = 40
 TOP_PX = 190  # title, summary line, the timeline's title, legend and "now"
@@ -262,7 +261,7 @@ def row_px(rows: int) -> float:
 
 def gantt_px(rows: int) -> float:
     """The timeline's height in pixels for `rows` GPUs (one row's room when there are none)."""
-    count = max(1, min(rows, MAX_ROWS))
+    count = max(1, min(rows, TIMELINE_MAX_ROWS))
     return row_px(count) * count
 
 
@@ -279,7 +278,7 @@ class _Drawing:
         self.digest, self.lang, self.words = digest, lang, words
         self.zone = ZoneInfo(digest.timezone)
         self.timeline = digest.timeline
-        self.rows = self.timeline.rows[:MAX_ROWS]
+        self.rows = self.timeline.rows[:TIMELINE_MAX_ROWS]
         self.hidden = self.timeline.more_gpus + len(self.timeline.rows) - len(self.rows)
         # Latin from DejaVu Sans, Chinese from the CJK font (matplotlib falls back per glyph).
         self.font = FontProperties(family=[FONT, cjk[0]] if cjk else [FONT])

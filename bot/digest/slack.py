@@ -16,7 +16,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.blocks.digest import digest_blocks, picture_words
 from bot.digest.picture import font_note, render_png
-from scheduler.digest.model import Digest
+from scheduler.door import Digest
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,7 @@ from bot.board_words import none_next_up
 from bot.i18n import amount, counted, duration, term, wait_words
 from bot.i18n import t as say
 from bot.said import LIST_SEPARATOR
-from scheduler.digest.model import Digest, JobLine, QuotaWarning
-from scheduler.service.records import PriorityClass
+from scheduler.door import Digest, JobLine, PriorityClass, QuotaWarning
 
 
 def render_text(digest: Digest, zone: ZoneInfo, lang: str = "en") -> str:

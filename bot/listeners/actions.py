@@ -29,8 +29,7 @@ from bot.messenger import Messenger
 from bot.replays import once
 from bot.replying import message_for
 from bot.services import BotServices
-from scheduler.alerts import overrun
-from scheduler.service.bumps import DecisionResult
+from scheduler.door import EXTEND, RUN_ENDED, STOP, DecisionResult
 
 
 def register(app: App, services: BotServices, messenger: Messenger, modals: Executor) -> None:
@@ -95,7 +94,7 @@ def register(app: App, services: BotServices, messenger: Messenger, modals: Exec
             services.zone,
         )
         redraw(body, messenger, respond, redrawn)
-        if not result.changed and result.answer != overrun.ENDED:
+        if not result.changed and result.answer != RUN_ENDED:
             tell_answer(
                 respond,
                 already_answered(
@@ -105,11 +104,11 @@ def register(app: App, services: BotServices, messenger: Messenger, modals: Exec
 
     def extend(body: dict[str, Any], respond: Respond) -> None:
         with reported(services, body, respond):
-            answer_overrun(overrun.EXTEND, body, respond)
+            answer_overrun(EXTEND, body, respond)
 
     def stop(body: dict[str, Any], respond: Respond) -> None:
         with reported(services, body, respond):
-            answer_overrun(overrun.STOP, body, respond)
+            answer_overrun(STOP, body, respond)
 
     app.action(ids.BUMP_APPROVE)(ack=acknowledge, lazy=[once(services, approve)])
     app.action(ids.BUMP_DENY)(ack=acknowledge, lazy=[once(services, deny)])

@@ -24,7 +24,7 @@ from bot.listeners.commands import acknowledge
 from bot.messenger import Messenger
 from bot.replays import once
 from bot.services import BotServices
-from scheduler.alerts import idle
+from scheduler.door import RELEASE, STILL_USING
 
 # What an alert key looks like (quota-expiry:3:2026-11-20:7d, idle:42:1:1); anything else
 # is a forged or mangled payload.
@@ -92,11 +92,11 @@ def register(app: App, services: BotServices, messenger: Messenger) -> None:
 
     def still_using(body: dict[str, Any], respond: Respond) -> None:
         with reported(services, body, respond):
-            answer_idle(idle.STILL_USING, body, respond)
+            answer_idle(STILL_USING, body, respond)
 
     def release(body: dict[str, Any], respond: Respond) -> None:
         with reported(services, body, respond):
-            answer_idle(idle.RELEASE, body, respond)
+            answer_idle(RELEASE, body, respond)
 
     app.action(ids.QUOTA_ACKNOWLEDGE)(ack=acknowledge, lazy=[once(services, acknowledge_quota)])
     app.action(ids.IDLE_STILL_USING)(ack=acknowledge, lazy=[once(services, still_using)])

@@ -16,7 +16,7 @@ from bot.messenger import Messenger
 from bot.replays import first_time, once
 from bot.replying import message_for, split_share
 from bot.services import BotServices
-from scheduler.app import Answer
+from scheduler.door import Answer
 
 COMMAND = "/gpu"
 

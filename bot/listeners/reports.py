@@ -19,8 +19,7 @@ from bot.replays import once
 from bot.replying import message_for
 from bot.report_export import report_csv
 from bot.services import BotServices
-from scheduler.app import Reply
-from scheduler.service.report import ReportResult
+from scheduler.door import Reply, ReportResult
 
 log = logging.getLogger(__name__)
 # What a page button may run: a report (a forged value is refused, never run).

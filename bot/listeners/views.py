@@ -13,7 +13,7 @@ from bot.replying import message_for
 from bot.said import problem as problem_words
 from bot.said import problem_sentence
 from bot.services import BotServices
-from scheduler.app import Answer
+from scheduler.door import Answer
 from scheduler.grammar.errors import ParseError
 
 # Slack shows at most this many characters of an inline error.
