@@ -6,9 +6,10 @@ the floors below it (the "floors" contract in pyproject.toml holds every arrow, 
    parts: their start and stop order, bounds, where each waits), runner (builds the cycle), cycle
    (poll → policy → starts and stops), periodic (the daily and hourly work), serving (HTTP
    servers), observe (metrics, health), demo; and simulate (traces through the real policy).
-2. The door the faces use: app (`Paika`: parse, guard, run, answer; also the alerts'
-   buttons), commands (each /gpu path's handler), doctor and starting_policy (`paika doctor`,
-   `paika init`).
+2. The door the faces use: door (the one module a face takes the core from: `Paika`, every
+   record and value a face draws; the "faces-door" contract), over app (`Paika`: parse,
+   guard, run, answer; also the alerts' buttons; `SlackDoor`: what only Slack asks), commands
+   (each /gpu path's handler), doctor and starting_policy (`paika doctor`, `paika init`).
 3. The daily rhythm: alerts/, digest/, archive/ (the team's memory in the object store).
 4. The operations: service/ (records, not rows), results (what a command answers), configs/
    (the policy's versions).
@@ -30,8 +31,9 @@ Beside the house: deploy/ and examples/ (files).
 
 Where to add —
     a /gpu command: its grammar in grammar/spec.py, its operation in service/, its handler in
-        commands.HANDLERS, its words in bot/ (console.py and blocks/replies.py: a test fails
-        when one face lacks a result's form);
+        commands.HANDLERS, its result type in door.__all__ (the faces import nothing else of
+        scheduler/ but results, grammar and errors), its words in bot/ (console.py and
+        blocks/replies.py: a test fails when one face lacks a result's form);
     a kind of notice: notices/kinds.py, and its words in bot/notice_words.py;
     an executor: a package of its own on the executors' floor beside hosts/ and slurm/ (its
         `Executor` and its pool settings' model) and one `executors.register` call; a pool

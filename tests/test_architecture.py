@@ -1,7 +1,8 @@
 """The house plan, checked from the imports (the contracts are in pyproject.toml):
 bot → scheduler → storage and never upward; the faces reach storage only through the
 scheduler; only the `paika` command wires the faces to the cycle; the policy is pure; the GPU
-host agent stands alone; scheduler/'s floors import only the floors below them; no package or
+host agent stands alone; scheduler/'s floors import only the floors below them; the faces
+take the core through one door (scheduler.door, with results, grammar and errors); no package or
 module of bot/, scheduler/ or storage/ is in an import cycle with its siblings. And each contract really breaks when someone adds the import it forbids."""
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ import ast
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,6 +68,9 @@ def test_the_house_plan_holds() -> None:
         # The core reaching up to the running service, and an executor to the door.
         ("scheduler/ledger.py", "import scheduler.cycle", "the floors of scheduler/"),
         ("scheduler/hosts/poll.py", "import scheduler.app", "the floors of scheduler/"),
+        # A face reading the board's module, or the core's runner of commands, beside the door.
+        ("bot/blocks/board.py", "import scheduler.service.board", "through one door"),
+        ("bot/console.py", "from scheduler.app import Paika", "through one door"),
     ],
 )
 def test_a_forbidden_import_breaks_the_plan(
@@ -77,6 +83,78 @@ def test_a_forbidden_import_breaks_the_plan(
     report = " ".join((result.stdout + result.stderr).split())
     assert "Broken contracts" in report, report
     assert broken in report.split("Broken contracts", 1)[1], report
+
+
+# What a face may import of scheduler/ besides the door's "faces-door" contract's forbidden list.
+FACES_MAY_IMPORT = frozenset({"door", "results", "grammar", "errors"})
+
+
+def test_the_faces_door_leaves_no_module_of_the_scheduler_open() -> None:
+    """The contract lists what the faces may not import; a new module of scheduler/ missing
+    from that list would be open to them. Each top-level module is one of the four a face
+    may import or forbidden, and the list names no module that is gone."""
+    (contract,) = [c for c in _contracts() if c["id"] == "faces-door"]
+    forbidden = {name.removeprefix("scheduler.") for name in contract["forbidden_modules"]}
+    assert not forbidden & FACES_MAY_IMPORT
+    assert forbidden | FACES_MAY_IMPORT == _modules_of(ROOT / "scheduler")
+
+
+def test_the_scheduler_s_modules_are_its_files_and_packages(tmp_path: Path) -> None:
+    (tmp_path / "door.py").write_text("")
+    (tmp_path / "service").mkdir()
+    (tmp_path / "service" / "__init__.py").write_text("")
+    (tmp_path / "examples").mkdir()  # files, no package
+    (tmp_path / "__init__.py").write_text("")
+    assert _modules_of(tmp_path) == {"door", "service"}
+
+
+def test_the_door_offers_what_it_types_from_where_it_types_it() -> None:
+    """scheduler.door loads each name when a face first takes it (`_WHERE`); the type checker
+    and the contracts read its imports under TYPE_CHECKING. The two, and `__all__`, name the
+    same things from the same places, and each loads."""
+    import scheduler.door as door
+
+    typed = {}
+    for node in ast.parse((ROOT / "scheduler" / "door.py").read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for found in node.body:
+                assert isinstance(found, ast.ImportFrom), ast.unparse(found)
+                for alias in found.names:
+                    typed[alias.asname or alias.name] = f"{found.module}.{alias.name}"
+    assert typed == door._WHERE
+    assert sorted(door.__all__) == sorted(door._WHERE)
+    assert all(getattr(door, name) is not None for name in door.__all__)
+
+
+def test_the_policy_s_words_from_the_door_load_no_database() -> None:
+    """bot.i18n takes a wait's codes from the door on paths that never open the database
+    (`paika cmd` through the running service's socket): the door loads only what is taken."""
+    taken = (
+        "import sys; from scheduler.door import Wait, WaitCode; "
+        "print(sorted({'sqlalchemy', 'sqlmodel', 'scheduler.app'} & set(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", taken],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert done.stdout.strip() == "[]"
+
+
+def _contracts() -> list[dict[str, Any]]:
+    with (ROOT / "pyproject.toml").open("rb") as config:
+        contracts: list[dict[str, Any]] = tomllib.load(config)["tool"]["importlinter"]["contracts"]
+    return contracts
+
+
+def _modules_of(package: Path) -> set[str]:
+    """The top-level modules of `package`: its .py files and its subpackages."""
+    files = {path.stem for path in package.glob("*.py") if path.name != "__init__.py"}
+    packages = {path.parent.name for path in package.glob("*/__init__.py")}
+    return files | packages
 
 
 # Libraries only the faces use: the bot draws the pictures and speaks to Slack.
