@@ -99,6 +99,18 @@ def test_the_faces_door_leaves_no_module_of_the_scheduler_open() -> None:
     assert forbidden | FACES_MAY_IMPORT == _modules_of(ROOT / "scheduler")
 
 
+def test_the_agent_may_import_no_other_module_of_the_scheduler() -> None:
+    """The agent stands alone: every other top-level module of scheduler/ is forbidden to
+    it, so a new one cannot slip through, and the list names no module that is gone."""
+    (contract,) = [c for c in _contracts() if c["id"] == "agent-alone"]
+    forbidden = {
+        name.removeprefix("scheduler.")
+        for name in contract["forbidden_modules"]
+        if name.startswith("scheduler.")
+    }
+    assert forbidden == _modules_of(ROOT / "scheduler") - {"agent"}
+
+
 def test_the_scheduler_s_modules_are_its_files_and_packages(tmp_path: Path) -> None:
     (tmp_path / "door.py").write_text("")
     (tmp_path / "service").mkdir()
