@@ -56,6 +56,11 @@ def _uv() -> str:
     return found
 
 
+# Its tests share one build of the package, made in the tree's build/ folder: on one worker,
+# or two workers' builds would remove each other's folder midway (seen on a busy machine).
+pytestmark = pytest.mark.xdist_group("agent-install")
+
+
 @pytest.fixture(scope="module")
 def agent_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A new virtual environment with paika[agent] from the lock, from uv's cache only: the

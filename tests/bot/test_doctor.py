@@ -151,7 +151,9 @@ def test_cards_accounts_certificates_and_slack(
     assert "systemctl status paika-agent" in silent["text"]
     # gpu-a answers, its clock close to ours; its two H800s are in no GPU type.
     (ok,) = by["agent.ok"]
-    assert ok["values"]["host"] == "gpu-a" and abs(ok["values"]["skew_s"]) <= 2
+    # Its clock is ours: only the request's own time on a busy machine and the Date header's
+    # whole seconds part them.
+    assert ok["values"]["host"] == "gpu-a" and abs(ok["values"]["skew_s"]) <= 10
     (card,) = by["card.unknown"]
     assert card["values"]["name"] == "NVIDIA H800-80GB" and card["values"]["memory_gib"] == 80
     assert card["values"]["hosts"] == ["gpu-a", "gpu-a"]
@@ -232,7 +234,7 @@ def test_a_clock_off_and_a_wrong_slack_token_are_said(
     # This side's clock a minute ahead: the agent's is a minute behind it.
     ahead = examine(settings, clock=lambda: datetime.now(UTC) + timedelta(minutes=1))
     (skew,) = [f for f in ahead if f.code == "agent.clock_skew"]
-    assert skew.severity is Severity.WARN and -62 <= skew.values["skew_s"] <= -58
+    assert skew.severity is Severity.WARN and -70 <= skew.values["skew_s"] <= -50
     assert not [f for f in examine(settings) if f.code == "agent.clock_skew"]
     env |= {
         "SLACK_BOT_TOKEN": "xoxb-not-the-bots",
