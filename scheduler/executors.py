@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from scheduler.config import POOL_SECTIONS, PolicyConfig, PoolOptions, SlurmPool
@@ -105,8 +105,6 @@ class ExecutorKind:
     holds_runs: bool = False
     # How a run's output is read for `/gpu logs` (the default: it keeps none paika can read).
     read_log: ReadLog = _no_output
-    # Anything else the kind says of itself, for the docs and `paika doctor`.
-    about: Mapping[str, str] = field(default_factory=dict)
 
 
 _KINDS: dict[str, ExecutorKind] = {}
@@ -135,10 +133,6 @@ def kind_of(name: str) -> ExecutorKind:
     except KeyError:
         known = ", ".join(_KINDS)
         raise LookupError(f"no executor {name!r} is registered (known: {known})") from None
-
-
-def known() -> tuple[str, ...]:
-    return tuple(_KINDS)
 
 
 def _the_agents(name: str, options: PoolOptions | None, wiring: Wiring) -> Executor:
@@ -176,7 +170,6 @@ __all__ = [
     "SlurmExecutor",
     "Wiring",
     "kind_of",
-    "known",
     "register",
     "slurm_kind",
     "unregister",

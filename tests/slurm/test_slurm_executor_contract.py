@@ -3,11 +3,12 @@ the same scenarios the agents and a toy executor pass in tests/hosts."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import test_slurm_cycle
 from conftest import LiveSlurm
 from paika_test_executors import SCENARIOS, Site
 from test_slurm_cycle import NODE, SQLITE, SlurmSite, open_site, slurm_policy, submit
@@ -19,15 +20,8 @@ from scheduler.errors import Problem
 from scheduler.service.logs import LogsResult
 from storage.models import JobState
 
-
-@pytest.fixture
-def slurm_site(
-    paika: Paika, live_slurm: LiveSlurm, slurm_prefix: str, shared_dir: Path
-) -> Iterator[SlurmSite]:
-    gres = {"T4-16GB": "t4", "A100-80GB": "a100"}
-    site = open_site(paika, slurm_policy(paika, live_slurm, slurm_prefix, shared_dir, gres))
-    yield site
-    site.cycle.close()
+# The Slurm cycle tests' own `site` fixture (paika whose only host is the Slurm node).
+site = test_slurm_cycle.site
 
 
 def _until(site: SlurmSite) -> Callable[[Callable[[], bool]], None]:
@@ -43,25 +37,25 @@ def _until(site: SlurmSite) -> Callable[[Callable[[], bool]], None]:
 
 @SQLITE
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
-def test_slurm_keeps_the_contract(slurm_site: SlurmSite, scenario: Callable[[Site], None]) -> None:
-    site = Site(
-        slurm_site.paika,
-        slurm_site.cycle,
+def test_slurm_keeps_the_contract(site: SlurmSite, scenario: Callable[[Site], None]) -> None:
+    contract = Site(
+        site.paika,
+        site.cycle,
         NODE,
-        _until(slurm_site),
+        _until(site),
         lambda code: f"exit {code}",
         "sleep 300",
     )
-    scenario(site)
+    scenario(contract)
 
 
 @SQLITE
-def test_logs_of_a_slurm_run_are_read_from_its_log_path(slurm_site: SlurmSite) -> None:
+def test_logs_of_a_slurm_run_are_read_from_its_log_path(site: SlurmSite) -> None:
     # Before: /gpu logs asked the node's URL for an agent's copy, which a Slurm run never
     # has; now the Slurm executor reads the file its pool's log_path names (shared here).
-    submit(slurm_site, "talks", "seq -f line-%g 1 50")
-    slurm_site.until(lambda: slurm_site.job("talks").state == JobState.SUCCEEDED, what="its end")
-    reply = slurm_site.paika.run("logs talks lines=3", "UALICE")
+    submit(site, "talks", "seq -f line-%g 1 50")
+    site.until(lambda: site.job("talks").state == JobState.SUCCEEDED, what="its end")
+    reply = site.paika.run("logs talks lines=3", "UALICE")
     assert reply.ok, reply.text
     assert isinstance(reply.result, LogsResult)
     assert reply.result.lines == ("line-48", "line-49", "line-50")
