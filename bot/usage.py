@@ -24,7 +24,11 @@ def expected_words(lang: str, rule: Expected) -> str:
     """What a valid value looks like, e.g. "a whole number from 1 to 64"."""
     kind = rule.kind
     if kind in (ValueKind.INT, ValueKind.FLOAT):
-        return t(lang, f"grammar.value.{kind.value}", range=_range(lang, rule))
+        number = t(lang, f"grammar.value.{kind.value}", range=_range(lang, rule))
+        if not rule.units:
+            return number
+        units = joined(lang, rule.units)
+        return t(lang, "grammar.value.units", number=number, units=units)
     if kind is ValueKind.CHOICE:
         return t(lang, "grammar.value.choice", choices=joined(lang, rule.choices))
     if kind is ValueKind.DURATION:
@@ -128,6 +132,9 @@ def key_title(lang: str, key: Key) -> str:
         traits.append(t(lang, "grammar.help.repeatable"))
     if key.positional:
         traits.append(t(lang, "grammar.help.or_as", name=key.name))
+    if key.aliases:
+        names = joined(lang, [f"{alias}=" for alias in key.aliases])
+        traits.append(t(lang, "grammar.help.also", names=names))
     title = key.placeholder if key.positional else key.name
     return t(
         lang, "grammar.help.key", title=title, traits=TRAIT_SEPARATOR[language(lang)].join(traits)

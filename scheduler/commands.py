@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from scheduler.grammar import Help, check_required, defaults, help_for, subcommand
+from scheduler.grammar.sharing import check_share
 from scheduler.grammar.spec import LOG_LINES_DEFAULT
 from scheduler.grammar.values import convert
 from scheduler.hosts.report import disk_low_values
@@ -53,6 +54,8 @@ def _submit(ctx: Context, args: Mapping[str, Any]) -> object:
         version = saved.version
     fields = {**fields, **given}
     check_required(("submit",), fields)
+    # A template or the earlier job may bring what clashes with share=yes, or lack its mem=.
+    check_share(fields, complete=True)
     # The spec is what was asked for, before the grammar's defaults (the policy's to change).
     spec = specs.spec_of(fields, version)
     return jobs.submit(

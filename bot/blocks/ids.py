@@ -37,6 +37,7 @@ SUBMIT_ROUND = "submit_round"
 SUBMIT_PREEMPTIBLE = "submit_preemptible"
 SUBMIT_GRACE = "submit_grace"
 SUBMIT_CHECKPOINT = "submit_checkpoint"
+SUBMIT_SHARE = "submit_share"
 
 # The submit grammar's key behind each modal block (the data radio and the location box
 # together make the one `data` key, so location has no key of its own).
@@ -58,6 +59,7 @@ SUBMIT_BLOCK_OF_KEY = MappingProxyType(
         "preemptible": SUBMIT_PREEMPTIBLE,
         "grace": SUBMIT_GRACE,
         "checkpoint": SUBMIT_CHECKPOINT,
+        "share": SUBMIT_SHARE,
     }
 )
 
@@ -110,4 +112,5 @@ BLOCK_IDS = (
     SUBMIT_PREEMPTIBLE,
     SUBMIT_GRACE,
     SUBMIT_CHECKPOINT,
+    SUBMIT_SHARE,
 )

@@ -39,6 +39,7 @@ from bot.blocks.ids import (
     SUBMIT_PRIORITY,
     SUBMIT_PROJECT,
     SUBMIT_ROUND,
+    SUBMIT_SHARE,
     SUBMIT_TEAM,
     SUBMIT_TEMPLATE,
     SUBMIT_TYPE,
@@ -117,6 +118,7 @@ def submit_modal(
         _text(
             SUBMIT_MEM, t(lang, "modal.label.mem"), keys["mem"], hint=key_help(lang, keys["mem"])
         ),
+        _share(lang, keys["share"]),
         _text(
             SUBMIT_HOURS,
             t(lang, "modal.label.hours"),
@@ -375,6 +377,17 @@ def _preemptible(lang: str, key: Key) -> Block:
         element,
         hint=key_help(lang, key),
         optional=True,
+    )
+
+
+def _share(lang: str, key: Key) -> Block:
+    """One box to tick, under the memory it uses: one card, shared (`share=yes`)."""
+    element = {
+        "type": "checkboxes",
+        "options": [option(t(lang, "modal.share.yes"), "yes")],
+    }
+    return _input(
+        SUBMIT_SHARE, t(lang, "modal.label.share"), element, hint=key_help(lang, key), optional=True
     )
 
 

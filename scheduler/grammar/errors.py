@@ -43,6 +43,12 @@ class Mistake(StrEnum):
     NAME_CHAR = "grammar.name_char"  # a name holds a character no name may (grammar.names)
     # Commands that take free keys (config set).
     NO_SETTINGS = "grammar.no_settings"
+    # One key typed under two of its names (mem= and gpu_mem=).
+    SAME_KEY_TWO_NAMES = "grammar.same_key_two_names"
+    # What share=yes asks of the rest of a submission (scheduler.grammar.sharing).
+    SHARE_ONE_CARD = "grammar.share_one_card"
+    SHARE_NEEDS_MEMORY = "grammar.share_needs_memory"
+    SHARE_NOT_CORE = "grammar.share_not_core"
 
 
 class ParseError(UserError):

@@ -46,5 +46,6 @@ class Expected:
     maximum: float | None = None
     above_minimum: bool = False  # the minimum itself is not allowed
     max_length: int | None = None
+    units: tuple[str, ...] = ()  # unit words a number may end with (GB, GiB, G)
     earliest: date | None = None
     latest: date | None = None

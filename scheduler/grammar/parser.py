@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scheduler.grammar.errors import Mistake, ParseError
 from scheduler.grammar.lookup import resolve_command, resolve_topic, top_level_words
+from scheduler.grammar.sharing import check_share
 from scheduler.grammar.spec import SPEC, Key, Subcommand
 from scheduler.grammar.tokens import Token, tokenize
 from scheduler.grammar.values import FreeValue, convert, shorten
 
 HELP_PATH = ("help",)
+SUBMIT_PATH = ("submit",)
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,11 @@ def parse(text: str) -> ParsedCommand:
     values = args.values()
     if command.free_keys is not None and command.free_keys not in values:
         raise ParseError(Mistake.NO_SETTINGS, example=command.example, command=command.invocation)
-    if not command.fills_later(values):
+    complete = not command.fills_later(values)
+    if complete:
         check_required(command.path, values)
+    # A template (saved, or the one submit names) may still bring mem=; the rest clash now.
+    check_share(values, complete=complete and command.path == SUBMIT_PATH)
     topic = values.get("topic")
     if command.path == HELP_PATH and isinstance(topic, tuple):
         resolve_topic(topic)  # "help sumbit" fails here, like "sumbit" would
@@ -144,6 +149,17 @@ class _Arguments:
 
     def _add(self, key: Key, token: Token, raw: str) -> None:
         earlier = self._given.get(key.name)
+        if (
+            earlier is not None
+            and None not in (earlier.key, token.key)
+            and earlier.key != token.key  # mem=20 gpu_mem=20GB
+        ):
+            raise ParseError(
+                Mistake.SAME_KEY_TWO_NAMES,
+                key=key.name,
+                first=shorten(earlier.raw),
+                second=shorten(token.raw),
+            )
         if earlier is not None and not key.repeatable:
             raise ParseError(
                 Mistake.GIVEN_TWICE,
@@ -154,7 +170,9 @@ class _Arguments:
         self._given[key.name] = token
         # A bare word is best corrected by the command's example; key=value by the key's.
         example = self._command.example if token.key is None else None
-        value = convert(key, raw, example)
+        # A value typed under an alias is explained under the name the person typed.
+        typed = replace(key, name=token.key) if token.key and token.key != key.name else key
+        value = convert(typed, raw, example)
         if key.repeatable:
             self._repeated.setdefault(key.name, []).append(value)
         else:
@@ -173,7 +191,8 @@ class _Arguments:
                 got=shorten(token.raw),
             )
         names = tuple(key.name for key in command.keys)
-        close = difflib.get_close_matches(name, names, n=1)
+        typed_as = names + tuple(alias for key in command.keys for alias in key.aliases)
+        close = difflib.get_close_matches(name, typed_as, n=1)
         if close:
             raise ParseError(
                 Mistake.UNKNOWN_KEY_MEANT,

@@ -16,6 +16,8 @@ PRIORITIES = CLASS_NAMES
 ROLES = ("member", "approver", "admin")
 LANGUAGES = ("en", "zh")
 YES_NO = ("yes", "no")
+# What a memory size may end with, in any case: all mean GiB, as the catalog counts a card.
+MEMORY_UNITS = ("GiB", "GB", "G")
 # Free text stored in unbounded TEXT columns; a value that lands in a String column takes its
 # length from storage.limits instead (tests/storage/test_limits.py checks every key).
 TEXT_LIMIT = 500
@@ -70,6 +72,16 @@ class Key:
     repeatable: bool = False
     positional: bool = False  # filled by bare words, in the order keys are listed
     rest: bool = False  # positional that takes all remaining words
+    # Other names the key is typed as (people coming from other tools write gpu_mem=);
+    # the value is kept under `name`, and giving two of the names is refused.
+    aliases: tuple[str, ...] = ()
+    # Unit words a number may end with, in any case, all meaning the key's own unit
+    # (20GB, 20gib and 20G are 20 GiB); the bare number means the same.
+    units: tuple[str, ...] = ()
+
+    def answers_to(self, typed: str) -> bool:
+        """Whether `typed` names this key: its name or one of its aliases."""
+        return typed == self.name or typed in self.aliases
 
     @property
     def help_code(self) -> str:
@@ -151,8 +163,8 @@ class Subcommand:
         return " ".join((self.heading, *free, *(key.placeholder for key in ordered)))
 
     def key(self, name: str) -> Key | None:
-        """The key called `name`, or None."""
-        return next((key for key in self.keys if key.name == name), None)
+        """The key called `name` (or typed as one of its aliases), or None."""
+        return next((key for key in self.keys if key.answers_to(name)), None)
 
 
 def _job() -> Key:
@@ -268,7 +280,16 @@ SUBMIT_KEYS: tuple[Key, ...] = (
     ),
     Key("gpus", ValueKind.INT, "2", default="1", minimum=1, maximum=64),
     Key("type", ValueKind.GPU_TYPES, "A100-80GB,H100", max_length=limits.GPU_TYPE),
-    Key("mem", ValueKind.FLOAT, "40", minimum=1, maximum=1024),
+    # GiB per GPU: the least a card must have, or, with share=yes, what the job uses.
+    Key(
+        "mem",
+        ValueKind.FLOAT,
+        "40",
+        minimum=1,
+        maximum=1024,
+        aliases=("gpu_mem",),
+        units=MEMORY_UNITS,
+    ),
     Key("speed", ValueKind.FLOAT, "1.5", minimum=0.01, maximum=100),
     Key(
         "hours",
@@ -319,6 +340,9 @@ SUBMIT_KEYS: tuple[Key, ...] = (
         maximum=limits.GRACE_MAX_S,
     ),
     Key("checkpoint", ValueKind.LOCATION, "/mnt/nas/ckpt/bert-ft", max_length=limits.CHECKPOINT),
+    # A one-card job that accepts a card shared with other work, using the memory it
+    # declares with mem= (issue 31; the rules are in scheduler.grammar.sharing).
+    Key("share", ValueKind.CHOICE, "yes", default="no", choices=YES_NO),
 )
 
 _TEMPLATE_KEYS = tuple(

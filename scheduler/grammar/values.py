@@ -82,6 +82,8 @@ class KeyRules(Protocol):
     def above_minimum(self) -> bool: ...
     @property
     def max_length(self) -> int: ...
+    @property
+    def units(self) -> tuple[str, ...]: ...
 
 
 class _Invalid(Exception):
@@ -197,7 +199,11 @@ def expected(key: KeyRules) -> Expected:
     kind = key.kind
     if kind in (ValueKind.INT, ValueKind.FLOAT, ValueKind.DURATION):
         return Expected(
-            kind, minimum=key.minimum, maximum=key.maximum, above_minimum=key.above_minimum
+            kind,
+            minimum=key.minimum,
+            maximum=key.maximum,
+            above_minimum=key.above_minimum,
+            units=key.units,
         )
     if kind is ValueKind.CHOICE:
         return Expected(kind, choices=key.choices)
@@ -253,9 +259,19 @@ def _row_id(raw: str, number: int) -> int:
 
 
 def _to_float(key: KeyRules, raw: str) -> float:
-    value = _finite_number(raw)
+    value = _finite_number(_without_unit(key, raw))
     _check_range(key, value)
     return value
+
+
+def _without_unit(key: KeyRules, raw: str) -> str:
+    """The number of "20GB" when the key takes that unit: every unit it takes means the
+    key's own (GB, GiB and G are all GiB, as the catalog counts a card)."""
+    lowered = raw.lower()
+    for unit in sorted(key.units, key=len, reverse=True):  # GiB before G
+        if lowered.endswith(unit.lower()) and len(raw) > len(unit):
+            return raw[: -len(unit)].rstrip()
+    return raw
 
 
 def _to_choice(key: KeyRules, raw: str) -> str:

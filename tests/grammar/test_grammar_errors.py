@@ -61,7 +61,7 @@ INVALID = [
         "submit gpu=2",
         'Unknown key "gpu" for /gpu submit. Did you mean "gpus"? Valid keys: name, gpus, type, '
         "mem, speed, hours, priority, data, team, cmd, image, template, again, project, round, "
-        "preemptible, grace, checkpoint.",
+        "preemptible, grace, checkpoint, share.",
         id="unknown-key-suggests",
     ),
     pytest.param(
@@ -210,7 +210,7 @@ INVALID = [
         "in quotes if they contain spaces. Usage: /gpu submit name=… hours=… "
         "priority=core|normal|idle data=… cmd=… [gpus=…] [type=…] [mem=…] [speed=…] [team=…] "
         "[image=…] [template=…] [again=…] [project=…] [round=…] [preemptible=yes|no] "
-        f"[grace=…] [checkpoint=…].\n{SUBMIT_EXAMPLE}",
+        f"[grace=…] [checkpoint=…] [share=yes|no].\n{SUBMIT_EXAMPLE}",
         id="word-for-command-that-takes-only-keys",
     ),
     pytest.param(

@@ -29,7 +29,7 @@ def test_definitions_are_consistent(command: Subcommand) -> None:
 
 
 def test_defaults_are_typed_and_cover_only_keys_with_defaults() -> None:
-    assert defaults(("submit",)) == {"gpus": 1, "preemptible": "no"}
+    assert defaults(("submit",)) == {"gpus": 1, "preemptible": "no", "share": "no"}
     assert defaults(("queue",)) == {"scope": "all"}
     assert defaults(("admin", "member", "add")) == {"role": "member"}
     assert defaults(("admin", "quota", "add")) == {"type": None}

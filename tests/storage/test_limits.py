@@ -136,6 +136,9 @@ READ_ONLY_CHOICES = {
     # yes/no, kept as jobs.preemptible (a boolean).
     ("submit", "preemptible"),
     ("template save", "preemptible"),
+    # yes/no, kept as jobs.share (a boolean).
+    ("submit", "share"),
+    ("template save", "share"),
     # yes/no, kept only as the audit record's "forced".
     ("admin account set", "force"),
 }
