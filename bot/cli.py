@@ -14,6 +14,7 @@ them in --help).
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import sys
 from collections.abc import Mapping
@@ -79,6 +80,11 @@ state_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(state_app, name="state")
+share_app = typer.Typer(
+    help="Whether two jobs may share a GPU, and the slowdown paika expects.",
+    no_args_is_help=True,
+)
+app.add_typer(share_app, name="share")
 
 
 def _say(lang: str | None, key: str, **params: object) -> str:
@@ -557,6 +563,164 @@ def state_restore(at: Moment = "latest", lang: Lang = "en") -> None:
     finally:
         engine.dispose()
     typer.echo(restored(lang, result, shown, found.policy.zone))
+
+
+# The columns of `paika share check --pairs`: job a's fingerprint, then job b's.
+PAIR_COLUMNS = tuple(
+    f"{side}_{field}" for side in ("a", "b") for field in ("gpu_util", "gmem_util", "gmem_mb")
+)
+
+# What the verdict's reason and a fingerprint's problem (scheduler.policy.colocation's codes)
+# are called in the catalogue.
+SHARE_WORDS = {
+    "ok": "cli.share.ok",
+    "memory": "cli.share.memory",
+    "bandwidth": "cli.share.bandwidth",
+    "pcie": "cli.share.pcie",
+    "compute": "cli.share.compute",
+}
+FINGERPRINT_PROBLEMS = {
+    "missing": "cli.share.problem.missing",
+    "unknown": "cli.share.problem.unknown",
+    "repeated": "cli.share.problem.repeated",
+    "not_a_number": "cli.share.problem.not_a_number",
+    "out_of_range": "cli.share.problem.out_of_range",
+    "malformed": "cli.share.problem.malformed",
+}
+
+
+@share_app.command("check")
+def share_check(
+    a: Annotated[
+        str | None,
+        typer.Option(
+            "--a", help='One job\'s fingerprint: "gpu_util=57.8,gmem_util=20.2,gmem_mb=2458".'
+        ),
+    ] = None,
+    b: Annotated[str | None, typer.Option("--b", help="The other job's fingerprint.")] = None,
+    pairs: Annotated[
+        Path | None,
+        typer.Option(
+            "--pairs",
+            help="A CSV of pairs (columns " + ",".join(PAIR_COLUMNS) + "): one JSON line each.",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help='Print {"share": …, "slowdown": …, "why": …}.')
+    ] = False,
+    card_gib: Annotated[float, typer.Option("--card-gib", help="The card's memory, GiB.")] = 80.0,
+    max_slowdown: Annotated[
+        float,
+        typer.Option("--max-slowdown", help="The most slowdown a share may cost (0.15 = 15%)."),
+    ] = 0.15,
+    lang: Lang = "en",
+) -> None:
+    """May two jobs, given as fingerprints of how each uses a card alone, share one GPU? Says the
+    slowdown expected of the slower one, by the rule the scheduler's policy uses."""
+    import csv
+    import json
+
+    from scheduler.policy import colocation
+
+    def fail(key: str, **params: object) -> typer.Exit:
+        typer.echo(_say(lang, key, **params), err=True)
+        return typer.Exit(2)
+
+    if lang not in ("en", "zh"):
+        raise fail("cli.unknown_language", command="share check", given=lang)
+    if not (math.isfinite(card_gib) and card_gib > 0):
+        raise fail(
+            "cli.share.bad_option",
+            option="card-gib",
+            given=card_gib,
+            expected=_say(lang, "cli.share.card_gib"),
+        )
+    if not 0.0 <= max_slowdown <= 1.0:
+        raise fail(
+            "cli.share.bad_option",
+            option="max-slowdown",
+            given=max_slowdown,
+            expected=_say(lang, "cli.share.max_slowdown"),
+        )
+    card_mib = card_gib * 1024.0
+
+    def problem(error: colocation.FingerprintError, field: str) -> str:
+        return _say(lang, FINGERPRINT_PROBLEMS[error.problem], field=field, value=error.value)
+
+    def verdict(first: colocation.Fingerprint, second: colocation.Fingerprint) -> str:
+        found = colocation.pair(first, second, card_mib=card_mib, max_slowdown=max_slowdown)
+        # share and slowdown first, in this order: the contract others read.
+        return json.dumps(
+            {"share": found.share, "slowdown": round(found.slowdown, 4), "why": found.why}
+        )
+
+    if pairs is not None:
+        if a is not None or b is not None:
+            raise fail("cli.share.both")
+        try:
+            with pairs.open(newline="", encoding="utf-8") as handle:
+                rows = csv.DictReader(handle)
+                missing = [c for c in PAIR_COLUMNS if c not in (rows.fieldnames or ())]
+                if missing:
+                    raise fail(
+                        "cli.share.no_columns",
+                        path=pairs,
+                        missing=",".join(missing),
+                        columns=",".join(PAIR_COLUMNS),
+                    )
+                for number, row in enumerate(rows, start=2):  # the header is line 1
+                    sides = []
+                    for side in ("a", "b"):
+                        text = ",".join(
+                            f"{field}={row[f'{side}_{field}'] or ''}"
+                            for field in ("gpu_util", "gmem_util", "gmem_mb")
+                        )
+                        try:
+                            sides.append(colocation.parse(text))
+                        except colocation.FingerprintError as exc:
+                            raise fail(
+                                "cli.share.bad_row",
+                                path=pairs,
+                                row=number,
+                                problem=problem(exc, f"{side}_{exc.field}"),
+                                columns=",".join(PAIR_COLUMNS),
+                            ) from None
+                    typer.echo(verdict(sides[0], sides[1]))
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            reason = getattr(exc, "strerror", None) or exc  # the path is said once
+            raise fail("cli.share.unreadable", path=pairs, problem=reason) from None
+        return
+    if a is None or b is None:
+        raise fail("cli.share.nothing", form=colocation.FORM)
+    fingerprints = []
+    for side, text in (("a", a), ("b", b)):
+        try:
+            fingerprints.append(colocation.parse(text))
+        except colocation.FingerprintError as exc:
+            raise fail(
+                "cli.share.bad_fingerprint",
+                side=side,
+                problem=problem(exc, exc.field),
+                form=colocation.FORM,
+            ) from None
+    first, second = fingerprints
+    if as_json:
+        typer.echo(verdict(first, second))
+        return
+    found = colocation.pair(first, second, card_mib=card_mib, max_slowdown=max_slowdown)
+    need_gib = (first.gmem_mib + second.gmem_mib + colocation.RESERVE_MIB) / 1024.0
+    typer.echo(
+        _say(
+            lang,
+            SHARE_WORDS[found.why],
+            slowdown=found.slowdown,
+            most=max_slowdown,
+            need=need_gib,
+            card=card_gib,
+            busy=colocation.BANDWIDTH_HEAVY,
+            mbps=colocation.PCIE_HEAVY_MBPS,
+        )
+    )
 
 
 @db_app.command("upgrade")
