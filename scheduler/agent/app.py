@@ -53,6 +53,7 @@ from scheduler.agent.protocol import (
     TokenRevoked,
     WireModel,
 )
+from scheduler.agent.sampling import Sampler
 
 log = logging.getLogger(__name__)
 
@@ -297,6 +298,7 @@ def build_app(
         return answer(JobList(jobs=jobs))
 
     told_whole: list[bool] = []  # whether the log said so once already
+    sampler = Sampler()  # each run's peak memory, between status answers
 
     def read_status(since: str | None) -> Status:
         gpus = read_gpus()
@@ -319,6 +321,7 @@ def build_app(
             cursor=cursor,
             more=more,
             disk=jobs_store.disk(),
+            samples=sampler.samples(gpus, jobs_store.running_processes()),
         )
 
     async def get_status(request: Request) -> Response:

@@ -27,8 +27,9 @@ class GpuReader(Protocol):
 class GpuLoad:
     """A running job process on one GPU, as a simulated GPU needs to know it.
 
-    `utilization_pct` / `memory_mib` are the job's overrides (env PAIKA_SIM_UTILIZATION,
-    PAIKA_SIM_MEMORY_MIB); None means "a busy training job".
+    `utilization_pct` / `memory_mib` / `memory_busy_pct` / `pcie_mbps` are the job's
+    overrides (env PAIKA_SIM_UTILIZATION, PAIKA_SIM_MEMORY_MIB, PAIKA_SIM_GMEM_UTIL,
+    PAIKA_SIM_PCIE_MBPS); None means "a busy training job".
     """
 
     gpu: int
@@ -36,6 +37,8 @@ class GpuLoad:
     job_id: str
     utilization_pct: float | None = None
     memory_mib: int | None = None
+    memory_busy_pct: float | None = None
+    pcie_mbps: float | None = None
 
 
 class LoadSource(Protocol):

@@ -107,6 +107,7 @@ from scheduler.agent.protocol import (
     StartRequest,
     is_job_id,
 )
+from scheduler.agent.sampling import JobProcesses
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,8 @@ RUNTIME_ENV = (
 PRIVATE_DIR, PRIVATE_FILE = 0o700, 0o600
 SIM_UTILIZATION_ENV = "PAIKA_SIM_UTILIZATION"
 SIM_MEMORY_ENV = "PAIKA_SIM_MEMORY_MIB"
+SIM_MEMORY_BUSY_ENV = "PAIKA_SIM_GMEM_UTIL"  # the memory controller's busy %, 0-100
+SIM_PCIE_ENV = "PAIKA_SIM_PCIE_MBPS"  # PCIe traffic both ways, MB/s
 LOG_TAIL_MAX_BYTES = 8 * 1024 * 1024
 REPORT_ENV = "PAIKA_REPORT_FILE"
 REPORTS_DIR_MODE = 0o711  # passable, not listable: each run reaches only its own file
@@ -230,6 +233,8 @@ class _Job:
     sigkill_sent: bool = False
     sim_utilization: float | None = None
     sim_memory_mib: int | None = None
+    sim_memory_busy: float | None = None
+    sim_pcie_mbps: float | None = None
     tombstone: bool = False
     account: str | None = None
     cgroup: str | None = None
@@ -303,6 +308,8 @@ class _Job:
             "sigkill_sent": self.sigkill_sent,
             "sim_utilization": self.sim_utilization,
             "sim_memory_mib": self.sim_memory_mib,
+            "sim_memory_busy": self.sim_memory_busy,
+            "sim_pcie_mbps": self.sim_pcie_mbps,
             "tombstone": self.tombstone,
             "account": self.account,
             "cgroup": self.cgroup,
@@ -337,6 +344,8 @@ class _Job:
             sigkill_sent=bool(rec.get("sigkill_sent", False)),
             sim_utilization=rec.get("sim_utilization"),
             sim_memory_mib=rec.get("sim_memory_mib"),
+            sim_memory_busy=rec.get("sim_memory_busy"),
+            sim_pcie_mbps=rec.get("sim_pcie_mbps"),
             tombstone=bool(rec.get("tombstone", False)),
             account=rec.get("account"),
             cgroup=rec.get("cgroup"),
@@ -376,6 +385,24 @@ def _sim_overrides(env: Mapping[str, str]) -> tuple[float | None, int | None]:
         if memory < 0:
             raise BadRequest(f"env: {SIM_MEMORY_ENV} must be a whole number of MiB (>= 0)")
     return utilization, memory
+
+
+def _sim_bandwidth(env: Mapping[str, str]) -> tuple[float | None, float | None]:
+    """A simulated job's memory-controller busy % and PCIe MB/s, from its environment."""
+    values: list[float | None] = []
+    for name, top in ((SIM_MEMORY_BUSY_ENV, 100.0), (SIM_PCIE_ENV, float("inf"))):
+        if name not in env:
+            values.append(None)
+            continue
+        try:
+            value = float(env[name])
+        except ValueError:
+            value = -1.0
+        if not 0.0 <= value <= top:
+            bound = "from 0 to 100" if top == 100.0 else "of 0 or more"
+            raise BadRequest(f"env: {name} must be a number {bound}")
+        values.append(value)
+    return values[0], values[1]
 
 
 def tail_lines(path: Path, lines: int) -> list[str]:
@@ -1016,10 +1043,21 @@ class JobStore:
                     job_id=job.job_id,
                     utilization_pct=job.sim_utilization,
                     memory_mib=job.sim_memory_mib,
+                    memory_busy_pct=job.sim_memory_busy,
+                    pcie_mbps=job.sim_pcie_mbps,
                 )
                 for job in self._jobs.values()
                 if job.state is JobState.RUNNING and job.pid is not None
                 for gpu in job.gpus
+            ]
+
+    def running_processes(self) -> list[JobProcesses]:
+        """How to find each running job's processes, for sampling what it does to its cards."""
+        with self._lock:
+            return [
+                JobProcesses(job.job_id, job.pid, job.gpus, job.cgroup, job.image is not None)
+                for job in self._jobs.values()
+                if job.state is JobState.RUNNING and job.pid is not None
             ]
 
     def build_command(
@@ -1117,6 +1155,7 @@ class JobStore:
             account = self.run_as.account_for(req.account)
             cwd = workdir_for(account, req.cwd)
             sim_utilization, sim_memory = _sim_overrides(req.env)
+            sim_memory_busy, sim_pcie = _sim_bandwidth(req.env)
             paika_env = {
                 "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in req.gpus),
                 "PAIKA_JOB_ID": req.job_id,
@@ -1146,6 +1185,8 @@ class JobStore:
                 exit_path=str(exit_path),
                 sim_utilization=sim_utilization,
                 sim_memory_mib=sim_memory,
+                sim_memory_busy=sim_memory_busy,
+                sim_pcie_mbps=sim_pcie,
                 account=account.name,
                 cgroup=None if self._cgroup_root is None else str(self._cgroup_root / req.job_id),
                 env_file=str(env_file) if req.image else None,

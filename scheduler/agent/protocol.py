@@ -14,8 +14,10 @@ Wire format (API version 1), all under /v1/:
     GET  /gpus                   GpuList {"host": str, "gpus": [GpuInfo]}  (GpuInfo.job_id: holder)
     GET  /status[?since=CURSOR]  Status {"health": Health, "host": str, "gpus": [GpuInfo],
                                  "jobs": [JobInfo], "cursor": str, "more": bool,
-                                 "disk": DiskState}: one poll's worth in one request; with
-                                 `since`, the running jobs and the ended ones changed since
+                                 "disk": DiskState, "samples": [JobSample]}: one poll's
+                                 worth in one request; with `since`, the running jobs and
+                                 the ended ones changed since; `samples`: what each running
+                                 job does to each of its cards (memory, SM, bandwidth)
     POST /jobs/ack               JobAck {"job_ids": [str]} -> Acked: runs whose end the
                                  scheduler has recorded; the agent forgets them later
     GET  /jobs                   JobList {"jobs": [JobInfo]}
@@ -214,12 +216,15 @@ class Health(WireModel):
 
 
 class GpuProcess(WireModel):
-    """A process that holds memory on a GPU. `used_memory_mib` is None where NVML cannot say."""
+    """A process that holds memory on a GPU. `used_memory_mib` is None where NVML cannot say;
+    `sm_pct` is its own share of the card's SM time (nvmlDeviceGetProcessUtilization), None
+    where the card keeps no per-process samples (older agents: absent, so None)."""
 
     WHAT = "process"
 
     pid: StrictInt
     used_memory_mib: StrictInt | None = None
+    sm_pct: StrictInt | None = None
 
 
 class GpuInfo(WireModel):
@@ -241,6 +246,12 @@ class GpuInfo(WireModel):
     power_w: StrictFloat | None = None
     processes: tuple[GpuProcess, ...] = ()
     job_id: StrictStr | None = None
+    # How hard the card's memory is pressed, for deciding who may share it (older agents:
+    # absent, so None): the memory controller's busy % (NVML's utilization.memory), PCIe
+    # traffic both ways in MB/s, and on cards with GPM (Hopper on) DRAM bandwidth in % of peak.
+    memory_busy_pct: StrictInt | None = None
+    pcie_mbps: StrictFloat | None = None
+    dram_bw_pct: StrictFloat | None = None
 
     @field_validator("processes", mode="before")
     @classmethod
@@ -548,6 +559,29 @@ class DiskState(WireModel):
     low: StrictBool = False
 
 
+class JobSample(WireModel):
+    """What one running job does to one of its cards, read with this status answer.
+
+    `memory_mib` is summed over the job's own processes on the card (its process group, its
+    cgroup, or for a container job the card's processes no other job owns); `memory_peak_mib`
+    the most seen since the agent began watching the run. `sm_pct` is the job's processes'
+    SM busy % where the card samples per process (`sm_own` true), else the whole card's.
+    `memory_busy_pct`, `pcie_mbps` and `dram_bw_pct` are the card's: a card cannot tell them
+    per process. Whatever the card does not support is None."""
+
+    WHAT = "sample"
+
+    job_id: StrictStr
+    gpu: StrictInt
+    memory_mib: StrictInt | None = None
+    memory_peak_mib: StrictInt | None = None
+    sm_pct: StrictInt | None = None
+    sm_own: StrictBool = False
+    memory_busy_pct: StrictInt | None = None
+    pcie_mbps: StrictFloat | None = None
+    dram_bw_pct: StrictFloat | None = None
+
+
 class Status(WireModel):
     """GET /v1/status: one poll's worth, the agent's health, its GPUs and its jobs.
 
@@ -567,6 +601,13 @@ class Status(WireModel):
     cursor: StrictStr | None = None
     more: StrictBool = False
     disk: DiskState | None = None
+    # One per running job and card it holds (older agents: absent, so none).
+    samples: list[JobSample] = []
+
+    @field_validator("samples", mode="before")
+    @classmethod
+    def _no_samples(cls, value: object) -> object:
+        return [] if value is None else value
 
 
 class JobAck(WireModel):

@@ -6,8 +6,12 @@ none → 16384 MiB) and stable UUIDs derived from the host name and the index.
 
 The load follows the jobs: while a job process runs on GPU i, GPU i reports 90–98 %
 utilization (a deterministic jitter that changes every few seconds) and ~70 % of its memory
-used, and lists the job's pid as its process. A job overrides this with the environment
-variables PAIKA_SIM_UTILIZATION (0–100) and PAIKA_SIM_MEMORY_MIB, e.g. to play an idle job.
+used, and lists the job's pid as its process, with that SM busy % as the process's own. Its
+memory controller is busy half as much as its SMs, and it moves nothing over PCIe. A job
+overrides this with the environment variables PAIKA_SIM_UTILIZATION (0–100),
+PAIKA_SIM_MEMORY_MIB, PAIKA_SIM_GMEM_UTIL (the memory controller's busy %, 0–100) and
+PAIKA_SIM_PCIE_MBPS, e.g. to play an idle job or one that presses memory bandwidth. Jobs on
+one card add up (to 100 % at most). Simulated cards have no GPM: DRAM bandwidth is None.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from scheduler.agent.protocol import GpuInfo, GpuProcess
 EXAMPLE_SPEC = "4xA100-80GB,2xT4-16GB"
 DEFAULT_MEMORY_MIB = 16 * 1024
 BUSY_MEMORY_FRACTION = 0.70
+MEMORY_BUSY_PER_SM_BUSY = 0.5  # a training job's memory controller, against its SMs
 JITTER_PERIOD_S = 5.0
 IDLE_TEMPERATURE_C = 33
 IDLE_POWER_W = 50.0
@@ -130,7 +135,7 @@ class SimulatedReader:
 
     def _one(self, index: int, gpu: SimulatedGpu, loads: list[GpuLoad], bucket: int) -> GpuInfo:
         gpu_uuid = self.uuid(index)
-        utilization = 0.0
+        utilization = memory_busy = pcie = 0.0
         processes: list[GpuProcess] = []
         for load in loads:
             if load.utilization_pct is not None:
@@ -138,10 +143,15 @@ class SimulatedReader:
             else:
                 jitter = zlib.crc32(f"{gpu_uuid}/{load.job_id}/{bucket}".encode()) % 9
                 busy = 90.0 + jitter
-            utilization = max(utilization, busy)
+            utilization += busy
+            if load.memory_busy_pct is not None:
+                memory_busy += load.memory_busy_pct
+            else:
+                memory_busy += busy * MEMORY_BUSY_PER_SM_BUSY
+            pcie += load.pcie_mbps or 0.0
             default_memory = int(gpu.memory_total_mib * BUSY_MEMORY_FRACTION)
             memory = load.memory_mib if load.memory_mib is not None else default_memory
-            processes.append(GpuProcess(pid=load.pid, used_memory_mib=memory))
+            processes.append(GpuProcess(pid=load.pid, used_memory_mib=memory, sm_pct=round(busy)))
         utilization = min(100.0, max(0.0, utilization))
         used = min(gpu.memory_total_mib, sum(p.used_memory_mib or 0 for p in processes))
         power = IDLE_POWER_W + (gpu.board_power_w - IDLE_POWER_W) * utilization / 100.0
@@ -157,4 +167,6 @@ class SimulatedReader:
             temperature_c=IDLE_TEMPERATURE_C + round(utilization * 0.4),
             power_w=round(power, 1),
             processes=tuple(processes),
+            memory_busy_pct=round(min(100.0, memory_busy)),
+            pcie_mbps=round(pcie, 1),
         )

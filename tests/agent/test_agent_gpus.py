@@ -5,11 +5,10 @@ from __future__ import annotations
 import functools
 import subprocess
 import sys
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 from agent_harness import PY, Agent, wait_for
+from fake_nvml import FakeNvml
 
 from scheduler.agent.errors import GpuReadError, SpecError
 from scheduler.agent.gpus import GpuLoad
@@ -157,66 +156,8 @@ def test_nvml_reads_real_gpus_when_there_are_some() -> None:
     assert gpus and all(isinstance(g, GpuInfo) and g.uuid.startswith("GPU-") for g in gpus)
 
 
-class _FakeNvml:
-    """Just enough of pynvml for the reader: two GPUs, the second one a bit limited."""
-
-    NVML_TEMPERATURE_GPU = 0
-
-    class NVMLError(Exception):
-        pass
-
-    class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's name
-        pass
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def nvmlInit(self) -> None:  # noqa: N802
-        self.calls.append("init")
-
-    def nvmlShutdown(self) -> None:  # noqa: N802
-        self.calls.append("shutdown")
-
-    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
-        return 2
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:  # noqa: N802
-        return index
-
-    def nvmlDeviceGetUUID(self, handle: int) -> Any:  # noqa: N802
-        return f"GPU-fake-{handle}".encode() if handle else f"GPU-fake-{handle}"
-
-    def nvmlDeviceGetName(self, handle: int) -> str:  # noqa: N802
-        return "NVIDIA H200"
-
-    def nvmlDeviceGetMemoryInfo(self, handle: int) -> Any:  # noqa: N802
-        if handle == 1:
-            raise self.NVMLError_NotSupported()
-        return SimpleNamespace(total=143771 * 1024 * 1024, used=1024 * 1024 * 1024, free=0)
-
-    def nvmlDeviceGetUtilizationRates(self, handle: int) -> Any:  # noqa: N802
-        return SimpleNamespace(gpu=87, memory=40)
-
-    def nvmlDeviceGetTemperature(self, handle: int, sensor: int) -> int:  # noqa: N802
-        assert sensor == self.NVML_TEMPERATURE_GPU
-        return 61
-
-    def nvmlDeviceGetPowerUsage(self, handle: int) -> int:  # noqa: N802
-        if handle == 1:
-            raise self.NVMLError_NotSupported()
-        return 512_345
-
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[Any]:  # noqa: N802
-        if handle == 1:
-            return []
-        return [
-            SimpleNamespace(pid=4242, usedGpuMemory=2048 * 1024 * 1024),
-            SimpleNamespace(pid=4243, usedGpuMemory=None),
-        ]
-
-
 def test_nvml_fields_are_converted_and_unsupported_ones_are_none() -> None:
-    fake = _FakeNvml()
+    fake = FakeNvml()
     reader = NvmlReader(library=fake)
     first, second = reader.read()
     reader.read()
@@ -232,17 +173,21 @@ def test_nvml_fields_are_converted_and_unsupported_ones_are_none() -> None:
         temperature_c=61,
         power_w=512.3,
         processes=(
-            GpuProcess(pid=4242, used_memory_mib=2048),
-            GpuProcess(pid=4243, used_memory_mib=None),
+            GpuProcess(pid=4242, used_memory_mib=2048, sm_pct=60),
+            GpuProcess(pid=4243, used_memory_mib=None, sm_pct=0),
         ),
+        memory_busy_pct=40,
+        pcie_mbps=4.0,
+        dram_bw_pct=None,  # GPM needs two samples: this was the first
     )
     assert second.uuid == "GPU-fake-1"  # bytes decoded
     assert (second.memory_total_mib, second.memory_used_mib, second.power_w) == (None, None, None)
+    assert (second.pcie_mbps, second.dram_bw_pct) == (None, None)
     assert second.memory_free_mib is None and first.memory_free_mib == 143771 - 1024
 
 
 def test_other_nvml_errors_become_gpu_read_errors() -> None:
-    fake = _FakeNvml()
+    fake = FakeNvml()
 
     def lost(handle: int) -> str:
         raise fake.NVMLError("GPU is lost")
