@@ -28,9 +28,9 @@ from dataclasses import dataclass, field, replace
 
 from scheduler.agent.client import AsyncAgentClient, shared_tls
 from scheduler.agent.errors import AgentAuthError, AgentError, AgentNotTrusted
-from scheduler.agent.protocol import MAX_ACK, DiskState, GpuInfo, JobInfo, Status
+from scheduler.agent.protocol import MAX_ACK, DiskState, GpuInfo, JobInfo, JobSample, Status
 from scheduler.agent.transport import LeanTransport
-from scheduler.hosts.report import DISK_LOW, AgentJobState, GpuReading, HostReport
+from scheduler.hosts.report import DISK_LOW, AgentJobState, CardSample, GpuReading, HostReport
 
 MIB_PER_GIB = 1024.0
 MAX_PAGES = 8  # pages of an agent's backlog read in one round (each at most ~4 MiB)
@@ -193,6 +193,7 @@ def report_of(host: str, status: Status, latency_s: float) -> HostReport:
         agent_version=status.health.agent_version,
         latency_s=latency_s,
         unhealthy=disk_low_reason(status.disk),
+        samples=tuple(_card_sample(sample) for sample in status.samples),
     )
 
 
@@ -221,6 +222,22 @@ def _reading(gpu: GpuInfo) -> GpuReading:
         utilization_pct=None if gpu.utilization_pct is None else float(gpu.utilization_pct),
         processes={p.pid: (p.used_memory_mib or 0) / MIB_PER_GIB for p in gpu.processes},
         holder=gpu.job_id,
+    )
+
+
+def _card_sample(sample: JobSample) -> CardSample:
+    def number(value: int | float | None) -> float | None:
+        return None if value is None else float(value)
+
+    return CardSample(
+        run=sample.job_id,
+        gpu=sample.gpu,
+        memory_mib=sample.memory_mib,
+        memory_peak_mib=sample.memory_peak_mib,
+        sm_pct=number(sample.sm_pct),
+        memory_busy_pct=number(sample.memory_busy_pct),
+        pcie_mbps=sample.pcie_mbps,
+        dram_bw_pct=sample.dram_bw_pct,
     )
 
 

@@ -26,6 +26,23 @@ class GpuReading:
     taken: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class CardSample:
+    """What one run did to one of its cards, as its agent sampled it at this poll. Memory is
+    the run's own processes' (MiB; its peak since the agent began watching it); `sm_pct` the
+    run's own SM busy % where the card tells processes apart, else the card's; the memory
+    controller's busy %, PCIe MB/s and DRAM bandwidth % are the card's. None: not read."""
+
+    run: str  # the agent's id of the run (scheduler.dispatch.agent_job_id)
+    gpu: int
+    memory_mib: int | None = None
+    memory_peak_mib: int | None = None
+    sm_pct: float | None = None
+    memory_busy_pct: float | None = None
+    pcie_mbps: float | None = None
+    dram_bw_pct: float | None = None
+
+
 # `AgentJobState.ended_by` of a run its executor (Slurm) held pending past the pool's limit
 # and ended for that, before it ever ran.
 PENDING_TOO_LONG = "pending"
@@ -93,3 +110,6 @@ class HostReport:
     # The agent had more changes than one round reads (a long backlog after a restart): a
     # run missing from `jobs` may still be on the host; nothing is concluded from its absence.
     partial: bool = False
+    # What each running run did to each of its cards at this poll (agents before samples,
+    # and other executors: none).
+    samples: tuple[CardSample, ...] = ()
