@@ -275,6 +275,18 @@ OUTSIDE = (
         "reports using.",
     ),
     (
+        agent_jobs.SIM_MEMORY_BUSY_ENV,
+        "none",
+        "In the `env` of a start sent to a simulated agent: the memory controller's busy % "
+        "(0–100) the job's GPUs report (NVML's `utilization.memory`).",
+    ),
+    (
+        agent_jobs.SIM_PCIE_ENV,
+        "none",
+        "In the `env` of a start sent to a simulated agent: the PCIe traffic (MB/s, both "
+        "ways) the job's GPUs report.",
+    ),
+    (
         "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE",
         "boto3's chain",
         "The object store's credentials come only from boto3's own chain (these, or an "
