@@ -16,6 +16,7 @@ run starts over); the scheduler keeps the peak of its own across polls.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -61,7 +62,9 @@ def _cgroup_of(pid: int, proc: Path) -> str | None:
     return next((line[3:] for line in lines if line.startswith("0::/")), None)
 
 
+@functools.lru_cache(maxsize=4)
 def _cgroup_mount(proc: Path) -> Path | None:
+    """Where cgroup2 is mounted (read once: a host does not move it under a running agent)."""
     try:
         return cgroup2_mount((proc / "self" / "mountinfo").read_text(errors="replace"))
     except OSError:
