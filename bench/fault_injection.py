@@ -593,7 +593,7 @@ def audit(world: World, submitted: list[int]) -> dict[str, Any]:
     with Session(world.engine) as session:
         jobs = {job.id or 0: job for job in session.exec(select(Job))}
         leaks = job_queries.allocation_leaks(session=session)
-        doubles = cluster_queries.doubly_held_gpus(session=session)
+        doubles = cluster_queries.overbooked_gpus(session=session)
         repaired = session.exec(
             select(func.count()).where(AuditEvent.action == "allocation.leak_closed")
         ).one()

@@ -68,7 +68,7 @@ from scheduler.policy.scheduler import could_act, schedule
 from scheduler.policy.snapshot import Snapshot
 from scheduler.snapshots import build_snapshot, expected_wall_hours
 from storage.db import lost_race, session_scope
-from storage.models import ON_HOST_STATES, Allocation, Gpu, Host, Job, JobState, Match
+from storage.models import ON_HOST_STATES, Gpu, Host, Job, JobState, Match
 from storage.queries import audit
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
@@ -651,10 +651,9 @@ class Cycle:
         now = start_moment(result.at, job.submitted_at)
         gpus = [gpu for gpu_id in start.gpu_ids if (gpu := session.get(Gpu, gpu_id)) is not None]
         for gpu in gpus:
-            allocation = Allocation(
-                job_id=job.id or 0, gpu_id=gpu.id or 0, active_gpu_id=gpu.id, started_at=now
+            cluster_queries.open_allocation(
+                session=session, job_id=job.id or 0, gpu_id=gpu.id or 0, at=now
             )
-            session.add(allocation)
         if job.state == JobState.PREEMPTED:
             requeued = Reason(ReasonCode.REQUEUED)
             lifecycle.move(session, job, JobState.QUEUED, at=now, actor=ACTOR, reason=requeued)
@@ -765,7 +764,9 @@ class Cycle:
             job = job_queries.get_job(session=session, job_id=preempt.job_id)
             if job is None or job.state != JobState.RUNNING or job.stop_requested_at is not None:
                 return
-            if preempt.code is not PreemptCode.IDLE_FOR_CORE and (
+            # Idle-class work, and work on a shared card, yields to core work without having
+            # declared it resumes; anything else only if it did.
+            if preempt.code not in (PreemptCode.IDLE_FOR_CORE, PreemptCode.SHARED_FOR_CORE) and (
                 not job.preemptible or not knobs.preemptible or job.preemptions >= knobs.max_per_job
             ):
                 log.error(

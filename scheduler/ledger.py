@@ -86,9 +86,7 @@ def close_allocations_at(
     quotas = quota_states(session, accounting.quotas(session=session, team_id=job.team_id))
     for allocation in cluster_queries.open_allocations(session=session, job_id=job.id):
         end = now if until is None else max(allocation.started_at, min(until, now))
-        allocation.ended_at = end
-        allocation.active_gpu_id = None
-        session.add(allocation)
+        cluster_queries.end_allocation(session=session, allocation=allocation, at=end)
         gpu = session.get(Gpu, allocation.gpu_id)
         gpu_type = gpu.gpu_type if gpu else "unknown"
         hours = max(0.0, (end - allocation.started_at).total_seconds() / 3600)

@@ -64,6 +64,7 @@ from storage.models import (
 )
 from storage.queries import archive as archive_queries
 from storage.queries import audit
+from storage.queries import cluster as cluster_queries
 from storage.queries import config as config_queries
 from storage.queries import restore as restore_queries
 from storage.queries import state as state_queries
@@ -372,7 +373,7 @@ def restore(
             {**_without(q, ("used_hours",)), "carried_hours": q.get("used_hours") or 0.0}
             for q in records(doc, "quotas")
         ]
-        # An open allocation names its GPU twice: the database refuses a second open one.
+        # An open allocation names its GPU twice; the cards' booked parts are summed after.
         allocations = [{**a, "active_gpu_id": a["gpu_id"]} for a in records(doc, "allocations")]
         templates = records(doc, "templates")
         jobs, cancelled = _without_their_commands(records(doc, "jobs"), doc, now)
@@ -391,6 +392,7 @@ def restore(
                 (Allocation, allocations),
             )
         }
+        cluster_queries.rebook_cards(session=session)
         restore_queries.template_versions_of_current(session=session, rows=templates)
         for stored in config:
             config_queries.add_version(

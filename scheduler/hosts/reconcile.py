@@ -83,6 +83,7 @@ _PREEMPTED_FOR = {
     PreemptCode.FOR_CORE: R.PREEMPTED_FOR_CORE,
     PreemptCode.FOR_SHORTER: R.PREEMPTED_FOR_SHORTER,
     PreemptCode.FOR_STARVING: R.PREEMPTED_FOR_STARVING,
+    PreemptCode.SHARED_FOR_CORE: R.PREEMPTED_FOR_CORE,
 }
 ENDING_STOPS = {
     "cancel": (JobState.CANCELLED, Reason(R.CANCELLED)),
@@ -516,9 +517,7 @@ def _contained(
             lifecycle.move(session, job, state, at=now, actor=ACTOR, reason=why)
             session.flush()
             for allocation in cluster_queries.open_allocations(session=session, job_id=job.id):
-                allocation.ended_at = max(allocation.started_at, now)
-                allocation.active_gpu_id = None
-                session.add(allocation)
+                cluster_queries.end_allocation(session=session, allocation=allocation, at=now)
         kind = EventKind.JOB_FINISHED if asked in ENDING_STOPS else EventKind.JOB_FAILED
         said = {"state": str(state), "error": what}
         found.events.append(_event(kind, EventCode.UNSETTLED_ENDED, job, now, **said))
@@ -915,9 +914,9 @@ def _close_leaks(
                     continue
                 if job.state in ON_HOST_STATES:
                     continue  # it was started again since the leak was read
-                allocation.ended_at = max(allocation.started_at, job.ended_at or now)
-                allocation.active_gpu_id = None
-                session.add(allocation)
+                cluster_queries.end_allocation(
+                    session=session, allocation=allocation, at=job.ended_at or now
+                )
                 audit.record(
                     session=session,
                     at=now,
@@ -947,7 +946,7 @@ def requeue_or_finish(
     Its allocations are deleted: no GPU time to charge. A start that never reached its host
     (`unsent`) gives its attempt back: the host has no record of that run id to clash with."""
     for allocation in cluster_queries.open_allocations(session=session, job_id=job.id):
-        session.delete(allocation)
+        cluster_queries.drop_allocation(session=session, allocation=allocation)
     if unsent:
         job.attempts = max(0, job.attempts - 1)
     job.missing_since = None

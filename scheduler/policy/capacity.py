@@ -31,6 +31,8 @@ class _HostLayout:
     holders: dict[int, int]  # every GPU id → the job holding it, or _FREE
     unusable: frozenset[int]  # down, unhealthy, or crowded by foreign processes
     gpus: dict[int, Gpu]
+    # Shared cards with more than one job: GPU id → its jobs (the card frees when the last ends)
+    shared: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 # id(host) → (the host, the slack it was laid out for, its layout). The host itself is kept, so
@@ -47,8 +49,11 @@ def _layout(host: Host, slack: float) -> _HostLayout:
     pools: dict[str, tuple[list[int], list[int]]] = {}
     holders: dict[int, int] = {}
     unusable: set[int] = set()
+    shared: dict[int, tuple[int, ...]] = {}
     for gpu in host.gpus:
         holders[gpu.id] = _FREE if gpu.job_id is None else gpu.job_id
+        if len(gpu.tenants) > 1:
+            shared[gpu.id] = gpu.tenants
         if not (host.schedulable and gpu.healthy and gpu.foreign_memory_gib <= slack):
             unusable.add(gpu.id)
             continue
@@ -61,6 +66,7 @@ def _layout(host: Host, slack: float) -> _HostLayout:
         holders,
         frozenset(unusable),
         {gpu.id: gpu for gpu in host.gpus},
+        shared,
     )
     if len(_LAYOUTS) >= _LAYOUTS_MAX:
         _LAYOUTS.clear()
@@ -72,7 +78,7 @@ class _Availability:
     """When each GPU is expected to be free: now for a free one, its holder's expected end
     for a held one, never for an unusable free one; `assume` overrides. Read per GPU."""
 
-    __slots__ = ("_ends", "_holders", "_now", "_set", "_unusable")
+    __slots__ = ("_ends", "_holders", "_now", "_set", "_shared", "_unusable")
 
     def __init__(self, now: float, ends: dict[int, float]) -> None:
         self._now = now
@@ -80,11 +86,14 @@ class _Availability:
         self._holders: dict[int, int] = {}
         self._unusable: set[int] = set()
         self._set: dict[int, float] = {}
+        self._shared: dict[int, tuple[int, ...]] = {}
 
     def add(self, layout: _HostLayout) -> None:
         self._holders.update(layout.holders)
         if layout.unusable:
             self._unusable.update(layout.unusable)
+        if layout.shared:
+            self._shared.update(layout.shared)
 
     def __getitem__(self, gpu: int) -> float:
         if gpu not in self._set and gpu not in self._holders:
@@ -101,6 +110,10 @@ class _Availability:
             return default
         if job < 0:  # _FREE
             return NEVER if gpu in self._unusable else self._now
+        if self._shared:
+            jobs = self._shared.get(gpu)
+            if jobs is not None:  # a shared card frees when its last job ends
+                return max(self._ends.get(j, self._now) for j in jobs)
         return self._ends.get(job, NEVER if gpu in self._unusable else self._now)
 
     def __setitem__(self, gpu: int, at: float) -> None:

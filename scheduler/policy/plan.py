@@ -44,6 +44,10 @@ class Start:
     match: MatchDecision
     expected_end: float
     quota_id: int | None = None
+    # On a shared card: the part of it the job holds (thousandths) and the jobs already
+    # there. None: it holds its GPUs whole.
+    share_milli: int | None = None
+    shares_with: tuple[int, ...] = ()
 
 
 class PreemptCode(StrEnum):
@@ -53,6 +57,7 @@ class PreemptCode(StrEnum):
     FOR_CORE = "for_core"  # a preemptible job, for a core job
     FOR_SHORTER = "for_shorter"  # a preemptible job, for much shorter work (SRTF-like)
     FOR_STARVING = "for_starving"  # a preemptible job, for one waiting past the backstop
+    SHARED_FOR_CORE = "shared_for_core"  # a job on a shared card, for a core job taking it
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,6 +73,10 @@ class ReasonCode(StrEnum):
     MATCH_CHEAPER_REFUSED = "match_cheaper_refused"
     MATCH_WAITED_FOR_CHEAPER = "match_waited_for_cheaper"  # minutes
     MATCH_CHEAPER_NOT_SOON = "match_cheaper_not_soon"  # gpu_type, minutes
+    # on a shared card: gpu_type, card (host/index), memory (GiB: its own), used (the card's
+    # other jobs'), total; beside (the jobs beside it), pressure (theirs and its own), slowdown %
+    MATCH_SHARES = "match_shares"
+    MATCH_SHARES_NEW_CARD = "match_shares_new_card"  # gpu_type, card, memory, total
     # --- its verdict on each type it weighed
     VERDICT_CHOSEN = "verdict_chosen"
     VERDICT_NOT_ALLOWED = "verdict_not_allowed"
@@ -134,6 +138,13 @@ ENGLISH: Mapping[ReasonCode, str] = {
     C.MATCH_CHEAPER_REFUSED: "a costlier type: a host of the cheaper one refused it",
     C.MATCH_WAITED_FOR_CHEAPER: "waited over {minutes:g} min for a cheaper type",
     C.MATCH_CHEAPER_NOT_SOON: "no {gpu_type} frees up within {minutes:g} min",
+    C.MATCH_SHARES: (
+        "shares {gpu_type} on {card} with {beside}: memory {memory:g} + {used:g} of {total:g} GiB,"
+        " bandwidth {pressure}"
+    ),
+    C.MATCH_SHARES_NEW_CARD: (
+        "the first job on a shared {gpu_type} ({card}): memory {memory:g} of {total:g} GiB"
+    ),
     C.VERDICT_CHOSEN: "chosen",
     C.VERDICT_NOT_ALLOWED: "not among the allowed types",
     C.VERDICT_TOO_LITTLE_MEMORY: "{memory:g} GiB < {needed:g} GiB needed",

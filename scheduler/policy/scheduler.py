@@ -13,8 +13,10 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 
 from scheduler.policy.capacity import NEVER, Capacity, Placement, Reservation
+from scheduler.policy.colocation import Fingerprint, bandwidth
 from scheduler.policy.explain import Note, explain_waits
 from scheduler.policy.matching import CardNeeds, CardType, fitting_types
 from scheduler.policy.plan import (
@@ -32,9 +34,19 @@ from scheduler.policy.priority_classes import CLASS_RANK
 from scheduler.policy.quota import QuotaCheck, check_quota
 from scheduler.policy.ranking import TimeScales, ordered, time_scales
 from scheduler.policy.reasons import Reason, ReasonCode, because
+from scheduler.policy.sharing import (
+    Joining,
+    SharedCard,
+    Tenant,
+    best_card,
+    light,
+    share_milli,
+    shared_cards,
+)
 from scheduler.policy.snapshot import (
     HOUR,
     Backfill,
+    Gpu,
     Knobs,
     Pending,
     Running,
@@ -80,6 +92,10 @@ def could_act(snapshot: Snapshot) -> bool:
         for gpu in host.gpus
         if gpu.job_id is None and gpu.healthy and gpu.foreign_memory_gib <= slack
     )
+    if any(job.shares for job in ready) and any(
+        host.sharing and host.schedulable for host in snapshot.hosts
+    ):
+        return True  # a shared card may take it with no card free
     cards = [card for card in snapshot.catalog if free[card.name]]
     enough: dict[tuple[CardNeeds, int], bool] = {}
     for job in ready:  # a free card no ready job could use (another type) starts nothing
@@ -96,7 +112,8 @@ def could_act(snapshot: Snapshot) -> bool:
         or (
             job.priority != "core"
             and (
-                (job.priority == "idle" and knobs.idle_preemption)
+                job.share_gib is not None
+                or (job.priority == "idle" and knobs.idle_preemption)
                 or (
                     job.preemptible
                     and knobs.preemptible_preemption
@@ -162,6 +179,11 @@ class _Admission:
         self._waited_for: dict[tuple[CardNeeds, int, bool], tuple[tuple[str, str], ...]] = {}
         self._registered: dict[str, dict[str, int]] | None = None  # type → host → GPUs
         self._out: dict[str, str] = {}  # host → why it takes no jobs ("" when it does)
+        # Shared cards (sharing.py), built when a job that accepts one is first considered.
+        self._shared: dict[int, SharedCard] | None = None
+        self._sharing_hosts = {
+            host.name: host.schedulable and bool(host.sharing) for host in snapshot.hosts
+        }
 
     def run(self, queue: list[Pending]) -> list[Start]:
         starts: list[Start] = []
@@ -172,7 +194,7 @@ class _Admission:
         # so it is passed over without a look at every host: long queues behind a blocked job
         # stay cheap. Only failures on every type count (a job waiting for a cheaper type had
         # a place). Not when reasons are asked for (each job's own reason is worked out).
-        failed: dict[tuple[int, bool], list[tuple[int, float]]] | None = (
+        failed: dict[tuple[int, bool, bool], list[tuple[int, float]]] | None = (
             None if self.explain else {}
         )
         for job in queue:
@@ -186,7 +208,8 @@ class _Admission:
             shape = None
             starving = self.starving(job)
             if failed is not None and not starving and not job.holds:
-                shape = (id(self.types[job.id]), job.priority == "core")
+                # A job that shares may join a shared card where a whole-card job fits nowhere.
+                shape = (id(self.types[job.id]), job.priority == "core", job.shares)
                 tried = failed.get(shape)
                 if tried and any(g <= job.gpus and r <= job.run_seconds for g, r in tried):
                     continue  # as blocked as one already tried (its reservation is made)
@@ -341,6 +364,10 @@ class _Admission:
         job waiting for a cheaper type had one)."""
         types = self.types[job.id]
         core = job.priority == "core"
+        if job.shares and any(self._sharing_hosts.values()):
+            shared = self._start_shared(job, types)
+            if shared is not None:
+                return shared, True
         reason: Reason | None
         if self.knobs.type_choice is TypeChoice.FIRST_FIT:
             placement = self._first_fit(job, types, core)
@@ -402,6 +429,105 @@ class _Admission:
             )
             return None, _FOR_A_CHEAPER_TYPE
         return None, None
+
+    def _start_shared(self, job: Pending, types: list[str]) -> Start | None:
+        """A job that accepts a shared card: beside others on the best card that takes it,
+        else the first job of a new shared card (a free card of a host that shares, the
+        cheapest type first). None: neither; it may still take whole cards elsewhere."""
+        cards = self._cards()
+        joining, _ = best_card(
+            cards,
+            job,
+            types=types,
+            sharing_hosts=self._sharing_hosts,
+            free_cards=self._free_per_host(),
+            knobs=self.knobs,
+        )
+        if joining is not None:
+            return self._join(job, joining)
+        avoid = job.avoid | {name for name, ok in self._sharing_hosts.items() if not ok}
+        for gpu_type in types:
+            placement = self.capacity.place_now(
+                gpu_type, 1, core=False, run_seconds=job.run_seconds, avoid=avoid
+            )
+            if placement is None:
+                continue
+            gpu = self._gpu(placement.gpu_ids[0])
+            need = job.needs.min_memory_gib or 0.0
+            reason = because(
+                ReasonCode.MATCH_SHARES_NEW_CARD,
+                gpu_type=gpu.gpu_type,
+                card=gpu.host,
+                memory=need,
+                total=gpu.memory_gib,
+            )
+            start = self._admit(job, placement, reason)
+            milli = share_milli(need, gpu.memory_gib)
+            cards[gpu.id] = SharedCard(gpu, [Tenant(job.id, need, job.fingerprint)])
+            return replace(start, share_milli=milli)
+        return None
+
+    def _join(self, job: Pending, joining: Joining) -> Start:
+        """Start `job` beside the jobs of a shared card; the card stays held until the last
+        of them is expected to end."""
+        gpu, now = joining.gpu, self.snapshot.now
+        end = now + job.run_seconds
+        available = self.capacity.available_at
+        available[gpu.id] = max(available.get(gpu.id, now), end)
+        need = job.needs.min_memory_gib or 0.0
+        beside = ", ".join(f"#{tenant.job_id}" for tenant in joining.neighbours)
+        pressure = (
+            " + ".join(_pressure(tenant.fingerprint) for tenant in (*joining.neighbours,))
+            + f" + {_pressure(job.fingerprint)}"
+        )
+        reason = because(
+            ReasonCode.MATCH_SHARES,
+            gpu_type=gpu.gpu_type,
+            card=gpu.host,
+            beside=beside,
+            memory=need,
+            used=joining.declared_gib - need,
+            total=gpu.memory_gib,
+            pressure=pressure,
+        )
+        check = self._quota(job, gpu.gpu_type, end)
+        if check.quota is not None:
+            self.spent[check.quota.id] = self.spent.get(check.quota.id, 0.0) + job.est_gpu_hours
+        match = MatchDecision(
+            gpu.gpu_type, self._alternatives(job, gpu.gpu_type), reason.english(), reason
+        )
+        self._cards()[gpu.id].tenants.append(Tenant(job.id, need, job.fingerprint))
+        return Start(
+            job.id,
+            (gpu.id,),
+            (gpu.host,),
+            gpu.gpu_type,
+            match,
+            end,
+            check.quota.id if check.quota else None,
+            share_milli=joining.share_milli,
+            shares_with=tuple(tenant.job_id for tenant in joining.neighbours),
+        )
+
+    def _cards(self) -> dict[int, SharedCard]:
+        if self._shared is None:
+            self._shared = shared_cards(self.snapshot.hosts, self.snapshot.running)
+        return self._shared
+
+    def _gpu(self, gpu_id: int) -> Gpu:
+        for host in self.snapshot.hosts:
+            for gpu in host.gpus:
+                if gpu.id == gpu_id:
+                    return gpu
+        raise KeyError(gpu_id)
+
+    def _free_per_host(self) -> dict[str, int]:
+        """Free cards per host, as the pass's view has them now."""
+        counts: dict[str, int] = {}
+        for pool in self.capacity.pools.values():
+            for host, ids in pool.free.items():
+                counts[host] = counts.get(host, 0) + len(ids)
+        return counts
 
     def _admit(self, job: Pending, placement: Placement, reason: Reason | None) -> Start:
         end = self.snapshot.now + job.run_seconds
@@ -531,6 +657,15 @@ def _preemptions(
         if victim.gpu_ids:
             place = (victim.gpu_type, host_of.get(victim.gpu_ids[0], ""))
             by_place.setdefault(place, []).append(victim)
+    # A shared card frees only when all its jobs stop: job id → every job of its card.
+    by_id = {r.id: r for r in snapshot.running}
+    cards: dict[int, tuple[Running, ...]] = {}
+    for host in snapshot.hosts:
+        for gpu in host.gpus:
+            if gpu.tenants:
+                group = tuple(by_id[j] for j in gpu.tenants if j in by_id)
+                for tenant in group:
+                    cards[tenant.id] = group
     chosen: list[Preempt] = []
     taken: set[int] = set()  # stoppable jobs already counted for an earlier waiting job
     for job in queue:
@@ -552,7 +687,7 @@ def _preemptions(
         )
         if may is None:
             continue
-        plan = _to_stop(job, admission.types[job.id], capacity, by_place, taken, may)
+        plan = _to_stop(job, admission.types[job.id], capacity, by_place, taken, may, cards)
         if plan is None:
             continue
         for victim in plan:
@@ -563,9 +698,12 @@ def _preemptions(
 
 
 def _may_stop(job: Running, knobs: Knobs, now: float) -> bool:
-    """Whether the policy may ask this running job to stop at all (for someone)."""
+    """Whether the policy may ask this running job to stop at all (for someone). A job on a
+    shared card may always be stopped for a core job taking its card back."""
     if job.priority == "core":
         return False
+    if job.share_gib is not None:
+        return True
     if job.priority == "idle" and knobs.idle_preemption and not job.preemptible:
         return True
     return (
@@ -628,21 +766,33 @@ def _to_stop(
     by_place: dict[tuple[str, str], list[Running]],
     taken: set[int],
     may: Callable[[Running], bool],
+    cards: dict[int, tuple[Running, ...]] | None = None,
 ) -> list[Running] | None:
-    """The fewest GPUs to stop on one host so that, with its free GPUs, the job fits."""
+    """The fewest GPUs to stop on one host so that, with its free GPUs, the job fits. A job
+    on a shared card counts only with every other job of its card, all stoppable."""
     best: tuple[int, list[Running], str, str] | None = None
+    cards = cards or {}
     for (gpu_type, host), candidates in by_place.items():
         pool = capacity.pools.get(gpu_type)
         if pool is None or gpu_type not in types or job.gpus > pool.max_host_size:
             continue
         have = len(pool.free.get(host, []))
         stop: list[Running] = []
+        stopping: set[int] = set()
         for victim in candidates:  # already stopping first, then the cheapest to stop
             if have >= job.gpus:
                 break
-            if victim.id not in taken and may(victim):
+            if victim.id in taken or victim.id in stopping or not may(victim):
+                continue
+            group = cards.get(victim.id)
+            if group is None:
                 stop.append(victim)
+                stopping.add(victim.id)
                 have += len(victim.gpu_ids)
+            elif all(t.id not in taken and may(t) for t in group):
+                stop.extend(t for t in group if t.id not in stopping)
+                stopping.update(t.id for t in group)
+                have += 1
         if have >= job.gpus and stop:
             cost = sum(len(v.gpu_ids) for v in stop if not v.preempting)
             if best is None or cost < best[0]:
@@ -658,7 +808,12 @@ def _to_stop(
 def _preempt(victim: Running, job: Pending, snapshot: Snapshot, starving: bool) -> Preempt:
     knobs = snapshot.knobs
     grace = victim.grace_s if victim.grace_s is not None else knobs.idle_grace_s
-    if victim.priority == "idle" and not victim.preemptible:
+    if victim.share_gib is not None and job.priority == "core":
+        code, reason = (
+            PreemptCode.SHARED_FOR_CORE,
+            f"shared job stopped so core job #{job.id} can have its card",
+        )
+    elif victim.priority == "idle" and not victim.preemptible:
         code, reason = (
             PreemptCode.IDLE_FOR_CORE,
             f"idle-class job stopped so core job #{job.id} can start",
@@ -686,6 +841,13 @@ def costlier_after(knobs: Knobs, run_seconds: float) -> float:
     if knobs.costlier_after_runs is None:
         return knobs.costlier_after_s
     return min(knobs.costlier_after_s, knobs.costlier_after_runs * run_seconds)
+
+
+def _pressure(fingerprint: Fingerprint | None) -> str:
+    """A job's pressure on memory bandwidth in a word, "unknown" without earlier runs."""
+    if fingerprint is None:
+        return "unknown"
+    return "light" if light(fingerprint) else str(bandwidth(fingerprint))
 
 
 def _inadequate(card: CardType, needs: CardNeeds) -> Reason:

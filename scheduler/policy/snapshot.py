@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
+from scheduler.policy.colocation import Fingerprint
 from scheduler.policy.matching import CardNeeds, CardType
 from scheduler.policy.quota import QuotaState
 
@@ -114,6 +115,12 @@ class Knobs:
     shorter_factor: float | None = 8.0
     # Free memory a GPU must keep beyond what foreign processes use before paika places work there.
     foreign_memory_slack_gib: float = 1.0
+    # Sharing a card (sharing.py): memory kept free on a shared card beyond what its jobs
+    # declared, the most slowdown a share may cost the slower job, and how many jobs one card
+    # takes at most.
+    share_reserve_gib: float = 2.0
+    share_max_slowdown: float = 0.15
+    share_max_jobs: int = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +133,10 @@ class Gpu:
     memory_gib: float
     healthy: bool = True
     foreign_memory_gib: float = 0.0  # used by processes paika did not start
-    job_id: int | None = None  # the paika job holding it
+    # The paika job holding it; on a shared card one of its jobs (the card is held while any
+    # of them runs), all of them in `tenants`.
+    job_id: int | None = None
+    tenants: tuple[int, ...] = ()  # the jobs sharing it (empty: held whole, or free)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +149,9 @@ class Host:
     gpus: tuple[Gpu, ...]
     schedulable: bool = True
     out: str = ""
+    # How the host keeps jobs that share a card apart ("mps", "mig", "advisory"); "": it
+    # shares no card.
+    sharing: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +170,10 @@ class Running:
     preemptible: bool = False
     preemptions: int = 0  # times it was stopped by preemption so far
     grace_s: float | None = None  # its own grace between SIGTERM and the kill; None: idle_grace_s
+    # On a shared card: the memory it declared (GiB) and, when earlier runs show it, how it
+    # uses the card. None: it holds its cards whole.
+    share_gib: float | None = None
+    fingerprint: Fingerprint | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +196,21 @@ class Pending:
     # Hosts that refused its start for good, each with why (a refusal code): it is placed
     # anywhere but there, until the hold is released (scheduler/holds.py).
     holds: tuple[tuple[str, str], ...] = ()
+    # It accepts a shared card (`share=yes`: one card, `needs.min_memory_gib` of its memory),
+    # and how its earlier runs used a card, when known.
+    share: bool = False
+    fingerprint: Fingerprint | None = None
+
+    @property
+    def shares(self) -> bool:
+        """Whether the policy may place it on a shared card: a one-card job that asked, with
+        its memory said, of a class that shares (a core job keeps whole cards)."""
+        return (
+            self.share
+            and self.gpus == 1
+            and self.needs.min_memory_gib is not None
+            and self.priority != "core"
+        )
 
     @property
     def avoid(self) -> frozenset[str]:

@@ -55,11 +55,19 @@ class Host(SQLModel, table=True):
     token_changed_by: str | None = Field(default=None, sa_type=String(32))
 
 
+# A card's units: an allocation holds a part of one card in thousandths (a memory share is
+# its memory over the card's, rounded up); the whole card is all of them.
+WHOLE_CARD = 1000
+
+
 class Gpu(SQLModel, table=True):
     """One card on a host, as its agent reports it."""
 
     __tablename__ = "gpus"
-    __table_args__ = (UniqueConstraint("host_id", "index", name="uq_gpus_host_index"),)
+    __table_args__ = (
+        UniqueConstraint("host_id", "index", name="uq_gpus_host_index"),
+        CheckConstraint(f"booked_milli >= 0 AND booked_milli <= {WHOLE_CARD}", name="booked_milli"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     host_id: int = Field(foreign_key="hosts.id", index=True)
@@ -74,6 +82,10 @@ class Gpu(SQLModel, table=True):
     utilization_pct: float | None = number_field(nullable=True)
     memory_used_gib: float = number_field(default=0.0)
     last_seen_at: datetime | None = at_field(nullable=True)
+    # The sum of its open allocations' parts (storage.queries.cluster books and frees them in
+    # the transaction that opens or ends an allocation): the database refuses a booking that
+    # would pass the whole card, whoever races for it.
+    booked_milli: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
 
 
 class GpuSample(SQLModel, table=True):
@@ -100,17 +112,18 @@ class Lease(SQLModel, table=True):
 
 
 class Allocation(SQLModel, table=True):
-    """A job holding a GPU from `started_at` until `ended_at`.
+    """A job holding a part of a GPU (`share_milli` thousandths; the whole card: WHOLE_CARD)
+    from `started_at` until `ended_at`.
 
-    `active_gpu_id` equals `gpu_id` while the allocation is open and is NULL once it ends;
-    its unique constraint lets the database itself refuse a second open allocation of a
-    GPU. A partial index would say the same, but MySQL has none; NULLs never collide in a
-    unique constraint on SQLite, PostgreSQL or MySQL.
+    `active_gpu_id` equals `gpu_id` while the allocation is open and is NULL once it ends.
+    Opening and ending one books and frees its part on the card's row (`Gpu.booked_milli`),
+    whose check lets the database itself refuse a card booked past whole: a second whole-card
+    holder, or shares that add up to more than the card.
     """
 
     __tablename__ = "allocations"
     __table_args__ = (
-        UniqueConstraint("active_gpu_id", name="uq_allocations_active_gpu_id"),
+        CheckConstraint(f"share_milli >= 1 AND share_milli <= {WHOLE_CARD}", name="share_milli"),
         CheckConstraint(
             "(ended_at IS NULL AND active_gpu_id IS NOT NULL AND active_gpu_id = gpu_id)"
             " OR (ended_at IS NOT NULL AND active_gpu_id IS NULL)",
@@ -122,5 +135,6 @@ class Allocation(SQLModel, table=True):
     job_id: int = Field(foreign_key="jobs.id", index=True)
     gpu_id: int = Field(foreign_key="gpus.id", index=True)
     active_gpu_id: int | None = Field(default=None)
+    share_milli: int = Field(default=WHOLE_CARD, sa_column_kwargs={"server_default": "1000"})
     started_at: datetime = at_field()
     ended_at: datetime | None = at_field(nullable=True)

@@ -132,6 +132,9 @@ class Job(SQLModel, table=True):
     preempt_grace_s: float | None = number_field(nullable=True)
     preemptions: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     checkpoint: str | None = Field(default=None, sa_type=String(CHECKPOINT))
+    # It accepts a shared card (`share=yes`): one card, `min_memory_gib` of its memory; the
+    # policy may place it beside another job there (issue 31). A core job never shares.
+    share: bool = Field(default=False, sa_column_kwargs={"server_default": "0"})
     version: int = Field(default=0, sa_column=_VERSION)
 
     __mapper_args__ = {"version_id_col": _VERSION}

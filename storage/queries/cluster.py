@@ -7,11 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, delete, func, update
+from sqlalchemy import Row, case, delete, func, update
 from sqlalchemy import select as sa_select
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from storage.models import Allocation, Gpu, GpuSample, Host, Job
+from storage.models.cluster import WHOLE_CARD
 from storage.queries.accounting import ANY_JOB, JobFilter
 
 
@@ -98,14 +100,99 @@ def planning_gpus(*, session: Session) -> Sequence[Row[Any]]:
     return session.execute(query).all()
 
 
-def doubly_held_gpus(*, session: Session) -> Sequence[Row[Any]]:
-    """GPUs with more than one open allocation (GPU id, how many): none should exist; the
-    database refuses them, and the audits of tests and benchmarks check it."""
-    query = (
-        sa_select(col(Allocation.gpu_id), func.count())
+class OverBooked(IntegrityError):
+    """A card's part was asked for that it no longer has: another allocation took it first."""
+
+    def __init__(self, gpu_id: int, share_milli: int) -> None:
+        super().__init__(
+            f"GPU {gpu_id} has no {share_milli}/{WHOLE_CARD} of its card left", None, Exception()
+        )
+
+
+def open_allocation(
+    *, session: Session, job_id: int, gpu_id: int, at: datetime, share_milli: int = WHOLE_CARD
+) -> Allocation:
+    """Give `job_id` a part of GPU `gpu_id` (the whole card by default) from `at`.
+
+    The part is booked on the card's row first, by one conditional update: of two
+    transactions racing for the same card the second waits for the first and then finds the
+    card full (the check on `booked_milli` refuses it too). Raises OverBooked (an
+    IntegrityError, as the unique index raised before cards were shared) when the part is gone.
+    """
+    booked = session.execute(
+        update(Gpu)
+        .where(col(Gpu.id) == gpu_id, col(Gpu.booked_milli) + share_milli <= WHOLE_CARD)
+        .values(booked_milli=col(Gpu.booked_milli) + share_milli)
+        .execution_options(synchronize_session=False)
+    )
+    if not booked.rowcount:  # type: ignore[attr-defined]
+        raise OverBooked(gpu_id, share_milli)
+    allocation = Allocation(
+        job_id=job_id, gpu_id=gpu_id, active_gpu_id=gpu_id, share_milli=share_milli, started_at=at
+    )
+    session.add(allocation)
+    return allocation
+
+
+def end_allocation(*, session: Session, allocation: Allocation, at: datetime) -> None:
+    """End an open allocation at `at` (never before it began) and free its part of the card.
+    An allocation already ended is left as it is."""
+    if allocation.ended_at is not None:
+        return
+    allocation.ended_at = max(allocation.started_at, at)
+    allocation.active_gpu_id = None
+    session.add(allocation)
+    left = col(Gpu.booked_milli) - allocation.share_milli
+    session.execute(
+        update(Gpu)
+        .where(col(Gpu.id) == allocation.gpu_id)
+        # Never below nothing: a release never fails for a count that went astray.
+        .values(booked_milli=case((left < 0, 0), else_=left))
+        .execution_options(synchronize_session=False)
+    )
+
+
+def drop_allocation(*, session: Session, allocation: Allocation) -> None:
+    """Delete an allocation that never ran (its start never reached its host: no GPU time to
+    charge) and free its part of the card when it was open."""
+    if allocation.ended_at is None:
+        end_allocation(session=session, allocation=allocation, at=allocation.started_at)
+    session.delete(allocation)
+
+
+def rebook_cards(*, session: Session) -> None:
+    """Set every card's booked part to its open allocations' sum: after a restore writes
+    allocations as rows (a snapshot keeps each one's part, not the cards' sums)."""
+    held = (
+        sa_select(func.coalesce(func.sum(col(Allocation.share_milli)), 0))
+        .where(col(Allocation.gpu_id) == col(Gpu.id), col(Allocation.ended_at).is_(None))
+        .scalar_subquery()
+    )
+    session.execute(
+        update(Gpu).values(booked_milli=held).execution_options(synchronize_session=False)
+    )
+
+
+def overbooked_gpus(*, session: Session) -> Sequence[Row[Any]]:
+    """GPUs whose open allocations add up to more than the card (GPU id, thousandths booked),
+    or whose booked part disagrees with them: none should exist (the database refuses the
+    first; opening and ending allocations only through this module prevents the second), and
+    the audits of tests and benchmarks check it."""
+    held = (
+        sa_select(
+            col(Allocation.gpu_id).label("gpu_id"),
+            func.sum(col(Allocation.share_milli)).label("milli"),
+        )
         .where(col(Allocation.ended_at).is_(None))
         .group_by(col(Allocation.gpu_id))
-        .having(func.count() > 1)
+        .subquery()
+    )
+    milli = func.coalesce(held.c.milli, 0)
+    query = (
+        sa_select(col(Gpu.id), milli)
+        .select_from(Gpu)
+        .outerjoin(held, held.c.gpu_id == col(Gpu.id))
+        .where((milli > WHOLE_CARD) | (milli != col(Gpu.booked_milli)))
     )
     return session.execute(query).all()
 

@@ -96,7 +96,7 @@ def is_token_digest(value: str) -> bool:
     return len(value) == TOKEN_DIGEST_LENGTH and all(c in "0123456789abcdef" for c in value)
 
 
-ALLOCATION = ("id", "job_id", "gpu_id", "started_at")
+ALLOCATION = ("id", "job_id", "gpu_id", "share_milli", "started_at")
 
 
 @dataclass(frozen=True)

@@ -164,7 +164,7 @@ def leaks_and_doubles(paika: Paika) -> tuple[list[Any], list[Any]]:
     """Open allocations of jobs that hold no GPUs; GPUs with two open allocations."""
     with Session(paika.engine) as session:
         leaks = job_queries.allocation_leaks(session=session)
-        doubles = cluster_queries.doubly_held_gpus(session=session)
+        doubles = cluster_queries.overbooked_gpus(session=session)
     return [tuple(row) for row in leaks], [tuple(row) for row in doubles]
 
 

@@ -400,7 +400,7 @@ class JobLife(RuleBasedStateMachine):
         with Session(self.engine) as session:
             jobs = self._jobs(session)
             open_ = session.exec(select(Allocation).where(col(Allocation.ended_at).is_(None))).all()
-            doubled = cluster_queries.doubly_held_gpus(session=session)
+            doubled = cluster_queries.overbooked_gpus(session=session)
         assert doubled == [], doubled
         held: dict[int, int] = {}
         for allocation in open_:

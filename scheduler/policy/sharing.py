@@ -1,0 +1,235 @@
+"""Shared cards: which card a job that accepts one may join, and what part of it it holds.
+
+A job with `share=yes` (one card, its memory declared, normal or idle class) may be placed
+beside other such jobs on one card of a host that keeps shared jobs apart (MPS, MIG or
+advisory caps: `Host.sharing`). A card shared is held while any of its jobs runs; whole-card
+work never lands on it, and a core job may take it back (scheduler.py stops its jobs).
+
+May a job join a card (`may_join`), in order, the first that refuses says why:
+- the host shares cards and is up; the card is healthy, of a type the job accepts;
+- the card has room for one more job (`share_max_jobs`) and for its memory: what its jobs
+  declared plus this one's plus `share_reserve_gib` within the card's memory;
+- every job already there may sit beside it (colocation.pair): two jobs that both press
+  memory bandwidth or PCIe hard never share, nor a pair whose expected slowdown passes
+  `share_max_slowdown`. A job whose earlier runs are unknown joins only cards whose jobs are
+  all known to be light on bandwidth and PCIe, by its declared memory; a card with a job
+  nobody knows takes nobody else.
+
+Which card (`best_card`): the busiest that fits (the most memory declared), on the host with
+the fewest free cards (whole hosts stay free for multi-card work), not beside another job that
+presses PCIe hard on its host when the job does too and another host serves (带宽错开), then
+the cheapest type, then the card's id. A job no shared card takes starts a new one on a free
+card (scheduler.py), where it holds `share_milli` of it.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from scheduler.policy.colocation import Fingerprint, Pressure, bandwidth, pair, pcie
+from scheduler.policy.snapshot import Gpu, Host, Knobs, Pending, Running
+
+MIB_PER_GIB = 1024.0
+WHOLE_CARD = 1000  # thousandths: the part of a card a whole-card job holds
+
+
+class ShareCode(StrEnum):
+    """Why a job may not join a shared card (the first rule that refused)."""
+
+    FULL = "full"  # the card has as many jobs as it takes
+    MEMORY = "memory"  # its memory would not fit with the reserve
+    BANDWIDTH = "bandwidth"  # both press memory bandwidth hard
+    PCIE = "pcie"  # both press PCIe hard
+    SLOWDOWN = "slowdown"  # the slower would lose more than the policy allows
+    UNKNOWN = "unknown"  # a job with no earlier run, beside one not known to be light
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """A job on a shared card: its memory declared and, when known, how it uses a card."""
+
+    job_id: int
+    memory_gib: float
+    fingerprint: Fingerprint | None = None
+
+
+@dataclass(slots=True)
+class SharedCard:
+    """A card with jobs sharing it, during one pass (a start adds its job)."""
+
+    gpu: Gpu
+    tenants: list[Tenant] = field(default_factory=list)
+
+    @property
+    def declared_gib(self) -> float:
+        return sum(tenant.memory_gib for tenant in self.tenants)
+
+
+@dataclass(frozen=True, slots=True)
+class Joining:
+    """A job placed on a shared card: the card, the part of it the job holds, the jobs
+    beside it, and the slowdown expected of the slower (None: not known)."""
+
+    gpu: Gpu
+    share_milli: int
+    neighbours: tuple[Tenant, ...]
+    slowdown: float | None
+    declared_gib: float  # what the card's jobs declared, this one included
+
+
+def share_milli(memory_gib: float, card_gib: float) -> int:
+    """The part of a card of `card_gib` a job declaring `memory_gib` holds, in thousandths,
+    rounded up: never nothing, never more than the card."""
+    if card_gib <= 0:
+        return WHOLE_CARD
+    return max(1, min(WHOLE_CARD, math.ceil(memory_gib / card_gib * WHOLE_CARD)))
+
+
+def light(fingerprint: Fingerprint | None) -> bool:
+    """Known, and light on memory bandwidth and PCIe."""
+    return (
+        fingerprint is not None
+        and bandwidth(fingerprint) is Pressure.LIGHT
+        and pcie(fingerprint) is Pressure.LIGHT
+    )
+
+
+def shared_cards(hosts: Iterable[Host], running: Iterable[Running]) -> dict[int, SharedCard]:
+    """The cards jobs share now, by GPU id, each with its jobs."""
+    by_id = {job.id: job for job in running}
+    cards: dict[int, SharedCard] = {}
+    for host in hosts:
+        for gpu in host.gpus:
+            if not gpu.tenants:
+                continue
+            card = cards[gpu.id] = SharedCard(gpu)
+            for job_id in gpu.tenants:
+                job = by_id.get(job_id)
+                memory = job.share_gib if job is not None and job.share_gib is not None else 0.0
+                fingerprint = job.fingerprint if job is not None else None
+                card.tenants.append(Tenant(job_id, memory, fingerprint))
+    return cards
+
+
+def _fingerprint_of(job: Pending) -> Fingerprint | None:
+    return job.fingerprint
+
+
+def may_join(card: SharedCard, job: Pending, knobs: Knobs) -> tuple[ShareCode | None, float]:
+    """Whether `job` may join `card`: None and the worst slowdown expected beside its jobs
+    (0 when none is known), or the first rule that refuses and the slowdown it saw."""
+    if len(card.tenants) >= knobs.share_max_jobs:
+        return ShareCode.FULL, 0.0
+    need = job.needs.min_memory_gib or 0.0
+    if card.declared_gib + need + knobs.share_reserve_gib > card.gpu.memory_gib:
+        return ShareCode.MEMORY, 0.0
+    mine = _fingerprint_of(job)
+    worst = 0.0
+    for tenant in card.tenants:
+        theirs = tenant.fingerprint
+        if mine is None or theirs is None:
+            if not (mine is None and light(theirs)) and not (theirs is None and light(mine)):
+                return ShareCode.UNKNOWN, worst
+            continue
+        verdict = pair(
+            mine,
+            theirs,
+            card_mib=math.inf,  # memory was weighed above, by what the jobs declared
+            reserve_mib=0.0,
+            max_slowdown=knobs.share_max_slowdown,
+        )
+        worst = max(worst, verdict.slowdown)
+        if not verdict.share:
+            return _CODES.get(verdict.why, ShareCode.SLOWDOWN), verdict.slowdown
+    return None, worst
+
+
+_CODES = {
+    "bandwidth": ShareCode.BANDWIDTH,
+    "pcie": ShareCode.PCIE,
+    "compute": ShareCode.SLOWDOWN,
+    "memory": ShareCode.MEMORY,
+}
+
+
+def best_card(
+    cards: Mapping[int, SharedCard],
+    job: Pending,
+    *,
+    types: list[str],
+    sharing_hosts: Mapping[str, bool],
+    free_cards: Mapping[str, int],
+    knobs: Knobs,
+) -> tuple[Joining | None, ShareCode | None]:
+    """The shared card `job` joins (see the module's order), or None and the refusal seen
+    most often among the cards of its types (None when there was no such card)."""
+    rank = {name: i for i, name in enumerate(types)}
+    avoid = job.avoid
+    mine = _fingerprint_of(job)
+    hosts_pressed = _pcie_pressed_hosts(cards)
+    found: list[tuple[tuple[float, ...], Joining]] = []
+    refused: dict[ShareCode, int] = {}
+    for card in cards.values():
+        gpu = card.gpu
+        if gpu.gpu_type not in rank or not sharing_hosts.get(gpu.host, False):
+            continue
+        if gpu.host in avoid or not gpu.healthy:
+            continue
+        code, slowdown = may_join(card, job, knobs)
+        if code is not None:
+            refused[code] = refused.get(code, 0) + 1
+            continue
+        known = mine is not None and all(t.fingerprint is not None for t in card.tenants)
+        crowded = mine is not None and pcie(mine) is Pressure.HEAVY and gpu.host in hosts_pressed
+        need = job.needs.min_memory_gib or 0.0
+        key = (
+            float(crowded),
+            -card.declared_gib,
+            float(free_cards.get(gpu.host, 0)),
+            float(rank[gpu.gpu_type]),
+            float(gpu.id),
+        )
+        joining = Joining(
+            gpu,
+            share_milli(need, gpu.memory_gib),
+            tuple(card.tenants),
+            slowdown if known else None,
+            card.declared_gib + need,
+        )
+        found.append((key, joining))
+    if found:
+        return min(found, key=lambda item: item[0])[1], None
+    if not refused:
+        return None, None
+    return None, max(refused, key=lambda code: (refused[code], code.value))
+
+
+def _pcie_pressed_hosts(cards: Mapping[int, SharedCard]) -> frozenset[str]:
+    """Hosts where a job on a shared card presses PCIe hard."""
+    return frozenset(
+        card.gpu.host
+        for card in cards.values()
+        if any(
+            t.fingerprint is not None and pcie(t.fingerprint) is Pressure.HEAVY
+            for t in card.tenants
+        )
+    )
+
+
+__all__ = [
+    "WHOLE_CARD",
+    "Joining",
+    "ShareCode",
+    "SharedCard",
+    "Tenant",
+    "best_card",
+    "light",
+    "may_join",
+    "share_milli",
+    "shared_cards",
+]
