@@ -15,7 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot import config_words
-from bot.blocks.job import preempted_line, priority, state
+from bot.blocks.job import preempted_line, priority, state, whole_card_line
 from bot.blocks.logs import logs_header, logs_notes
 from bot.blocks.matches import costliest_lines, estimates_lines, own_estimate_line, review_lines
 from bot.blocks.priority import priority_header, priority_lines
@@ -342,7 +342,8 @@ def _bump(result: BumpResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     job = result.view.job
     if result.applied:
         applied = t(lang, "bump.applied", job=_ref(job), priority=priority(lang, job.priority))
-        return f"{applied}\n{_where(lang, result.view, zone)}"
+        lines = (applied, whole_card_line(lang, job), _where(lang, result.view, zone))
+        return "\n".join(line for line in lines if line)
     request = result.request
     assert request is not None
     pending = t(
@@ -385,7 +386,7 @@ def _decision(result: DecisionResult, zone: ZoneInfo, lang: str = DEFAULT) -> st
             by=_mention(request.decided_by),
             at=when(lang, request.decided_at, zone),
         )
-    return t(
+    changed = t(
         lang,
         "decision.changed",
         id=request.id,
@@ -393,6 +394,8 @@ def _decision(result: DecisionResult, zone: ZoneInfo, lang: str = DEFAULT) -> st
         job=_ref(job),
         priority=priority(lang, job.priority),
     )
+    whole_card = whole_card_line(lang, job)
+    return changed if whole_card is None else f"{changed}\n{whole_card}"
 
 
 @render.register
@@ -665,7 +668,9 @@ def _needs(lang: str, job: JobRecord) -> str:
     parts = [t(lang, "needs.gpus", n=job.gpus)]
     if job.gpu_types:
         parts.append("/".join(job.gpu_types))
-    if job.min_memory_gib:
+    if job.shares_card:  # its memory is what it uses, beside another job's
+        parts.append(t(lang, "needs.shared", gib=job.min_memory_gib or 0))
+    elif job.min_memory_gib:
         parts.append(t(lang, "needs.memory", gib=job.min_memory_gib))
     if job.min_speed:
         parts.append(t(lang, "needs.speed", speed=job.min_speed))

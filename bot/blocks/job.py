@@ -33,7 +33,9 @@ def needs(lang: str, job: JobRecord) -> str:
     parts = [t(lang, "needs.gpus", n=job.gpus)]
     if job.gpu_types:
         parts.append("/".join(mrkdwn_escape(name) for name in job.gpu_types))
-    if job.min_memory_gib:
+    if job.shares_card:  # its memory is what it uses, beside another job's
+        parts.append(t(lang, "needs.shared", gib=job.min_memory_gib or 0))
+    elif job.min_memory_gib:
         parts.append(t(lang, "needs.memory", gib=job.min_memory_gib))
     if job.min_speed:
         parts.append(t(lang, "needs.speed", speed=job.min_speed))
@@ -108,6 +110,12 @@ def own_line(lang: str, view: JobView, zone: ZoneInfo, now: datetime) -> str:
     if job.started_at is not None:
         return f"{head} · " + t(lang, "queue.since", at=when(lang, job.started_at, zone))
     return head
+
+
+def whole_card_line(lang: str, job: JobRecord) -> str | None:
+    """For a job that asked to share a card and is core work now (a bump): it takes a
+    whole card from here on; None for any other job."""
+    return t(lang, "bump.whole_card") if job.share and not job.shares_card else None
 
 
 def preempted_line(lang: str, preempted: PreemptedRecord) -> str:

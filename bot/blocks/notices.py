@@ -6,7 +6,7 @@ from __future__ import annotations
 from zoneinfo import ZoneInfo
 
 from bot.blocks.common import Message, code, context, fit, mention, mrkdwn_escape, section
-from bot.blocks.job import priority, ref
+from bot.blocks.job import priority, ref, whole_card_line
 from bot.i18n import t, term, when
 from bot.notice_words import sentence
 from bot.reason_words import reason_words
@@ -78,6 +78,8 @@ def bump_decision_dm(result: DecisionResult, lang: str) -> Message:
     if request.state == BumpState.APPROVED:
         text = ":white_check_mark: " + t(lang, "dm.bump_approved", **params)
         text += "\n" + t(lang, "dm.bump_now", priority=priority(lang, job.priority))
+        if (whole_card := whole_card_line(lang, job)) is not None:
+            text += "\n" + whole_card
     elif request.state == BumpState.DENIED:
         text = ":x: " + t(lang, "dm.bump_denied", **params)
     else:

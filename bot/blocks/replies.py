@@ -47,6 +47,7 @@ from bot.blocks.job import (
     state,
     wait_detail,
     waiting_line,
+    whole_card_line,
 )
 from bot.blocks.logs import logs_message
 from bot.blocks.matches import (
@@ -398,6 +399,8 @@ def _bump(result: BumpResult, lang: str, zone: ZoneInfo, now: datetime) -> Messa
             lang, "bump.applied", job=ref(job.id, job.name), priority=priority(lang, job.priority)
         )
         blocks = [section(f":white_check_mark: {text}")]
+        if (whole_card := whole_card_line(lang, job)) is not None:
+            blocks.append(section(whole_card))
         if result.view.wait is not None:
             blocks.append(section(wait_detail(lang, result.view.wait, zone, now)))
         return Message(_note(text), blocks)
@@ -453,7 +456,10 @@ def _decision(result: DecisionResult, lang: str, zone: ZoneInfo, now: datetime) 
         job=ref(job.id, job.name),
         priority=priority(lang, job.priority),
     )
-    return Message(_note(text), [section(f":white_check_mark: {text}")])
+    blocks = [section(f":white_check_mark: {text}")]
+    if (whole_card := whole_card_line(lang, job)) is not None:
+        blocks.append(section(whole_card))
+    return Message(_note(text), blocks)
 
 
 @reply.register

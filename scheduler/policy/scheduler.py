@@ -184,6 +184,7 @@ class _Admission:
         self._sharing_hosts = {
             host.name: host.schedulable and bool(host.sharing) for host in snapshot.hosts
         }
+        self._sharing = any(self._sharing_hosts.values())  # a shared card may take a job
 
     def run(self, queue: list[Pending]) -> list[Start]:
         starts: list[Start] = []
@@ -203,7 +204,11 @@ class _Admission:
                 continue
             if not self._eligible(job):
                 continue
-            if not any_free and self.knobs.backfill is not Backfill.NONE:
+            if (
+                not any_free
+                and self.knobs.backfill is not Backfill.NONE
+                and not (job.shares and self._sharing)
+            ):
                 continue  # nothing can start; later steps still see this job as waiting
             shape = None
             starving = self.starving(job)
@@ -364,7 +369,7 @@ class _Admission:
         job waiting for a cheaper type had one)."""
         types = self.types[job.id]
         core = job.priority == "core"
-        if job.shares and any(self._sharing_hosts.values()):
+        if job.shares and self._sharing:
             shared = self._start_shared(job, types)
             if shared is not None:
                 return shared, True
@@ -454,6 +459,8 @@ class _Admission:
                 continue
             gpu = self._gpu(placement.gpu_ids[0])
             need = job.needs.min_memory_gib or 0.0
+            if need + self.knobs.share_reserve_gib > gpu.memory_gib:
+                continue  # no room beside it: it takes a card whole, below
             reason = because(
                 ReasonCode.MATCH_SHARES_NEW_CARD,
                 gpu_type=gpu.gpu_type,

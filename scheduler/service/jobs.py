@@ -12,6 +12,7 @@ from typing import Any
 
 from scheduler import lifecycle
 from scheduler.errors import Action, Conflict, PermissionDenied, Problem, UserError
+from scheduler.grammar.sharing import shares
 from scheduler.hosts.reconcile import PREEMPT_ACTION
 from scheduler.notices import approvals
 from scheduler.outputs import Artefact, Report
@@ -193,6 +194,7 @@ def submit(
         project=fields.get("project"),
         round=fields.get("round"),
         preemptible=preemptible,
+        share=shares(fields),
         preempt_grace_s=fields["grace"].seconds if "grace" in fields else None,
         checkpoint=fields.get("checkpoint"),
         spec=dict(spec) if spec is not None else None,

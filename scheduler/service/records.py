@@ -71,9 +71,17 @@ class JobRecord:
     ended_at: datetime | None
     output: str | None
     metrics: Mapping[str, Any] | None
+    # It accepts a shared card (`share=yes`): one card, `min_memory_gib` of its memory.
+    share: bool = False
     # `state_reason` as a code and its values, for the faces to say in the reader's language
     # (None: typed by a person, or stored before codes: shown as stored).
     state_why: Reason | None = None
+
+    @property
+    def shares_card(self) -> bool:
+        """Whether it may run on a shared card: it said share=yes and is not core work (a
+        core job takes whole cards, whatever it said before a bump)."""
+        return self.share and self.priority != PriorityClass.CORE
 
     @classmethod
     def of(cls, job: Job) -> JobRecord:
@@ -102,6 +110,7 @@ class JobRecord:
             ended_at=job.ended_at,
             output=job.output,
             metrics=dict(job.metrics) if job.metrics is not None else None,
+            share=bool(job.share),
             state_why=reason_of(job.state_reason_code, job.state_reason_values),
         )
 

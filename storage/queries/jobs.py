@@ -120,6 +120,7 @@ _SHOWN_COLUMNS = (
     col(Job.ended_at),
     col(Job.output),
     col(Job.metrics),
+    col(Job.share),
 )
 
 

@@ -1,0 +1,299 @@
+"""Shared cards in the pure policy: who joins which card, what it holds, and what never happens.
+
+Properties (hypothesis) over generated clusters of shared cards and queues of share jobs:
+- a card is never booked past whole (the parts of its jobs add up to at most 1000), and what
+  its jobs declared, with the reserve, always fits its memory;
+- a core job never shares, and never waits behind a share job;
+- no card takes more jobs than the policy allows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from builders import NOW, job, snapshot
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler.policy.colocation import Fingerprint
+from scheduler.policy.plan import PreemptCode
+from scheduler.policy.reasons import ReasonCode
+from scheduler.policy.scheduler import could_act, schedule
+from scheduler.policy.sharing import WHOLE_CARD, share_milli
+from scheduler.policy.snapshot import HOUR, Gpu, Host, Knobs, Pending, Running, Snapshot
+
+LIGHT = Fingerprint(gpu_util=10.0, gmem_util=5.0, gmem_mib=8000.0)
+MIDDLING = Fingerprint(gpu_util=60.0, gmem_util=20.0, gmem_mib=8000.0)
+HEAVY = Fingerprint(gpu_util=99.0, gmem_util=70.0, gmem_mib=16000.0)
+PCIE_HEAVY = Fingerprint(gpu_util=10.0, gmem_util=5.0, gmem_mib=4000.0, pcie_mbps=12000.0)
+
+
+def _host(name: str, cards: int, *, sharing: str = "mps", first_id: int = 1) -> Host:
+    return Host(
+        name,
+        tuple(Gpu(first_id + i, name, "A100-80GB", 80.0) for i in range(cards)),
+        sharing=sharing,
+    )
+
+
+def _share(
+    job_id: int,
+    mem: float,
+    *,
+    fingerprint: Fingerprint | None = None,
+    priority: str = "normal",
+    hours: float = 1.0,
+) -> Pending:
+    return replace(
+        job(job_id, mem=mem, priority=priority, hours=hours), share=True, fingerprint=fingerprint
+    )
+
+
+def _tenant(
+    job_id: int, gpu: Gpu, mem: float, fingerprint: Fingerprint | None, *, ends_in_h: float = 2.0
+) -> Running:
+    return Running(
+        job_id,
+        "normal",
+        "vision",
+        (gpu.id,),
+        gpu.gpu_type,
+        NOW - HOUR,
+        NOW + ends_in_h * HOUR,
+        share_gib=mem,
+        fingerprint=fingerprint,
+    )
+
+
+def _shared(host: Host, gpu_index: int, tenants: tuple[Running, ...]) -> Host:
+    """`host` with its card `gpu_index` shared by `tenants`."""
+    gpus = list(host.gpus)
+    ids = tuple(t.id for t in tenants)
+    gpus[gpu_index] = replace(gpus[gpu_index], job_id=ids[0], tenants=ids)
+    return replace(host, gpus=tuple(gpus))
+
+
+def test_two_share_jobs_take_one_card_not_two() -> None:
+    plan = schedule(
+        snapshot(
+            [_host("g1", 2)], [_share(1, 20, fingerprint=LIGHT), _share(2, 30, fingerprint=LIGHT)]
+        )
+    )
+    first, second = plan.starts
+    assert first.gpu_ids == second.gpu_ids
+    assert first.share_milli == share_milli(20, 80) == 250
+    assert second.share_milli == share_milli(30, 80) == 375
+    assert second.shares_with == (1,)
+    assert second.match.why is not None and second.match.why.code is ReasonCode.MATCH_SHARES
+    assert second.match.why.values["beside"] == "#1"
+    assert first.match.why is not None
+    assert first.match.why.code is ReasonCode.MATCH_SHARES_NEW_CARD
+
+
+def test_a_job_joins_the_busiest_card_on_the_fullest_host() -> None:
+    busy, roomy = _host("busy", 2), _host("roomy", 4, first_id=10)
+    a = _tenant(101, busy.gpus[0], 40, LIGHT)
+    b = _tenant(102, roomy.gpus[0], 10, LIGHT)
+    hosts = [_shared(busy, 0, (a,)), _shared(roomy, 0, (b,))]
+    plan = schedule(snapshot(hosts, [_share(1, 20, fingerprint=LIGHT)], [a, b]))
+    (start,) = plan.starts
+    assert start.gpu_ids == (busy.gpus[0].id,)  # 40 GiB declared there, 10 on the other
+    assert start.match.why is not None
+    assert start.match.why.values["used"] == 40 and start.match.why.values["memory"] == 20
+
+
+def test_memory_must_fit_with_the_reserve() -> None:
+    host = _host("g1", 1)
+    there = _tenant(101, host.gpus[0], 60, LIGHT)
+    knobs = Knobs(share_reserve_gib=2.0)
+    fits = schedule(
+        snapshot(
+            [_shared(host, 0, (there,))], [_share(1, 18, fingerprint=LIGHT)], [there], knobs=knobs
+        )
+    )
+    too_much = schedule(
+        snapshot(
+            [_shared(host, 0, (there,))], [_share(1, 19, fingerprint=LIGHT)], [there], knobs=knobs
+        )
+    )
+    assert len(fits.starts) == 1 and too_much.starts == ()
+
+
+def test_two_jobs_that_press_memory_bandwidth_are_never_stacked() -> None:
+    host = _host("g1", 1)
+    there = _tenant(101, host.gpus[0], 20, HEAVY)
+    plan = schedule(
+        snapshot([_shared(host, 0, (there,))], [_share(1, 20, fingerprint=HEAVY)], [there])
+    )
+    assert plan.starts == ()
+
+
+def test_a_job_with_no_earlier_run_shares_only_beside_a_light_one() -> None:
+    host = _host("g1", 1)
+    light = _tenant(101, host.gpus[0], 20, LIGHT)
+    middling = _tenant(102, host.gpus[0], 20, MIDDLING)
+    unknown = _tenant(103, host.gpus[0], 20, None)
+    beside_light = schedule(snapshot([_shared(host, 0, (light,))], [_share(1, 20)], [light]))
+    beside_middling = schedule(
+        snapshot([_shared(host, 0, (middling,))], [_share(1, 20)], [middling])
+    )
+    beside_unknown = schedule(snapshot([_shared(host, 0, (unknown,))], [_share(1, 20)], [unknown]))
+    assert len(beside_light.starts) == 1
+    assert beside_middling.starts == () and beside_unknown.starts == ()
+
+
+def test_a_pcie_heavy_job_goes_to_another_host_when_one_serves() -> None:
+    one, other = _host("one", 2), _host("other", 2, first_id=10)
+    there = _tenant(101, one.gpus[0], 10, PCIE_HEAVY)
+    also = _tenant(102, other.gpus[0], 10, LIGHT)
+    hosts = [_shared(one, 0, (there,)), _shared(other, 0, (also,))]
+    plan = schedule(snapshot(hosts, [_share(1, 10, fingerprint=PCIE_HEAVY)], [there, also]))
+    (start,) = plan.starts
+    assert start.hosts == ("other",)
+
+
+def test_a_host_that_keeps_no_jobs_apart_shares_nothing() -> None:
+    plan = schedule(snapshot([_host("g1", 2, sharing="")], [_share(1, 20), _share(2, 20)]))
+    assert [s.share_milli for s in plan.starts] == [None, None]  # each takes a whole card
+    assert len({s.gpu_ids for s in plan.starts}) == 2
+
+
+def test_a_core_job_never_shares() -> None:
+    plan = schedule(snapshot([_host("g1", 2)], [_share(1, 20, priority="core"), _share(2, 20)]))
+    core = next(s for s in plan.starts if s.job_id == 1)
+    assert core.share_milli is None
+
+
+def test_whole_card_work_never_lands_on_a_shared_card() -> None:
+    host = _host("g1", 1)
+    there = _tenant(101, host.gpus[0], 10, LIGHT)
+    plan = schedule(snapshot([_shared(host, 0, (there,))], [job(1)], [there]))
+    assert plan.starts == ()
+
+
+def test_a_core_job_takes_a_shared_card_back_by_stopping_all_its_jobs() -> None:
+    host = _host("g1", 1)
+    a = _tenant(101, host.gpus[0], 20, LIGHT)
+    b = _tenant(102, host.gpus[0], 20, LIGHT)
+    shared = _shared(host, 0, (a, b))
+    plan = schedule(snapshot([shared], [job(1, priority="core")], [a, b]))
+    assert sorted(p.job_id for p in plan.preemptions) == [101, 102]
+    assert {p.code for p in plan.preemptions} == {PreemptCode.SHARED_FOR_CORE}
+    # A normal whole-card job stops nobody on a shared card.
+    assert schedule(snapshot([shared], [job(1)], [a, b])).preemptions == ()
+
+
+def test_a_shared_card_frees_when_its_last_job_ends() -> None:
+    host = _host("g1", 1)
+    soon = _tenant(101, host.gpus[0], 20, LIGHT, ends_in_h=1)
+    late = _tenant(102, host.gpus[0], 20, LIGHT, ends_in_h=5)
+    plan = schedule(
+        snapshot([_shared(host, 0, (soon, late))], [job(1)], [soon, late]), explain=True
+    )
+    eta = plan.waits[1].eta
+    assert eta is not None and abs(eta - (NOW + 5 * HOUR)) < 1
+
+
+def test_a_waiting_share_job_makes_a_pass_worth_running_with_no_card_free() -> None:
+    host = _host("g1", 1)
+    there = _tenant(101, host.gpus[0], 20, LIGHT)
+    snap = snapshot([_shared(host, 0, (there,))], [_share(1, 20, fingerprint=LIGHT)], [there])
+    assert could_act(snap)
+    assert len(schedule(snap).starts) == 1
+
+
+# --- properties
+
+
+@st.composite
+def shared_clusters(draw: st.DrawFn) -> Snapshot:
+    """One or two sharing hosts with some cards already shared, and a queue of share jobs,
+    whole-card jobs and core jobs."""
+    fingerprints = st.sampled_from([None, LIGHT, MIDDLING, HEAVY, PCIE_HEAVY])
+    hosts: list[Host] = []
+    running: list[Running] = []
+    gpu_id, job_id = 1, 500
+    knobs = Knobs(
+        share_max_jobs=draw(st.integers(1, 4)), share_reserve_gib=draw(st.sampled_from([0.0, 2.0]))
+    )
+    for index in range(draw(st.integers(1, 2))):
+        host = _host(f"h{index}", draw(st.integers(1, 3)), first_id=gpu_id)
+        gpu_id += len(host.gpus)
+        for card in range(len(host.gpus)):
+            tenants: list[Running] = []
+            used = 0.0
+            for _ in range(draw(st.integers(0, knobs.share_max_jobs))):
+                mem = draw(st.sampled_from([5.0, 10.0, 20.0, 30.0]))
+                if used + mem + knobs.share_reserve_gib > 80:
+                    break
+                used += mem
+                tenants.append(
+                    _tenant(
+                        job_id,
+                        host.gpus[card],
+                        mem,
+                        draw(fingerprints),
+                        ends_in_h=draw(st.floats(0.5, 10)),
+                    )
+                )
+                job_id += 1
+            if tenants:
+                host = _shared(host, card, tuple(tenants))
+                running.extend(tenants)
+        hosts.append(host)
+    pending: list[Pending] = []
+    for index in range(draw(st.integers(1, 8))):
+        kind = draw(st.sampled_from(["share", "share", "whole", "core", "core_share"]))
+        mem = draw(st.sampled_from([5.0, 10.0, 20.0, 40.0, 79.0]))
+        if kind == "share":
+            pending.append(_share(index + 1, mem, fingerprint=draw(fingerprints)))
+        elif kind == "core_share":
+            pending.append(_share(index + 1, mem, priority="core"))
+        else:
+            pending.append(job(index + 1, priority="core" if kind == "core" else "normal"))
+    return snapshot(hosts, pending, running, knobs=knobs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(shared_clusters())
+def test_cards_are_never_over_booked_and_shared_memory_always_fits(snap: Snapshot) -> None:
+    plan = schedule(snap)
+    gpus = {gpu.id: gpu for host in snap.hosts for gpu in host.gpus}
+    running = {r.id: r for r in snap.running}
+    parts: dict[int, int] = {}
+    declared: dict[int, float] = {}
+    jobs: dict[int, int] = {}
+    for gpu in gpus.values():
+        for tenant in gpu.tenants:
+            parts[gpu.id] = parts.get(gpu.id, 0) + share_milli(
+                running[tenant].share_gib or 0, gpu.memory_gib
+            )
+            declared[gpu.id] = declared.get(gpu.id, 0.0) + (running[tenant].share_gib or 0)
+            jobs[gpu.id] = jobs.get(gpu.id, 0) + 1
+        if gpu.job_id is not None and not gpu.tenants:
+            parts[gpu.id] = WHOLE_CARD
+    pending = {p.id: p for p in snap.pending}
+    for start in plan.starts:
+        for gpu_id in start.gpu_ids:
+            part = start.share_milli if start.share_milli is not None else WHOLE_CARD
+            if start.share_milli is None:
+                assert parts.get(gpu_id, 0) == 0, "a whole-card start on a held card"
+            parts[gpu_id] = parts.get(gpu_id, 0) + part
+            assert parts[gpu_id] <= WHOLE_CARD
+            if start.share_milli is not None:
+                job_ = pending[start.job_id]
+                assert job_.priority != "core"
+                declared[gpu_id] = declared.get(gpu_id, 0.0) + (job_.needs.min_memory_gib or 0)
+                jobs[gpu_id] = jobs.get(gpu_id, 0) + 1
+                assert declared[gpu_id] + snap.knobs.share_reserve_gib <= gpus[gpu_id].memory_gib
+                assert jobs[gpu_id] <= snap.knobs.share_max_jobs
+
+
+@settings(max_examples=200, deadline=None)
+@given(shared_clusters())
+def test_share_jobs_never_change_which_core_jobs_start(snap: Snapshot) -> None:
+    core_alone = replace(snap, pending=tuple(p for p in snap.pending if p.priority == "core"))
+    with_all = {s.job_id for s in schedule(snap).starts}
+    alone = {s.job_id for s in schedule(core_alone).starts}
+    core = {p.id for p in snap.pending if p.priority == "core"}
+    assert with_all & core == alone & core
