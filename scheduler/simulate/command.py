@@ -12,7 +12,8 @@ import typer
 from scheduler.simulate.draw import DrawConfig
 from scheduler.simulate.engine import PolicyViolation, ProgressFn
 from scheduler.simulate.policies import POLICIES, policy_setup
-from scheduler.simulate.run import ClusterOverride, resolve_cluster, simulate
+from scheduler.simulate.run import ClusterOverride, Sharing, resolve_cluster, simulate
+from scheduler.simulate.shares import SHARING_MODES, ProfileError
 from scheduler.simulate.traces import FORMATS, TraceError, read_trace
 
 
@@ -51,6 +52,20 @@ def simulate_command(
         bool, typer.Option("--per-vc", help="Philly: each VC on its own cluster, summed up.")
     ] = False,
     limit: Annotated[int | None, typer.Option(help="Replay only the first N jobs.")] = None,
+    sharing: Annotated[
+        str,
+        typer.Option(
+            help="none (whole cards) or memory (one-GPU jobs that ask for part of a "
+            "card share cards, the hosts keep them apart with MPS)."
+        ),
+    ] = "none",
+    profiles: Annotated[
+        Path | None,
+        typer.Option(
+            help="Lucid's single_job_profiles.csv, for --sharing memory (default: "
+            "lucid-profiles/ beside the trace's folder)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the JSON summary.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
@@ -74,6 +89,14 @@ def simulate_command(
     --checkpoint-minutes and may be preempted: a stop loses the work since the last checkpoint and
     a resume costs --restart-minutes, both charged and counted as lost GPU-hours.
 
+    With --sharing memory every simulated host shares cards: a one-GPU job that asks for part of
+    a card (openb's gpu_milli below 1000, or the CSV column gpu_milli) declares that part of the
+    smallest card type it may use as its memory, and gets a fingerprint drawn from the published
+    single-job profiles nearest in memory; in a trace without gpu_milli (Philly) every one-GPU
+    job draws a profile, whose memory it declares. Jobs on one card slow each other down by the
+    policy's expected slowdown while they overlap. The JSON adds gpu_hours_held, the mean wait
+    per class (waits: shared, one_card, multi_card, core) and the slowdowns suffered.
+
     Formats: philly (Pollux's philly.csv; VC sizes from philly_vc_nodes.csv next to it, 8 GPUs per
     node), openb (Alibaba 2023 pod list; typed nodes from openb_node_list_gpu_node.csv next to it;
     a fractional GPU counts as one whole GPU), csv (submit_time,duration,gpus[,queue,gpu_type,
@@ -85,6 +108,11 @@ def simulate_command(
         _fail(f"unknown --policy {policy!r}; use one of: {', '.join(POLICIES)}")
     if limit is not None and limit <= 0:
         _fail("--limit must be a positive number of jobs")
+    if sharing not in SHARING_MODES:
+        _fail(f"unknown --sharing {sharing!r}; use one of: {', '.join(SHARING_MODES)}")
+    if profiles is not None and sharing == "none":
+        _fail("--profiles gives jobs fingerprints for sharing; add --sharing memory")
+    shares = Sharing(sharing, profiles)
     try:
         draws = DrawConfig(
             seed,
@@ -104,12 +132,24 @@ def simulate_command(
     show_progress = not quiet and sys.stderr.isatty()
     try:
         if show_progress:
-            summary = _with_progress(lambda report: _run(loaded, policy, draws, per_vc, report))
+            summary = _with_progress(
+                lambda report: _run(loaded, policy, draws, per_vc, report, shares)
+            )
         else:
-            summary = _run(loaded, policy, draws, per_vc, None)
+            summary = _run(loaded, policy, draws, per_vc, None, shares)
+    except ProfileError as exc:
+        _fail(f"{exc}; give Lucid's single_job_profiles.csv with --profiles FILE")
     except PolicyViolation as exc:
         typer.echo(f"paika simulate: the policy returned an impossible plan: {exc}", err=True)
         raise typer.Exit(1) from exc
+    if summary["sharing"]["profiles_found"] is False:
+        typer.echo(
+            "paika simulate: no single-job profiles beside the trace, so no job has a "
+            "fingerprint: jobs whose trace gives gpu_milli share by memory only beside jobs "
+            "known to be light (none), and a trace without gpu_milli has no share jobs; give "
+            "Lucid's single_job_profiles.csv with --profiles FILE",
+            err=True,
+        )
     if as_json:
         typer.echo(json.dumps(summary, sort_keys=False))
     else:
@@ -117,9 +157,16 @@ def simulate_command(
 
 
 def _run(
-    trace: Any, policy: str, draws: DrawConfig, per_vc: bool, report: ProgressFn | None
+    trace: Any,
+    policy: str,
+    draws: DrawConfig,
+    per_vc: bool,
+    report: ProgressFn | None,
+    sharing: Sharing,
 ) -> dict[str, Any]:
-    return simulate(trace, policy_setup(policy), draws, per_vc=per_vc, progress=report)
+    return simulate(
+        trace, policy_setup(policy), draws, per_vc=per_vc, progress=report, sharing=sharing
+    )
 
 
 def _with_progress(work: Any) -> dict[str, Any]:
@@ -156,6 +203,10 @@ def _fmt(value: Any, unit: str = "") -> str:
     return f"{value:,}{unit}"
 
 
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
 def render(summary: dict[str, Any]) -> str:
     """The summary as a readable table."""
     trace = summary["trace"]
@@ -186,6 +237,12 @@ def render(summary: dict[str, Any]) -> str:
         f"costlier type {_fmt(summary['costlier_gpu_hours'])} GPU-h · cost "
         f"{_fmt(summary['cost'])} · preemptions {summary['preemptions']} (lost "
         f"{_fmt(summary['lost_gpu_hours'])} GPU-h)",
+        f"GPU-hours held (a shared card once) {_fmt(summary['gpu_hours_held'])} · sharing "
+        f"{summary['sharing']['mode']}: {summary['slowdowns']['shared_jobs']:,} jobs on shared "
+        f"cards, {summary['slowdowns']['with_neighbour']:,} beside another, slowdown mean "
+        f"{_pct(summary['slowdowns']['mean'])} p95 {_pct(summary['slowdowns']['p95'])}",
+        "mean wait by kind: "
+        + " · ".join(f"{kind} {_fmt(value, 's')}" for kind, value in summary["waits"].items()),
         f"scheduling passes {passes['calls']:,} (skipped {passes['skipped']:,}) · mean "
         f"{passes['mean_s'] * 1000:.2f} ms · max {passes['max_s'] * 1000:.1f} ms · wall "
         f"{summary['wall_s']:.1f} s",

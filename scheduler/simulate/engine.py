@@ -11,6 +11,18 @@ rest, and pays `restart_s` again when it resumes; both are held GPU time, charge
 apart as lost. An idle-class job that did not declare it keeps all its progress, as if it
 checkpointed on the signal (the model of earlier rounds).
 
+Shared cards (`Engine.sharing`, e.g. "mps": every simulated host shares): a job with a
+`share_gib` asks the policy for a shared card (`Pending.share`), and a start with `share_milli`
+puts it beside the card's other jobs. The engine keeps each card's jobs and their parts of it,
+refuses a start that books a card past whole (a PolicyViolation, as for a card held whole),
+and frees the card when its last job ends. Jobs on one card slow each other down by the model
+the policy uses: while a job has neighbours its work advances at 1 / (1 + s), s the sum of
+`colocation.expected_slowdown` with each neighbour whose fingerprint and its own are both
+known (0 otherwise), and its end is worked out again whenever a neighbour arrives or leaves. A
+shared job stopped for a core job keeps its progress as an idle-class job does (one that
+declared it checkpoints goes back to its checkpoint). A shared card counts once in the GPU
+time held and busy while any job holds it (`held_card_gpu_s`); a whole-card job its GPUs.
+
 A pass is skipped when it cannot change anything, which keeps an 80k-job replay to minutes:
 no ready job waits; or nothing that matters changed since the last pass (a job whose data is
 not ready arriving changes nothing); or fewer GPUs are free than the smallest ready job needs
@@ -27,6 +39,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from scheduler.policy.colocation import Fingerprint, expected_slowdown
 from scheduler.policy.matching import CardNeeds, CardType, fitting_types
 from scheduler.policy.plan import Plan, Preempt, Start
 from scheduler.policy.priority_classes import CLASS_RANK
@@ -46,6 +59,7 @@ from scheduler.policy.snapshot import (
 )
 from scheduler.simulate.draw import DrawConfig, Drawn
 from scheduler.simulate.policies import PolicySetup
+from scheduler.simulate.shares import WHOLE_CARDS, ShareDraw
 from scheduler.simulate.traces import ClusterSpec, TraceJob
 
 ScheduleFn = Callable[[Snapshot], Plan]
@@ -53,6 +67,7 @@ ProgressFn = Callable[[int, int], None]
 
 # Event kinds; at one moment ends are handled before stops, readiness and arrivals.
 END, STOP, READY, ARRIVE, WAKE = range(5)
+WHOLE_MILLI = 1000  # thousandths: a whole card
 WAKE_SLACK_S = 1.0  # wake a little after the cheaper-type wait runs out
 PROGRESS_EVERY = 2000  # events
 
@@ -85,6 +100,12 @@ class JobSpec:
     checkpoint_s: float = 1800.0  # a checkpoint every this much of its work
     restart_s: float = 300.0  # what resuming from a checkpoint costs
     grace_s: float = 60.0  # SIGTERM to exit
+    # Sharing: the memory it declares when it may share a card (None: it holds whole cards),
+    # how it uses a card (None: not known), and whether it asks for part of one card at all
+    # (its class in the waits, with or without sharing).
+    share_gib: float | None = None
+    fingerprint: Fingerprint | None = None
+    fraction: bool = False
 
 
 def job_specs(
@@ -92,19 +113,22 @@ def job_specs(
     drawn: Sequence[Drawn],
     setup: PolicySetup,
     draws: DrawConfig | None = None,
+    shares: Sequence[ShareDraw] | None = None,
 ) -> list[JobSpec]:
-    """Trace jobs with their draws; the oracle's estimates are the true run times."""
+    """Trace jobs with their draws; the oracle's estimates are the true run times. A job that
+    may share (`shares`) declares its memory (`CardNeeds.min_memory_gib`)."""
     config = draws or DrawConfig()
     specs: list[JobSpec] = []
-    for job, extra in zip(jobs, drawn, strict=True):
+    for number, (job, extra) in enumerate(zip(jobs, drawn, strict=True)):
         true_hours = job.duration * job.gpus / HOUR
+        share = shares[number] if shares is not None else WHOLE_CARDS
         specs.append(
             JobSpec(
                 id=job.id,
                 submit=job.submit,
                 duration=job.duration,
                 gpus=job.gpus,
-                needs=CardNeeds(allowed_types=job.gpu_types),
+                needs=CardNeeds(allowed_types=job.gpu_types, min_memory_gib=share.share_gib),
                 priority=extra.priority,
                 team=extra.team,
                 owner=extra.user,
@@ -115,6 +139,9 @@ def job_specs(
                 checkpoint_s=config.checkpoint_s,
                 restart_s=config.restart_s,
                 grace_s=config.preempt_grace_s,
+                share_gib=share.share_gib,
+                fingerprint=share.fingerprint,
+                fraction=share.fraction,
             )
         )
     return specs
@@ -142,6 +169,21 @@ class JobRecord:
     cost: float
     lost_gpu_s: float = 0.0  # work lost to preemption since the last checkpoint, and restarts
     rewait_s: float = 0.0  # time queued again after preemptions (ready, not running)
+    # Its class in the waits: "shared" (it asks for part of a card), "one_card", "multi_card"
+    # or "core" (a core job, whatever its size).
+    kind: str = "one_card"
+    shared: bool = False  # it ran on a shared card
+    neighboured: bool = False  # it ran beside another job on a card
+    slowed_s: float = 0.0  # wall time its neighbours cost it
+
+    @property
+    def slowdown(self) -> float | None:
+        """How much longer its run took for its neighbours (0.1: 10 %); None: it never ran
+        on a shared card."""
+        if not self.shared or self.end is None or self.first_run is None:
+            return None
+        ran = self.end - self.first_run - self.rewait_s
+        return self.slowed_s / max(ran - self.slowed_s, 1e-9)
 
     @property
     def wait(self) -> float | None:
@@ -182,6 +224,8 @@ class RunResult:
     pass_total_s: float
     pass_max_s: float
     wall_s: float
+    # GPU time held: a shared card once while any job holds it, a whole-card job its GPUs.
+    held_card_gpu_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -208,6 +252,16 @@ class _Job:
     requeued_at: float = 0.0
     rewait_s: float = 0.0
     lost_gpu_s: float = 0.0
+    # On a shared card (share_milli > 0): how fast its work advances now (1: alone), from
+    # when (`mark`), and the wall time its neighbours cost it in this run before `mark`.
+    share_milli: int = 0
+    rate: float = 1.0
+    mark: float = 0.0
+    slowed: float = 0.0
+    slowed_s: float = 0.0  # over all its runs
+    shared: bool = False
+    neighboured: bool = False
+    end_token: int = -1  # its pending END event (moved when its speed changes)
 
 
 @dataclass
@@ -229,6 +283,8 @@ class Engine:
     fair_share_half_life_hours: float = 72.0
     progress: ProgressFn | None = None
     host_prefix: str = "n"
+    # How the simulated hosts keep shared jobs apart ("mps", …); "": no card is shared.
+    sharing: str = ""
 
     def run(self) -> RunResult:
         """One replay from an empty cluster; every call starts afresh."""
@@ -253,7 +309,7 @@ class _Replay:
         self.knobs = engine.setup.knobs
         self.hold = engine.setup.hold_gpus_for_data
         self.decay = HOUR * engine.fair_share_half_life_hours
-        self.cluster = _Cluster(engine.cluster, engine.catalog, engine.host_prefix)
+        self.cluster = _Cluster(engine.cluster, engine.catalog, engine.host_prefix, engine.sharing)
         self.prices = {card.name: card.price_per_gpu_hour for card in engine.catalog}
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
@@ -267,6 +323,10 @@ class _Replay:
         self.ready_core = 0
         self.idle_running = 0  # running idle-class jobs not yet asked to stop
         self.preemptible_running = 0  # running preemptible jobs not yet asked to stop
+        self.shared_running = 0  # running jobs on shared cards not yet asked to stop
+        self.ready_share = 0  # ready pending jobs that may share a card
+        self.end_tokens = 0
+        self.whole_held_gpu_s = 0.0  # held by whole-card runs (shared cards: the cluster's)
         self.usage: dict[str, _Usage] = {}
         self.busy_gpu_s = 0.0
         self.calls = self.skipped = self.preemptions = self.finished = self.events = 0
@@ -327,7 +387,7 @@ class _Replay:
         """One event; False for the end or stop of a run that has since ended (a stale token)."""
         job_id = job.spec.id
         if kind == END:
-            if token != job.token or job_id not in self.running:
+            if token != job.end_token or job_id not in self.running:
                 return False
             job.lost_gpu_s += job.overhead * job.spec.gpus  # the restart it paid, done
             job.remaining = 0.0
@@ -339,9 +399,10 @@ class _Replay:
             if token != job.token or job_id not in self.running:
                 return False
             ran = max(0.0, now - job.run_start)
-            kept = ran
+            slowed = self._slowed(job, now)  # 0.0 for a job alone on its cards
+            kept = ran - slowed
             if job.spec.preemptible:
-                work = max(0.0, ran - job.overhead)
+                work = max(0.0, ran - job.overhead - slowed)
                 kept = min(work, job.remaining)
                 if kept < job.remaining:  # it did not finish: back to its last checkpoint
                     kept = work // job.spec.checkpoint_s * job.spec.checkpoint_s
@@ -385,7 +446,10 @@ class _Replay:
             and knobs.shorter_factor is not None
             and self.preemptible_running > 0
         )
-        if not can_preempt:
+        can_preempt = can_preempt or (self.ready_core > 0 and self.shared_running > 0)
+        # A job that may share can join a shared card with no card free.
+        may_join = self.ready_share > 0 and self.cluster.shared_cards > 0
+        if not can_preempt and not may_join:
             head = self._fifo_head() if self.fifo_heads is not None else None
             least = head.spec.gpus if head is not None else min(self.ready_sizes)
             if not self.cluster.could_fit(least):
@@ -431,6 +495,8 @@ class _Replay:
             est_gpu_hours=job.est_run_s * spec.gpus / HOUR,
             preemptible=spec.preemptible,
             preemptions=job.preemptions,
+            share=spec.share_gib is not None,
+            fingerprint=spec.fingerprint,
         )
 
     def enqueue(self, job: _Job) -> None:
@@ -451,6 +517,7 @@ class _Replay:
         if not self.ready_sizes[spec.gpus]:
             del self.ready_sizes[spec.gpus]
         self.ready_core += step * (spec.priority == "core")
+        self.ready_share += step * (spec.share_gib is not None and spec.priority != "core")
         if step > 0 and self.fifo_heads is not None:
             rank = (
                 CLASS_RANK.get(spec.priority, len(CLASS_RANK)) if self.knobs.respect_classes else 0
@@ -479,13 +546,24 @@ class _Replay:
         job.cost += held / HOUR * price
         if price > job.cheapest_price:
             job.costlier_gpu_s += held
-        self.busy_gpu_s += busy
         if not self.running_view[spec.id].preempting:
-            self._count_stoppable(spec, -1)
-        self.cluster.release(job.gpu_ids)
+            self._count_stoppable(job, -1)
         del self.running[spec.id]
         del self.running_view[spec.id]
         job.token += 1
+        job.end_token = -1
+        if job.share_milli:
+            job.slowed_s += self._slowed(job, now)
+            gpu_id = job.gpu_ids[0]
+            # The card counts once, held and busy, while any of its jobs holds it.
+            card_s = self.cluster.leave(gpu_id, spec.id, job.share_milli, now)
+            self.busy_gpu_s += card_s
+            job.share_milli = 0
+            self._retime(gpu_id, now)
+        else:
+            self.busy_gpu_s += busy
+            self.whole_held_gpu_s += held
+            self.cluster.release(job.gpu_ids)
         entry = self.usage.setdefault(spec.team, _Usage(at=now))
         entry.value = entry.value * 0.5 ** ((now - entry.at) / self.decay) + held / HOUR
         entry.at = now
@@ -503,12 +581,17 @@ class _Replay:
                 f"{where}: {len(set(plan_start.gpu_ids))} GPUs for a job of {spec.gpus}"
             )
         gpus = self.cluster.gpus
+        shared = plan_start.share_milli is not None
+        if shared:
+            self._check_share(plan_start, spec, where)
         for gpu_id in plan_start.gpu_ids:
             if not 0 <= gpu_id < len(gpus):
                 raise PolicyViolation(f"{where}: no GPU {gpu_id}")
             gpu = gpus[gpu_id]
-            if gpu.job_id is not None:
-                raise PolicyViolation(f"{where}: GPU {gpu_id} is held by job {gpu.job_id}")
+            if gpu.job_id is not None and not (shared and gpu.tenants):
+                what = "shared by jobs" if gpu.tenants else "held by job"
+                holders = ", ".join(map(str, gpu.tenants or (gpu.job_id,)))
+                raise PolicyViolation(f"{where}: GPU {gpu_id} is {what} {holders}")
             if gpu.gpu_type != plan_start.gpu_type:
                 raise PolicyViolation(
                     f"{where}: GPU {gpu_id} is a {gpu.gpu_type}, not {plan_start.gpu_type}"
@@ -517,7 +600,13 @@ class _Replay:
         if not spec.needs.admits(card):
             raise PolicyViolation(f"{where}: type {card.name} does not meet {spec.needs}")
         self.dequeue(job)
-        self.cluster.hold(plan_start.gpu_ids, spec.id)
+        if shared:
+            assert plan_start.share_milli is not None
+            job.share_milli = plan_start.share_milli
+            job.shared = True
+            self.cluster.join(plan_start.gpu_ids[0], spec.id, job.share_milli, now)
+        else:
+            self.cluster.hold(plan_start.gpu_ids, spec.id)
         job.gpu_ids = plan_start.gpu_ids
         job.gpu_type = plan_start.gpu_type
         job.held_at = now
@@ -530,7 +619,8 @@ class _Replay:
         # Resuming from a checkpoint costs its restart time, as held (and lost) GPU time.
         job.overhead = spec.restart_s if spec.preemptible and job.preemptions else 0.0
         job.token += 1
-        self._push(job.run_start + job.overhead + job.remaining, END, spec.id, job.token)
+        job.rate, job.mark, job.slowed = 1.0, job.run_start + job.overhead, 0.0
+        self._push_end(job, job.run_start + job.overhead + job.remaining)
         self.running_view[spec.id] = Running(
             id=spec.id,
             priority=spec.priority,
@@ -542,12 +632,73 @@ class _Replay:
             preemptible=spec.preemptible,
             preemptions=job.preemptions,
             grace_s=spec.grace_s if spec.preemptible else None,
+            share_gib=spec.share_gib if shared else None,
+            fingerprint=spec.fingerprint if shared else None,
         )
         self.running[spec.id] = job
-        self._count_stoppable(spec, +1)
+        self._count_stoppable(job, +1)
+        if shared:
+            self._retime(plan_start.gpu_ids[0], now)
 
-    def _count_stoppable(self, spec: JobSpec, step: int) -> None:
-        """Running jobs a pass could ask to stop (not yet asked): idle-class, preemptible."""
+    def _check_share(self, plan_start: Start, spec: JobSpec, where: str) -> None:
+        """A start on a shared card: a job that shares, one card, not booked past whole."""
+        milli = plan_start.share_milli
+        if spec.share_gib is None:
+            raise PolicyViolation(f"{where}: a shared card for a job that does not share")
+        if len(plan_start.gpu_ids) != 1 or milli is None or not 0 < milli <= WHOLE_MILLI:
+            raise PolicyViolation(
+                f"{where}: a share of {milli} thousandths of {len(plan_start.gpu_ids)} GPUs"
+            )
+        gpu_id = plan_start.gpu_ids[0]
+        if 0 <= gpu_id < len(self.cluster.gpus):
+            booked = self.cluster.booked(gpu_id)
+            if booked + milli > WHOLE_MILLI:
+                raise PolicyViolation(
+                    f"{where}: GPU {gpu_id} would be over-booked: {booked} + {milli} "
+                    f"thousandths (jobs {', '.join(map(str, self.cluster.gpus[gpu_id].tenants))})"
+                )
+
+    def _slowed(self, job: _Job, now: float) -> float:
+        """Wall time its neighbours have cost the job in this run up to `now`."""
+        if job.rate == 1.0:
+            return job.slowed
+        return job.slowed + max(0.0, now - job.mark) * (1.0 - job.rate)
+
+    def _retime(self, gpu_id: int, now: float) -> None:
+        """The jobs on a shared card after one arrived or left: each one's speed beside the
+        others (colocation's expected slowdown, summed over its neighbours) and its end."""
+        tenants = [self.jobs[job_id] for job_id in self.cluster.tenants(gpu_id)]
+        for job in tenants:
+            mine = job.spec.fingerprint
+            slowdown = 0.0
+            for other in tenants:
+                theirs = other.spec.fingerprint
+                if other is not job and mine is not None and theirs is not None:
+                    slowdown += expected_slowdown(mine, theirs)
+            if len(tenants) > 1:
+                job.neighboured = True
+            rate = 1.0 / (1.0 + slowdown)
+            if rate == job.rate:
+                continue
+            if now > job.mark:  # what it did at the old speed
+                job.slowed += (now - job.mark) * (1.0 - job.rate)
+                job.mark = now
+            job.rate = rate
+            # Work done by `mark`: its time working, less what the neighbours cost it.
+            done = job.mark - job.run_start - job.overhead - job.slowed
+            self._push_end(job, job.mark + max(0.0, job.remaining - done) / rate)
+
+    def _push_end(self, job: _Job, at: float) -> None:
+        self.end_tokens += 1
+        job.end_token = self.end_tokens
+        self._push(at, END, job.spec.id, job.end_token)
+
+    def _count_stoppable(self, job: _Job, step: int) -> None:
+        """Running jobs a pass could ask to stop (not yet asked): idle-class, preemptible, and
+        jobs on a shared card (a core job may take the card back)."""
+        spec = job.spec
+        if job.share_milli:
+            self.shared_running += step
         if spec.preemptible:
             self.preemptible_running += step
         elif spec.priority == "idle":
@@ -560,11 +711,12 @@ class _Replay:
         r = self.running_view[order.job_id]
         if r.preempting:
             return
-        if not (job.spec.preemptible or job.spec.priority == "idle"):
+        if not (job.spec.preemptible or job.spec.priority == "idle" or job.share_milli):
             raise PolicyViolation(
-                f"t={now:.0f}s: preempts job {order.job_id}, which is neither preemptible nor idle"
+                f"t={now:.0f}s: preempts job {order.job_id}, which is neither preemptible nor "
+                "idle nor on a shared card"
             )
-        self._count_stoppable(job.spec, -1)
+        self._count_stoppable(job, -1)
         self.preemptions += 1
         job.preemptions += 1
         self.running_view[order.job_id] = replace(r, preempting=True)
@@ -602,6 +754,7 @@ class _Replay:
             pass_total_s=self.pass_total,
             pass_max_s=self.pass_max,
             wall_s=time.perf_counter() - self.wall,
+            held_card_gpu_s=self.whole_held_gpu_s + self.cluster.card_held_s,
         )
 
     def _record(self, job: _Job) -> JobRecord:
@@ -626,18 +779,39 @@ class _Replay:
             cost=job.cost,
             lost_gpu_s=job.lost_gpu_s,
             rewait_s=job.rewait_s,
+            kind=_kind(spec),
+            shared=job.shared,
+            neighboured=job.neighboured,
+            slowed_s=job.slowed_s,
         )
 
 
+def _kind(spec: JobSpec) -> str:
+    """The job's class in the waits."""
+    if spec.priority == "core":
+        return "core"
+    if spec.fraction or spec.share_gib is not None:
+        return "shared"
+    return "one_card" if spec.gpus == 1 else "multi_card"
+
+
 class _Cluster:
-    """The replay's GPUs: which job holds each, how many are free, the hosts the policy sees.
+    """The replay's GPUs: which job holds each (or which jobs share it, with their parts of
+    it), how many are free, the hosts the policy sees.
 
     `Gpu` and `Host` are frozen, so a change of holder replaces the GPU, and a host's tuple is
     rebuilt only at the next snapshot after one of its GPUs changed hands.
     """
 
-    def __init__(self, spec: ClusterSpec, catalog: tuple[CardType, ...], host_prefix: str) -> None:
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        catalog: tuple[CardType, ...],
+        host_prefix: str,
+        sharing: str = "",
+    ) -> None:
         memory = {card.name: card.memory_gib for card in catalog}
+        self.sharing = sharing
         self.gpus: list[Gpu] = []
         self._host_of: list[int] = []
         self._host_names: list[str] = []
@@ -657,7 +831,7 @@ class _Cluster:
                 self._host_names.append(name)
                 self._host_ranges.append((first, len(self.gpus)))
         self._hosts: list[Host] = [
-            Host(name, tuple(self.gpus[a:b]))
+            Host(name, tuple(self.gpus[a:b]), sharing=sharing)
             for name, (a, b) in zip(self._host_names, self._host_ranges, strict=True)
         ]
         self._dirty_hosts: set[int] = set()
@@ -665,6 +839,16 @@ class _Cluster:
         self.free = len(self.gpus)
         self._host_free = [b - a for a, b in self._host_ranges]
         self._host_size = max(self._host_free, default=0)
+        # Shared cards: each one's jobs with their parts (thousandths), and since when it is
+        # held; the GPU time shared cards were held so far.
+        self._shares: dict[int, dict[int, int]] = {}
+        self._shared_since: dict[int, float] = {}
+        self.card_held_s = 0.0
+
+    @property
+    def shared_cards(self) -> int:
+        """Cards jobs share now."""
+        return len(self._shares)
 
     def could_fit(self, gpus: int) -> bool:
         """Whether `gpus` GPUs could be free for one job (on one host when a host is that
@@ -681,14 +865,60 @@ class _Cluster:
         self._set_holder(gpu_ids, None)
         self.free += len(gpu_ids)
 
+    def tenants(self, gpu_id: int) -> tuple[int, ...]:
+        return tuple(self._shares.get(gpu_id, {}))
+
+    def booked(self, gpu_id: int) -> int:
+        """Thousandths of the card its jobs hold: 1000 when held whole, 0 when free."""
+        parts = self._shares.get(gpu_id)
+        if parts is not None:
+            return sum(parts.values())
+        return 0 if self.gpus[gpu_id].job_id is None else 1000
+
+    def join(self, gpu_id: int, job_id: int, milli: int, now: float) -> None:
+        """`job_id` takes `milli` of the card, beside the jobs already there (a free card
+        becomes a shared one)."""
+        parts = self._shares.get(gpu_id)
+        if parts is None:
+            parts = self._shares[gpu_id] = {}
+            self._shared_since[gpu_id] = now
+            self.free -= 1
+            self._host_free[self._host_of[gpu_id]] -= 1
+        parts[job_id] = milli
+        self._set_tenants(gpu_id, tuple(parts))
+
+    def leave(self, gpu_id: int, job_id: int, milli: int, now: float) -> float:
+        """`job_id` leaves its shared card; the GPU time the card was held when it was the
+        last (the card is free again), else 0."""
+        parts = self._shares[gpu_id]
+        del parts[job_id]
+        if parts:
+            self._set_tenants(gpu_id, tuple(parts))
+            return 0.0
+        del self._shares[gpu_id]
+        held = now - self._shared_since.pop(gpu_id)
+        self.card_held_s += held
+        self.free += 1
+        self._host_free[self._host_of[gpu_id]] += 1
+        self._set_tenants(gpu_id, ())
+        return held
+
     def hosts(self) -> tuple[Host, ...]:
         if self._dirty_hosts or self._hosts_cache is None:
             for host in self._dirty_hosts:
                 a, b = self._host_ranges[host]
-                self._hosts[host] = Host(self._host_names[host], tuple(self.gpus[a:b]))
+                self._hosts[host] = Host(
+                    self._host_names[host], tuple(self.gpus[a:b]), sharing=self.sharing
+                )
             self._dirty_hosts.clear()
             self._hosts_cache = tuple(self._hosts)
         return self._hosts_cache
+
+    def _set_tenants(self, gpu_id: int, tenants: tuple[int, ...]) -> None:
+        gpu = self.gpus[gpu_id]
+        holder = tenants[0] if tenants else None
+        self.gpus[gpu_id] = replace(gpu, job_id=holder, tenants=tenants)
+        self._dirty_hosts.add(self._host_of[gpu_id])
 
     def _set_holder(self, gpu_ids: tuple[int, ...], job_id: int | None) -> None:
         for gpu_id in gpu_ids:

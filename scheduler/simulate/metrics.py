@@ -28,6 +28,16 @@ costlier GPU-hours
     its cluster; cost is every held GPU-hour at its type's catalog price.
 scheduling pass
     wall time of `schedule()` alone (time.perf_counter), over the passes that were not skipped.
+GPU-hours held (`gpu_hours_held`)
+    the time cards were held: a shared card once while any job holds it, a whole-card job its
+    GPUs × its time. `gpu_hours` sums each job's own held time (a shared card once per job).
+waits
+    mean wait per class of job: `shared` (it asks for part of one card, shared or not),
+    `one_card`, `multi_card` (not core, one or more cards) and `core` (every core job).
+slowdowns
+    over the jobs that ran on a shared card and ended: how much longer their runs took beside
+    their neighbours (mean and p95; 0.1 is 10 %), how many ran on a shared card
+    (`shared_jobs`) and how many of them beside another job (`with_neighbour`).
 never fits
     jobs that ask more GPUs of their admitted types than the cluster has; they are not replayed
     and are left out of every delay figure. `never_started` jobs could fit but the policy never
@@ -84,6 +94,25 @@ def _job_figures(records: Sequence[JobRecord]) -> dict[str, Any]:
     }
 
 
+WAIT_CLASSES = ("shared", "one_card", "multi_card", "core")
+
+
+def _sharing_figures(records: Sequence[JobRecord]) -> dict[str, Any]:
+    waits = {
+        kind: stats(r.wait for r in records if r.kind == kind)["mean"] for kind in WAIT_CLASSES
+    }
+    slowdowns = sorted(s for r in records if (s := r.slowdown) is not None)
+    return {
+        "waits": waits,
+        "slowdowns": {
+            "mean": round(statistics.fmean(slowdowns), 4) if slowdowns else None,
+            "p95": round(percentile(slowdowns, 0.95), 4) if slowdowns else None,
+            "shared_jobs": sum(1 for r in records if r.shared),
+            "with_neighbour": sum(1 for r in records if r.neighboured),
+        },
+    }
+
+
 def summarize(results: Sequence[RunResult]) -> dict[str, Any]:
     """The JSON summary of one or more replays of the same policy (one per cluster)."""
     records = [record for result in results for record in result.records]
@@ -102,6 +131,7 @@ def summarize(results: Sequence[RunResult]) -> dict[str, Any]:
         "makespan_s": round(max((result.makespan for result in results), default=0.0), 3),
         "utilization": round(busy / capacity_s, 4) if capacity_s else 0.0,
         "gpu_hours": round(sum(r.held_gpu_s for r in records) / HOUR, 3),
+        "gpu_hours_held": round(sum(result.held_card_gpu_s for result in results) / HOUR, 3),
         "busy_gpu_hours": round(busy / HOUR, 3),
         "costlier_gpu_hours": round(sum(r.costlier_gpu_s for r in records) / HOUR, 3),
         "cost": round(sum(r.cost for r in records), 3),
@@ -115,6 +145,7 @@ def summarize(results: Sequence[RunResult]) -> dict[str, Any]:
         },
         "wall_s": round(sum(result.wall_s for result in results), 3),
     }
+    summary.update(_sharing_figures(records))
     classes = sorted({r.priority for r in records}, key=lambda name: CLASS_RANK.get(name, 9))
     summary["by_class"] = {
         name: _job_figures([r for r in records if r.priority == name]) for name in classes

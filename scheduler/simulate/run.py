@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 from scheduler.simulate.draw import DrawConfig, draw
@@ -19,6 +20,14 @@ from scheduler.simulate.engine import (
 )
 from scheduler.simulate.metrics import summarize
 from scheduler.simulate.policies import PolicySetup
+from scheduler.simulate.shares import (
+    SHARING_MODES,
+    Profile,
+    ProfileError,
+    default_profiles,
+    draw_shares,
+    load_profiles,
+)
 from scheduler.simulate.traces import (
     ClusterSpec,
     Trace,
@@ -77,6 +86,39 @@ def resolve_cluster(trace: Trace, override: ClusterOverride, *, per_vc: bool) ->
     return trace
 
 
+HOST_SHARING = "mps"  # how the simulated hosts keep shared jobs apart under --sharing memory
+
+
+@dataclass(frozen=True, slots=True)
+class Sharing:
+    """`--sharing none|memory [--profiles FILE]`: whether the simulated hosts share cards, and
+    the single-job profiles that give jobs their fingerprints (None: beside the trace)."""
+
+    mode: str = "none"
+    profiles: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in SHARING_MODES:
+            raise ValueError(
+                f"unknown sharing {self.mode!r}; use one of: {', '.join(SHARING_MODES)}"
+            )
+
+    @property
+    def on(self) -> bool:
+        return self.mode != "none"
+
+
+def sharing_profiles(trace: Trace, sharing: Sharing) -> tuple[tuple[Profile, ...], Path]:
+    """The profiles to draw fingerprints from and where they were looked for: none when the
+    file is absent (the caller says so); ProfileError when it is there but unreadable."""
+    path = sharing.profiles or default_profiles(trace.path)
+    if not path.is_file():
+        if sharing.profiles is not None:
+            raise ProfileError(f"profiles file not found: {path}")
+        return (), path
+    return load_profiles(path), path
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, Enum):
         return value.value
@@ -93,10 +135,28 @@ def simulate(
     per_vc: bool = False,
     schedule: ScheduleFn | None = None,
     progress: ProgressFn | None = None,
+    sharing: Sharing | None = None,
 ) -> dict[str, Any]:
     """Replay `trace` (already on its cluster, see `resolve_cluster`) and summarise it."""
+    sharing = sharing or Sharing()
     drawn = draw(trace.jobs, draws, pooled=not per_vc)
-    specs = job_specs(trace.jobs, drawn, setup, draws)
+    clusters = list(trace.queue_clusters.values()) if per_vc else [trace.cluster]
+    gpu_types: Counter[str] = Counter()
+    for cluster in clusters:
+        if cluster is not None:
+            gpu_types.update(cluster.gpus_by_type())
+    profiles, profiles_path = sharing_profiles(trace, sharing) if sharing.on else ((), None)
+    shares = draw_shares(
+        trace.jobs,
+        trace.catalog,
+        set(gpu_types),
+        profiles,
+        seed=draws.seed,
+        reserve_gib=setup.knobs.share_reserve_gib,
+        sharing=sharing.on,
+    )
+    specs = job_specs(trace.jobs, drawn, setup, draws, shares)
+    host_sharing = HOST_SHARING if sharing.on else ""
     dropped = Counter(trace.dropped)
     results: list[RunResult] = []
     if per_vc:
@@ -119,6 +179,7 @@ def simulate(
                 progress=_offset(progress, done, total),
                 **_engine_options(setup),
                 host_prefix=f"{queue}-n",
+                sharing=host_sharing,
             )
             results.append(engine.run())
             done += len(jobs)
@@ -132,14 +193,10 @@ def simulate(
             schedule=schedule,
             progress=progress,
             **_engine_options(setup),
+            sharing=host_sharing,
         )
         results.append(engine.run())
     summary = summarize(results)
-    clusters = list(trace.queue_clusters.values()) if per_vc else [trace.cluster]
-    gpu_types: Counter[str] = Counter()
-    for cluster in clusters:
-        if cluster is not None:
-            gpu_types.update(cluster.gpus_by_type())
     summary["trace"] = {
         "format": trace.format,
         "file": trace.path.name,
@@ -149,6 +206,15 @@ def simulate(
         "gpu_types": dict(gpu_types),
     }
     summary["draws"] = asdict(draws)
+    summary["sharing"] = {
+        "mode": sharing.mode,
+        "hosts": host_sharing or None,
+        "profiles": profiles_path.name if profiles and profiles_path else None,
+        "profiles_found": bool(profiles) if sharing.on else None,
+        "fraction_jobs": sum(1 for share in shares if share.fraction),
+        "share_jobs": sum(1 for spec in specs if spec.share_gib is not None),
+        "with_fingerprint": sum(1 for spec in specs if spec.fingerprint is not None),
+    }
     summary["knobs"] = {key: _plain(value) for key, value in _knobs(setup).items()}
     return summary
 

@@ -17,7 +17,8 @@ openb
     nodes; the `model` column is the GPU type). Rules:
 
     - pods with `num_gpu` 0 are skipped (CPU-only);
-    - a fractional GPU (`gpu_milli` < 1000) counts as one whole GPU: paika allocates whole cards;
+    - a fractional GPU (`gpu_milli` < 1000) counts as one whole GPU unless the replay shares
+      cards (`--sharing memory`, see shares.py): the job keeps its `gpu_milli` either way;
     - `gpu_spec` "A|B" → the job may run on type A or B; empty → any type;
     - duration = `deletion_time` − `scheduled_time`; pods never scheduled are dropped;
     - `qos` BE → priority class `idle`; LS, Guaranteed and Burstable → `normal`. They are left
@@ -25,10 +26,12 @@ openb
       never says `core` itself.
 csv
     Header row with `submit_time,duration,gpus` (seconds, seconds, count) and optional
-    `queue,gpu_type,priority,user,est_hours` columns. `gpu_type` may list alternatives as
-    "A|B"; `priority` is core, normal or idle; `est_hours` is the user's estimate in GPU-hours
-    (GPUs × wall-clock hours, as in `/gpu submit hours=`). There is no node list: give the
-    cluster with `--nodes N --gpus-per-node G [--gpu-type T]`.
+    `queue,gpu_type,priority,user,est_hours,gpu_milli` columns. `gpu_type` may list
+    alternatives as "A|B"; `priority` is core, normal or idle; `est_hours` is the user's
+    estimate in GPU-hours (GPUs × wall-clock hours, as in `/gpu submit hours=`); `gpu_milli`
+    is the part of one card a one-GPU job asks for, in thousandths (below 1000: a fraction, as
+    in openb). There is no node list: give the cluster with `--nodes N --gpus-per-node G
+    [--gpu-type T]`.
 
 `--nodes N --gpus-per-node G [--gpu-type T]` replaces the trace's cluster for any format and
 pools all queues into that one cluster.
@@ -86,6 +89,9 @@ class TraceJob:
     priority: str | None = None  # None: the trace does not say
     user: str | None = None
     est_hours: float | None = None  # the user's estimate, GPU-hours
+    # The part of one card a one-GPU job asks for, in thousandths (below 1000: a fraction);
+    # None: the trace does not say (it holds whole cards).
+    gpu_milli: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +216,16 @@ def _types(text: str) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(names)) or None
 
 
+def _milli(path: Path, line: int, text: str, gpus: int) -> int | None:
+    """A one-GPU job's `gpu_milli` when it asks for a fraction of the card (1-999), else None."""
+    if not text or gpus != 1:
+        return None
+    milli = int(_number(path, line, "gpu_milli", text))
+    if milli < 0:
+        raise TraceError(f"{path.name}:{line}: gpu_milli must not be negative: {text!r}")
+    return milli if 0 < milli < 1000 else None
+
+
 def _sorted(raw: list[TraceJob]) -> list[TraceJob]:
     """Jobs sorted by submit time, rebased so the first submit is 0, ids 1..n in that order."""
     raw.sort(key=lambda job: (job.submit, job.id))
@@ -225,6 +241,7 @@ def _sorted(raw: list[TraceJob]) -> list[TraceJob]:
             job.priority,
             job.user,
             job.est_hours,
+            job.gpu_milli,
         )
         for number, job in enumerate(raw, start=1)
     ]
@@ -294,8 +311,18 @@ def read_openb(path: Path) -> Trace:
             continue
         submit = _number(path, line, "creation_time", row["creation_time"])
         priority = "idle" if row["qos"] == "BE" else None
+        milli = _milli(path, line, row["gpu_milli"], gpus)
         raw.append(
-            TraceJob(line, submit, duration, gpus, "openb", _types(row["gpu_spec"]), priority)
+            TraceJob(
+                line,
+                submit,
+                duration,
+                gpus,
+                "openb",
+                _types(row["gpu_spec"]),
+                priority,
+                gpu_milli=milli,
+            )
         )
     nodes_file = path.with_name(OPENB_NODE_FILE)
     cluster = read_openb_nodes(nodes_file) if nodes_file.is_file() else None
@@ -339,6 +366,7 @@ def read_csv(path: Path) -> Trace:
         if priority is not None and priority not in CLASS_NAMES:
             raise TraceError(f"{path.name}:{line}: priority must be core, normal or idle")
         est = row.get("est_hours", "")
+        milli = _milli(path, line, row.get("gpu_milli", ""), gpus)
         raw.append(
             TraceJob(
                 line,
@@ -350,6 +378,7 @@ def read_csv(path: Path) -> Trace:
                 priority,
                 row.get("user", "") or None,
                 _number(path, line, "est_hours", est) if est else None,
+                milli,
             )
         )
     return Trace("csv", path, _sorted(raw), single_type_catalog(None), None, {}, dict(dropped))
