@@ -216,6 +216,42 @@ class Hosts(_Strict):
         return data
 
 
+SharingMode = Literal["mps", "advisory"]
+EVERY_HOST = "*"
+
+
+class Sharing(_Strict):
+    """Which hosts let jobs that ask for it (`share=yes`) share a card, and on what terms.
+
+    `hosts`: a host's name (or "*" for every host) → how its agent keeps the jobs on one card
+    apart: `mps` (NVIDIA's Multi-Process Service, run by the agent for shared cards only: each
+    job's memory limit and share of the card's SMs are enforced by the driver; MPS serves one
+    Unix account at a time, so jobs of two accounts on one card take turns) or `advisory`
+    (each job is told its memory, PAIKA_GPU_MEMORY_MIB, for its framework to cap itself). A
+    host not named shares no card.
+    `reserve_gib`: memory kept free on a shared card beyond what its jobs declared;
+    `max_slowdown`: the most slowdown a share may cost the slower job (the co-location rule's
+    estimate); `max_jobs_per_card`: how many jobs one card takes at most.
+    """
+
+    hosts: dict[str, SharingMode] = Field(default_factory=dict)
+    reserve_gib: float = Field(default=2, ge=0, le=256)
+    max_slowdown: float = Field(default=0.15, gt=0, le=1)
+    max_jobs_per_card: int = Field(default=2, ge=2, le=16)
+
+    @field_validator("hosts")
+    @classmethod
+    def _host_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if name != EVERY_HOST and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
+                raise ValueError(f"{name!r} is not a host name (or {EVERY_HOST!r} for every host)")
+        return value
+
+    def mode_of(self, host: str) -> str:
+        """How `host` keeps jobs on one card apart; "" when it shares no card."""
+        return self.hosts.get(host) or self.hosts.get(EVERY_HOST) or ""
+
+
 class SchedulerKnobs(_Strict):
     """The scheduler's tunables."""
 
@@ -639,6 +675,7 @@ class PolicyConfig(_Strict):
     accounts: Accounts = Accounts()
     archive: Archive = Archive()
     pools: dict[NamePattern, Pool] = Field(default_factory=dict)
+    sharing: Sharing = Sharing()
 
     @field_validator("timezone")
     @classmethod
@@ -725,6 +762,9 @@ class PolicyConfig(_Strict):
             preempt_max_per_job=knobs.preemption.max_per_job,
             preempt_min_run_s=knobs.preemption.min_run_minutes * 60,
             shorter_factor=knobs.preemption.shorter_factor,
+            share_reserve_gib=self.sharing.reserve_gib,
+            share_max_slowdown=self.sharing.max_slowdown,
+            share_max_jobs=self.sharing.max_jobs_per_card,
         )
 
     def catalog(self) -> tuple[CardType, ...]:

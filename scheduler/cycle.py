@@ -20,6 +20,7 @@ is kept to that job, which is never stuck: hosts/reconcile.py, `_contain`).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -34,12 +35,13 @@ from sqlmodel import Session
 
 from scheduler import holds, lifecycle
 from scheduler.clock import Clock
-from scheduler.config import PolicyConfig, Preemption
+from scheduler.config import PolicyConfig, Preemption, Sharing
 from scheduler.configs.live import LivePolicy
 from scheduler.credentials import AgentKeys
 from scheduler.decision_log import DecisionLog, Outcome, weighed_detail
 from scheduler.dispatch import (
     AgentDispatcher,
+    CardShare,
     Dispatcher,
     DispatchError,
     StartOrder,
@@ -69,6 +71,7 @@ from scheduler.policy.snapshot import Snapshot
 from scheduler.snapshots import build_snapshot, expected_wall_hours
 from storage.db import lost_race, session_scope
 from storage.models import ON_HOST_STATES, Gpu, Host, Job, JobState, Match
+from storage.models.cluster import WHOLE_CARD
 from storage.queries import audit
 from storage.queries import cluster as cluster_queries
 from storage.queries import jobs as job_queries
@@ -650,9 +653,10 @@ class Cycle:
             return None  # changed since the snapshot (cancelled, data marked not ready …)
         now = start_moment(result.at, job.submitted_at)
         gpus = [gpu for gpu_id in start.gpu_ids if (gpu := session.get(Gpu, gpu_id)) is not None]
+        part = start.share_milli if start.share_milli is not None else WHOLE_CARD
         for gpu in gpus:
             cluster_queries.open_allocation(
-                session=session, job_id=job.id or 0, gpu_id=gpu.id or 0, at=now
+                session=session, job_id=job.id or 0, gpu_id=gpu.id or 0, at=now, share_milli=part
             )
         if job.state == JobState.PREEMPTED:
             requeued = Reason(ReasonCode.REQUEUED)
@@ -686,7 +690,8 @@ class Cycle:
             detail={"gpus": list(start.gpu_ids), "type": start.gpu_type},
         )
         session.flush()
-        return _orders(session, job, gpus, self.report_url, self._preemption), now
+        orders = _orders(session, job, gpus, self.report_url, self._preemption, self._sharing)
+        return orders, now
 
     def _resend_starts(self, job_ids: list[int], result: CycleResult) -> None:
         """Send again the starts whose answer was lost (the agent starts a run id once)."""
@@ -695,7 +700,9 @@ class Cycle:
                 job = job_queries.get_job(session=session, job_id=job_id)
                 gpus = _gpus_of(session, job_id)
                 orders = (
-                    _orders(session, job, gpus, self.report_url, self._preemption) if job else []
+                    _orders(session, job, gpus, self.report_url, self._preemption, self._sharing)
+                    if job
+                    else []
                 )
             if orders:
                 where = {"hosts": sorted({order.host for order in orders})}
@@ -704,6 +711,10 @@ class Cycle:
     @property
     def _preemption(self) -> Preemption:
         return self.policy.scheduler.preemption
+
+    @property
+    def _sharing(self) -> Sharing:
+        return self.policy.sharing
 
     def _stop_grace(self, job: Job) -> float:
         """How long a stop that requeues the job leaves it between SIGTERM and the kill:
@@ -844,12 +855,25 @@ def _gpus_of(session: Session, job_id: int) -> list[Gpu]:
     return [g for g in gpus if g is not None]
 
 
+def _card_share(job: Job, host: str, sharing: Sharing | None) -> CardShare:
+    """How a run on a shared card is kept apart on `host`: its mode there (advisory when the
+    policy no longer names the host: the run still must not take the card whole), the memory
+    it declared, and with MPS an even share of the card's SMs among as many jobs as a card
+    takes (MPS's limit is a ceiling, not a reservation: idle SMs are not lent)."""
+    mode = (sharing.mode_of(host) if sharing is not None else "") or "advisory"
+    memory_mib = max(1, math.ceil((job.min_memory_gib or 0.0) * 1024))
+    most = sharing.max_jobs_per_card if sharing is not None else 2
+    threads = math.ceil(100 / most) if mode == "mps" else None
+    return CardShare(mode, memory_mib, threads)
+
+
 def _orders(
     session: Session,
     job: Job,
     gpus: list[Gpu],
     report_url: str | None = None,
     preemption: Preemption | None = None,
+    sharing: Sharing | None = None,
 ) -> list[StartOrder]:
     """One start order per host the job's GPUs are on (usually one). A resent start carries
     the same report secret: it is the same run. Each run is told which it is
@@ -859,6 +883,10 @@ def _orders(
     by_host: dict[int, list[int]] = {}
     for gpu in gpus:
         by_host.setdefault(gpu.host_id, []).append(gpu.index)
+    parts = [
+        a.share_milli for a in cluster_queries.open_allocations(session=session, job_id=job.id)
+    ]
+    shared = any(part < WHOLE_CARD for part in parts)
     hosts = {host_id: session.get(Host, host_id) for host_id in by_host}
     names = [h.name for h in hosts.values() if h is not None]
     orders = []
@@ -901,6 +929,7 @@ def _orders(
                 job.account,
                 checkpoints,
                 gpu_type=next((g.gpu_type for g in gpus if g.host_id == host_id), None),
+                share=_card_share(job, host.name, sharing) if shared else None,
                 # As the policy plans it (the owner's usual overrun, a resumed job's rest):
                 # Slurm's --time adds its margin to this, and must not cut the plan short.
                 wall_hours=expected_wall_hours(session, job),

@@ -225,7 +225,7 @@ class DemoAgent:
 
 def _agent(folder: Path, name: str, spec: str, token: str) -> DemoAgent:
     # The demo's jobs are its own `sleep`s on the user's own machine: as root, too.
-    store = JobStore(folder / "agents" / name, allow_root_jobs=True)
+    store = JobStore(folder / "agents" / name, allow_root_jobs=True, simulated_gpus=True)
     reader = SimulatedReader(spec, host=name, loads=store)
     server, thread, port = serve_in_thread(build_app(reader, store, token, host=name))
     return DemoAgent(server, thread, store, f"http://127.0.0.1:{port}")

@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
 from scheduler.agent.errors import AgentError, AnswerLost, BadRequest
-from scheduler.agent.protocol import ContainerOptions, StartRequest
+from scheduler.agent.protocol import ContainerOptions, ShareSpec, StartRequest
 from scheduler.config import PoolOptions
 from scheduler.credentials import AgentKeys, HostKey
 from scheduler.errors import PaikaError
@@ -84,10 +84,28 @@ def refusal_of(message: str) -> RefusalCode:
     return next((code for words, code in _REFUSALS if words in said), RefusalCode.OTHER)
 
 
+def _share_spec(share: CardShare | None) -> ShareSpec | None:
+    if share is None:
+        return None
+    return ShareSpec(
+        mode=share.mode, memory_mib=share.memory_mib, active_thread_pct=share.active_thread_pct
+    )
+
+
 def agent_job_id(job_id: int, attempt: int) -> str:
     """The id a host's agent knows one run of a job by: a job started again (after it was
     preempted, or its host failed) is a new run, not the old one the agent still remembers."""
     return f"{job_id}.{attempt}"
+
+
+@dataclass(frozen=True)
+class CardShare:
+    """A run on a shared card: how its host keeps it apart ("mps", "advisory"), the
+    memory it declared (MiB), and with MPS its share of the card's SMs (percent)."""
+
+    mode: str
+    memory_mib: int
+    active_thread_pct: int | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +128,7 @@ class StartOrder:
     # wall time (its GPU-hours over its GPUs) for the time limit.
     gpu_type: str | None = None
     wall_hours: float | None = None
+    share: CardShare | None = None  # on a shared card (None: its GPUs whole)
 
 
 @dataclass(frozen=True)
@@ -188,6 +207,7 @@ class AgentDispatcher:
                 container=self.containers if order.image is not None else None,
                 account=order.account,
                 checkpoints=order.checkpoints,
+                share=_share_spec(order.share),
             )
         except BadRequest as exc:  # the job's own data: no host would take it
             raise DispatchError(

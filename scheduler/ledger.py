@@ -16,6 +16,7 @@ from sqlmodel import Session
 from scheduler.config import PolicyConfig
 from scheduler.policy.quota import QuotaState, charge_to
 from storage.models import Gpu, Job, LedgerEntry, Quota
+from storage.models.cluster import WHOLE_CARD
 from storage.queries import accounting, job_reports
 from storage.queries import cluster as cluster_queries
 from storage.queries import reclaim as reclaim_queries
@@ -60,7 +61,8 @@ def quota_use(session: Session, quotas: Sequence[Quota], now: datetime) -> list[
         for charge in open_charges:
             charged = charge_to(every, charge.gpu_type, today)
             if charged is not None:
-                running[charged.id] += max(0.0, (now - charge.started_at).total_seconds() / 3600)
+                hours = max(0.0, (now - charge.started_at).total_seconds() / 3600)
+                running[charged.id] += hours * charge.part
     return [
         replace(state, used_hours=state.used_hours + running[state.id])
         if state.id in running
@@ -89,7 +91,9 @@ def close_allocations_at(
         cluster_queries.end_allocation(session=session, allocation=allocation, at=end)
         gpu = session.get(Gpu, allocation.gpu_id)
         gpu_type = gpu.gpu_type if gpu else "unknown"
-        hours = max(0.0, (end - allocation.started_at).total_seconds() / 3600)
+        # A job on a shared card is charged its part of it: GPU-hours × its share.
+        part = allocation.share_milli / WHOLE_CARD
+        hours = max(0.0, (end - allocation.started_at).total_seconds() / 3600) * part
         idle = reclaim_queries.idle_samples(
             session=session,
             gpu_id=allocation.gpu_id,
@@ -98,7 +102,7 @@ def close_allocations_at(
             below_pct=policy.reclaim.idle_utilization_pct,
         )
         # Each sample stands for one sampling period; a gap in the samples counts as busy.
-        idle_hours = min(hours, idle * policy.sample_period_seconds() / 3600)
+        idle_hours = min(hours, idle * policy.sample_period_seconds() / 3600 * part)
         spec = policy.gpu_type(gpu_type)
         quota = charge_to(quotas, gpu_type, now.date())
         entry = LedgerEntry(

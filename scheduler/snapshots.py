@@ -22,6 +22,7 @@ from scheduler.policy.plan import HostOut
 from scheduler.policy.quota import QuotaState
 from scheduler.policy.snapshot import HOUR, Gpu, Host, Pending, Running, Snapshot, wall_hours
 from storage.models import ON_HOST_STATES, HostState, Job, JobState
+from storage.models.cluster import WHOLE_CARD
 from storage.queries import accounting
 from storage.queries import cluster as cluster_queries
 from storage.queries import holds as hold_queries
@@ -43,8 +44,17 @@ LEFT_FLOOR = 0.1
 def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Snapshot:
     """Hosts, GPUs, running and pending jobs, quotas and usage at `now`."""
     teams = {team.id: team.name for team in org_queries.all_teams(session=session)}
-    holders = cluster_queries.holder_ids(session=session)
-    hosts = _hosts(session, holders)
+    holders: dict[int, int] = {}
+    tenants: dict[int, list[int]] = defaultdict(list)  # shared cards: GPU id → its jobs
+    held: dict[int, list[int]] = defaultdict(list)
+    shared_jobs: set[int] = set()
+    for gpu_id, job_id, milli in cluster_queries.open_parts(session=session):
+        holders[gpu_id] = job_id
+        held[job_id].append(gpu_id)
+        if milli < WHOLE_CARD:
+            tenants[gpu_id].append(job_id)
+            shared_jobs.add(job_id)
+    hosts = _hosts(session, policy, holders, tenants)
     gpu_types = {gpu.id: gpu.gpu_type for host in hosts for gpu in host.gpus}
     jobs = job_queries.planning_rows(session=session, states=(*PENDING_STATES, *ON_HOST_STATES))
     ratios = _estimate_ratios(session, {job.owner for job in jobs})
@@ -53,12 +63,16 @@ def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Sna
         session=session, job_ids=[job.id for job in jobs if job.preemptions]
     )
     preemption = policy.scheduler.preemption
-    held: dict[int, list[int]] = defaultdict(list)
-    for gpu_id, job_id in holders.items():
-        held[job_id].append(gpu_id)
     running = [
         _running(
-            job, held, gpu_types, teams, ratios, kept, preemption.grace_of(job.preempt_grace_s)
+            job,
+            held,
+            gpu_types,
+            teams,
+            ratios,
+            kept,
+            preemption.grace_of(job.preempt_grace_s),
+            shared=(job.id or 0) in shared_jobs,
         )
         for job in jobs
         if job.state in ON_HOST_STATES  # an unknown job still holds its GPUs
@@ -83,7 +97,12 @@ def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Sna
     )
 
 
-def _hosts(session: Session, holders: dict[int, int]) -> list[Host]:
+def _hosts(
+    session: Session,
+    policy: PolicyConfig,
+    holders: dict[int, int],
+    tenants: dict[int, list[int]] | None = None,
+) -> list[Host]:
     by_host: dict[int, list[Any]] = defaultdict(list)
     for gpu in cluster_queries.planning_gpus(session=session):
         by_host[gpu.host_id].append(gpu)
@@ -98,6 +117,7 @@ def _hosts(session: Session, holders: dict[int, int]) -> list[Host]:
                 gpu.healthy,
                 gpu.foreign_memory_gib,
                 holders.get(gpu.id or 0),
+                tuple((tenants or {}).get(gpu.id or 0, ())),
             )
             for gpu in sorted(by_host.get(host.id, ()), key=lambda g: g.index)
         )
@@ -112,8 +132,17 @@ def _hosts(session: Session, holders: dict[int, int]) -> list[Host]:
             if host.draining
             else ""
         )
-        hosts.append(Host(host.name, gpus, not out, out))
+        hosts.append(Host(host.name, gpus, not out, out, _sharing(policy, host.name)))
     return hosts
+
+
+def _sharing(policy: PolicyConfig, host: str) -> str:
+    """How a host keeps jobs on one card apart ("": it shares none). Only paika's own agents
+    share cards; a Slurm pool's hosts share through the site's own GPU sharing, if any."""
+    pool = policy.pool_of(host)
+    if pool is not None and pool[1].executor != "agents":
+        return ""
+    return policy.sharing.mode_of(host)
 
 
 def card_needs(job: PlannedJob) -> CardNeeds:
@@ -162,6 +191,7 @@ def _pending(
         preemptible=bool(job.preemptible),
         preemptions=job.preemptions or 0,
         holds=holds,
+        share=bool(getattr(job, "share", False)),
     )
 
 
@@ -173,6 +203,8 @@ def _running(
     ratios: dict[str, float],
     kept: dict[int, float] | None = None,
     grace_s: float | None = None,
+    *,
+    shared: bool = False,
 ) -> Running:
     gpu_ids = tuple(sorted(holders.get(job.id or 0, ())))
     # The start of its current run (a resumed job's earlier runs are in `kept`).
@@ -194,6 +226,8 @@ def _running(
         preemptible=preemptible,
         preemptions=job.preemptions or 0,
         grace_s=grace_s if preemptible else None,
+        # On a shared card: the memory it declared is what its neighbours plan around.
+        share_gib=float(job.min_memory_gib or 0.0) if shared else None,
     )
 
 

@@ -379,6 +379,7 @@ def agent(
             keep_ended_s=keep_ended_s,
             logs_max_age_s=logs_max_age_days * 86400,
             logs_max_total_bytes=int(logs_max_total_mib * MIB),
+            simulated_gpus=simulate is not None,
         )
     except AgentError as exc:
         typer.echo(f"paika agent: {exc.message}", err=True)

@@ -82,6 +82,7 @@ import logging
 import os
 import secrets
 import select
+import shutil
 import signal
 import stat
 import subprocess
@@ -104,6 +105,7 @@ from scheduler.agent.protocol import (
     DiskState,
     JobInfo,
     JobState,
+    ShareSpec,
     StartRequest,
     is_job_id,
 )
@@ -246,6 +248,10 @@ class _Job:
     seq: int = 0  # the store's change number when this record last changed
     report_freed: int = 0  # bytes at the report file's start whose blocks were freed (not kept)
     acked_at: float | None = None  # when the scheduler said it has recorded the end
+    # On a shared card: how it is kept apart ("mps", "advisory") and the memory it
+    # declared (MiB). None: it holds its GPUs whole.
+    share_mode: str | None = None
+    share_mib: int | None = None
 
     @classmethod
     def tombstone_for(cls, job_id: str, now: float) -> _Job:
@@ -310,6 +316,8 @@ class _Job:
             "sim_memory_mib": self.sim_memory_mib,
             "sim_memory_busy": self.sim_memory_busy,
             "sim_pcie_mbps": self.sim_pcie_mbps,
+            "share_mode": self.share_mode,
+            "share_mib": self.share_mib,
             "tombstone": self.tombstone,
             "account": self.account,
             "cgroup": self.cgroup,
@@ -346,6 +354,8 @@ class _Job:
             sim_memory_mib=rec.get("sim_memory_mib"),
             sim_memory_busy=rec.get("sim_memory_busy"),
             sim_pcie_mbps=rec.get("sim_pcie_mbps"),
+            share_mode=rec.get("share_mode"),
+            share_mib=rec.get("share_mib"),
             tombstone=bool(rec.get("tombstone", False)),
             account=rec.get("account"),
             cgroup=rec.get("cgroup"),
@@ -465,8 +475,12 @@ class JobStore:
         logs_max_total_bytes: int = LOGS_MAX_TOTAL_BYTES,
         tidy_interval_s: float = TIDY_EVERY_S,
         reserve_file_bytes: int = 0,
+        simulated_gpus: bool = False,
     ) -> None:
         self.state_dir = Path(state_dir).absolute()
+        # Simulated GPUs (`paika agent --simulate`): a run on a shared card with MPS gets its
+        # environment, but no MPS daemon is started for it.
+        self.simulated_mps = simulated_gpus
         # A running job's log keeps at most this much, its tail (logpump.py writes it).
         self.log_max_bytes = max(4096, int(log_max_bytes))
         # Free space job logs never take: the agent's own records need it. Under twice this
@@ -1023,6 +1037,78 @@ class JobStore:
                 self._save()
             return len(fresh)
 
+    def _holders_in_the_way(self, req: StartRequest) -> list[tuple[int, str]]:
+        """The running jobs that keep `req` off its GPUs: any job for a run that takes its
+        GPUs whole; a job that holds its GPU whole for a run on a shared card (runs with a
+        share sit on one card together: the scheduler weighed their memory)."""
+        with self._lock:
+            return sorted(
+                (gpu, job.job_id)
+                for job in self._jobs.values()
+                if job.state is JobState.RUNNING and (req.share is None or job.share_mib is None)
+                for gpu in job.gpus
+                if gpu in req.gpus
+            )
+
+    def _share_env(self, share: ShareSpec | None) -> dict[str, str]:
+        """What a run on a shared card is told: the memory it declared, for any framework
+        that caps itself (PAIKA_GPU_MEMORY_MIB; TensorFlow grows its pool instead of taking
+        the card); with MPS, the driver's own limits on its memory and SMs and the agent's
+        control daemon to connect to."""
+        if share is None:
+            return {}
+        env = {
+            "PAIKA_GPU_MEMORY_MIB": str(share.memory_mib),
+            "PAIKA_GPU_SHARE": share.mode,
+            "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+        }
+        if share.mode == "mps":
+            env["CUDA_MPS_PIPE_DIRECTORY"] = str(self._mps_daemon())
+            # The run sees its one card as device 0.
+            env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={share.memory_mib}M"
+            if share.active_thread_pct is not None:
+                env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(share.active_thread_pct)
+        return env
+
+    def _mps_daemon(self) -> Path:
+        """The pipe directory of the agent's MPS control daemon, started the first time a run
+        asks for it (only shared runs connect to it: whole-card runs never see its pipe).
+        Simulated GPUs need none; a host without NVIDIA's MPS refuses such a run."""
+        pipes = self.state_dir / "mps" / "pipe"
+        if self.simulated_mps:
+            return pipes
+        control = shutil.which("nvidia-cuda-mps-control")
+        if control is None:
+            raise AgentError(
+                409,
+                "this host has no nvidia-cuda-mps-control (NVIDIA's Multi-Process Service), "
+                "so it cannot keep jobs on one card apart with MPS: install the driver's MPS "
+                "tools, or name this host `advisory` under sharing.hosts in the policy",
+            )
+        if (pipes / "control").exists():
+            return pipes
+        logs = self.state_dir / "mps" / "log"
+        for folder in (pipes, logs):
+            folder.mkdir(parents=True, exist_ok=True)
+        # Every job's account connects through the pipes (MPS's own default is /tmp).
+        os.chmod(pipes, 0o1777)
+        env = {
+            **os.environ,
+            "CUDA_MPS_PIPE_DIRECTORY": str(pipes),
+            "CUDA_MPS_LOG_DIRECTORY": str(logs),
+        }
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+        done = subprocess.run(
+            [control, "-d"], env=env, capture_output=True, text=True, timeout=30, check=False
+        )
+        if done.returncode != 0:
+            raise AgentError(
+                503,
+                f"the MPS control daemon did not start ({done.stderr.strip() or done.returncode});"
+                f" see {logs}",
+            )
+        return pipes
+
     def gpu_holders(self) -> dict[int, str]:
         """GPU index → id of the running job that holds it."""
         with self._lock:
@@ -1147,10 +1233,9 @@ class JobStore:
                     f"in {self.state_dir / 'logs'}) or start the agent with a smaller "
                     "--disk-reserve-mib",
                 )
-            holders = self.gpu_holders()
-            taken = sorted(g for g in req.gpus if g in holders)
-            if taken:
-                owners = ", ".join(f"GPU {g} by job {holders[g]}" for g in taken)
+            holders = self._holders_in_the_way(req)
+            if holders:
+                owners = ", ".join(f"GPU {g} by job {job}" for g, job in holders)
                 raise JobConflict(f"gpus: {owners} (still running)")
             account = self.run_as.account_for(req.account)
             cwd = workdir_for(account, req.cwd)
@@ -1159,6 +1244,7 @@ class JobStore:
             paika_env = {
                 "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in req.gpus),
                 "PAIKA_JOB_ID": req.job_id,
+                **self._share_env(req.share),
             }
             env_file = self.state_dir / "envs" / f"{req.job_id}.env"
             report_file = self.report_dir / secrets.token_urlsafe(18)
@@ -1191,6 +1277,8 @@ class JobStore:
                 cgroup=None if self._cgroup_root is None else str(self._cgroup_root / req.job_id),
                 env_file=str(env_file) if req.image else None,
                 report_path=str(report_file),
+                share_mode=req.share.mode if req.share else None,
+                share_mib=req.share.memory_mib if req.share else None,
             )
             self._make_report_file(report_file, account)
             if req.image:

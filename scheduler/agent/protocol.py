@@ -349,6 +349,44 @@ class ContainerOptions(WireModel):
         return options
 
 
+SHARE_MODES = ("mps", "advisory")
+
+
+class ShareSpec(WireModel):
+    """A run on a shared card: how the host keeps it apart from the card's other runs
+    (`mode`: "mps" or "advisory"), the memory it declared (MiB) and, with MPS, the
+    share of the card's SMs it may use (percent; None: all). Runs with a share may sit on one
+    card together; a run without one holds its cards whole."""
+
+    model_config = ConfigDict(extra="forbid")
+    WHAT = "share"
+
+    mode: StrictStr
+    memory_mib: StrictInt
+    active_thread_pct: StrictInt | None = None
+
+    @field_validator("mode")
+    @classmethod
+    def _mode(cls, value: str) -> str:
+        if value not in SHARE_MODES:
+            raise ValueError(f"{value!r} is not a way to share a card ({', '.join(SHARE_MODES)})")
+        return value
+
+    @field_validator("memory_mib")
+    @classmethod
+    def _memory(cls, value: int) -> int:
+        if not 1 <= value <= 16 * 1024 * 1024:
+            raise ValueError(f"{value} MiB is not a card's memory (1 MiB to 16 TiB)")
+        return value
+
+    @field_validator("active_thread_pct")
+    @classmethod
+    def _threads(cls, value: int | None) -> int | None:
+        if value is not None and not 1 <= value <= 100:
+            raise ValueError(f"{value} is not a percentage of the card's SMs (1 to 100)")
+        return value
+
+
 class StartRequest(WireModel):
     """POST /v1/jobs: start `argv` (a list, run as is) or `shell` (run with /bin/sh -c on the host).
 
@@ -379,6 +417,8 @@ class StartRequest(WireModel):
     # name of the folder the agent keeps for it beside its state dir (`job-<id>`, the same
     # for every run of that job on this host), told to the run as PAIKA_CHECKPOINT_DIR.
     checkpoints: StrictStr | None = None
+    # On a shared card (None: the run holds its GPUs whole).
+    share: ShareSpec | None = None
 
     @field_validator("checkpoints")
     @classmethod

@@ -248,7 +248,7 @@ def hosts_of_jobs(session: Session) -> dict[int, list[str]]:
     names = {host.id: host.name for host in cluster_queries.host_rows(session=session)}
     host_of_gpu = {g: names.get(h) for g, h in cluster_queries.gpu_hosts(session=session)}
     hosts: dict[int, list[str]] = {}
-    for gpu_id, job_id in sorted(cluster_queries.holder_ids(session=session).items()):
+    for gpu_id, job_id, _ in cluster_queries.open_parts(session=session):  # shares: each job
         name = host_of_gpu.get(gpu_id)
         if name is not None and name not in hosts.setdefault(job_id, []):
             hosts[job_id].append(name)

@@ -149,7 +149,7 @@ class Host:
     gpus: tuple[Gpu, ...]
     schedulable: bool = True
     out: str = ""
-    # How the host keeps jobs that share a card apart ("mps", "mig", "advisory"); "": it
+    # How the host keeps jobs that share a card apart ("mps", "advisory"); "": it
     # shares no card.
     sharing: str = ""
 

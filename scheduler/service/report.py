@@ -251,7 +251,8 @@ def _report(
     until = min(end, ctx.now)
     for allocation in still_open:
         job = jobs[allocation.job_id]
-        hours = max(0.0, (until - max(start, allocation.started_at)).total_seconds() / 3600)
+        held = max(0.0, (until - max(start, allocation.started_at)).total_seconds() / 3600)
+        hours = held * allocation.part  # a shared card's job: its part of the card
         spec = ctx.policy.gpu_type(allocation.gpu_type)
         price = spec.price_per_gpu_hour if spec else 0.0
         usage.add(job.team_id, allocation.gpu_type, job, hours, hours * price, 0.0)

@@ -86,6 +86,17 @@ def holder_ids(*, session: Session) -> dict[int, int]:
     return {gpu_id: job_id for gpu_id, job_id in session.execute(query)}
 
 
+def open_parts(*, session: Session) -> list[tuple[int, int, int]]:
+    """Every open allocation as (gpu_id, job_id, share_milli), by GPU then job: a shared card
+    has one row per job on it (one light query)."""
+    query = (
+        sa_select(col(Allocation.gpu_id), col(Allocation.job_id), col(Allocation.share_milli))
+        .where(col(Allocation.ended_at).is_(None))
+        .order_by(col(Allocation.gpu_id), col(Allocation.job_id))
+    )
+    return [(gpu, job, milli) for gpu, job, milli in session.execute(query)]
+
+
 def planning_gpus(*, session: Session) -> Sequence[Row[Any]]:
     """What the policy reads of every GPU, as plain rows."""
     query = sa_select(
@@ -321,6 +332,12 @@ class OpenCharge:
     job_id: int
     gpu_type: str
     started_at: datetime
+    share_milli: int = WHOLE_CARD  # the part of its card it holds (a shared card: less)
+
+    @property
+    def part(self) -> float:
+        """Its share of the card: what each of its hours is charged as."""
+        return self.share_milli / WHOLE_CARD
 
 
 def open_charges_between(
@@ -328,7 +345,12 @@ def open_charges_between(
 ) -> list[OpenCharge]:
     """Open allocations of these jobs begun before `end`, oldest first, as plain rows (the
     ledger's reports)."""
-    query = sa_select(col(Allocation.job_id), col(Gpu.gpu_type), col(Allocation.started_at))
+    query = sa_select(
+        col(Allocation.job_id),
+        col(Gpu.gpu_type),
+        col(Allocation.started_at),
+        col(Allocation.share_milli),
+    )
     query = _open_before(query.join(Gpu, col(Gpu.id) == col(Allocation.gpu_id)), end, jobs)
     return [
         OpenCharge(*row)

@@ -31,6 +31,11 @@ SAMPLE: dict[str, Any] = {
     "speed": 1.0,
     "stop": "cancel",
     "state": "running",
+    "card": "gpu-a",
+    "beside": "#812",
+    "used": 38.0,
+    "total": 80.0,
+    "pressure": "light + light",
 }
 INNER = {"why", "done"}  # names that hold a reason said inside
 

@@ -17,6 +17,7 @@ from scheduler.notices.events import EventKind, RecordingObserver
 from scheduler.policy.plan import Plan
 from storage.db import session_scope
 from storage.models import Allocation, Job, JobState
+from storage.queries import cluster as cluster_queries
 
 NAMES = ("one", "two", "three", "four")
 
@@ -69,13 +70,12 @@ def test_a_gpu_taken_after_the_snapshot_costs_only_its_own_start(
         if not stolen and len(plan.starts) > 1:
             victim = plan.starts[-1]
             with session_scope(world.engine) as session:  # another writer, after the snapshot
-                taken = Allocation(
+                taken = cluster_queries.open_allocation(
+                    session=session,
                     job_id=holder or 0,
                     gpu_id=victim.gpu_ids[0],
-                    active_gpu_id=victim.gpu_ids[0],
-                    started_at=clock.now(),
+                    at=clock.now(),
                 )
-                session.add(taken)
                 session.flush()
                 stolen.update(job_id=victim.job_id, allocation=taken.id)
         return plan
@@ -95,9 +95,7 @@ def test_a_gpu_taken_after_the_snapshot_costs_only_its_own_start(
     with session_scope(world.engine) as session:  # the other writer lets the GPU go
         allocation = session.get(Allocation, stolen["allocation"])
         assert allocation is not None
-        allocation.ended_at = clock.now()
-        allocation.active_gpu_id = None
-        session.add(allocation)
+        cluster_queries.end_allocation(session=session, allocation=allocation, at=clock.now())
     with Session(world.engine) as session:
         assert session.get(Job, stolen["job_id"]) is not None
     until(cycle, clock, lambda: job_state(world, stolen["job_id"]) == JobState.RUNNING)
