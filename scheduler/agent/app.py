@@ -313,6 +313,13 @@ def build_app(
             jobs, cursor, more = jobs_store.all_jobs(), jobs_store.cursor(), False
         else:
             jobs, cursor, more = jobs_store.changes(since)
+        samples = sampler.samples(gpus, jobs_store.running_processes())
+        if jobs_store.police_shares(samples, gpus):  # those runs' stops are in the next answer
+            jobs, cursor, more = (
+                (jobs_store.all_jobs(), jobs_store.cursor(), False)
+                if since is None
+                else jobs_store.changes(since)
+            )
         return Status(
             health=health,
             host=host_name,
@@ -321,7 +328,7 @@ def build_app(
             cursor=cursor,
             more=more,
             disk=jobs_store.disk(),
-            samples=sampler.samples(gpus, jobs_store.running_processes()),
+            samples=samples,
         )
 
     async def get_status(request: Request) -> Response:

@@ -89,7 +89,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -102,8 +102,11 @@ from scheduler.agent.isolation import JOB_PATH, JOB_UMASK, Account, RunAs, workd
 from scheduler.agent.protocol import (
     JOBS_ANSWER_BYTES,
     MAX_LOG_LINES,
+    OVER_MEMORY,
     DiskState,
+    GpuInfo,
     JobInfo,
+    JobSample,
     JobState,
     ShareSpec,
     StartRequest,
@@ -112,6 +115,11 @@ from scheduler.agent.protocol import (
 from scheduler.agent.sampling import JobProcesses
 
 log = logging.getLogger(__name__)
+
+# Advisory caps (police_shares): a shared run past its declared memory by more than this, on a
+# card with less than CARD_SHORT_MIB free, is stopped for it (OVER_MEMORY).
+OVER_SLACK_MIB = 256
+CARD_SHORT_MIB = 1024
 
 STATE_FILE = "jobs.json"
 LOCK_FILE = "agent.lock"
@@ -252,6 +260,9 @@ class _Job:
     # declared (MiB). None: it holds its GPUs whole.
     share_mode: str | None = None
     share_mib: int | None = None
+    # Why the agent itself stopped it (OVER_MEMORY), and the memory it then used (MiB).
+    stopped_for: str | None = None
+    used_memory_mib: int | None = None
 
     @classmethod
     def tombstone_for(cls, job_id: str, now: float) -> _Job:
@@ -291,6 +302,8 @@ class _Job:
             log_path=self.log_path,
             report_lines=tuple(self.report_lines),
             report_first=self.report_first,
+            stopped_for=self.stopped_for,
+            used_memory_mib=self.used_memory_mib,
         )
 
     def to_record(self) -> dict[str, Any]:
@@ -318,6 +331,8 @@ class _Job:
             "sim_pcie_mbps": self.sim_pcie_mbps,
             "share_mode": self.share_mode,
             "share_mib": self.share_mib,
+            "stopped_for": self.stopped_for,
+            "used_memory_mib": self.used_memory_mib,
             "tombstone": self.tombstone,
             "account": self.account,
             "cgroup": self.cgroup,
@@ -356,6 +371,8 @@ class _Job:
             sim_pcie_mbps=rec.get("sim_pcie_mbps"),
             share_mode=rec.get("share_mode"),
             share_mib=rec.get("share_mib"),
+            stopped_for=rec.get("stopped_for"),
+            used_memory_mib=rec.get("used_memory_mib"),
             tombstone=bool(rec.get("tombstone", False)),
             account=rec.get("account"),
             cgroup=rec.get("cgroup"),
@@ -1109,6 +1126,46 @@ class JobStore:
             )
         return pipes
 
+    def police_shares(self, samples: Sequence[JobSample], gpus: Sequence[GpuInfo]) -> list[str]:
+        """Advisory caps, enforced: a run on a shared card (mode advisory) that uses more
+        memory than it declared while its card runs short (under CARD_SHORT_MIB free) and
+        another run is on that card is stopped, with the default grace, and says why
+        (OVER_MEMORY); its neighbours never are. With MPS the driver enforces the limit
+        itself. Returns the runs it stopped."""
+        cards = {card.index: card for card in gpus}
+        over: list[tuple[str, int]] = []
+        with self._lock:
+            running = [
+                j for j in self._jobs.values() if j.state is JobState.RUNNING and j.pid is not None
+            ]
+            by_id = {j.job_id: j for j in running}
+            for sample in samples:
+                job = by_id.get(sample.job_id)
+                if job is None or job.stop_requested or job.share_mode != "advisory":
+                    continue
+                used = sample.memory_mib
+                if job.share_mib is None or used is None or used <= job.share_mib + OVER_SLACK_MIB:
+                    continue
+                card = cards.get(sample.gpu)
+                if card is None or card.memory_total_mib is None or card.memory_used_mib is None:
+                    continue
+                if card.memory_total_mib - card.memory_used_mib >= CARD_SHORT_MIB:
+                    continue  # room enough: nobody is short of it yet
+                if not any(o is not job and sample.gpu in o.gpus for o in running):
+                    continue
+                job.stopped_for, job.used_memory_mib = OVER_MEMORY, used
+                over.append((job.job_id, used))
+        for job_id, used in over:
+            log.warning(
+                "job %s uses %s MiB on a shared card, past what it declared, while the card "
+                "runs short: stopped",
+                job_id,
+                used,
+                extra={"run_id": job_id},
+            )
+            self.stop(job_id)
+        return [job_id for job_id, _ in over]
+
     def gpu_holders(self) -> dict[int, str]:
         """GPU index → id of the running job that holds it."""
         with self._lock:
@@ -1240,6 +1297,9 @@ class JobStore:
             account = self.run_as.account_for(req.account)
             cwd = workdir_for(account, req.cwd)
             sim_utilization, sim_memory = _sim_overrides(req.env)
+            if req.share is not None and sim_memory is None:
+                # A simulated run on a shared card keeps within what it declared.
+                sim_memory = req.share.memory_mib * 4 // 5
             sim_memory_busy, sim_pcie = _sim_bandwidth(req.env)
             paika_env = {
                 "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in req.gpus),

@@ -350,6 +350,9 @@ class ContainerOptions(WireModel):
 
 
 SHARE_MODES = ("mps", "advisory")
+# `JobInfo.stopped_for` of a run on a shared card the agent stopped for taking more memory
+# than it declared while the card ran short (advisory caps).
+OVER_MEMORY = "over_memory"
 
 
 class ShareSpec(WireModel):
@@ -569,6 +572,11 @@ class JobInfo(WireModel):
     # first of them; lines before it were dropped. Older agents send neither.
     report_lines: tuple[StrictStr, ...] = ()
     report_first: StrictInt = 1
+    # Why the agent itself stopped the run (None: it did not): "over_memory", a run on a
+    # shared card past the memory it declared while the card ran short, with the memory it
+    # used (MiB). Older agents send neither.
+    stopped_for: StrictStr | None = None
+    used_memory_mib: StrictInt | None = None
 
     @field_validator("log_path", mode="before")
     @classmethod

@@ -255,4 +255,6 @@ def _job(job: JobInfo) -> AgentJobState:
         launched,
         job.report_lines,
         job.report_first,
+        stopped_for=job.stopped_for,
+        used_memory_mib=job.used_memory_mib,
     )

@@ -37,6 +37,7 @@ from sqlalchemy import Engine, Row
 from sqlmodel import Session
 
 from scheduler import lifecycle
+from scheduler.agent.protocol import OVER_MEMORY
 from scheduler.config import PolicyConfig
 from scheduler.dispatch import agent_job_id
 from scheduler.hosts.report import PENDING_TOO_LONG, AgentJobState, HostReport
@@ -755,6 +756,13 @@ def _ended(
         found.events.append(_event(EventKind.JOB_FINISHED, EventCode.STOPPED, job, now, stop=asked))
         return
     job.exit_code = known.exit_code
+    if known.stopped_for == OVER_MEMORY:
+        # Its host stopped it for taking a shared card's memory its neighbour needed.
+        used = (known.used_memory_mib or 0) / 1024
+        why = because(R.OVER_SHARED_MEMORY, used=round(used, 1), declared=job.min_memory_gib or 0)
+        _finish(session, policy, job, JobState.FAILED, now, why, until=until)
+        found.events.append(_event(EventKind.JOB_FAILED, EventCode.KILLED, job, now))
+        return
     if known.state == "exited" and known.exit_code == 0 and reported_failed(session, job):
         why = Reason(R.EXITED_REPORTED_FAILED)
         _finish(session, policy, job, JobState.FAILED, now, why, until=until)

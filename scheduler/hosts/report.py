@@ -72,6 +72,10 @@ class AgentJobState:
     # the limit, and why it was held, in the executor's own words ("Resources", …).
     pending_past_s: float | None = None
     pending_reason: str | None = None
+    # Why its host's agent stopped it on its own ("over_memory": a run on a shared card past
+    # the memory it declared while the card ran short), and the memory it used then (MiB).
+    stopped_for: str | None = None
+    used_memory_mib: int | None = None
 
 
 # How `HostReport.unhealthy` of an agent whose disk is low begins: `disk_low: <free> MiB free

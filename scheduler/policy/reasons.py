@@ -61,6 +61,7 @@ class ReasonCode(StrEnum):
     EXITED = "exited"  # exit_code
     KILLED = "killed"
     ENDED_BY_EXECUTOR = "ended_by_executor"  # ended_by (the executor's state, e.g. TIMEOUT)
+    OVER_SHARED_MEMORY = "over_shared_memory"  # used, declared (GiB)
     # --- its start (problem: the host's own words; dispatch, refusal: their codes)
     START_REFUSED = "start_refused"  # host, problem[, dispatch]
     START_FAILED = "start_failed"  # host, problem[, dispatch]
@@ -138,6 +139,11 @@ ENGLISH: Mapping[ReasonCode, str] = {
     C.MATCH_CHEAPER_REFUSED: "a costlier type: a host of the cheaper one refused it",
     C.MATCH_WAITED_FOR_CHEAPER: "waited over {minutes:g} min for a cheaper type",
     C.MATCH_CHEAPER_NOT_SOON: "no {gpu_type} frees up within {minutes:g} min",
+    C.OVER_SHARED_MEMORY: (
+        "stopped on its shared card: it used {used:g} GiB, more than the {declared:g} GiB it"
+        " declared (mem=), while its neighbour needed the room; submit it again with a larger"
+        " mem="
+    ),
     C.MATCH_SHARES: (
         "shares {gpu_type} on {card} with {beside}: memory {memory:g} + {used:g} of {total:g} GiB,"
         " bandwidth {pressure}"

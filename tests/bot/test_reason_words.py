@@ -33,9 +33,10 @@ SAMPLE: dict[str, Any] = {
     "state": "running",
     "card": "gpu-a",
     "beside": "#812",
-    "used": 38.0,
     "total": 80.0,
     "pressure": "light + light",
+    "used": 23.4,
+    "declared": 20.0,
 }
 INNER = {"why", "done"}  # names that hold a reason said inside
 

@@ -43,7 +43,9 @@ class Agent:
     allow_root_jobs: bool = True
 
     def start(self) -> None:
-        self.store = JobStore(self.state_dir, allow_root_jobs=self.allow_root_jobs)
+        self.store = JobStore(
+            self.state_dir, allow_root_jobs=self.allow_root_jobs, simulated_gpus=True
+        )
         reader = SimulatedReader(self.spec, host=self.name, loads=self.store)
         self.server, self.thread, self.port = serve_in_thread(
             build_app(reader, self.store, TOKEN, host=self.name), port=self.port
