@@ -3,7 +3,10 @@ too)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from bot.i18n import t
+from scheduler.door import CardJob, CardView
 
 
 def none_next_up(lang: str, waiting: int, for_data: int) -> str:
@@ -13,3 +16,23 @@ def none_next_up(lang: str, waiting: int, for_data: int) -> str:
     if not waiting:
         return t(lang, "board.nothing_waiting")
     return t(lang, "board.none_can_start" if waiting == for_data else "board.none_can_start_held")
+
+
+def shared_card(
+    lang: str, card: CardView, job: Callable[[CardJob], str], owner: Callable[[str], str]
+) -> str:
+    """A shared card's jobs, each with its owner and its memory of the card's: "shared: #12
+    eval @alice 20 of 80 GiB + #13 debug @bob 30 of 80 GiB". `job` and `owner` say a job and
+    a person as the face does (Slack's bold ids and mentions, or the console's plain text)."""
+    jobs = " + ".join(
+        t(
+            lang,
+            "board.shared_job",
+            job=job(on),
+            owner=owner(on.owner),
+            memory=on.memory_gib,
+            total=card.memory_gib,
+        )
+        for on in card.jobs
+    )
+    return t(lang, "board.shared_card", jobs=jobs)

@@ -32,7 +32,7 @@ from bot.blocks.report import (
     total_facts,
 )
 from bot.blocks.why import story_header, story_lines
-from bot.board_words import none_next_up
+from bot.board_words import none_next_up, shared_card
 from bot.i18n import DEFAULT, counted, t, term, wait_words, when
 from bot.reason_words import reason_words
 from bot.result_words import (
@@ -463,6 +463,8 @@ def _type_line(lang: str, summary: TypeSummary) -> str:
         counts.append(t(lang, "console.board.idle_held", n=summary.idle_held))
     if summary.down:
         counts.append(t(lang, "console.board.unavailable", n=summary.down))
+    if summary.shared:
+        counts.append(t(lang, "console.board.shared", n=summary.shared))
     head = counted(
         lang, "console.board.type", summary.total, gpu_type=summary.gpu_type, total=summary.total
     )
@@ -503,6 +505,7 @@ def _host_line(lang: str, host: HostView) -> str:
             last is not None
             and card.index == last.index + 1
             and (card.state, card.job_id) == (last.state, last.job_id)
+            and not (card.shared or last.shared)  # a shared card is said on its own
         ):
             runs[-1].append(card)
         else:
@@ -516,6 +519,13 @@ def _run(lang: str, cards: list[CardView]) -> str:
     mark, word = MARKS[first.state], _card(lang, first.state)
     if first.job_id is None:
         return f"{where} {mark} {word}"
+    if first.shared:
+        jobs = shared_card(
+            lang, first, lambda on: f"#{on.job_id} {on.job_name}", lambda u: f"({_mention(u)})"
+        )
+        return f"{where} {mark} {jobs}" + (
+            f" {word}" if first.state in (CardState.IDLE_HELD, CardState.DOWN) else ""
+        )
     held = f"{where} {mark} #{first.job_id} {first.job_name} ({_mention(first.owner)})"
     return held + (f" {word}" if first.state in (CardState.IDLE_HELD, CardState.DOWN) else "")
 

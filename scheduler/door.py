@@ -75,7 +75,14 @@ if TYPE_CHECKING:
     from scheduler.policy.admission import Verdict
     from scheduler.policy.plan import PreemptCode, Wait, WaitCode
     from scheduler.policy.reasons import Reason, reason_of
-    from scheduler.service.board import BoardResult, CardState, CardView, HostView, TypeSummary
+    from scheduler.service.board import (
+        BoardResult,
+        CardJob,
+        CardState,
+        CardView,
+        HostView,
+        TypeSummary,
+    )
     from scheduler.service.bumps import BumpResult, DecisionResult
     from scheduler.service.estimates import EstimatesReport
     from scheduler.service.jobs import (
@@ -132,6 +139,7 @@ _WHERE: dict[str, str] = {
     "BumpRecord": "scheduler.service.records.BumpRecord",
     "BumpResult": "scheduler.service.bumps.BumpResult",
     "BumpState": "scheduler.service.records.BumpState",
+    "CardJob": "scheduler.service.board.CardJob",
     "CardState": "scheduler.service.board.CardState",
     "CardView": "scheduler.service.board.CardView",
     "ChangeResult": "scheduler.service.jobs.ChangeResult",
@@ -261,6 +269,7 @@ __all__ = [
     "BumpRecord",
     "BumpResult",
     "BumpState",
+    "CardJob",
     "CardState",
     "CardView",
     "ChangeResult",

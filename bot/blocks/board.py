@@ -27,7 +27,7 @@ from bot.blocks.common import (
     text_size,
 )
 from bot.blocks.job import needs, priority, ref, why_and_when
-from bot.board_words import none_next_up
+from bot.board_words import none_next_up, shared_card
 from bot.config_words import in_force
 from bot.doctor_words import finding_line
 from bot.i18n import counted, t, term, when
@@ -99,16 +99,24 @@ def host_line(lang: str, host: HostView) -> str:
 
 
 def _jobs_on(lang: str, cards: Sequence[CardView]) -> str:
-    """The jobs on a host's cards: "gpu0-3 #12 bert-ft @owner", idle ones marked."""
-    groups: dict[int, list[CardView]] = {}
+    """The jobs on a host's cards: "gpu0-3 #12 bert-ft @owner", idle ones marked; a shared
+    card on its own, with each job on it and its memory of the card's."""
+    groups: dict[int | str, list[CardView]] = {}
     for card in cards:
-        if card.job_id is not None:
+        if card.shared:
+            groups[f"shared {card.index}"] = [card]
+        elif card.job_id is not None:
             groups.setdefault(card.job_id, []).append(card)
     parts = []
-    for job_id, held in groups.items():
+    for held in groups.values():
         first = held[0]
-        text = f"gpu{_ranges([card.index for card in held])} {ref(job_id, first.job_name or '')}"
-        text += f" {mention(first.owner)}" if first.owner else ""
+        if first.shared:
+            text = f"gpu{first.index} " + shared_card(
+                lang, first, lambda on: ref(on.job_id, on.job_name), mention
+            )
+        else:
+            text = f"gpu{_ranges([card.index for card in held])} {ref(first.job_id, first.job_name or '')}"
+            text += f" {mention(first.owner)}" if first.owner else ""
         if all(card.state is CardState.IDLE_HELD for card in held):
             text += t(lang, "board.idle_job")
         parts.append(text)
@@ -141,6 +149,8 @@ def _types(board: BoardResult, lang: str, zone: ZoneInfo) -> str:
                 down=summary.down,
             )
         )
+        if summary.shared:
+            lines[-1] = t(lang, "board.type_shared", line=lines[-1], n=summary.shared)
         if not summary.listed:
             lines.append(t(lang, "board.unlisted_type", gpu_type=mrkdwn_escape(summary.gpu_type)))
     if not board.types:

@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from scheduler.archive.state import ETA_COLUMNS, records, taken_at
+from storage.models.cluster import WHOLE_CARD
 
 Plain = str | int | float | bool | None
 # A job's wait reason is given whole (code, numbers, ETA), for the faces to say it.
@@ -33,6 +34,7 @@ class DiffField(StrEnum):
     PRIORITY = "priority"
     REASON = "reason"
     PLACEMENT = "placement"
+    SHARE = "share"  # its part of a shared card (a fraction); None: whole cards, or none
     DRAINING = "draining"
     HEALTHY = "healthy"
     GPU_TYPE = "gpu_type"
@@ -101,6 +103,7 @@ _FIELDS: dict[DiffKind, tuple[tuple[DiffField, Reader], ...]] = {
         (DiffField.PRIORITY, lambda row: row.get("priority")),
         (DiffField.REASON, _reason),
         (DiffField.PLACEMENT, lambda row: row.get("placement")),
+        (DiffField.SHARE, lambda row: row.get("share")),
     ),
     DiffKind.HOST: (
         (DiffField.STATE, lambda row: row.get("state")),
@@ -169,10 +172,15 @@ def _things(doc: Mapping[str, Any]) -> dict[DiffKind, dict[Any, Mapping[str, Any
         for gpu in records(doc, "gpus")
     }
     placement: dict[int, list[str]] = {}
+    share: dict[int, float] = {}
     for allocation in records(doc, "allocations"):
         gpu = gpus.get(allocation["gpu_id"])
         where = f"{gpu['host']}/{gpu['index']}" if gpu else f"gpu {allocation['gpu_id']}"
         placement.setdefault(allocation["job_id"], []).append(where)
+        # A part of a shared card (a snapshot from before cards were shared says none).
+        milli = int(allocation.get("share_milli") or WHOLE_CARD)
+        if milli < WHOLE_CARD:
+            share[allocation["job_id"]] = milli / WHOLE_CARD
     etas = {row["job_id"]: row for row in records(doc, "etas")}
     waits = {row["job_id"]: {**row, **etas.get(row["job_id"], {})} for row in records(doc, "waits")}
     teams = {team["id"]: team["name"] for team in records(doc, "teams")}
@@ -181,6 +189,7 @@ def _things(doc: Mapping[str, Any]) -> dict[DiffKind, dict[Any, Mapping[str, Any
             job["id"]: {
                 **job,
                 "placement": ", ".join(sorted(placement.get(job["id"], []))),
+                "share": share.get(job["id"]),
                 "wait": waits.get(job["id"]),
             }
             for job in records(doc, "jobs")

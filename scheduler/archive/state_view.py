@@ -5,7 +5,7 @@ document instead of the database, so the faces draw them the same way."""
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,6 +19,8 @@ from scheduler.service.board import NEXT_UP, BoardResult, assemble
 from scheduler.service.jobs import PENDING_STATES, JobView, QueueResult, next_up
 from scheduler.service.records import JobRecord
 from storage.models import ON_HOST_STATES, Gpu, Host, Job
+from storage.models.cluster import WHOLE_CARD
+from storage.queries.cluster import CardTenant
 from storage.queries.restore import typed
 
 LATEST = "latest"
@@ -94,9 +96,13 @@ def snapshot_view(doc: Mapping[str, Any], policy: PolicyConfig) -> SnapshotView:
         (v for v in views if v.job.state in PENDING_STATES),
         key=lambda v: (v.wait is None, v.wait.position if v.wait else 0, v.job.id),
     )
-    holders = {
-        a["gpu_id"]: jobs[a["job_id"]] for a in records(doc, "allocations") if a["job_id"] in jobs
-    }
+    # Every job on each card with its part: a shared card has several (a snapshot taken
+    # before cards were shared says no part: each held its card whole).
+    tenants: dict[int, list[CardTenant]] = defaultdict(list)
+    for a in records(doc, "allocations"):
+        if a["job_id"] in jobs:
+            part = int(a.get("share_milli") or WHOLE_CARD)
+            tenants[a["gpu_id"]].append(CardTenant(jobs[a["job_id"]], part))
     polls = {row["id"]: row["last_seen_at"] for row in records(doc, "polls")}
     hosts = [
         Host(**typed(Host, {**row, "last_seen_at": polls.get(row["id"])}))
@@ -107,7 +113,7 @@ def snapshot_view(doc: Mapping[str, Any], policy: PolicyConfig) -> SnapshotView:
         policy,
         hosts=sorted(hosts, key=lambda host: host.name),
         gpus=[Gpu(**typed(Gpu, row)) for row in records(doc, "gpus")],
-        holders=holders,
+        tenants=tenants,
         counts=Counter((job.state, job.priority) for job in jobs.values()),
         next_up=next_up(waiting, NEXT_UP),
         config_version=doc.get("config_version"),

@@ -18,9 +18,11 @@ from scheduler.service import jobs
 from scheduler.service.context import Context
 from scheduler.service.jobs import JobView
 from storage.models import ON_HOST_STATES, Gpu, Host, HostState, Job, JobState
+from storage.models.cluster import WHOLE_CARD
 from storage.queries import cluster as cluster_queries
 from storage.queries import config as config_queries
 from storage.queries import jobs as job_queries
+from storage.queries.cluster import CardTenant
 
 
 class CardState(StrEnum):
@@ -41,8 +43,28 @@ class CardState(StrEnum):
 
 
 @dataclass(frozen=True)
+class CardJob:
+    """One job on a card: the card's only job, or one of a shared card's."""
+
+    job_id: int
+    job_name: str
+    owner: str
+    priority: str
+    since: datetime | None  # when it started
+    share_milli: int = WHOLE_CARD  # its part of the card, in thousandths
+    # Its memory of the card's (GiB): the whole card's, or on a shared card what it declared
+    # (its part of the card's memory where it declared none).
+    memory_gib: float = 0.0
+
+    @property
+    def shares(self) -> bool:
+        return self.share_milli < WHOLE_CARD
+
+
+@dataclass(frozen=True)
 class CardView:
-    """One GPU on the board."""
+    """One GPU on the board. `job_*`, `owner`, `priority` and `since` name its first job;
+    `jobs` names every job on it (a shared card holds several)."""
 
     host: str
     index: int
@@ -55,6 +77,12 @@ class CardView:
     owner: str | None = None
     priority: str | None = None
     since: datetime | None = None  # when the job on it started
+    jobs: tuple[CardJob, ...] = ()  # by job id
+
+    @property
+    def shared(self) -> bool:
+        """Held in parts (share=yes jobs), however many of them are on it now."""
+        return any(job.shares for job in self.jobs)
 
 
 @dataclass(frozen=True)
@@ -82,6 +110,9 @@ class TypeSummary:
     # Whether the type is one of the policy's catalogue (False: cards of a model no type
     # matches, shown under the name their agent reports).
     listed: bool = True
+    # Of the busy and idle-held cards, those held in parts by share=yes jobs: each is one
+    # card in use, whatever number of jobs it holds. A digest stored before it reads 0.
+    shared: int = 0
 
 
 @dataclass(frozen=True)
@@ -124,7 +155,7 @@ def board(ctx: Context) -> BoardResult:
             ctx.policy,
             hosts=cluster_queries.all_hosts(session=session),
             gpus=cluster_queries.all_gpus(session=session),
-            holders=cluster_queries.gpu_holders(session=session),
+            tenants=cluster_queries.card_tenants(session=session),
             # The queue in brief: counted by the database, and only the first few jobs loaded.
             counts=job_queries.count_by_state_and_priority(session=session),
             next_up=jobs.next_waiting(ctx, NEXT_UP),
@@ -140,13 +171,14 @@ def assemble(
     *,
     hosts: Sequence[Host],
     gpus: Iterable[Gpu],
-    holders: Mapping[int, Job],
+    tenants: Mapping[int, Sequence[CardTenant]],
     counts: Mapping[tuple[str, str], int],
     next_up: tuple[JobView, ...],
     config_version: int | None = None,
 ) -> BoardResult:
-    """The board from hosts (by name), their GPUs, the job holding each GPU (by GPU id) and
-    the jobs counted by (state, priority): from the database now, or from a snapshot."""
+    """The board from hosts (by name), their GPUs, the jobs on each held GPU with their parts
+    (by GPU id; a shared card has several) and the jobs counted by (state, priority): from
+    the database now, or from a snapshot."""
     by_host: dict[int, list[Gpu]] = defaultdict(list)
     for gpu in gpus:
         by_host[gpu.host_id].append(gpu)
@@ -161,7 +193,7 @@ def assemble(
             host.state,
             host.draining,
             tuple(
-                _card(host, gpu, holders.get(gpu.id or 0), rules)
+                _card(host, gpu, tenants.get(gpu.id or 0, ()), rules)
                 for gpu in sorted(by_host.get(host.id or 0, ()), key=lambda g: g.index)
             ),
             travels_in_clear(host.url),
@@ -191,7 +223,9 @@ class _Rules:
     listed: frozenset[str]  # the catalogue's type names
 
 
-def _card(host: Host, gpu: Gpu, job: Job | None, rules: _Rules) -> CardView:
+def _card(host: Host, gpu: Gpu, tenants: Sequence[CardTenant], rules: _Rules) -> CardView:
+    ordered = sorted(tenants, key=lambda tenant: tenant.job.id or 0)
+    job = ordered[0].job if ordered else None
     return CardView(
         host=host.name,
         index=gpu.index,
@@ -204,7 +238,19 @@ def _card(host: Host, gpu: Gpu, job: Job | None, rules: _Rules) -> CardView:
         owner=job.owner if job else None,
         priority=job.priority if job else None,
         since=job.started_at if job else None,
+        jobs=tuple(_on_card(gpu, tenant) for tenant in ordered),
     )
+
+
+def _on_card(gpu: Gpu, tenant: CardTenant) -> CardJob:
+    job, milli = tenant.job, tenant.share_milli
+    if milli >= WHOLE_CARD:
+        memory = gpu.memory_gib
+    elif job.min_memory_gib is not None:
+        memory = job.min_memory_gib
+    else:  # a part with no memory said: its part of the card's
+        memory = round(gpu.memory_gib * milli / WHOLE_CARD, 1)
+    return CardJob(job.id or 0, job.name, job.owner, job.priority, job.started_at, milli, memory)
 
 
 def _state(host: Host, gpu: Gpu, job: Job | None, rules: _Rules) -> CardState:
@@ -230,9 +276,12 @@ def _state(host: Host, gpu: Gpu, job: Job | None, rules: _Rules) -> CardState:
 def _summaries(policy: PolicyConfig, hosts: tuple[HostView, ...]) -> tuple[TypeSummary, ...]:
     """Counts per type that has cards: catalog types cheapest first, then unknown ones by name."""
     counts: dict[str, Counter[CardState]] = defaultdict(Counter)
+    shared: Counter[str] = Counter()
     for host in hosts:
         for card in host.cards:
             counts[card.gpu_type][card.state] += 1
+            if card.shared and card.state in (CardState.BUSY, CardState.IDLE_HELD):
+                shared[card.gpu_type] += 1
     priced = sorted(policy.catalog(), key=lambda card_type: card_type.price_per_gpu_hour)
     order = [card_type.name for card_type in priced if card_type.name in counts]
     order += sorted(name for name in counts if name not in order)
@@ -245,6 +294,7 @@ def _summaries(policy: PolicyConfig, hosts: tuple[HostView, ...]) -> tuple[TypeS
             idle_held=counts[name][CardState.IDLE_HELD],
             down=sum(counts[name][s] for s in _UNAVAILABLE),
             listed=name in policy.gpu_types,
+            shared=shared[name],
         )
         for name in order
     )

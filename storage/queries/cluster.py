@@ -405,3 +405,32 @@ def last_run_hosts(*, session: Session, job_id: int) -> Sequence[Host]:
         .order_by(col(Host.id))
     )
     return session.exec(query).all()
+
+
+@dataclass(frozen=True, slots=True)
+class CardTenant:
+    """A job on a held card and its part of it: the card's one job (the whole card), or one
+    of a shared card's jobs."""
+
+    job: Job
+    share_milli: int = WHOLE_CARD
+
+    @property
+    def shares(self) -> bool:
+        """Whether it holds part of the card, beside whoever else the card takes."""
+        return self.share_milli < WHOLE_CARD
+
+
+def card_tenants(*, session: Session) -> dict[int, tuple[CardTenant, ...]]:
+    """Every job on each held GPU with its part of the card, by GPU id, each card's jobs by
+    job id (one query): where `gpu_holders` names one job of a shared card, this names all."""
+    query = (
+        select(col(Allocation.gpu_id), col(Allocation.share_milli), Job)
+        .join(Job, col(Job.id) == col(Allocation.job_id))
+        .where(col(Allocation.ended_at).is_(None))
+        .order_by(col(Allocation.gpu_id), col(Allocation.job_id))
+    )
+    found: dict[int, list[CardTenant]] = {}
+    for gpu_id, milli, job in session.exec(query).all():
+        found.setdefault(int(gpu_id), []).append(CardTenant(job, int(milli)))
+    return {gpu_id: tuple(tenants) for gpu_id, tenants in found.items()}

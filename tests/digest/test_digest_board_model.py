@@ -48,6 +48,7 @@ def test_a_type_no_catalogue_entry_names_stays_unlisted_in_the_stored_digest(
             "idle_held": 0,
             "down": 0,
             "listed": False,
+            "shared": 0,
         }
     ]
     assert Digest.from_json(stored) == digest
