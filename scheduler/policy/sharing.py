@@ -6,6 +6,7 @@ advisory caps: `Host.sharing`). A card shared is held while any of its jobs runs
 work never lands on it, and a core job may take it back (scheduler.py stops its jobs).
 
 May a job join a card (`may_join`), in order, the first that refuses says why:
+- no job on the card was kept apart from it (see Feedback below);
 - the host shares cards and is up; the card is healthy, of a type the job accepts;
 - the card has room for one more job (`share_max_jobs`) and for its memory: what its jobs
   declared plus this one's plus `share_reserve_gib` within the card's memory;
@@ -21,6 +22,13 @@ presses PCIe hard on its host when the job does too and another host serves (带
 the cheapest type, then the card's id. A job no shared card takes starts a new one on a free
 card (scheduler.py), where it holds `share_milli` of it.
 
+Feedback (`slowdown_seen`, `slowed`, `opportunistic`): a run on a shared card whose own SM
+busy % falls below (1 - `share_max_slowdown`) of its fingerprint's, the SM busy % its earlier
+runs showed alone, is slowed by its neighbour. Slowed for long enough (the shell keeps the
+time: scheduler/share_watch.py), the opportunistic job of the pair, the one of the lower
+class or, of the same class, the one that joined the card later, is stopped and queued again,
+and the two are kept apart from then on (`Pending.apart_from`).
+
 Pure: no I/O, no clock.
 """
 
@@ -32,6 +40,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from scheduler.policy.colocation import Fingerprint, Pressure, bandwidth, pair, pcie
+from scheduler.policy.priority_classes import CLASS_RANK
 from scheduler.policy.snapshot import Gpu, Host, Knobs, Pending, Running
 
 MIB_PER_GIB = 1024.0
@@ -47,6 +56,7 @@ class ShareCode(StrEnum):
     PCIE = "pcie"  # both press PCIe hard
     SLOWDOWN = "slowdown"  # the slower would lose more than the policy allows
     UNKNOWN = "unknown"  # a job with no earlier run, beside one not known to be light
+    APART = "apart"  # a job there once slowed it, or was slowed by it, on a shared card
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +133,8 @@ def _fingerprint_of(job: Pending) -> Fingerprint | None:
 def may_join(card: SharedCard, job: Pending, knobs: Knobs) -> tuple[ShareCode | None, float]:
     """Whether `job` may join `card`: None and the worst slowdown expected beside its jobs
     (0 when none is known), or the first rule that refuses and the slowdown it saw."""
+    if any(tenant.job_id in job.apart_from for tenant in card.tenants):
+        return ShareCode.APART, 0.0
     if len(card.tenants) >= knobs.share_max_jobs:
         return ShareCode.FULL, 0.0
     need = job.needs.min_memory_gib or 0.0
@@ -221,15 +233,63 @@ def _pcie_pressed_hosts(cards: Mapping[int, SharedCard]) -> frozenset[str]:
     )
 
 
+# Below this SM busy % alone a run's pace cannot be read from its SM busy %: what little it
+# shows is its data loader's and the driver's, and halves or doubles with no neighbour at all.
+MIN_JUDGED_UTIL = 5.0
+
+
+def slowdown_seen(sm_pct: float | None, fingerprint: Fingerprint | None) -> float | None:
+    """The share of its pace a run on a shared card has lost: its own SM busy % now against
+    its fingerprint's SM busy % alone (0.3: it runs at 70 % of it; 0 when at or above it).
+    None when that cannot be told: no sample now, no fingerprint, or one too light to read."""
+    if sm_pct is None or fingerprint is None or fingerprint.gpu_util < MIN_JUDGED_UTIL:
+        return None
+    return max(0.0, 1.0 - sm_pct / fingerprint.gpu_util)
+
+
+def slowed(sm_pct: float | None, fingerprint: Fingerprint | None, knobs: Knobs) -> bool:
+    """Whether the run is slowed by its neighbour: its SM busy % below (1 -
+    `share_max_slowdown`) of what its fingerprint shows alone."""
+    if sm_pct is None or fingerprint is None or slowdown_seen(sm_pct, fingerprint) is None:
+        return False
+    return sm_pct < (1.0 - knobs.share_max_slowdown) * fingerprint.gpu_util
+
+
+@dataclass(frozen=True, slots=True)
+class Sharer:
+    """A job on a shared card, as feedback weighs it: its class and when it joined the card
+    (POSIX seconds)."""
+
+    job_id: int
+    priority: str
+    joined_at: float
+
+
+def opportunistic(a: Sharer, b: Sharer) -> Sharer:
+    """Which of two jobs on one card is the opportunistic one, the one to stop when either
+    slows the other: the lower priority class; of one class, the one that joined the card
+    later (the other was there first); at the same moment, the one submitted later."""
+
+    def key(s: Sharer) -> tuple[int, float, int]:
+        return (CLASS_RANK.get(s.priority, len(CLASS_RANK)), s.joined_at, s.job_id)
+
+    return max(a, b, key=key)
+
+
 __all__ = [
+    "MIN_JUDGED_UTIL",
     "WHOLE_CARD",
     "Joining",
     "ShareCode",
     "SharedCard",
+    "Sharer",
     "Tenant",
     "best_card",
     "light",
     "may_join",
+    "opportunistic",
     "share_milli",
     "shared_cards",
+    "slowdown_seen",
+    "slowed",
 ]

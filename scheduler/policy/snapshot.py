@@ -200,6 +200,9 @@ class Pending:
     # and how its earlier runs used a card, when known.
     share: bool = False
     fingerprint: Fingerprint | None = None
+    # Jobs it once slowed, or was slowed by, on a shared card (sharing.py, "Feedback"): it
+    # never joins a card one of them is on.
+    apart_from: frozenset[int] = frozenset()
 
     @property
     def shares(self) -> bool:
