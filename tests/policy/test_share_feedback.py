@@ -89,7 +89,8 @@ def test_the_opportunistic_job_is_the_lower_class_then_the_later_to_join() -> No
 def test_may_join_refuses_a_card_holding_a_job_it_is_kept_apart_from() -> None:
     card = SharedCard(CARD, [Tenant(7, 20.0, LIGHT)])
     knobs = Knobs()
-    assert may_join(card, _share(1), knobs) == (None, pytest.approx(0.001))
+    code, slowdown = may_join(card, _share(1), knobs)
+    assert code is None and slowdown == pytest.approx(0.001)  # two light jobs: 0.1 x 0.1 x 0.1
     assert may_join(card, _share(1, apart_from=frozenset({7})), knobs) == (ShareCode.APART, 0.0)
     assert may_join(card, _share(1, apart_from=frozenset({8})), knobs)[0] is None
 
