@@ -275,7 +275,7 @@ def _idle_ask(lang: str, notice: Announcement) -> str:
     info = notice.detail
     action = str(info.get("action"))
     then_key = f"notice.idle.then.{action}"
-    return t(
+    text = t(
         lang,
         "notice.idle.ask",
         id=info.get("job_id"),
@@ -288,6 +288,11 @@ def _idle_ask(lang: str, notice: Announcement) -> str:
         grace=float(info.get("grace_minutes", 0)),
         then=t(lang, then_key if has(then_key) else "notice.idle.then.keep"),
     )
+    beside = info.get("shared_with") or ()
+    if not beside:
+        return text
+    jobs = ", ".join(f"#{job.get('job_id')} <@{job.get('owner')}>" for job in beside)
+    return t(lang, "notice.idle.shared", text=text, jobs=jobs)
 
 
 def _overrun(lang: str, notice: Announcement) -> str:

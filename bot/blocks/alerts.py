@@ -242,7 +242,14 @@ def _idle_blocks(alert: Announcement, lang: str) -> list[Block]:
         minutes=float(info.get("idle_minutes", 0)),
         peak=float(info.get("peak_pct", 0)),
     )
-    return [header(_idle_title(alert, lang)), section(f":zzz: {ask}")]
+    blocks = [header(_idle_title(alert, lang)), section(f":zzz: {ask}")]
+    beside = info.get("shared_with") or ()
+    if beside:  # a shared card is idle as a whole: its neighbours are asked too
+        jobs = ", ".join(
+            f"{ref(job.get('job_id'), '')}{mention(job.get('owner'))}" for job in beside
+        )
+        blocks.append(context(t(lang, "alert.idle.shared", jobs=jobs)))
+    return blocks
 
 
 # ---------------------------------------------------------------- anything else

@@ -75,6 +75,9 @@ class IdleRun:
     gpu_type: str
     hosts: tuple[str, ...]
     peak_pct: float  # the highest utilization any of its GPUs showed in the window
+    # The other jobs on its cards (id, owner), by id: a shared card is idle only as a whole,
+    # so each of them is asked about it too.
+    beside: tuple[tuple[int, str], ...] = ()
 
 
 def sample_period(policy: PolicyConfig) -> float:
@@ -87,25 +90,41 @@ def idle_runs(session: Session, policy: PolicyConfig, now: datetime) -> dict[int
     knobs = policy.reclaim
     start = now - timedelta(minutes=knobs.idle_minutes)
     held = _held_since(session, start)
-    samples = _samples_while_held(session, held, start)
+    samples = _samples_of_held(session, held, start)
+    # Who is on each card now: a shared card's samples name one of its jobs, and are the
+    # card's readings for every job on it (the card is idle, or not, as a whole).
+    tenants = cluster_queries.card_tenants(session=session)
     gpus = {gpu.id: gpu for gpu in cluster_queries.all_gpus(session=session)}
     hosts = {host.id: host.name for host in cluster_queries.all_hosts(session=session)}
     max_gap = timedelta(seconds=COVERAGE_PERIODS * sample_period(policy))
     found = {}
     for job, allocations in held:
+        job_id = job.id or 0
         ids = tuple(sorted(a.gpu_id for a in allocations))
-        peaks = [
-            _idle_peak(
-                samples.get(i, []), job.id or 0, start, now, knobs.idle_utilization_pct, max_gap
+        peaks = []
+        for allocation in allocations:
+            on_card = {t.job.id or 0 for t in tenants.get(allocation.gpu_id, ())} | {job_id}
+            # A sample from the cycle that started the job was read before it held the GPU.
+            since = [s for s in samples.get(allocation.gpu_id, []) if s.at > allocation.started_at]
+            peaks.append(
+                _idle_peak(since, on_card, start, now, knobs.idle_utilization_pct, max_gap)
             )
-            for i in ids
-        ]
         known = [peak for peak in peaks if peak is not None]
         if len(known) == len(peaks):
             cards = [gpu for i in ids if (gpu := gpus.get(i)) is not None]
             gpu_type = cards[0].gpu_type if cards else "?"
             names = tuple(sorted({hosts.get(card.host_id, "?") for card in cards}))
-            found[job.id or 0] = IdleRun(job, ids, gpu_type, names, max(known))
+            beside = tuple(
+                sorted(
+                    {
+                        (t.job.id or 0, t.job.owner)
+                        for i in ids
+                        for t in tenants.get(i, ())
+                        if t.job.id != job_id
+                    }
+                )
+            )
+            found[job_id] = IdleRun(job, ids, gpu_type, names, max(known), beside)
     return found
 
 
@@ -124,35 +143,36 @@ def _held_since(session: Session, start: datetime) -> list[tuple[Job, list[Alloc
     ]
 
 
-def _samples_while_held(
+def _samples_of_held(
     session: Session, held: Sequence[tuple[Job, list[Allocation]]], start: datetime
 ) -> dict[int, list[GpuSample]]:
-    """The window's samples of each held GPU taken after its job took it, by GPU id."""
-    taken = {a.gpu_id: a.started_at for _, allocations in held for a in allocations}
+    """The window's samples of each held GPU, by GPU id, oldest first (a shared card's are
+    read once for all its jobs; each job keeps those taken after it took the card)."""
+    gpu_ids = sorted({a.gpu_id for _, allocations in held for a in allocations})
     by_gpu: dict[int, list[GpuSample]] = defaultdict(list)
-    for sample in reclaim.samples_of_gpus(session=session, gpu_ids=list(taken), since=start):
-        # A sample from the cycle that started the job was read before it held the GPU.
-        if sample.at > taken[sample.gpu_id]:
-            by_gpu[sample.gpu_id].append(sample)
+    for sample in reclaim.samples_of_gpus(session=session, gpu_ids=gpu_ids, since=start):
+        by_gpu[sample.gpu_id].append(sample)
     return by_gpu
 
 
 def _idle_peak(
     samples: Sequence[GpuSample],
-    job_id: int,
+    on_card: Collection[int],
     start: datetime,
     end: datetime,
     below: float,
     max_gap: timedelta,
 ) -> float | None:
-    """The highest utilization in the window if every sample is this job's and below `below`
-    and the samples cover [start, end]; else None (busy, or not enough evidence)."""
+    """The highest utilization in the window if every sample was taken while the card was
+    held by the jobs now on it (this job, and on a shared card its neighbours: the card's
+    reading is theirs together) and is below `below`, and the samples cover [start, end];
+    else None (busy, held by another, or not enough evidence)."""
     if not samples:
         return None
     peak = 0.0
     for sample in samples:
         pct = sample.utilization_pct
-        if sample.job_id != job_id or pct is None or pct >= below:
+        if sample.job_id not in on_card or pct is None or pct >= below:
             return None
         peak = max(peak, pct)
     moments = [start, *(s.at for s in samples), end]
@@ -246,6 +266,8 @@ def _ask(run: IdleRun, number: int, policy: PolicyConfig, now: datetime, team: s
         "grace_minutes": knobs.grace_minutes,
         "action": action,
     }
+    if run.beside:
+        detail["shared_with"] = [{"job_id": i, "owner": owner} for i, owner in run.beside]
     return Announcement(
         key=f"idle:{job.id}:{job.attempts}:{number}",
         kind=ASK_KIND,
