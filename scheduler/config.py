@@ -503,9 +503,54 @@ class PoolOptions(_Strict):
         return None
 
 
+# How many parts a Slurm pool's card is cut into (SlurmShares.per_gpu): 1 would be the whole
+# card; Slurm's own examples use 100 for MPS (a percent each) and a few to 64 for shards.
+SHARES_PER_GPU = (2, 1000)
+SLURM_SHARE_MODES = ("shard", "mps")
+
+
+class SlurmShares(_Strict):
+    """How a Slurm pool's nodes let jobs share a card: through the site's own sharing GRES,
+    which its gres.conf declares on each node, per card. `mode`: `shard` (Slurm's gres/shard:
+    `Name=shard Count=<per_gpu>` for each GPU; nothing keeps the jobs apart but their own caps)
+    or `mps` (Slurm's gres/mps: `Name=mps Count=<per_gpu>` for each GPU, usually 100; the
+    site's MPS daemon limits each job's SMs). `per_gpu`: how many of them one card has, the
+    units a share=yes job's part of the card is asked in. `typed`: whether gres.conf gives them
+    the card's type (`Type=a100`, as a node with two card types needs, so that a share lands on
+    the type paika chose); false: they are asked for untyped (`--gres=shard:<n>`)."""
+
+    # Which sharing GRES: shard (Slurm's gres/shard: the jobs cap themselves) or mps (gres/mps).
+    mode: Literal["shard", "mps"]
+    # Shards (or MPS units) per card, as gres.conf's Count= for each card: from 2 to 1000.
+    per_gpu: int
+    # Whether gres.conf gives them the card's type (Type=a100); false: --gres=shard:<n>.
+    typed: bool = True
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _known_mode(cls, value: object) -> object:
+        if value not in SLURM_SHARE_MODES:
+            raise ValueError(
+                f"unknown mode {value!r}: shard (Slurm's gres/shard) or mps (Slurm's gres/mps)"
+            )
+        return value
+
+    @field_validator("per_gpu", mode="before")
+    @classmethod
+    def _per_gpu_bounds(cls, value: object) -> object:
+        low, high = SHARES_PER_GPU
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(
+                f"{value!r} is out of bounds: a whole number of shards (or MPS units) per card"
+                f" from {low} to {high}, as the nodes' gres.conf declares (Count=)"
+            )
+        return value
+
+
 class SlurmPool(PoolOptions):
     """How a pool's jobs go to Slurm: its partition, each paika GPU type's GRES name there,
-    the --time margin over the estimate and where each run's output goes."""
+    the --time margin over the estimate and where each run's output goes; `shares`: how its
+    nodes let share=yes jobs share a card (None: the pool shares none)."""
 
     partition: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
     gres: dict[str, NamePattern] = Field(min_length=1)  # paika GPU type -> Slurm GPU type
@@ -528,6 +573,9 @@ class SlurmPool(PoolOptions):
     # was added with; "none": no utilization (idle reclaim and the board's idle cards then
     # have nothing to go by on this pool).
     utilization: Literal["none", "agents"] = "none"
+    # How the nodes let share=yes jobs share a card, through the site's shards or MPS (None:
+    # the pool shares none).
+    shares: SlurmShares | None = None
 
     def policy_problem(self, policy: PolicyConfig) -> tuple[str, str] | None:
         for gpu_type in self.gres:

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from scheduler.config import PolicyConfig
+from scheduler.config import PolicyConfig, SlurmPool
 from scheduler.ledger import quota_use
 from scheduler.policy.matching import CardNeeds
 from scheduler.policy.plan import HostOut
@@ -137,12 +137,18 @@ def _hosts(
 
 
 def _sharing(policy: PolicyConfig, host: str) -> str:
-    """How a host keeps jobs on one card apart ("": it shares none). Only paika's own agents
-    share cards; a Slurm pool's hosts share through the site's own GPU sharing, if any."""
+    """How a host keeps jobs on one card apart ("": it shares none). An agent's host as the
+    policy's `sharing` names it; a Slurm pool's node through the site's own sharing GRES,
+    when the pool declares them (`slurm.shares`): "slurm-shard" or "slurm-mps", not the
+    agents' "mps", because there Slurm and the site's daemon keep the jobs apart, not paika's
+    agent (the policy only asks whether a host shares). Any other executor shares none."""
     pool = policy.pool_of(host)
-    if pool is not None and pool[1].executor != "agents":
-        return ""
-    return policy.sharing.mode_of(host)
+    if pool is None or pool[1].executor == "agents":
+        return policy.sharing.mode_of(host)
+    options = pool[1].options
+    if isinstance(options, SlurmPool) and options.shares is not None:
+        return f"slurm-{options.shares.mode}"
+    return ""
 
 
 def card_needs(job: PlannedJob) -> CardNeeds:

@@ -7,6 +7,12 @@ held in Slurm's queue instead could be released by anyone with `scontrol release
 would sit in Slurm's priority order besides paika's). Each run is one Slurm job per host,
 named `<prefix><job>.<attempt>.<host>`: the name is how a start sent again is recognised
 (never submitted twice, see `SlurmDispatcher.start`) and how a stop finds it.
+
+A run on a shared card (its order's `share`) asks for its part of one card in the site's own
+sharing GRES (the pool's `shares`): `--gres=shard:<type>:<n>` or `--gres=mps:<type>:<n>`,
+n its declared memory's part of the card in the pool's units, rounded up. Slurm then picks the
+card (the first of the type with n left), keeps a card that any share holds from whole-card
+jobs, and a card any whole-card job holds from shares.
 """
 
 from __future__ import annotations
@@ -17,10 +23,10 @@ import pwd
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
-from scheduler.config import SlurmPool
-from scheduler.dispatch import DispatchError, StartOrder
+from scheduler.config import SlurmPool, SlurmShares
+from scheduler.dispatch import CardShare, DispatchError, StartOrder
 from scheduler.slurm.batch import BatchJob
 from scheduler.slurm.commands import SlurmCommands
 from scheduler.slurm.errors import SlurmError, SlurmProblem
@@ -42,7 +48,9 @@ _FORGET_STOPS_AFTER_S = 24 * 3600
 class SlurmDispatcher:
     """Dispatch one pool's runs through Slurm's clients. `monotonic`: the clock a stop's
     grace is measured on (a TERM sent is remembered in memory: after a restart the TERM
-    is sent again and the grace starts afresh, which only gives the job longer)."""
+    is sent again and the grace starts afresh, which only gives the job longer).
+    `card_memory_gib`: each paika GPU type's memory, as the policy's catalog has it (what a
+    share of a card is measured against; the executor keeps it current)."""
 
     def __init__(
         self,
@@ -50,8 +58,10 @@ class SlurmDispatcher:
         commands: SlurmCommands | None = None,
         *,
         monotonic: Callable[[], float] = time.monotonic,
+        card_memory_gib: Mapping[str, float] | None = None,
     ) -> None:
         self.pool = pool
+        self.card_memory_gib: Mapping[str, float] = dict(card_memory_gib or {})
         self.commands = commands or SlurmCommands(pool.conf, timeout=pool.command_timeout_seconds)
         self.monotonic = monotonic
         self._term_sent: dict[str, float] = {}
@@ -199,6 +209,26 @@ class SlurmDispatcher:
         gres = self.pool.gres.get(order.gpu_type or "")
         if gres is None:
             raise refuse(SlurmProblem.INVALID_GRES, f"no GRES name for type {order.gpu_type!r}")
+        asked = f"gpu:{gres}:{len(order.gpu_indices)}"
+        env: dict[str, str] = {}
+        if order.share is not None:
+            shares = self.pool.shares
+            if shares is None:  # the policy took the pool's shares away since it was placed
+                raise refuse(
+                    SlurmProblem.INVALID_GRES,
+                    "a share of a card, and the pool shares none: its policy sets no "
+                    "slurm.shares (mode: shard or mps, per_gpu: as the nodes' gres.conf)",
+                )
+            memory_gib = self.card_memory_gib.get(order.gpu_type or "")
+            if not memory_gib:
+                raise refuse(
+                    SlurmProblem.INVALID_GRES,
+                    f"a share of a card of type {order.gpu_type!r}, whose memory the policy's "
+                    "catalog does not give",
+                )
+            count = share_units(order.share.memory_mib, memory_gib, shares.per_gpu)
+            asked = f"{shares.mode}:{gres}:{count}" if shares.typed else f"{shares.mode}:{count}"
+            env = _share_env(order.share, shares)
         if order.wall_hours is None:
             raise refuse(SlurmProblem.OTHER, "no estimate to set its time limit from")
         try:
@@ -211,7 +241,7 @@ class SlurmDispatcher:
             comment=f"paika job={order.job_id} attempt={order.attempt}",
             partition=self.pool.partition,
             node=order.host,
-            gres=f"gpu:{gres}:{len(order.gpu_indices)}",
+            gres=asked,
             time_minutes=self._minutes(order.wall_hours),
             output=self.pool.log_path.format(
                 job_id=order.job_id,
@@ -224,6 +254,7 @@ class SlurmDispatcher:
             command=order.command,
             env={
                 **order.env,
+                **env,
                 "PAIKA_JOB_ID": str(order.job_id),
                 "PAIKA_ATTEMPT": str(order.attempt),
             },
@@ -235,6 +266,30 @@ class SlurmDispatcher:
         """--time: the estimate times the margin, in whole minutes, never under the floor."""
         minutes = math.ceil(wall_hours * 60 * self.pool.time_margin)
         return max(self.pool.min_time_minutes, minutes)
+
+
+def share_units(memory_mib: int, card_memory_gib: float, per_gpu: int) -> int:
+    """A share's part of one card in the pool's units (shards, or MPS's parts): its declared
+    memory over the card's, times the units a card has, rounded up, never under one unit nor
+    over the whole card. Rounded before the ceiling so that a part that is exactly whole
+    units (20 GiB of 80 in eighths: 2) is not made one more by the float's last digit."""
+    exact = memory_mib * per_gpu / (card_memory_gib * 1024)
+    return max(1, min(per_gpu, math.ceil(round(exact, 6))))
+
+
+def _share_env(share: CardShare, shares: SlurmShares) -> dict[str, str]:
+    """What a run on a shared card is told, as the agents tell theirs: the memory it declared
+    for a framework that caps itself, and how its card is shared. With MPS Slurm sets its SM
+    share (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) itself; the memory limit is the job's own MPS
+    client setting, on the one card the job sees (device 0)."""
+    env = {
+        "PAIKA_GPU_MEMORY_MIB": str(share.memory_mib),
+        "PAIKA_GPU_SHARE": f"slurm-{shares.mode}",
+        "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+    }
+    if shares.mode == "mps":
+        env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={share.memory_mib}M"
+    return env
 
 
 def path_name(name: str) -> str:

@@ -50,7 +50,9 @@ class SlurmExecutor:
     ) -> None:
         self.pool, self.agents, self.policy = pool, agents, policy
         self.reader = reader or SlurmPoller()
-        self.dispatcher = SlurmDispatcher(pool, monotonic=monotonic)
+        self.dispatcher = SlurmDispatcher(
+            pool, monotonic=monotonic, card_memory_gib=_card_memory(policy)
+        )
         self._beside: ThreadPoolExecutor | None = None  # polls the nodes' agents
         self._answering: dict[str, bool] = {}  # node → whether its agent last answered
 
@@ -102,7 +104,10 @@ class SlurmExecutor:
         """Nothing to tell: a Slurm pool's ended runs are Slurm's (and slurmdbd's) to keep."""
 
     def follow(self, policy: PolicyConfig) -> None:
-        self.policy = policy  # its catalogue: which paika type each GRES type is
+        # Its catalogue: which paika type each GRES type is, and each type's memory (what a
+        # share of a card is measured against).
+        self.policy = policy
+        self.dispatcher.card_memory_gib = _card_memory(policy)
 
     def close(self) -> None:
         if self._beside is not None:
@@ -140,6 +145,10 @@ class SlurmExecutor:
 
 # The most of a log read to find its last lines: a person asks for at most a few thousand.
 TAIL_BYTES = 4 * 1024 * 1024
+
+
+def _card_memory(policy: PolicyConfig) -> dict[str, float]:
+    return {name: spec.memory_gib for name, spec in policy.gpu_types.items()}
 
 
 def read_slurm_log(request: LogRequest) -> tuple[str, ...]:

@@ -6,6 +6,12 @@ applies and reconciles them exactly as it does an agent's (scheduler/hosts/).
   (the order of the node's `Gres=`, as its gres.conf lists the devices; the numbers a job
   finds in CUDA_VISIBLE_DEVICES). A card held by a paika run names that run; one held by
   any other Slurm job is taken.
+- A card may be shared through the site's sharing GRES (`shard`, `mps`: a pool's `shares`):
+  they are parts of the node's cards, never cards of their own ("shard:a100:16" in `Gres=`
+  adds no card), and the card a share is on is the index Slurm gives it ("shard:a100:3(IDX:0)":
+  shards of card 0, as gres.conf lists one sharing line per card in the cards' order). A card
+  paika runs share names one of them (the first); one whose shares any other Slurm job holds
+  is taken, as a card held whole is.
 - A node Slurm drains, or finds down or not responding, or one in an active reservation
   (paika submits into none), is unhealthy: it takes no new job, its runs are still
   reconciled, and the reason is kept on the host.
@@ -65,6 +71,8 @@ LOST_ENDINGS = frozenset({"NODE_FAIL", "PREEMPTED", "BOOT_FAIL"})
 _FORGET_CANCELS_AFTER_S = 24 * 3600
 
 _GRES = re.compile(r"^(?P<name>[^:(]+)(?::(?P<type>[^:(]+))?:(?P<count>\d+)")
+# The GRES that are parts of a node's cards (Slurm's GPU sharing), not cards of their own.
+SHARING_GRES = frozenset({"shard", "mps"})
 _IDX = re.compile(r"IDX:(?P<idx>[0-9,\-]+)")
 
 
@@ -90,14 +98,25 @@ def node_cards(gres: str) -> tuple[Card, ...]:
 
 
 def used_indices(gres: str) -> frozenset[int]:
-    """The GPU numbers a `gres_used` or `gres_detail` string says are held."""
+    """The GPU numbers a `gres_used` or `gres_detail` string says are held whole."""
+    return _indices(gres, frozenset({"gpu"}))
+
+
+def shared_indices(gres: str) -> frozenset[int]:
+    """The GPU numbers a `gres_used` or `gres_detail` string says have shares held
+    ("shard:a100:2(IDX:0-1)": shards of cards 0 and 1; "mps:t4:30(IDX:2)")."""
+    return _indices(gres, SHARING_GRES)
+
+
+def _indices(gres: str, names: frozenset[str]) -> frozenset[int]:
     held: set[int] = set()
     for part in _split_gres(gres):
-        if not part.startswith("gpu"):
+        found = _GRES.match(part)
+        if found is None or found["name"] not in names:
             continue
-        found = _IDX.search(part)
-        if found is not None:
-            held |= set(_numbers(found["idx"]))
+        idx = _IDX.search(part)
+        if idx is not None:
+            held |= set(_numbers(idx["idx"]))
     return frozenset(held)
 
 
@@ -356,13 +375,14 @@ def node_report(
     if node is None:
         return HostReport(host, False, error=f"Slurm has no node {host!r}", latency_s=latency_s)
     runs = _runs_on(host, queue, pool.job_name_prefix)
-    holders = {
-        index: run
-        for run, job in runs.items()
-        if not job.ended
-        for index in used_indices(",".join(job.gres_detail))
-    }
-    taken = used_indices(node.gres_used) - set(holders)
+    holders: dict[int, str] = {}
+    for run, job in sorted(runs.items()):
+        if job.ended:
+            continue
+        detail = ",".join(job.gres_detail)
+        for index in used_indices(detail) | shared_indices(detail):
+            holders.setdefault(index, run)  # a shared card: the first of its paika runs
+    taken = (used_indices(node.gres_used) | shared_indices(node.gres_used)) - set(holders)
     types = {slurm: paika for paika, slurm in pool.gres.items()}
     gpus = tuple(
         _reading(policy, card, types.get(card.slurm_type), holders.get(card.index), taken)

@@ -1,6 +1,8 @@
 #!/bin/bash
 # A real one-node Slurm 22.05 (Debian's packages) with fake GPUs, for the tests: slurmctld and
-# slurmd as plain processes (no systemd, no cgroups), 2 `a100` and 2 `t4` GPUs declared as GRES.
+# slurmd as plain processes (no systemd, no cgroups), 2 `a100` and 2 `t4` GPUs declared as GRES,
+# each card cut into SHARDS_PER_GPU (8) typed shards (gres/shard) for jobs that share a card
+# (SHARDS_PER_GPU=0: none).
 # WITH_DBD=1 adds slurmdbd on the MariaDB at 127.0.0.1:3306 (root, no password), for sacct.
 # Knobs for a second, larger one beside it (bench/slurm_cycle.py): SLURM_DIR, SLURM_CLUSTER,
 # SLURMCTLD_PORT and SLURMD_PORT (two Slurms on one machine need their own), A100_GPUS,
@@ -18,6 +20,7 @@ A100_GPUS=${A100_GPUS:-2}
 T4_GPUS=${T4_GPUS:-2}
 NODE_CPUS=${NODE_CPUS:-32}
 NODE_MEMORY_MB=${NODE_MEMORY_MB:-8000}
+SHARDS_PER_GPU=${SHARDS_PER_GPU:-8}
 GPUS=$((A100_GPUS + T4_GPUS))
 S=${SLURM_DIR}
 export SLURM_CONF=$S/etc/slurm.conf
@@ -60,6 +63,20 @@ else
   GATHER=JobAcctGatherType=jobacct_gather/none
 fi
 
+# Shards: one gres.conf line per card (its File=), in the cards' order, so that the index
+# Slurm gives a job's shards ("shard:a100:3(IDX:0)") is its card's.
+GRES_TYPES=gpu
+NODE_GRES=gpu:a100:$A100_GPUS,gpu:t4:$T4_GPUS
+SHARD_LINES=
+if [ "$SHARDS_PER_GPU" -gt 0 ]; then
+  GRES_TYPES=gpu,shard
+  NODE_GRES=$NODE_GRES,shard:a100:$((A100_GPUS * SHARDS_PER_GPU)),shard:t4:$((T4_GPUS * SHARDS_PER_GPU))
+  for i in $(seq 0 $((GPUS - 1))); do
+    type=a100; [ "$i" -lt "$A100_GPUS" ] || type=t4
+    SHARD_LINES+="NodeName=localhost Name=shard Type=$type Count=$SHARDS_PER_GPU File=$S/fakedev/nvidia$i"$'\n'
+  done
+fi
+
 # batch_sched_delay/sched_min_interval=0: jobs start at once, not on the next scheduling pass.
 # DefMemPerCPU and config_overrides: 32 declared CPUs run many jobs on a small machine.
 cat > "$S/etc/slurm.conf" <<EOF
@@ -97,8 +114,8 @@ MaxJobCount=20000
 MinJobAge=300
 KillWait=5
 SlurmdParameters=config_overrides
-GresTypes=gpu
-NodeName=localhost CPUs=$NODE_CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$NODE_CPUS ThreadsPerCore=1 RealMemory=$NODE_MEMORY_MB Gres=gpu:a100:$A100_GPUS,gpu:t4:$T4_GPUS State=UNKNOWN
+GresTypes=$GRES_TYPES
+NodeName=localhost CPUs=$NODE_CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$NODE_CPUS ThreadsPerCore=1 RealMemory=$NODE_MEMORY_MB Gres=$NODE_GRES State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 EOF
 
@@ -106,6 +123,7 @@ cat > "$S/etc/gres.conf" <<EOF
 AutoDetect=off
 NodeName=localhost Name=gpu Type=a100 File=$S/fakedev/nvidia[0-$((A100_GPUS - 1))]
 NodeName=localhost Name=gpu Type=t4 File=$S/fakedev/nvidia[$A100_GPUS-$((GPUS - 1))]
+$SHARD_LINES
 EOF
 
 if ! alive /run/munge/munged.pid; then
