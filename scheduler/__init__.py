@@ -19,9 +19,10 @@ the floors below it (the "floors" contract in pyproject.toml holds every arrow, 
 6. dispatch: what a start or stop order is, and why a host refused it.
 7. notices/: one outbox; every message paika sends goes through it.
 8. The core: config, settings, clock, lifecycle (a job's states), ledger (GPU-hours, cost,
-   quotas' use), outputs, snapshots (the policy's view of the database), decision_log,
-   credentials (agents' tokens), account_map, checkup (doctor's findings), races (work run
-   again when it lost a race), collector.
+   quotas' use), outputs, snapshots (the policy's view of the database), fingerprints (how a
+   job uses a card, from its earlier runs), decision_log, credentials (agents' tokens),
+   account_map, checkup (doctor's findings), races (work run again when it lost a race),
+   collector.
 9. The ground floor: grammar/ (the /gpu parser), errors, agent/ (the GPU host agent, a
    program of its own: it imports nothing else of paika).
 10. The foundation: policy/ (pure: a snapshot and `now` in, decisions out; it imports nothing

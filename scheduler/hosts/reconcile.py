@@ -40,6 +40,7 @@ from scheduler import lifecycle
 from scheduler.agent.protocol import OVER_MEMORY
 from scheduler.config import PolicyConfig
 from scheduler.dispatch import agent_job_id
+from scheduler.hosts.profiles import record_profiles
 from scheduler.hosts.report import PENDING_TOO_LONG, AgentJobState, HostReport
 from scheduler.ledger import charge_lost, close_allocations_at
 from scheduler.notices.events import Event, EventCode, EventKind, LostWhy, record
@@ -156,6 +157,7 @@ def reconcile(
         leaks = job_queries.allocation_leaks(session=session)
         held = _report_lines(rows, hosts_of, reports)
         taken = lines_taken(session, sorted(held)) if held else {}
+    record_profiles(engine, reports, rows, now)  # how each run uses its cards, for later runs
     held_here: dict[str, set[str]] = {}
     settle: list[_Settling] = []
     for row in rows:

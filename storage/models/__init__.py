@@ -22,6 +22,7 @@ from storage.models.jobs import (
 from storage.models.memory import ArchiveMark, ConfigVersion, Decision, TemplateVersion
 from storage.models.notices import Notice
 from storage.models.org import AccountSubject, Member, Role, Team, UnixAccount, UserPref
+from storage.models.profiles import JobProfile
 from storage.models.requests import SeenRequest
 from storage.models.slack import SlackDelivery
 
@@ -42,6 +43,7 @@ __all__ = [
     "JobEvent",
     "JobState",
     "JobOutput",
+    "JobProfile",
     "OutputKind",
     "OutputSource",
     "Lease",
