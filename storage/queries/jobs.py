@@ -184,6 +184,7 @@ _PLANNING_COLUMNS = (
     col(Job.preempt_grace_s),
     col(Job.preemptions),
     col(Job.stop_requested_at),
+    col(Job.share),
 )
 
 
