@@ -33,7 +33,8 @@ GPU-hours held (`gpu_hours_held`)
     GPUs × its time. `gpu_hours` sums each job's own held time (a shared card once per job).
 waits
     mean wait per class of job: `shared` (it asks for part of one card, shared or not),
-    `one_card`, `multi_card` (not core, one or more cards) and `core` (every core job).
+    `one_card`, `multi_card` (not core, one card or more than one) and `core` (every core job);
+    `class_jobs` counts the jobs of each.
 slowdowns
     over the jobs that ran on a shared card and ended: how much longer their runs took beside
     their neighbours (mean and p95; 0.1 is 10 %), how many ran on a shared card
@@ -104,6 +105,7 @@ def _sharing_figures(records: Sequence[JobRecord]) -> dict[str, Any]:
     slowdowns = sorted(s for r in records if (s := r.slowdown) is not None)
     return {
         "waits": waits,
+        "class_jobs": {kind: sum(1 for r in records if r.kind == kind) for kind in WAIT_CLASSES},
         "slowdowns": {
             "mean": round(statistics.fmean(slowdowns), 4) if slowdowns else None,
             "p95": round(percentile(slowdowns, 0.95), 4) if slowdowns else None,
