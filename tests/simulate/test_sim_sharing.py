@@ -263,7 +263,7 @@ def test_sharing_none_leaves_the_replay_as_it_was(tmp_path: Path) -> None:
     code, out, _ = simulate("--trace", str(fractional), *args)
     with_milli = json.loads(out)
     for summary in (base, explicit, with_milli):
-        for key in ("wall_s", "scheduling", "trace", "waits", "sharing"):
+        for key in ("wall_s", "scheduling", "trace", "waits", "class_jobs", "sharing"):
             summary.pop(key)
     assert base == explicit == with_milli
     # Whole cards: the GPU time held is every job's own.
