@@ -16,6 +16,7 @@ from typing import Any
 from sqlmodel import Session
 
 from scheduler.config import PolicyConfig, SlurmPool
+from scheduler.fingerprints import with_fingerprints
 from scheduler.ledger import quota_use
 from scheduler.policy.matching import CardNeeds
 from scheduler.policy.plan import HostOut
@@ -84,7 +85,7 @@ def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Sna
         if job.state in PENDING_STATES
     ]
     quotas, ends = _quotas(session, policy, teams, now)
-    return Snapshot(
+    snapshot = Snapshot(
         now=now.timestamp(),
         hosts=tuple(hosts),
         running=tuple(running),
@@ -100,6 +101,7 @@ def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Sna
 def _hosts(
     session: Session,
     policy: PolicyConfig,
+    return with_fingerprints(session, snapshot)
     holders: dict[int, int],
     tenants: dict[int, list[int]] | None = None,
 ) -> list[Host]:

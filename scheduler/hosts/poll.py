@@ -238,6 +238,7 @@ def _card_sample(sample: JobSample) -> CardSample:
         memory_busy_pct=number(sample.memory_busy_pct),
         pcie_mbps=sample.pcie_mbps,
         dram_bw_pct=sample.dram_bw_pct,
+        sm_own=sample.sm_own,
     )
 
 

@@ -7,6 +7,13 @@ than one are combined first (the mean per card of each busy % and of the bandwid
 peak memory of its fullest card), so a run's profile speaks of one card, as a fingerprint
 does. Only runs of jobs that hold GPUs count: a run paika no longer holds is not profiled.
 
+A fingerprint is how a job uses a card alone: on a card another run shares at that poll, the
+card's own figures (its memory controller, PCIe and DRAM bandwidth, and its SM busy % where
+the card cannot tell processes apart) are its neighbours' too, so they are left out (None: not
+read); the run's own memory and its own SM busy % still count. A job that only ever ran shared
+has no fingerprint yet, and runs alone until it has one, rather than look as busy as it and
+its neighbour together.
+
 A profile is what later runs are judged by, not what this one is settled by: a write that
 fails (the database away, a race on a run's first row) is logged and the cycle goes on; the
 next poll samples again.
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from statistics import fmean
 from typing import Any
@@ -55,10 +63,28 @@ def run_samples(reports: Mapping[str, HostReport]) -> dict[str, RunSample]:
     of it together."""
     cards: dict[str, list[CardSample]] = {}
     for report in reports.values():
-        if report.ok:
-            for sample in report.samples:
-                cards.setdefault(sample.run, []).append(sample)
+        if not report.ok:
+            continue
+        runs_on: dict[int, int] = {}
+        for sample in report.samples:
+            runs_on[sample.gpu] = runs_on.get(sample.gpu, 0) + 1
+        for sample in report.samples:
+            if runs_on[sample.gpu] > 1:
+                sample = _own_figures(sample)
+            cards.setdefault(sample.run, []).append(sample)
     return {run: combine(samples) for run, samples in cards.items()}
+
+
+def _own_figures(sample: CardSample) -> CardSample:
+    """What of a sample on a shared card is the run's own: its memory, and its SM busy %
+    where the card told processes apart."""
+    return replace(
+        sample,
+        sm_pct=sample.sm_pct if sample.sm_own else None,
+        memory_busy_pct=None,
+        pcie_mbps=None,
+        dram_bw_pct=None,
+    )
 
 
 def record_profiles(

@@ -41,6 +41,7 @@ class CardSample:
     memory_busy_pct: float | None = None
     pcie_mbps: float | None = None
     dram_bw_pct: float | None = None
+    sm_own: bool = False  # `sm_pct` is the run's own (the card tells processes apart)
 
 
 # `AgentJobState.ended_by` of a run its executor (Slurm) held pending past the pool's limit

@@ -33,6 +33,7 @@ def test_a_poll_reports_each_running_runs_samples(agents: dict[str, Agent]) -> N
             memory_busy_pct=12.0,
             pcie_mbps=900.0,
             dram_bw_pct=None,
+            sm_own=True,  # the simulated card tells its processes apart
         )
         in report.samples
     )
