@@ -101,8 +101,11 @@ def _cards(digest: Digest, lang: str) -> list[Block]:
         idle=sum(c.idle_held for c in digest.types),
         down=sum(c.down for c in digest.types),
     )
-    lines = [
-        t(
+    if digest.shared_gpus:
+        heading = t(lang, "board.type_shared", line=heading, n=digest.shared_gpus)
+    lines = []
+    for count in digest.types:
+        line = t(
             lang,
             "board.type_line",
             gpu_type=mrkdwn_escape(count.gpu_type),
@@ -112,8 +115,9 @@ def _cards(digest: Digest, lang: str) -> list[Block]:
             idle=count.idle_held,
             down=count.down,
         )
-        for count in digest.types
-    ]
+        lines.append(
+            t(lang, "board.type_shared", line=line, n=count.shared) if count.shared else line
+        )
     return listing(lines, LIST_BLOCKS, _more(lang, len(lines)), chars=CARDS_CHARS, heading=heading)
 
 

@@ -135,6 +135,8 @@ CHART_WORDS = (
     "planned_note",
     "hosts_short",
     "hosts_numbered",
+    "shared",
+    "shared_summary",
 )
 
 # Agg and the font caches are shared by every figure in the process; the bot may draw
@@ -345,17 +347,20 @@ class _Drawing:
             va="top",
             fontproperties=self._bold(TITLE_PT, title),
         )
+        summary = words["summary"].format(
+            free=digest.free_gpus,
+            total=digest.total_gpus,
+            running=digest.running,
+            waiting=digest.waiting,
+            data=digest.waiting_for_data,
+            at=digest.at.astimezone(self.zone).strftime("%H:%M %Z"),
+        )
+        if digest.shared_gpus:
+            summary = words["shared_summary"].format(summary=summary, n=digest.shared_gpus)
         figure.text(
             20 / WIDTH_PX,
             1 - 58 / height,
-            words["summary"].format(
-                free=digest.free_gpus,
-                total=digest.total_gpus,
-                running=digest.running,
-                waiting=digest.waiting,
-                data=digest.waiting_for_data,
-                at=digest.at.astimezone(self.zone).strftime("%H:%M %Z"),
-            ),
+            summary,
             va="top",
             fontproperties=self._text(TEXT_PT),
         )
@@ -380,6 +385,16 @@ class _Drawing:
                 label=words["planned"],
             ),
         ]
+        if self._any_shared():
+            # Only where a card is shared: a whole card's picture keeps its legend.
+            handles.append(
+                Patch(
+                    facecolor=JOB_COLOURS[0],
+                    edgecolor="white",
+                    hatch="--",
+                    label=words["shared"],
+                )
+            )
         figure.legend(
             handles=handles,
             loc="upper left",
@@ -388,7 +403,8 @@ class _Drawing:
             frameon=False,
             prop=self._text(14),
             handlelength=1.6,
-            columnspacing=1.4,
+            # Closer with the shared card's entry, so that seven still fit the width.
+            columnspacing=1.4 if len(handles) < 7 else 0.9,
         )
 
     # -- the timeline --------------------------------------------------------------------
@@ -519,8 +535,12 @@ class _Drawing:
     def _drawable(self, text: str) -> bool:
         return all(ord(char) in self.chars for char in text)
 
+    def _any_shared(self) -> bool:
+        return any(row.also or any(s.also for s in row.segments) for row in self.rows)
+
     def _row(self, axes: Axes, i: int, row: GpuRow) -> None:
-        runs: dict[int, list[tuple[float, float, str]]] = {}
+        # A stretch of a shared card is one stripe per job on it, each in its job's colour.
+        runs: dict[tuple[int, ...], list[tuple[float, float, str]]] = {}
         for segment in row.segments:
             a, b = self._hours(segment.start), self._hours(segment.end)
             if segment.kind == SegmentKind.FREE:
@@ -528,22 +548,31 @@ class _Drawing:
             elif segment.kind == SegmentKind.DOWN:
                 self._bar(axes, i, a, b, DOWN)
             elif segment.job_id is not None:
-                colour = self.colours.get(segment.job_id, JOB_COLOURS[0])
-                if segment.kind == SegmentKind.IDLE:
-                    self._bar(axes, i, a, b, IDLE, hatch="///", edge=colour)
-                else:
-                    self._bar(axes, i, a, b, colour)
-                runs.setdefault(segment.job_id, []).append((a, b, segment.kind))
+                jobs = (segment.job_id, *segment.also)
+                for stripe, job_id in enumerate(jobs):
+                    colour = self.colours.get(job_id, JOB_COLOURS[0])
+                    part = (stripe, len(jobs))
+                    if segment.kind == SegmentKind.IDLE:
+                        self._bar(axes, i, a, b, IDLE, hatch="///", edge=colour, part=part)
+                    else:
+                        self._bar(axes, i, a, b, colour, part=part)
+                runs.setdefault(jobs, []).append((a, b, segment.kind))
         if row.job_id is not None and row.expected_end is not None:
             end = min(self._hours(row.expected_end), self._hours(self.timeline.end))
             if end > 0:
-                colour = self.colours.get(row.job_id, JOB_COLOURS[0])
-                self._bar(axes, i, 0, end, colour, alpha=0.3)
+                jobs = (row.job_id, *row.also)
+                for stripe, job_id in enumerate(jobs):
+                    colour = self.colours.get(job_id, JOB_COLOURS[0])
+                    self._bar(axes, i, 0, end, colour, alpha=0.3, part=(stripe, len(jobs)))
         names = {s.job_id: s.job_name or "" for s in row.segments if s.job_id is not None}
-        for job_id, pieces in runs.items():
+        for jobs, pieces in runs.items():
             a, b, kind = max(pieces, key=lambda piece: piece[1] - piece[0])
-            background = IDLE if kind == SegmentKind.IDLE else self.colours[job_id]
-            self._label(axes, i, a, b, job_id, names.get(job_id, ""), background)
+            background = IDLE if kind == SegmentKind.IDLE else self.colours[jobs[0]]
+            if len(jobs) == 1:
+                self._label(axes, i, a, b, jobs[0], names.get(jobs[0], ""), background)
+            else:  # a shared stretch names its jobs by number: "#12+#13"
+                short = "+".join(f"#{job_id}" for job_id in jobs)
+                self._label(axes, i, a, b, jobs[0], "", background, short=short)
 
     def _bar(
         self,
@@ -556,12 +585,16 @@ class _Drawing:
         hatch: str | None = None,
         edge: str | None = None,
         alpha: float = 1.0,
+        part: tuple[int, int] = (0, 1),
     ) -> None:
+        """A bar on row `i` from `a` to `b`; `part` (k, n): the k-th of n stripes of it, one
+        per job of a shared card."""
+        stripe, stripes = part
         axes.add_patch(
             Rectangle(
-                (a, i + 0.1),
+                (a, i + 0.1 + 0.8 * stripe / stripes),
                 b - a,
-                0.8,
+                0.8 / stripes,
                 facecolor=colour,
                 edgecolor=edge or "none",
                 hatch=hatch,
@@ -595,7 +628,16 @@ class _Drawing:
             self._label(axes, i, a, b, planned.job_id, planned.name, "#ffffff")
 
     def _label(
-        self, axes: Axes, i: int, a: float, b: float, job_id: int, name: str, background: str
+        self,
+        axes: Axes,
+        i: int,
+        a: float,
+        b: float,
+        job_id: int,
+        name: str,
+        background: str,
+        *,
+        short: str | None = None,
     ) -> None:
         """The job's number (and name, when it fits and can be drawn) inside its bar, measured
         as drawn; a label that would not fit its bar, or would touch one already drawn (planned
@@ -603,7 +645,7 @@ class _Drawing:
         left, bottom = axes.transData.transform((a, i + 1))
         right, top = axes.transData.transform((b, i))
         size = 14 * self.scale
-        short = f"#{job_id}"
+        short = short or f"#{job_id}"
         full = f"#{job_id} {name[:18]}"
         choices = [full, short] if name and all(ord(c) in self.chars for c in full) else [short]
         for text in choices:
@@ -647,6 +689,8 @@ class _Drawing:
         seen: list[tuple[datetime, int]] = []
         for row in self.rows:
             seen += [(s.start, s.job_id) for s in row.segments if s.job_id is not None]
+            seen += [(s.start, other) for s in row.segments for other in s.also]
+            seen += [(self.timeline.now, other) for other in row.also]
         seen += [(p.start, p.job_id) for p in self.timeline.planned]
         colours: dict[int, str] = {}
         for _, job_id in sorted(seen):

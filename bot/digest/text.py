@@ -57,11 +57,15 @@ def _cards(digest: Digest, lang: str) -> list[str]:
             down=sum(t.down for t in digest.types),
         )
     ]
+    if digest.shared_gpus:
+        lines[0] = say(lang, "digest.text.shared", line=lines[0], n=digest.shared_gpus)
     width = max(len(t.gpu_type) for t in digest.types)
     for t in digest.types:
         counts = say(
             lang, "digest.text.type_counts", free=t.free, busy=t.busy, idle=t.idle_held, down=t.down
         )
+        if t.shared:
+            counts = say(lang, "digest.text.shared", line=counts, n=t.shared)
         lines.append(f"  {t.gpu_type:<{width}} {t.total:>4}: {counts}")
     return lines
 

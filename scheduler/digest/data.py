@@ -37,7 +37,9 @@ from scheduler.service.jobs import JobView
 from scheduler.service.report import report
 from scheduler.snapshots import build_snapshot
 from storage.models import JobState
+from storage.models.cluster import WHOLE_CARD
 from storage.queries import accounting
+from storage.queries import cluster as cluster_queries
 from storage.queries import digest as digest_queries
 from storage.queries import org as org_queries
 
@@ -155,15 +157,21 @@ def idle_usage(ctx: Context, start: datetime, end: datetime) -> IdleUsage:
     (see `sample_interval`), so a GPU idle for the whole day counts 24 GPU-hours.
     """
     threshold = ctx.policy.reclaim.idle_utilization_pct
-    found = digest_queries.idle_held_samples(
-        session=ctx.session, start=start, end=end, idle_below_pct=threshold
+    found = cluster_queries.idle_held_between(
+        session=ctx.session, start=start, end=end, below_pct=threshold
     )
     hours_per_sample = sample_interval(ctx.policy) / 3600
     by_type: dict[str, float] = defaultdict(float)
     by_job: dict[tuple[int, str], float] = defaultdict(float)
-    for row in found:
-        by_type[row.gpu_type] += row.samples * hours_per_sample
-        by_job[(row.job_id, row.gpu_type)] += row.samples * hours_per_sample
+    for job_id, gpu_type, milli, samples in found.parts:
+        # A job on a shared card held its part of it idle, as the ledger charges it.
+        part = min(milli, WHOLE_CARD) / WHOLE_CARD
+        by_job[(job_id, gpu_type)] += samples * hours_per_sample * part
+        if milli >= WHOLE_CARD:
+            by_type[gpu_type] += samples * hours_per_sample
+    # A shared card idle counts once, whatever number of jobs were on it.
+    for gpu_type, samples in found.shared_cards.items():
+        by_type[gpu_type] += samples * hours_per_sample
     held = digest_queries.jobs_by_id(session=ctx.session, job_ids={job for job, _ in by_job})
     teams = {team.id: team.name for team in org_queries.all_teams(session=ctx.session)}
     ranked = sorted(by_job.items(), key=lambda item: (-item[1], item[0]))

@@ -220,6 +220,9 @@ class Segment:
     kind: str  # a SegmentKind value
     job_id: int | None = None
     job_name: str | None = None
+    # The other jobs on the card during the stretch, by when they took it: a shared card
+    # holds several (empty: the card's one job, or none).
+    also: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -232,7 +235,8 @@ class GpuRow:
     state: str  # the board's CardState value now
     segments: tuple[Segment, ...]
     job_id: int | None = None
-    expected_end: datetime | None = None
+    expected_end: datetime | None = None  # on a shared card, when its last job should end
+    also: tuple[int, ...] = ()  # the other jobs on it now: a shared card holds several
 
 
 @dataclass(frozen=True)
@@ -299,6 +303,11 @@ class Digest:
     @property
     def free_gpus(self) -> int:
         return sum(count.free for count in self.types)
+
+    @property
+    def shared_gpus(self) -> int:
+        """Cards in use held in parts by share=yes jobs (each counted once, as in use)."""
+        return sum(count.shared for count in self.types)
 
     @property
     def waiting(self) -> int:

@@ -93,6 +93,11 @@ def build_timeline(
         host = hosts[gpu.host_id]
         card = cards.get((host.name, gpu.index))
         paint = _Painter(start, now, gap)
+        on = [job.job_id for job in card.jobs] if card and card.jobs else []
+        if card and not on and card.job_id is not None:
+            on = [card.job_id]
+        # A shared card comes free when the last of its jobs should end.
+        ends = [end for job_id in on if (end := expected_ends.get(job_id)) is not None]
         rows.append(
             GpuRow(
                 host=host.name,
@@ -101,9 +106,8 @@ def build_timeline(
                 state=card.state.value if card else CardState.FREE.value,
                 segments=paint.segments(host, gpu, held[gpu.id or 0], buckets[gpu.id or 0]),
                 job_id=card.job_id if card else None,
-                expected_end=_moment(expected_ends.get(card.job_id))
-                if card and card.job_id is not None
-                else None,
+                expected_end=_moment(max(ends)) if ends else None,
+                also=tuple(job_id for job_id in on if card and job_id != card.job_id),
             )
         )
     planned = _plan(rows, waiting, run_seconds, now, now + AHEAD)
@@ -140,8 +144,12 @@ class _Painter:
             mid = a + (b - a) / 2
             segment = self._at(mid, a, b, held, idle, down)
             last = out[-1] if out else None
-            if last and (last.kind, last.job_id) == (segment.kind, segment.job_id):
-                out[-1] = Segment(last.start, b, last.kind, last.job_id, last.job_name)
+            if last and (last.kind, last.job_id, last.also) == (
+                segment.kind,
+                segment.job_id,
+                segment.also,
+            ):
+                out[-1] = Segment(last.start, b, last.kind, last.job_id, last.job_name, last.also)
             else:
                 out.append(segment)
         return tuple(out)
@@ -157,11 +165,14 @@ class _Painter:
     ) -> Segment:
         if any(s <= mid < e for s, e in down):
             return Segment(a, b, SegmentKind.DOWN)
-        holder = next((h for h in held if h.start <= mid < h.end), None)
-        if holder is None:
+        holders = [h for h in held if h.start <= mid < h.end]
+        if not holders:
             return Segment(a, b, SegmentKind.FREE)
+        holder = holders[0]
         kind = SegmentKind.IDLE if any(s <= mid < e for s, e in idle) else SegmentKind.JOB
-        return Segment(a, b, kind, holder.job_id, holder.name)
+        # A shared card: its other jobs then, each drawn beside the first.
+        also = tuple(h.job_id for h in holders[1:] if h.job_id != holder.job_id)
+        return Segment(a, b, kind, holder.job_id, holder.name, also)
 
     def _down(
         self, host: Host, gpu: Gpu, begin: datetime, buckets: Mapping[int, SampleBucket]

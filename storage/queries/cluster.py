@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, case, delete, func, update
+from sqlalchemy import Row, and_, case, delete, func, null, or_, union_all, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -434,3 +434,76 @@ def card_tenants(*, session: Session) -> dict[int, tuple[CardTenant, ...]]:
     for gpu_id, milli, job in session.exec(query).all():
         found.setdefault(int(gpu_id), []).append(CardTenant(job, int(milli)))
     return {gpu_id: tuple(tenants) for gpu_id, tenants in found.items()}
+
+
+def _held_idle_samples(start: datetime, end: datetime, below_pct: float) -> Any:
+    """Samples in [start, end) below `below_pct` joined to the allocation (open, or ended
+    after the sample) of each job holding the card then: a shared card's sample once per
+    job on it."""
+    return (
+        sa_select()
+        .select_from(GpuSample)
+        .join(Gpu, col(Gpu.id) == col(GpuSample.gpu_id))
+        .join(
+            Allocation,
+            and_(
+                col(Allocation.gpu_id) == col(GpuSample.gpu_id),
+                col(Allocation.started_at) <= col(GpuSample.at),
+                or_(
+                    col(Allocation.ended_at).is_(None), col(Allocation.ended_at) > col(GpuSample.at)
+                ),
+            ),
+        )
+        .where(
+            col(GpuSample.at) >= start,
+            col(GpuSample.at) < end,
+            col(GpuSample.utilization_pct) < below_pct,
+        )
+    )
+
+
+@dataclass(frozen=True)
+class IdleHeld:
+    """Idle samples of held cards over a stretch of time."""
+
+    # (job id, GPU type, share_milli, samples) per job, type and part, by job: a shared
+    # card's idle sample counts for each job on it, each for its part.
+    parts: list[tuple[int, str, int, int]]
+    # Per GPU type, the idle samples of shared cards, each once however many jobs were on it.
+    shared_cards: dict[str, int]
+
+
+def idle_held_between(
+    *, session: Session, start: datetime, end: datetime, below_pct: float
+) -> IdleHeld:
+    """The samples in [start, end) below `below_pct` on held cards, per job and part, and
+    those of shared cards once per card (one query)."""
+    parts = (
+        _held_idle_samples(start, end, below_pct)
+        .add_columns(
+            col(Allocation.job_id).label("job_id"),
+            col(Gpu.gpu_type).label("gpu_type"),
+            col(Allocation.share_milli).label("milli"),
+            func.count().label("n"),
+        )
+        .group_by(col(Allocation.job_id), col(Gpu.gpu_type), col(Allocation.share_milli))
+    )
+    cards = (
+        _held_idle_samples(start, end, below_pct)
+        .add_columns(
+            null().label("job_id"),
+            col(Gpu.gpu_type).label("gpu_type"),
+            null().label("milli"),
+            func.count(func.distinct(col(GpuSample.id))).label("n"),
+        )
+        .where(col(Allocation.share_milli) < WHOLE_CARD)
+        .group_by(col(Gpu.gpu_type))
+    )
+    found = IdleHeld([], {})
+    for job, kind, milli, n in session.execute(union_all(parts, cards)).all():
+        if job is None:
+            found.shared_cards[str(kind)] = int(n)
+        else:
+            found.parts.append((int(job), str(kind), int(milli), int(n)))
+    found.parts.sort()
+    return found
