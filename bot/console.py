@@ -15,7 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot import config_words
-from bot.blocks.job import preempted_line, priority, state, whole_card_line
+from bot.blocks.job import card_use_line, preempted_line, priority, state, whole_card_line
 from bot.blocks.logs import logs_header, logs_notes
 from bot.blocks.matches import costliest_lines, estimates_lines, own_estimate_line, review_lines
 from bot.blocks.priority import priority_header, priority_lines
@@ -215,6 +215,8 @@ def _status(result: StatusResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
         lines.append(t(lang, "console.status.reason", reason=reason))
     lines += [_bump_line(lang, bump) for bump in result.bumps]
     lines += _spent(lang, result)
+    if result.card_use is not None:
+        lines.append(card_use_line(lang, result.card_use))
     if result.estimates is not None:
         lines.append(own_estimate_line(lang, result.estimates))
     produced = _produced(job.output, job.metrics or {})

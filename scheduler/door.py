@@ -68,6 +68,7 @@ if TYPE_CHECKING:
         SegmentKind,
     )
     from scheduler.digest.timeline import MAX_ROWS as TIMELINE_MAX_ROWS
+    from scheduler.fingerprints import CardUse
     from scheduler.notices.events import Event, EventCode, EventKind, event_of, is_event
     from scheduler.notices.kinds import EVENT_KINDS, NoticeKind
     from scheduler.notices.outbox import Announcement
@@ -141,6 +142,7 @@ _WHERE: dict[str, str] = {
     "BumpState": "scheduler.service.records.BumpState",
     "CardJob": "scheduler.service.board.CardJob",
     "CardState": "scheduler.service.board.CardState",
+    "CardUse": "scheduler.fingerprints.CardUse",
     "CardView": "scheduler.service.board.CardView",
     "ChangeResult": "scheduler.service.jobs.ChangeResult",
     "DecisionResult": "scheduler.service.bumps.DecisionResult",
@@ -271,6 +273,7 @@ __all__ = [
     "BumpState",
     "CardJob",
     "CardState",
+    "CardUse",
     "CardView",
     "ChangeResult",
     "DecisionResult",

@@ -8,11 +8,11 @@ run has none: the policy then shares its card only by its declared memory.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from sqlmodel import Session
 
-from scheduler.policy.colocation import Fingerprint
+from scheduler.policy.colocation import Fingerprint, bandwidth, pcie
 from scheduler.policy.snapshot import Snapshot
 from storage.models import Job
 from storage.queries import profiles as profile_queries
@@ -54,4 +54,33 @@ def with_fingerprints(session: Session, snapshot: Snapshot) -> Snapshot:
             replace(job, fingerprint=found[job.id]) if found.get(job.id) else job
             for job in snapshot.running
         ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CardUse:
+    """A job's fingerprint as people read it (`/gpu status`, `/gpu match`): how its earlier
+    runs used a card alone, and how hard that presses the card's memory bandwidth and PCIe
+    (light, moderate, heavy; PCIe None when not known)."""
+
+    sm_pct: float
+    bandwidth_pct: float
+    memory_gib: float
+    pcie_mbps: float | None
+    bandwidth: str
+    pcie: str | None
+
+
+def card_use(session: Session, job: Job) -> CardUse | None:
+    """`job`'s fingerprint as people read it; None before any earlier run was sampled."""
+    found = fingerprint_for(session, job)
+    if found is None:
+        return None
+    return CardUse(
+        sm_pct=round(found.gpu_util, 1),
+        bandwidth_pct=round(found.gmem_util, 1),
+        memory_gib=round(found.gmem_mib / 1024, 1),
+        pcie_mbps=None if found.pcie_mbps is None else round(found.pcie_mbps),
+        bandwidth=str(bandwidth(found)),
+        pcie=None if found.pcie_mbps is None else str(pcie(found)),
     )

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 from bot.blocks.common import mention, mrkdwn_escape
 from bot.i18n import eta, t, term, wait_words, when
 from bot.notice_words import preempt_reason
-from scheduler.door import JobRecord, JobView, PreemptedRecord, Wait
+from scheduler.door import CardUse, JobRecord, JobView, PreemptedRecord, Wait
 
 
 def ref(job_id: int | None, name: str) -> str:
@@ -116,6 +116,29 @@ def whole_card_line(lang: str, job: JobRecord) -> str | None:
     """For a job that asked to share a card and is core work now (a bump): it takes a
     whole card from here on; None for any other job."""
     return t(lang, "bump.whole_card") if job.share and not job.shares_card else None
+
+
+def card_use_line(lang: str, use: CardUse) -> str:
+    """How the job's earlier runs used a card alone: what sharing a card is decided by."""
+    pcie = (
+        t(
+            lang,
+            "status.card_use.pcie",
+            mbps=use.pcie_mbps,
+            pressure=term(lang, "pressure", use.pcie),
+        )
+        if use.pcie_mbps is not None and use.pcie is not None
+        else ""
+    )
+    return t(
+        lang,
+        "status.card_use",
+        sm=use.sm_pct,
+        bandwidth=use.bandwidth_pct,
+        pressure=term(lang, "pressure", use.bandwidth),
+        memory=use.memory_gib,
+        pcie=pcie,
+    )
 
 
 def preempted_line(lang: str, preempted: PreemptedRecord) -> str:

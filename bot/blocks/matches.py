@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from zoneinfo import ZoneInfo
 
 from bot.blocks.common import Message, escape_keeping_mentions, header, listing, mention
+from bot.blocks.job import card_use_line
 from bot.i18n import counted, t, term, when
 from bot.reason_words import reason_words
 from scheduler.door import EstimateRecord, EstimatesReport, MatchesReport, MatchReview, Weighed
@@ -34,6 +35,8 @@ def review_lines(lang: str, result: MatchReview, zone: ZoneInfo) -> list[str]:
             owner=mention(result.owner),
         ),
     ]
+    if result.card_use is not None:  # what a shared card would be weighed by
+        lines.append(card_use_line(lang, result.card_use))
     if result.chosen is None:
         command = f"/gpu why #{result.job_id}"
         return [*lines, t(lang, "match.none", id=result.job_id, command=command)]

@@ -36,6 +36,7 @@ from bot.blocks.common import (
 )
 from bot.blocks.help import help_message
 from bot.blocks.job import (
+    card_use_line,
     data,
     gpu_hours,
     labelled_inline,
@@ -283,6 +284,8 @@ def _status(result: StatusResult, lang: str, zone: ZoneInfo, now: datetime) -> M
             facts.append(t(lang, "status.idle", hours=idle))
     if result.preempted is not None:
         facts.append(mrkdwn_escape(preempted_line(lang, result.preempted)))
+    if result.card_use is not None:
+        facts.append(mrkdwn_escape(card_use_line(lang, result.card_use)))
     produced = _produced(job.output, job.metrics or {})
     if produced:
         facts.append(t(lang, "status.produced", what=produced))

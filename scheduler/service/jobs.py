@@ -12,6 +12,7 @@ from typing import Any
 
 from scheduler import lifecycle
 from scheduler.errors import Action, Conflict, PermissionDenied, Problem, UserError
+from scheduler.fingerprints import CardUse, card_use
 from scheduler.grammar.sharing import shares
 from scheduler.hosts.reconcile import PREEMPT_ACTION
 from scheduler.notices import approvals
@@ -93,6 +94,9 @@ class StatusResult:
     hosts: Sequence[str] = ()
     # The cards of its latest run: (host, GPU type, how many); none before it first started.
     cards: Sequence[tuple[str, str, int]] = ()
+    # How its earlier runs used a card alone (scheduler.fingerprints), what sharing a card
+    # is decided by; None before any run was sampled.
+    card_use: CardUse | None = None
 
 
 @dataclass(frozen=True)
@@ -427,6 +431,7 @@ def status(ctx: Context, job_id: int | None, name: str | None) -> StatusResult:
 def _preempted(ctx: Context, job: Job, ledger: Sequence[LedgerRecord]) -> PreemptedRecord | None:
     """The job's preemptions so far, with the last one's reason (from its audit record)."""
     if not job.preemptions:
+        card_use=card_use(session, job),
         return None
     last = audit_queries.latest(
         session=ctx.session, action=PREEMPT_ACTION, target_kind="job", target_id=job.id

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from scheduler.fingerprints import CardUse, card_use
 from scheduler.policy.matching import CardType, fitting_types
 from scheduler.policy.reasons import Reason, reason_of
 from scheduler.service.context import Context
@@ -72,6 +73,8 @@ class MatchReview:
     fastest: Costed | None  # … and on the fastest adequate type
     attempts: int = 0  # how many times it was matched (started)
     reason_why: Reason | None = None  # `reason` as a code and its values (None: as stored)
+    # How its earlier runs used a card alone (None: none sampled yet): what sharing weighs.
+    card_use: CardUse | None = None
 
     @property
     def cost(self) -> float:
@@ -148,6 +151,7 @@ def review(ctx: Context, job_id: int | None, name: str | None) -> MatchReview:
         fastest=fastest if spent else None,
         attempts=len(found),
         reason_why=reason_of(latest.reason_code, latest.reason_values) if latest else None,
+        card_use=card_use(ctx.session, job),
     )
 
 

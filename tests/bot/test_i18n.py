@@ -40,6 +40,7 @@ from scheduler.grammar.spec import PRIORITIES, DefaultWord, Section
 from scheduler.hosts.reconcile import ENDING_STOPS, REQUEUED_STOPS
 from scheduler.notices.events import EventCode, LostWhy
 from scheduler.notices.kinds import EVENT_KINDS, NoticeKind
+from scheduler.policy.colocation import Pressure
 from scheduler.policy.plan import HostOut, PreemptCode, Wait, WaitCode
 from scheduler.policy.reasons import ReasonCode
 from scheduler.results import SaidCode
@@ -72,6 +73,7 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "role.": tuple(Role),
     "host.health.": tuple(HostState),
     "lang.saved.": LANGUAGES,
+    "pressure.": tuple(Pressure),
     "notice.event.": tuple(EventCode),
     "notice.event.why.": tuple(LostWhy),
     "notice.event.refusal.": tuple(RefusalCode),
