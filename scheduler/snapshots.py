@@ -96,12 +96,12 @@ def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Sna
         quota_ends=ends,
         team_usage=_team_usage(session, policy, teams, now),
     )
+    return with_fingerprints(session, snapshot)
 
 
 def _hosts(
     session: Session,
     policy: PolicyConfig,
-    return with_fingerprints(session, snapshot)
     holders: dict[int, int],
     tenants: dict[int, list[int]] | None = None,
 ) -> list[Host]:
