@@ -425,13 +425,13 @@ def status(ctx: Context, job_id: int | None, name: str | None) -> StatusResult:
         preempted=_preempted(ctx, job, ledger),
         hosts=[h.name for h in cluster_queries.last_run_hosts(session=session, job_id=job_id)],
         cards=cluster_queries.last_run_cards(session=session, job_id=job_id),
+        card_use=card_use(session, job),
     )
 
 
 def _preempted(ctx: Context, job: Job, ledger: Sequence[LedgerRecord]) -> PreemptedRecord | None:
     """The job's preemptions so far, with the last one's reason (from its audit record)."""
     if not job.preemptions:
-        card_use=card_use(session, job),
         return None
     last = audit_queries.latest(
         session=ctx.session, action=PREEMPT_ACTION, target_kind="job", target_id=job.id
