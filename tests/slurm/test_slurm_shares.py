@@ -2,7 +2,8 @@
 the policy is told its nodes share, a run on a shared card asks sbatch for its part of one
 card in shards (or MPS units) instead of a whole GPU, and the nodes' shards are read as parts
 of their cards, never as cards. Against the real one-node Slurm (tests/slurm/one-node.sh
-declares 8 shards per card), two share runs land on one card and a whole-card run keeps off it.
+declares 8 shards per card), two share runs land on one card and a whole-card run keeps off it,
+and a share=yes job goes through the real cycle to shards of one card, told its memory.
 
 The reconcile cases read JSON captured from that Slurm (tests/slurm/captured/*-shards.json):
 runs 31.1 and 32.1 (prefix "p-") hold 2 shards each of t4 card 2, and another Slurm job
@@ -16,7 +17,9 @@ from pathlib import Path
 
 import pytest
 from conftest import LiveSlurm, wait_for
+from test_slurm_cycle import NODE, SQLITE, open_site, slurm_jobs, slurm_policy
 
+from scheduler.app import Paika
 from scheduler.config import SlurmPool, SlurmShares, load_policy, policy_from_text
 from scheduler.dispatch import CardShare, DispatchError, StartOrder
 from scheduler.errors import ConfigError
@@ -35,6 +38,7 @@ from scheduler.slurm.reconcile import (
     used_indices,
 )
 from scheduler.snapshots import _sharing
+from storage.models import JobState
 
 CAPTURED = Path(__file__).parent / "captured"
 CATALOG = """
@@ -374,3 +378,35 @@ def test_two_share_runs_run_on_one_card_and_a_whole_card_run_keeps_off_it(
     )
     assert whole is not None
     assert used_indices(",".join(whole.gres_detail)) == {5 - card}
+
+
+@SQLITE
+def test_a_share_job_runs_through_the_cycle_on_shards_of_one_card_told_its_memory(
+    paika: Paika, live_slurm: LiveSlurm, slurm_prefix: str, shared_dir: Path
+) -> None:
+    if "shard:t4:" not in next(iter(SlurmCommands(live_slurm.conf).nodes())).gres:
+        pytest.skip("the test Slurm declares no t4 shards")
+    gres = {"T4-16GB": "t4", "A100-80GB": "a100"}
+    policy = slurm_policy(paika, live_slurm, slurm_prefix, shared_dir, gres)
+    cluster = policy.pools["cluster"]
+    assert isinstance(cluster.options, SlurmPool)
+    options = cluster.options.model_copy(update={"shares": SlurmShares(mode="shard", per_gpu=8)})
+    policy = policy.model_copy(
+        update={"pools": {"cluster": cluster.model_copy(update={"options": options})}}
+    )
+    site = open_site(paika, policy)
+    try:
+        told = shared_dir / "told"
+        site.ok(
+            "submit name=evals gpus=1 hours=1 priority=normal type=T4-16GB mem=4GB share=yes"
+            ' data=ready cmd="echo gpus=$CUDA_VISIBLE_DEVICES mem=$PAIKA_GPU_MEMORY_MIB'
+            f' shards=$SLURM_SHARDS_ON_NODE > {told}"'
+        )
+        site.until(lambda: site.job("evals").state == JobState.SUCCEEDED, what="the job to end")
+        card = told.read_text().split()[0]
+        assert card in ("gpus=2", "gpus=3")  # a t4
+        assert told.read_text() == f"{card} mem=4096 shards=2\n"  # 4 GB of 16, in eighths
+        ((_, name, state),) = slurm_jobs(live_slurm, slurm_prefix)
+        assert (name, state) == (f"{slurm_prefix}{site.job('evals').id}.1.{NODE}", "COMPLETED")
+    finally:
+        site.cycle.close()
