@@ -99,6 +99,11 @@ class _Current(Collector):
         gpus = GaugeMetricFamily(
             "paika_gpus", "GPUs by state and type", labels=["state", "gpu_type"]
         )
+        shared = GaugeMetricFamily(
+            "paika_gpus_shared",
+            "Busy GPUs held in parts by jobs that share a card, by type (each card once)",
+            labels=["gpu_type"],
+        )
         utilization = GaugeMetricFamily(
             "paika_gpu_utilization_percent",
             "GPU utilization as its agent last reported it",
@@ -121,8 +126,11 @@ class _Current(Collector):
                 gpus.add_metric([state, gpu_type], float(count))
             for key, percent in sorted(seen.utilization.items()):
                 utilization.add_metric(list(key), percent)
+            for gpu_type, count in sorted(seen.shared.items()):
+                shared.add_metric([gpu_type], float(count))
         yield queue
         yield gpus
+        yield shared
         yield utilization
         try:
             pending = float(self.backlog())

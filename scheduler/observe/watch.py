@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from scheduler.cycle import CycleResult
+from scheduler.policy.sharing import WHOLE_CARD
 from scheduler.policy.snapshot import Snapshot
 
 # Labels of the GPU gauges: (state, GPU type) and (host, GPU index, GPU name).
@@ -30,6 +31,8 @@ class CycleSeen:
     queue: MappingProxyType[tuple[str, str], int]  # (priority class, reason) → waiting jobs
     gpus: MappingProxyType[GpuKey, int]  # (state, GPU type) → GPUs
     utilization: MappingProxyType[UtilizationKey, float]  # per GPU that reported one
+    # GPU type → cards held in parts by share=yes jobs (each also one busy GPU in `gpus`).
+    shared: MappingProxyType[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass
@@ -56,6 +59,7 @@ class CycleWatch:
             errors=len(result.errors),
             queue=MappingProxyType(_queue(result, snapshot)),
             gpus=MappingProxyType(_gpus(result, snapshot)),
+            shared=MappingProxyType(_shared(result, snapshot)),
             utilization=MappingProxyType(_utilization(result)),
         )
 
@@ -89,6 +93,26 @@ def _gpus(result: CycleResult, snapshot: Snapshot | None) -> dict[GpuKey, int]:
             else:
                 state = "free"
             counts[(state, gpu.gpu_type)] += 1
+    return dict(counts)
+
+
+def _shared(result: CycleResult, snapshot: Snapshot | None) -> dict[str, int]:
+    """Healthy cards held in parts by share=yes jobs, by type, after this cycle's starts: a
+    card counts once however many jobs are on it (and is busy in `_gpus` too)."""
+    if snapshot is None:
+        return {}
+    starts = result.plan.starts if result.plan else ()
+    parting = {
+        gpu
+        for start in starts
+        if start.share_milli is not None and start.share_milli < WHOLE_CARD
+        for gpu in start.gpu_ids
+    }
+    counts: Counter[str] = Counter()
+    for host in snapshot.hosts:
+        for gpu in host.gpus:
+            if gpu.healthy and (gpu.tenants or gpu.id in parting):
+                counts[gpu.gpu_type] += 1
     return dict(counts)
 
 
