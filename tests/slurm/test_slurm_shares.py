@@ -11,12 +11,12 @@ holds 3 shards of a100 card 0."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 from conftest import LiveSlurm, wait_for
+from paika_test_servers import servers_required
 from test_slurm_cycle import NODE, SQLITE, open_site, slurm_jobs, slurm_policy
 
 from scheduler.app import Paika
@@ -314,15 +314,22 @@ def _squeue(live_slurm: LiveSlurm, prefix: str) -> list[QueuedJob]:
     return [j for j in SlurmCommands(live_slurm.conf).queue() if j.name.startswith(prefix)]
 
 
-@pytest.fixture
-def shard_pool(live_slurm: LiveSlurm, slurm_prefix: str, shared_dir: Path) -> SlurmPool:
-    """The live pool with the shards tests/slurm/one-node.sh declares; a skip where the
-    running Slurm declares none (one started before it did, or SHARDS_PER_GPU=0)."""
+def _require_shards(live_slurm: LiveSlurm) -> None:
+    """Skip where the running Slurm declares no t4 shards (one started before
+    tests/slurm/one-node.sh declared them, or with SHARDS_PER_GPU=0); a failure where the
+    servers are required (CI starts it afresh, with its shards)."""
     node = next(iter(SlurmCommands(live_slurm.conf).nodes()))
     if "shard:t4:" not in node.gres:
-        if os.environ.get("PAIKA_TEST_REQUIRE_SERVERS") == "1":
-            pytest.fail(f"the test Slurm declares no t4 shards ({node.gres}); restart it")
-        pytest.skip(f"the test Slurm declares no t4 shards ({node.gres})")
+        problem = f"the test Slurm declares no t4 shards ({node.gres}); restart it"
+        if servers_required():
+            pytest.fail(problem)
+        pytest.skip(problem)
+
+
+@pytest.fixture
+def shard_pool(live_slurm: LiveSlurm, slurm_prefix: str, shared_dir: Path) -> SlurmPool:
+    """The live pool with the shards tests/slurm/one-node.sh declares."""
+    _require_shards(live_slurm)
     return _pool(
         log_path=str(shared_dir / "{job_id}.{attempt}.out"),
         job_name_prefix=slurm_prefix,
@@ -384,8 +391,7 @@ def test_two_share_runs_run_on_one_card_and_a_whole_card_run_keeps_off_it(
 def test_a_share_job_runs_through_the_cycle_on_shards_of_one_card_told_its_memory(
     paika: Paika, live_slurm: LiveSlurm, slurm_prefix: str, shared_dir: Path
 ) -> None:
-    if "shard:t4:" not in next(iter(SlurmCommands(live_slurm.conf).nodes())).gres:
-        pytest.skip("the test Slurm declares no t4 shards")
+    _require_shards(live_slurm)
     gres = {"T4-16GB": "t4", "A100-80GB": "a100"}
     policy = slurm_policy(paika, live_slurm, slurm_prefix, shared_dir, gres)
     cluster = policy.pools["cluster"]
