@@ -295,14 +295,17 @@ def render_board(paika: Paika, clock: AcceleratedClock) -> str:
     """The GPU grid by host, and the queue in one line."""
     with Session(paika.engine) as session:
         open_allocations = select(Allocation).where(col(Allocation.ended_at).is_(None))
-        holders = {a.gpu_id: a.job_id for a in session.exec(open_allocations)}
+        # A shared card holds several jobs: its cell names each ("#3+#4").
+        holders: dict[int, list[int]] = defaultdict(list)
+        for allocation in session.exec(open_allocations.order_by(col(Allocation.job_id))):
+            holders[allocation.gpu_id].append(allocation.job_id)
         lines = [f"── board at {clock.now():%H:%M} (paika time) " + "─" * 30]
         for host in session.exec(select(Host).order_by(col(Host.name))):
             gpus = session.exec(
                 select(Gpu).where(Gpu.host_id == host.id).order_by(col(Gpu.index))
             ).all()
             cells = " ".join(
-                f"{('#' + str(holders[g.id])) if g.id in holders else '··':>4}" for g in gpus
+                f"{'+'.join(f'#{job}' for job in holders[g.id or 0]) or '··':>4}" for g in gpus
             )
             kinds = ",".join(sorted({g.gpu_type for g in gpus}))
             lines.append(f"{host.name:<6} {host.state:<8} {cells}   {kinds}")

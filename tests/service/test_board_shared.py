@@ -19,6 +19,7 @@ from scheduler.app import Paika
 from scheduler.archive import state
 from scheduler.archive.state_diff import DiffField, diff
 from scheduler.archive.state_view import snapshot_view
+from scheduler.demo import AcceleratedClock, render_board
 from scheduler.service import jobs
 from scheduler.service.board import BoardResult, CardJob, CardState, TypeSummary
 from storage.models import Gpu, Host, Job, JobState, Team
@@ -196,3 +197,8 @@ def test_a_snapshot_shows_a_shared_card_with_each_job_and_its_part(shared: Paika
     assert ("#3 train", DiffField.SHARE) not in found
     diff_text = render(diff(before, doc), UTC, "en")
     assert "part of a shared card" in diff_text
+
+
+def test_the_demo_grid_names_each_job_on_a_shared_card(shared: Paika) -> None:
+    grid = render_board(shared, AcceleratedClock(shared.clock.now(), 1.0))
+    assert "#1+#2   #3   ··   ··" in grid
