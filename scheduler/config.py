@@ -232,12 +232,16 @@ class Sharing(_Strict):
     `reserve_gib`: memory kept free on a shared card beyond what its jobs declared;
     `max_slowdown`: the most slowdown a share may cost the slower job (the co-location rule's
     estimate); `max_jobs_per_card`: how many jobs one card takes at most.
+    `feedback_minutes`: how long a job on a shared card may run slowed beside another (its SM
+    busy % below (1 - `max_slowdown`) of what its earlier runs showed alone) before the
+    opportunistic one of the two is stopped and queued again, and the pair kept apart.
     """
 
     hosts: dict[str, SharingMode] = Field(default_factory=dict)
     reserve_gib: float = Field(default=2, ge=0, le=256)
     max_slowdown: float = Field(default=0.15, gt=0, le=1)
     max_jobs_per_card: int = Field(default=2, ge=2, le=16)
+    feedback_minutes: float = Field(default=5, gt=0, le=1440)
 
     @field_validator("hosts")
     @classmethod

@@ -1,7 +1,9 @@
 """The scheduling cycle, one step a line:
 
 1. poll every agent                          (hosts/poll.py)
-2. apply the reports; reconcile on-host jobs  (hosts/inventory.py, hosts/reconcile.py)
+2. apply the reports; reconcile on-host jobs  (hosts/inventory.py, hosts/reconcile.py);
+   judge the runs on shared cards: one slowed by its neighbour for long enough has the
+   opportunistic job of the pair stopped, requeued and kept apart (share_watch.py)
 3. send again the starts whose answer was lost; send the stops paika asked for
 4. release the holds whose cause has gone (holds.py); snapshot the database and run the
    policy (snapshots.py, policy/)
@@ -68,6 +70,7 @@ from scheduler.policy.plan import Plan, Preempt, PreemptCode, Start
 from scheduler.policy.reasons import Reason, ReasonCode
 from scheduler.policy.scheduler import could_act, schedule
 from scheduler.policy.snapshot import Snapshot
+from scheduler.share_watch import ShareWatch
 from scheduler.snapshots import build_snapshot, expected_wall_hours
 from storage.db import lost_race, session_scope
 from storage.models import ON_HOST_STATES, Gpu, Host, Job, JobState, Match
@@ -153,6 +156,7 @@ class Cycle:
         self._last_pass: _Pass | None = None
         self._silent: set[str] = set()  # hosts whose last poll failed
         self._revoked_unsent: list[Any] = []  # host rows whose agent still takes a revoked token
+        self.share_watch = ShareWatch()  # how long each run on a shared card has been slowed
         self.decisions = DecisionLog()
 
     def run_once(self) -> CycleResult:
@@ -191,6 +195,10 @@ class Cycle:
                 acknowledge = getattr(self.poller, "acknowledge", None)
                 if acknowledge is not None and found.acks:
                     acknowledge(found.acks)
+            with self._step(result, "feedback"):
+                fed = self.share_watch.watch(self.engine, self.policy, result.reports, result.at)
+                result.events += fed.events
+                self._send_stops(fed.stops, [])
         result.events += found.events
         result.errors += [f"reconcile: job #{job_id}" for job_id in found.failed]
         # 3. starts whose answer was lost, and stops

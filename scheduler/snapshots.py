@@ -24,7 +24,7 @@ from scheduler.policy.quota import QuotaState
 from scheduler.policy.snapshot import HOUR, Gpu, Host, Pending, Running, Snapshot, wall_hours
 from storage.models import ON_HOST_STATES, HostState, Job, JobState
 from storage.models.cluster import WHOLE_CARD
-from storage.queries import accounting
+from storage.queries import accounting, share_apart
 from storage.queries import cluster as cluster_queries
 from storage.queries import holds as hold_queries
 from storage.queries import jobs as job_queries
@@ -79,8 +79,13 @@ def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Sna
         if job.state in ON_HOST_STATES  # an unknown job still holds its GPUs
     ]
     refused = _held_hosts(session)
+    # Jobs that slowed, or were slowed by, another on a shared card never share one again.
+    waiting = [
+        job.id or 0 for job in jobs if job.state in PENDING_STATES and getattr(job, "share", False)
+    ]
+    apart = share_apart.apart_from(session=session, job_ids=waiting)
     pending = [
-        _pending(job, teams, ratios, kept, refused.get(job.id or 0, ()))
+        _pending(job, teams, ratios, kept, refused.get(job.id or 0, ()), apart.get(job.id or 0))
         for job in jobs
         if job.state in PENDING_STATES
     ]
@@ -184,6 +189,7 @@ def _pending(
     ratios: dict[str, float],
     kept: dict[int, float] | None = None,
     holds: tuple[tuple[str, str], ...] = (),
+    apart_from: frozenset[int] | None = None,
 ) -> Pending:
     return Pending(
         job.id or 0,
@@ -200,6 +206,7 @@ def _pending(
         preemptions=job.preemptions or 0,
         holds=holds,
         share=bool(getattr(job, "share", False)),
+        apart_from=apart_from or frozenset(),
     )
 
 

@@ -23,6 +23,7 @@ _EMOJI = {
     EventKind.JOB_REQUEUED: ":repeat:",
     EventKind.JOB_UNSETTLED: ":rotating_light:",
     EventKind.JOB_HELD: ":no_entry:",
+    EventKind.JOB_KEPT_APART: ":snail:",
     EventKind.HOST_DOWN: ":red_circle:",
     EventKind.HOST_UP: ":large_green_circle:",
 }
@@ -38,6 +39,7 @@ _NEXT = {
     EventKind.JOB_PREEMPTED: ("event.next.preempted", "/gpu status #{id}"),
     EventKind.JOB_REQUEUED: ("event.next.requeued", "/gpu status #{id}"),
     EventKind.JOB_HELD: ("event.next.failed", "/gpu status #{id}"),
+    EventKind.JOB_KEPT_APART: ("event.next.kept_apart", "/gpu status #{id}"),
 }
 
 

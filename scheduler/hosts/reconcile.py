@@ -74,10 +74,15 @@ ENDING_STOP_GRACE_S = 30.0
 
 # Why paika asked a run to stop → what happens when its host confirms the stop.
 # Requeued: the job goes back to the queue (an idle-class job stopped for core work, a job
-# that checkpoints and resumes stopped for core or much shorter work, or a job whose GPUs sat
-# idle); ended: the job ends in that state.
+# that checkpoints and resumes stopped for core or much shorter work, a job whose GPUs sat
+# idle, or the opportunistic job of a pair on a shared card where one slowed the other:
+# scheduler/share_watch.py); ended: the job ends in that state.
 R = ReasonCode
-REQUEUED_STOPS = {"preempt": Reason(R.FOR_CORE_WORK), "reclaim": Reason(R.GPUS_SAT_IDLE)}
+REQUEUED_STOPS = {
+    "preempt": Reason(R.FOR_CORE_WORK),
+    "reclaim": Reason(R.GPUS_SAT_IDLE),
+    "slowed": Reason(R.SHARE_SLOWED),
+}
 PREEMPT_ACTION = "job.preempt"  # the audit record of a preemption: its code and for_job
 # Why a preempted job was stopped, as the reason its history keeps (with for_job).
 _PREEMPTED_FOR = {

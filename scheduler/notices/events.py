@@ -56,6 +56,10 @@ class EventCode(StrEnum):
     # host, refusal (a RefusalCode), account: a host refused its start for a reason that
     # will not change by itself; it waits, not sent there again until something changes
     START_HELD = "start_held"
+    # On a shared card job #slowed ran at sm_pct % SM busy, lost_pct % below its alone_pct %
+    # alone, beside job #by for `minutes` (card: host/index); job #stopped was stopped and
+    # queued again, and the two are kept apart. Told to both owners (JOB_KEPT_APART).
+    SHARE_SLOWED = "share_slowed"
     HOST_BACK = "host_back"
     HOST_DOWN = "host_down"  # error: why the last poll failed
 

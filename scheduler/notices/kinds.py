@@ -23,6 +23,9 @@ class NoticeKind(StrEnum):
     # to its owner and the admins, a job held because a host refused its start for good.
     JOB_UNSETTLED = "job_unsettled"
     JOB_HELD = "job_held"
+    # One of two jobs on a shared card slowed the other: one was stopped and queued again,
+    # and the two are kept apart (scheduler/share_watch.py); told to both owners.
+    JOB_KEPT_APART = "job_kept_apart"
     HOST_DOWN = "host_down"
     HOST_UP = "host_up"
     # Bump requests for the approvers, and their decisions (scheduler.notices.approvals)
@@ -52,6 +55,7 @@ EVENT_KINDS = frozenset(
         NoticeKind.JOB_REQUEUED,
         NoticeKind.JOB_UNSETTLED,
         NoticeKind.JOB_HELD,
+        NoticeKind.JOB_KEPT_APART,
         NoticeKind.HOST_DOWN,
         NoticeKind.HOST_UP,
     }

@@ -32,6 +32,7 @@ class ReasonCode(StrEnum):
     ESTIMATE_LIMIT = "estimate_limit"
     FOR_CORE_WORK = "for_core_work"
     GPUS_SAT_IDLE = "gpus_sat_idle"
+    SHARE_SLOWED = "share_slowed"  # a job on its shared card ran too slowly beside the other
     PREEMPTED_FOR_CORE = "preempted_for_core"  # for_job
     PREEMPTED_FOR_SHORTER = "preempted_for_shorter"  # for_job
     PREEMPTED_FOR_STARVING = "preempted_for_starving"  # for_job
@@ -104,6 +105,7 @@ ENGLISH: Mapping[ReasonCode, str] = {
     C.ESTIMATE_LIMIT: "stopped: ran past its estimate's hard limit",
     C.FOR_CORE_WORK: "for core work",
     C.GPUS_SAT_IDLE: "its GPUs sat idle",
+    C.SHARE_SLOWED: "a job on its shared card ran too slowly beside it; the two are kept apart",
     C.PREEMPTED_FOR_CORE: "preempted for core job #{for_job}",
     C.PREEMPTED_FOR_SHORTER: "preempted for shorter job #{for_job}",
     C.PREEMPTED_FOR_STARVING: "preempted for job #{for_job}, waiting past the backstop",

@@ -399,8 +399,14 @@ def done(
 
 def _request_stop(ctx: Context, job: Job, reason: str) -> None:
     """Ask the scheduler to stop a running job on its host (it sends the stop each cycle)."""
-    # The owner's cancel or done wins over paika's own stops (preemption, idle reclaim).
-    if job.stop_requested_at is None or job.stop_reason in ("preempt", "reclaim", "release"):
+    # The owner's cancel or done wins over paika's own stops (preemption, idle reclaim, a
+    # shared card's neighbour slowed).
+    if job.stop_requested_at is None or job.stop_reason in (
+        "preempt",
+        "reclaim",
+        "release",
+        "slowed",
+    ):
         job.stop_requested_at = ctx.now
     job.stop_reason = reason
     ctx.session.add(job)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy import CheckConstraint, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from storage.limits import GPU_TYPE, HOST_NAME, HOST_URL, LAST_ERROR
-from storage.models.base import at_field, number_field
+from storage.models.base import REASON_CODE, at_field, json_field, number_field
 
 
 class HostState(StrEnum):
@@ -138,3 +139,23 @@ class Allocation(SQLModel, table=True):
     share_milli: int = Field(default=WHOLE_CARD, sa_column_kwargs={"server_default": "1000"})
     started_at: datetime = at_field()
     ended_at: datetime | None = at_field(nullable=True)
+
+
+class ShareApart(SQLModel, table=True):
+    """Two jobs never to share a card again: on one, one of them ran too slowly beside the
+    other (scheduler/share_watch.py), and one was stopped and queued again. One row per pair,
+    the lower job id first; why as a reason's code and the values it names (which job was
+    slowed, by how much, which was stopped)."""
+
+    __tablename__ = "share_apart"
+    __table_args__ = (
+        UniqueConstraint("job_a", "job_b", name="uq_share_apart_pair"),
+        CheckConstraint("job_a < job_b", name="pair_ordered"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_a: int = Field(foreign_key="jobs.id", index=True)
+    job_b: int = Field(foreign_key="jobs.id", index=True)
+    at: datetime = at_field()
+    reason_code: str = Field(sa_type=String(REASON_CODE))
+    reason_values: dict[str, Any] | None = json_field()

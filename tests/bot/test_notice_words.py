@@ -57,6 +57,18 @@ CODE_VALUES: Mapping[EventCode, dict[str, object]] = {
     EventCode.UNSETTLED: {"error": "RuntimeError: boom", "owner": MEMBER, "attempt": 1},
     EventCode.UNSETTLED_ENDED: {"state": "cancelled", "error": "RuntimeError: boom"},
     EventCode.START_HELD: {"host": "gpu-a", "refusal": "account_unknown", "account": "alice"},
+    EventCode.SHARE_SLOWED: {
+        "slowed": 12,
+        "slowed_name": "bert",
+        "by": 13,
+        "by_name": "probe",
+        "stopped": 13,
+        "card": "gpu-a/0",
+        "sm_pct": 40.0,
+        "alone_pct": 80.0,
+        "lost_pct": 50.0,
+        "minutes": 5.0,
+    },
 }
 # The kind of event each code comes with, as the cycle writes them.
 KIND_OF = {
@@ -79,6 +91,7 @@ KIND_OF = {
     EventCode.UNSETTLED: EventKind.JOB_UNSETTLED,
     EventCode.UNSETTLED_ENDED: EventKind.JOB_FINISHED,
     EventCode.START_HELD: EventKind.JOB_HELD,
+    EventCode.SHARE_SLOWED: EventKind.JOB_KEPT_APART,
 }
 HOST_CODES = {EventCode.HOST_BACK: EventKind.HOST_UP, EventCode.HOST_DOWN: EventKind.HOST_DOWN}
 
