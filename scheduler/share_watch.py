@@ -246,8 +246,8 @@ class ShareWatch:
 
 
 def _shared_cards(session: Session, reports: Mapping[str, HostReport]) -> dict[str, list[Tenant]]:
-    """Each card shared now ("host/index"), with its running jobs and their SM busy % at this
-    poll (None where the poll said nothing of it)."""
+    """Each card shared now ("host/index") by two or more running jobs not being stopped,
+    with their SM busy % at this poll (None where the poll said nothing of it)."""
     parts = [
         (gpu_id, job_id)
         for gpu_id, job_id, milli in cluster_queries.open_parts(session=session)
@@ -280,7 +280,8 @@ def _shared_cards(session: Session, reports: Mapping[str, HostReport]) -> dict[s
         tenants = []
         for job_id in job_ids:
             job = job_queries.get_job(session=session, job_id=job_id)
-            if job is None or job.state != JobState.RUNNING:
+            # A job on its way off the card (a cancel, a preemption) slows nobody for long.
+            if job is None or job.state != JobState.RUNNING or job.stop_requested_at is not None:
                 continue
             run = agent_job_id(job_id, job.attempts)
             sm_pct = samples.get((host, run, gpu.index))

@@ -7,7 +7,7 @@ what paika did."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from agent_world import TOKEN, ok, submit, until
@@ -18,13 +18,14 @@ from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.config import Sharing
 from scheduler.cycle import Cycle
-from scheduler.dispatch import AgentDispatcher, StartOrder
+from scheduler.dispatch import AgentDispatcher, StartOrder, agent_job_id
 from scheduler.hosts.poll import Target, poll_all_sync
-from scheduler.hosts.report import HostReport
+from scheduler.hosts.report import CardSample, HostReport
 from scheduler.notices.events import EventCode, EventKind, RecordingObserver
 from scheduler.notices.outbox import from_row
 from scheduler.policy.scheduler import schedule
 from scheduler.policy.sharing import share_milli
+from scheduler.share_watch import ShareWatch
 from scheduler.snapshots import build_snapshot
 from storage.models import Job, JobState, Notice
 from storage.models.cluster import Gpu, ShareApart
@@ -77,9 +78,21 @@ def _earlier_run(
     until(cycle, clock, lambda: _job(paika, name).state == JobState.CANCELLED)
 
 
-def test_a_job_that_slows_its_neighbour_is_requeued_kept_apart_and_both_owners_told(
-    world: Paika, clock: ManualClock
-) -> None:
+@dataclass
+class Pair:
+    """A training job and an idle-class probe on one shared card, both known from an earlier
+    run; the cycle that placed them and what it told."""
+
+    cycle: Cycle
+    observer: RecordingObserver
+    train: Job
+    probe: Job
+    gpu_id: int  # their card
+
+
+def _pair(world: Paika, clock: ManualClock, *, train_busy: int) -> Pair:
+    """The training job (80 % SM busy alone) running at `train_busy` %, the probe beside it
+    at its pace, on gpu-a's one A100 left (the other is held whole)."""
     world.policy = world.policy.model_copy(
         update={"sharing": Sharing(hosts={"gpu-a": "advisory"}, feedback_minutes=5)}
     )
@@ -94,7 +107,7 @@ def test_a_job_that_slows_its_neighbour_is_requeued_kept_apart_and_both_owners_t
 
     submit(world, "train", TRAIN, user="UALICE", extra="type=A100-80GB share=yes mem=20")
     train = _job(world, "train")
-    loads.utilization[train.id or 0] = 40  # half its 80 % alone: slowed
+    loads.utilization[train.id or 0] = train_busy
     until(cycle, clock, lambda: _job(world, "train").state == JobState.RUNNING)
     submit(
         world, "probe", PROBE, user="UBOB", priority="idle", extra="type=A100-80GB share=yes mem=20"
@@ -106,8 +119,17 @@ def test_a_job_that_slows_its_neighbour_is_requeued_kept_apart_and_both_owners_t
     until(cycle, clock, lambda: _job(world, "probe").state == JobState.RUNNING)
     with Session(world.engine) as session:
         parts = cluster_queries.open_parts(session=session)
-    (train_gpu,) = [g for g, j, _ in parts if j == train.id]
-    assert (train_gpu, probe.id, share_milli(20, 80)) in parts
+    (gpu_id,) = [g for g, j, _ in parts if j == train.id]
+    assert (gpu_id, probe.id, share_milli(20, 80)) in parts
+    return Pair(cycle, observer, _job(world, "train"), _job(world, "probe"), gpu_id)
+
+
+def test_a_job_that_slows_its_neighbour_is_requeued_kept_apart_and_both_owners_told(
+    world: Paika, clock: ManualClock
+) -> None:
+    placed = _pair(world, clock, train_busy=40)  # half its 80 % alone: slowed
+    cycle, observer, train, probe = placed.cycle, placed.observer, placed.train, placed.probe
+    train_gpu = placed.gpu_id
 
     # Slowed, but not yet for the whole window: nobody is stopped.
     began = clock.now()
@@ -177,3 +199,43 @@ def test_a_job_that_slows_its_neighbour_is_requeued_kept_apart_and_both_owners_t
     assert _job(world, "probe").state == JobState.QUEUED
     ok(world, "UALICE", f"cancel {train.id}")
     ok(world, "UALICE", f"cancel {_job(world, 'hold').id}")
+
+
+def _samples(pair: Pair, card: int, train_pct: float) -> dict[str, HostReport]:
+    """A poll of gpu-a saying the training job ran at `train_pct` % and the probe at its pace."""
+    runs = ((pair.train, train_pct), (pair.probe, 20.0))
+    said = tuple(
+        CardSample(agent_job_id(job.id or 0, job.attempts), card, sm_pct=pct) for job, pct in runs
+    )
+    return {"gpu-a": HostReport("gpu-a", True, samples=said)}
+
+
+def test_a_poll_at_its_pace_or_one_that_says_nothing_starts_the_window_again(
+    world: Paika, clock: ManualClock
+) -> None:
+    pair = _pair(world, clock, train_busy=80)  # at its pace on the card: nobody is slowed
+    with Session(world.engine) as session:
+        gpu = session.get(Gpu, pair.gpu_id)
+        assert gpu is not None
+        card = gpu.index
+    watch, began = ShareWatch(), clock.now()
+
+    def poll(minute: float, pct: float | None) -> list[int]:
+        now = began + timedelta(minutes=minute)
+        reports = _samples(pair, card, pct) if pct is not None else {}
+        return watch.watch(world.engine, world.policy, reports, now).stops
+
+    assert poll(0, 80.0) == []
+    for minute in (0.5, 1, 2, 3, 4):  # slowed
+        assert poll(minute, 40.0) == []
+    assert poll(4.5, 70.0) == []  # above 85 % of its 80 %: at its pace, the window starts again
+    for minute in (5, 6, 7, 8, 9.5):
+        assert poll(minute, 40.0) == []
+    assert poll(9.75, None) == []  # its host said nothing: again
+    for minute in (10, 12, 14):
+        assert poll(minute, 40.0) == []
+    assert poll(15, 40.0) == [pair.probe.id]  # slowed from 10 to 15: the probe is stopped
+    assert _job(world, "probe").stop_reason == "slowed"
+    assert _job(world, "train").stop_requested_at is None
+    # On its way off the card, the probe slows nobody: no window, no second stop.
+    assert poll(16, 40.0) == [] and watch.slowed_since == {}
