@@ -140,6 +140,11 @@ def may_join(card: SharedCard, job: Pending, knobs: Knobs) -> tuple[ShareCode | 
     need = job.needs.min_memory_gib or 0.0
     if card.declared_gib + need + knobs.share_reserve_gib > card.gpu.memory_gib:
         return ShareCode.MEMORY, 0.0
+    # The parts the database books, each rounded up, must fit the card too.
+    card_gib = card.gpu.memory_gib
+    parts = sum(share_milli(t.memory_gib, card_gib) for t in card.tenants)
+    if parts + share_milli(need, card_gib) > WHOLE_CARD:
+        return ShareCode.MEMORY, 0.0
     mine = _fingerprint_of(job)
     worst = 0.0
     for tenant in card.tenants:

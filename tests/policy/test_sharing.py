@@ -297,3 +297,24 @@ def test_share_jobs_never_change_which_core_jobs_start(snap: Snapshot) -> None:
     alone = {s.job_id for s in schedule(core_alone).starts}
     core = {p.id for p in snap.pending if p.priority == "core"}
     assert with_all & core == alone & core
+
+
+def test_the_parts_the_database_books_must_fit_not_only_the_memory() -> None:
+    # 5 + 5 + 30 + 40 GiB fill an 80 GiB card exactly, but each part is booked rounded up
+    # (63 + 63 + 375 + 500 thousandths): the database would refuse the fourth, so the policy does.
+    host = _host("g1", 1)
+    tenants = tuple(
+        _tenant(100 + i, host.gpus[0], mem, LIGHT) for i, mem in enumerate((5.0, 5.0, 30.0))
+    )
+    knobs = Knobs(share_reserve_gib=0.0, share_max_jobs=4)
+    shared = _shared(host, 0, tenants)
+    assert (
+        schedule(
+            snapshot([shared], [_share(1, 40, fingerprint=LIGHT)], tenants, knobs=knobs)
+        ).starts
+        == ()
+    )
+    (fits,) = schedule(
+        snapshot([shared], [_share(1, 39, fingerprint=LIGHT)], tenants, knobs=knobs)
+    ).starts
+    assert fits.share_milli == 488
