@@ -48,8 +48,9 @@ ENDED = "ended"  # the run had ended, or was being stopped, when the answer came
 ANSWERS = (EXTEND, STOP)
 # The stop a hard limit asks of the host; the reconcile ends the job cancelled with it.
 LIMIT_STOP = "estimate_limit"
-# Paika's own stops, which an owner's Stop or a hard limit may take over.
-OWN_STOPS = ("preempt", "reclaim", "release")
+# Paika's own stops, which an owner's Stop or a hard limit may take over ("slowed": the
+# opportunistic job of a pair on a shared card, scheduler/share_watch.py).
+OWN_STOPS = ("preempt", "reclaim", "release", "slowed")
 
 
 def estimated_hours(job: Job) -> float:
