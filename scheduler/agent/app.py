@@ -277,14 +277,17 @@ def build_app(
         known = jobs_store.known(req.job_id)
         if known is not None:
             return known, False
-        indices = {g.index for g in reader.read()}
+        cards = reader.read()
+        indices = {g.index for g in cards}
         missing = [g for g in req.gpus if g not in indices]
         if missing:
             have = ", ".join(str(i) for i in sorted(indices)) or "none"
             raise BadRequest(
                 f"gpus: this host has no GPU {', '.join(map(str, missing))} (it has: {have})"
             )
-        return jobs_store.start(req)
+        # A run on MIG instances is bound to them by their UUIDs (see jobs.cuda_devices).
+        mig = {g.index: g.mig_uuid for g in cards if g.mig_uuid and g.index in req.gpus}
+        return jobs_store.start(req, mig_uuids=mig) if mig else jobs_store.start(req)
 
     async def get_health(request: Request) -> Response:
         return answer(health)

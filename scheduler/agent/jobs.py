@@ -463,6 +463,14 @@ def tail_lines(path: Path, lines: int) -> list[str]:
 # ---------------------------------------------------------------- the store
 
 
+def cuda_devices(gpus: Iterable[int], mig_uuids: Mapping[int, str] | None = None) -> str:
+    """The cards a run sees, as CUDA_VISIBLE_DEVICES and `--gpus device=` name them: a whole
+    card by its index, a MIG instance by its UUID ("MIG-…"; CUDA sees no device at an index
+    of a card with MIG on)."""
+    named = mig_uuids or {}
+    return ",".join(named.get(gpu, str(gpu)) for gpu in gpus)
+
+
 class JobStore:
     """The jobs of one agent, kept in `state_dir`. Thread-safe. Call close() when done; the
     jobs themselves keep running (an agent restart must not kill training runs).
@@ -1210,6 +1218,7 @@ class JobStore:
         env_file: Path | None = None,
         report_file: Path | None = None,
         checkpoint_dir: Path | None = None,
+        mig_uuids: Mapping[int, str] | None = None,
     ) -> list[str]:
         """The job's command as the agent runs it: the request's argv, `/bin/sh -c shell`, or
         a container run as the account's uid:gid with the job's variables read from
@@ -1228,7 +1237,7 @@ class JobStore:
                     "Linux caps at 128 KiB). Put the script in a file in the image or in a "
                     "mounted folder and run that file"
                 )
-        devices = ",".join(str(g) for g in req.gpus)
+        devices = cuda_devices(req.gpus, mig_uuids)
         command = [
             self.container_runtime,
             "run",
@@ -1270,10 +1279,13 @@ class JobStore:
             command += req.container.run_options()
         return [*command, str(req.image), *inner]
 
-    def start(self, req: StartRequest) -> tuple[JobInfo, bool]:
+    def start(
+        self, req: StartRequest, *, mig_uuids: Mapping[int, str] | None = None
+    ) -> tuple[JobInfo, bool]:
         """Start a job; (job, True). A job id the agent already knows: (that job, False),
         launching nothing; a tombstoned one: JobConflict; an account this agent does not run
-        jobs as: AccountRefused. The job is in the state file before this returns."""
+        jobs as: AccountRefused. The job is in the state file before this returns.
+        `mig_uuids`: the MIG instances among the host's cards, by index (see cuda_devices)."""
         with self._lock:
             if self._closed:
                 raise AgentError(503, "the agent is shutting down")
@@ -1302,7 +1314,7 @@ class JobStore:
                 sim_memory = req.share.memory_mib * 4 // 5
             sim_memory_busy, sim_pcie = _sim_bandwidth(req.env)
             paika_env = {
-                "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in req.gpus),
+                "CUDA_VISIBLE_DEVICES": cuda_devices(req.gpus, mig_uuids),
                 "PAIKA_JOB_ID": req.job_id,
                 **self._share_env(req.share),
             }
@@ -1312,7 +1324,7 @@ class JobStore:
                 self._checkpoint_folder(req.checkpoints, account) if req.checkpoints else None
             )
             command = self.build_command(
-                req, account, env_file if req.image else None, report_file, checkpoints
+                req, account, env_file if req.image else None, report_file, checkpoints, mig_uuids
             )
             log_path = self.state_dir / "logs" / f"{req.job_id}.log"
             exit_path = self.state_dir / "exits" / f"{req.job_id}.json"

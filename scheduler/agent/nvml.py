@@ -12,6 +12,15 @@ in % of peak, between this read's GPM sample and the last one (None on the first
 These are extras: one the card, the driver or the bindings do not offer (not supported, no
 permission, no samples, a function older bindings lack) is None and never fails the read.
 Nothing here changes a card's settings.
+
+A card with MIG mode on (nvmlDeviceGetMigMode's current mode) is not offered itself: each of
+its MIG instances (nvmlDeviceGetMigDeviceHandleByIndex over nvmlDeviceGetMaxMigDeviceCount's
+slots; an empty slot is skipped) is reported as a card of its own, under the index
+protocol.mig_index gives it, with NVML's UUID ("MIG-…") and name for it and its own memory and
+processes. What NVML does not say of an instance (its utilization, power, per-process memory
+on some drivers) is None; its temperature is its card's. A card with MIG on and no instance
+offers nothing. The reader only asks: it never turns MIG on or off, nor makes or removes an
+instance.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from scheduler.agent.errors import GpuReadError
-from scheduler.agent.protocol import GpuInfo, GpuProcess
+from scheduler.agent.protocol import GpuInfo, GpuProcess, mig_index
 
 T = TypeVar("T")
 MIB = 1024 * 1024
@@ -99,18 +108,75 @@ class NvmlReader:
         with self._lock:
             nvml = self._ensure_init()
             try:
-                count = int(nvml.nvmlDeviceGetCount())
-                return [self._device(nvml, index) for index in range(count)]
+                gpus: list[GpuInfo] = []
+                for index in range(int(nvml.nvmlDeviceGetCount())):
+                    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+                    instances = self._mig_instances(nvml, handle)
+                    if instances is None:
+                        gpus.append(self._device(nvml, index, handle))
+                    else:
+                        gpus += [
+                            self._mig_device(nvml, index, handle, slot, instance)
+                            for slot, instance in instances
+                        ]
             except nvml.NVMLError as exc:
                 raise GpuReadError(f"cannot read GPUs: NVML error: {exc}") from exc
+            # In index order, as readers answer: instances after the whole cards.
+            return sorted(gpus, key=lambda gpu: gpu.index)
 
-    def _device(self, nvml: Any, index: int) -> GpuInfo:
-        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    @staticmethod
+    def _mig_instances(nvml: Any, handle: Any) -> list[tuple[int, Any]] | None:
+        """A card's MIG instances by slot, when its MIG mode is on (an empty list: on, with
+        no instance made); None for a card without MIG or with it off."""
+        try:
+            current, _pending = nvml.nvmlDeviceGetMigMode(handle)
+        except AttributeError:  # bindings older than MIG
+            return None
+        except nvml.NVMLError:  # NotSupported: a card without MIG
+            return None
+        if int(current) != int(getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1)):
+            return None
+        instances = []
+        for slot in range(int(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))):
+            try:
+                instances.append((slot, nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)))
+            except nvml.NVMLError:  # NotFound: an empty slot
+                continue
+        return instances
+
+    def _mig_device(
+        self, nvml: Any, parent: int, parent_handle: Any, slot: int, handle: Any
+    ) -> GpuInfo:
+        index = mig_index(parent, slot)
+        # An instance answers fewer questions than a card, and not always with NotSupported
+        # (drivers differ): any error of a reading is a reading NVML does not give.
+        gpu = self._device(nvml, index, handle, missing=nvml.NVMLError)
+        temperature = gpu.temperature_c
+        if temperature is None:  # the instance is part of the card's one die
+            card = self._extra(
+                nvml,
+                lambda: nvml.nvmlDeviceGetTemperature(parent_handle, nvml.NVML_TEMPERATURE_GPU),
+            )
+            temperature = None if card is None else int(card)
+        return gpu.model_copy(
+            update={
+                "mig_uuid": gpu.uuid,
+                "mig_parent_index": parent,
+                "temperature_c": temperature,
+                # The card's power is all its instances': not this one's.
+                "power_w": None,
+            }
+        )
+
+    def _device(
+        self, nvml: Any, index: int, handle: Any, *, missing: type[Exception] | None = None
+    ) -> GpuInfo:
+        unsupported = missing or nvml.NVMLError_NotSupported
 
         def optional(read: Callable[[], T]) -> T | None:
             try:
                 return read()
-            except nvml.NVMLError_NotSupported:
+            except unsupported:
                 return None
 
         memory = optional(lambda: nvml.nvmlDeviceGetMemoryInfo(handle))

@@ -227,11 +227,29 @@ class GpuProcess(WireModel):
     sm_pct: StrictInt | None = None
 
 
+# A MIG instance is a card of its own, numbered apart from whole cards: NVML numbers whole
+# cards from 0 (a host has a few dozen at most), and card P's instance in MIG slot S is
+# 1000 + 100 * P + S ("GPU 1302" is card 3's slot 2). The number is stable as long as the
+# card's partition is (paika never changes it), and a reader sees where an instance lives.
+MIG_INDEX_BASE = 1000
+MIG_SLOTS_PER_CARD = 100
+
+
+def mig_index(parent: int, slot: int) -> int:
+    """The index a MIG instance is reported under: card `parent`'s instance in `slot`."""
+    return MIG_INDEX_BASE + MIG_SLOTS_PER_CARD * parent + slot
+
+
 class GpuInfo(WireModel):
     """One GPU as the agent sees it. Measurements NVML does not support are None.
 
     `job_id` is the paika job that the agent started on this GPU and that still runs
     (None: free as far as paika knows; other processes may still be in `processes`).
+
+    A MIG instance is reported as a card of its own (see mig_index), with NVML's name for it
+    ("NVIDIA A100-SXM4-80GB MIG 3g.40gb"), its own memory, `mig_uuid` (its UUID, "MIG-…",
+    which is what a job is bound to) and `mig_parent_index`, the card it is part of; a card
+    with MIG mode on is not reported itself. Older agents: both absent, so None.
     """
 
     WHAT = "gpu"
@@ -252,6 +270,8 @@ class GpuInfo(WireModel):
     memory_busy_pct: StrictInt | None = None
     pcie_mbps: StrictFloat | None = None
     dram_bw_pct: StrictFloat | None = None
+    mig_uuid: StrictStr | None = None
+    mig_parent_index: StrictInt | None = None
 
     @field_validator("processes", mode="before")
     @classmethod
@@ -396,8 +416,9 @@ class StartRequest(WireModel):
     The job runs as `account` (a Unix user of the host; None: the agent's own user, which an
     agent running as root refuses unless started with --allow-root-jobs), in `cwd` (else the
     account's home). Its environment is `env` plus PATH, HOME, USER, LOGNAME, SHELL, and the
-    agent's CUDA_VISIBLE_DEVICES (the indices in `gpus`, comma-joined) and PAIKA_JOB_ID; never
-    the agent's own. With `image` the command runs in a container as the account's uid:gid:
+    agent's CUDA_VISIBLE_DEVICES (the indices in `gpus`, comma-joined; a MIG instance's UUID in
+    place of its index) and PAIKA_JOB_ID; never the agent's own. With `image` the command runs
+    in a container as the account's uid:gid:
     `<runtime> run --rm --user UID:GID --gpus "device=<gpus>" --env-file FILE <container
     options> <image> <argv…>`. Invalid values raise BadRequest naming the field, on either
     side of the wire. Lists and dicts may be given for `gpus`, `argv` and `env`; they are kept
