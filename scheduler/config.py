@@ -5,6 +5,7 @@ Loaded once at start; a bad file fails there, naming the file, the key and what 
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import re
 import string
@@ -843,10 +844,18 @@ class PolicyConfig(_Strict):
     def _match_card(self, nvml_name: str, memory_gib: float) -> str | None:
         name = nvml_name.upper()
         for type_name, spec in self.gpu_types.items():
-            if any(alias.upper() == name for alias in spec.nvml_names):
+            if any(_alias_matches(alias, name) for alias in spec.nvml_names):
                 return type_name
+        # A MIG instance ("NVIDIA A100-SXM4-80GB MIG 3g.40gb") is a card of its own profile:
+        # by the parts of their names it matches only types that say MIG (A100-MIG-3g.40gb),
+        # never the whole card's (A100, or A100-40GB for an instance of 40 GB).
+        mig = _is_mig(name)
         for type_name, spec in self.gpu_types.items():
-            if not spec.nvml_names and _name_matches(type_name, name, memory_gib):
+            if (
+                not spec.nvml_names
+                and _type_is_mig(type_name) == mig
+                and _name_matches(type_name, name, memory_gib)
+            ):
                 return type_name
         return None
 
@@ -860,6 +869,28 @@ class PolicyConfig(_Strict):
     def canonical_type(self, name: str) -> str | None:
         """The catalog's spelling of a type name, or None if unknown."""
         return next((known for known in self.gpu_types if known.lower() == name.lower()), None)
+
+
+_GLOB = re.compile(r"[*?\[]")
+_MIG_WORD = re.compile(r"(?<![A-Z0-9])MIG(?![A-Z0-9])")
+
+
+def _alias_matches(alias: str, nvml_name: str) -> bool:
+    """An alias names a card exactly, or with * and ? ("*MIG 3g.40gb*": every card's 3g.40gb
+    instance); case does not count."""
+    pattern = alias.upper()
+    if _GLOB.search(pattern):
+        return fnmatch.fnmatchcase(nvml_name, pattern)
+    return pattern == nvml_name
+
+
+def _is_mig(nvml_name: str) -> bool:
+    """Whether NVML's (upper-cased) name is a MIG instance's: "… MIG 3G.40GB"."""
+    return _MIG_WORD.search(nvml_name) is not None
+
+
+def _type_is_mig(type_name: str) -> bool:
+    return "MIG" in type_name.upper().split("-")
 
 
 def _name_matches(type_name: str, nvml_name: str, memory_gib: float) -> bool:
