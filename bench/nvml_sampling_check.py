@@ -2,7 +2,9 @@
 
 For every card: its name, MIG mode (current and pending) and, where MIG is on, the MIG
 instances NVML lists; then two reads through the agent's own reader (scheduler/agent/nvml.py)
-a second apart: each process's memory and SM busy %, the memory controller's busy %
+a second apart, which lists the cards as the agent offers them (a card with MIG on as its
+instances, each under its own index, with its MIG UUID and its card): each process's memory
+and SM busy %, the memory controller's busy %
 (utilization.memory), PCIe traffic (tx + rx) and GPM's DRAM bandwidth. With `--load N` it
 first starts N small CUDA processes (where torch or cupy is installed), each in a session of
 its own, and also prints the per-job samples the agent would report for them.
@@ -121,6 +123,11 @@ def stop_load(started: list[subprocess.Popen[str]]) -> None:
 
 def show(gpus: list[GpuInfo]) -> None:
     for gpu in gpus:
+        if gpu.mig_uuid is not None:
+            print(
+                f"GPU {gpu.index}: MIG instance {gpu.mig_uuid} of GPU {gpu.mig_parent_index}, "
+                f"{gpu.memory_total_mib} MiB"
+            )
         print(
             f"GPU {gpu.index} {gpu.name}: SM {gpu.utilization_pct}%, memory controller "
             f"{gpu.memory_busy_pct}%, PCIe {gpu.pcie_mbps} MB/s, DRAM bandwidth "
@@ -162,6 +169,7 @@ def main() -> int:
         reader.read()  # GPM's first sample; per-process samples from here on
         time.sleep(1.0)
         gpus = reader.read()
+        print(f"the agent offers {len(gpus)} cards: {', '.join(str(g.index) for g in gpus)}")
         show(gpus)
         jobs = [JobProcesses(f"load-{n}", p.pid, (n % cards,)) for n, p in enumerate(load)]
         samples = Sampler().samples(gpus, jobs) if jobs else []
