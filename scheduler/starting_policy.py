@@ -122,14 +122,23 @@ class Registered:
         return token_said(SaidCode.HOST_ADDED_WITH_TOKEN, self.token)
 
 
+# A MIG instance's name ends in its profile: "NVIDIA A100-SXM4-80GB MIG 3g.40gb" has 3 of
+# the card's 7 compute slices.
+_MIG_PROFILE = re.compile(r"(?<![A-Z0-9])MIG (\d)G\.", re.IGNORECASE)
+MIG_COMPUTE_SLICES = 7
+
+
 def guessed_speed(nvml_name: str) -> float | None:
-    """A rough speed for a well-known model (None: not one paika knows)."""
+    """A rough speed for a well-known model (None: not one paika knows); a MIG instance of
+    one gets its share of the card's compute slices."""
     words = [w for w in re.split(r"[^A-Z0-9]+", nvml_name.upper()) if w]
+    profile = _MIG_PROFILE.search(nvml_name)
+    share = int(profile.group(1)) / MIG_COMPUTE_SLICES if profile else 1.0
     for model in sorted(KNOWN_SPEEDS, key=lambda m: -len(m.split())):
         parts = model.split()
         for at in range(len(words) - len(parts) + 1):
             if words[at : at + len(parts)] == parts:
-                return KNOWN_SPEEDS[model]
+                return round(KNOWN_SPEEDS[model] * share, 2)
     return None
 
 
