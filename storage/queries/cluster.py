@@ -298,16 +298,6 @@ def gpu_hosts(*, session: Session) -> Sequence[tuple[int, int]]:
     return [(int(gpu_id), int(host_id)) for gpu_id, host_id in rows]
 
 
-def gpu_holders(*, session: Session) -> dict[int, Job]:
-    """The job holding each held GPU (an open allocation), by GPU id, in one query."""
-    query = (
-        select(col(Allocation.gpu_id), Job)
-        .join(Job, col(Job.id) == col(Allocation.job_id))
-        .where(col(Allocation.ended_at).is_(None))
-    )
-    return {int(gpu_id): job for gpu_id, job in session.exec(query).all()}
-
-
 def open_allocations_between(
     *, session: Session, end: datetime, team_id: int | None = None
 ) -> Sequence[tuple[Allocation, str, Job]]:
@@ -423,7 +413,7 @@ class CardTenant:
 
 def card_tenants(*, session: Session) -> dict[int, tuple[CardTenant, ...]]:
     """Every job on each held GPU with its part of the card, by GPU id, each card's jobs by
-    job id (one query): where `gpu_holders` names one job of a shared card, this names all."""
+    job id (one query)."""
     query = (
         select(col(Allocation.gpu_id), col(Allocation.share_milli), Job)
         .join(Job, col(Job.id) == col(Allocation.job_id))

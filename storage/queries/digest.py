@@ -152,51 +152,6 @@ def utilization_by_type(
     ]
 
 
-@dataclass(frozen=True)
-class IdleHeld:
-    """Samples in which a job held a GPU of a type while it read below the idle threshold."""
-
-    job_id: int
-    gpu_type: str
-    samples: int
-
-
-def idle_held_samples(
-    *, session: Session, start: datetime, end: datetime, idle_below_pct: float
-) -> list[IdleHeld]:
-    """Per job and GPU type: samples in [start, end) below `idle_below_pct` on a GPU the job held.
-
-    Who held a GPU is read from the allocations (open, or ended after the sample), not from
-    the sample itself, so the answer agrees with the ledger.
-    """
-    query = (
-        select(col(Allocation.job_id), col(Gpu.gpu_type), func.count())
-        .select_from(GpuSample)
-        .join(Gpu, col(Gpu.id) == col(GpuSample.gpu_id))
-        .join(
-            Allocation,
-            and_(
-                col(Allocation.gpu_id) == col(GpuSample.gpu_id),
-                col(Allocation.started_at) <= col(GpuSample.at),
-                or_(
-                    col(Allocation.ended_at).is_(None),
-                    col(Allocation.ended_at) > col(GpuSample.at),
-                ),
-            ),
-        )
-        .where(
-            col(GpuSample.at) >= start,
-            col(GpuSample.at) < end,
-            col(GpuSample.utilization_pct) < idle_below_pct,
-        )
-        .group_by(col(Allocation.job_id), col(Gpu.gpu_type))
-    )
-    return [
-        IdleHeld(int(job_id), str(gpu_type), int(n))
-        for job_id, gpu_type, n in session.execute(query).all()
-    ]
-
-
 def allocations_between(
     *, session: Session, start: datetime, end: datetime, gpu_ids: Collection[int]
 ) -> Sequence[tuple[Allocation, str]]:
