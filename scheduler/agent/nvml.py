@@ -136,8 +136,12 @@ class NvmlReader:
             return None
         if int(current) != int(getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1)):
             return None
+        try:
+            slots = int(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))
+        except nvml.NVMLError:  # MIG on, yet no count to be had: no instance to offer
+            return []
         instances = []
-        for slot in range(int(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))):
+        for slot in range(slots):
             try:
                 instances.append((slot, nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)))
             except nvml.NVMLError:  # NotFound: an empty slot

@@ -68,6 +68,16 @@ def test_a_card_with_mig_off_is_offered_whole() -> None:
     ]
 
 
+def test_a_card_whose_instances_cannot_be_counted_offers_nothing_and_fails_no_read() -> None:
+    fake = FakeMigNvml()
+
+    def no_count(handle: object) -> int:
+        raise fake.NVMLError_NotSupported()
+
+    fake.nvmlDeviceGetMaxMigDeviceCount = no_count  # type: ignore[method-assign]
+    assert [g.index for g in NvmlReader(library=fake).read()] == [0]
+
+
 def test_the_instance_numbers_never_meet_whole_cards() -> None:
     numbers = {mig_index(card, slot) for card in range(64) for slot in range(100)}
     assert len(numbers) == 6400 and min(numbers) > 63
