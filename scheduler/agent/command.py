@@ -68,7 +68,7 @@ from scheduler.agent.jobs import (
 )
 from scheduler.agent.observe import LogSettingError, configure_logging
 from scheduler.agent.protocol import DEFAULT_PORT, LOOPBACK
-from scheduler.agent.simulated import EXAMPLE_SPEC, SimulatedReader
+from scheduler.agent.simulated import EXAMPLE_MIG, EXAMPLE_SPEC, SimulatedReader
 
 log = logging.getLogger(__name__)
 TOKEN_FILE_ENV = "PAIKA_AGENT_TOKEN_FILE"
@@ -137,7 +137,10 @@ def agent(
         str | None,
         typer.Option(
             "--simulate",
-            help=f'Simulated GPUs instead of NVML, e.g. "{EXAMPLE_SPEC}". Their load follows the jobs.',
+            help=(
+                f'Simulated GPUs instead of NVML, e.g. "{EXAMPLE_SPEC}"; a card split by MIG: '
+                f'"{EXAMPLE_MIG}". Their load follows the jobs.'
+            ),
         ),
     ] = None,
     port: Annotated[int, typer.Option("--port", help="TCP port to listen on.")] = DEFAULT_PORT,
