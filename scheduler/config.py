@@ -507,6 +507,11 @@ class PoolOptions(_Strict):
         know…): (the key below the section, the problem); None when nothing."""
         return None
 
+    def sharing_mode(self) -> str:
+        """How the executor keeps share=yes jobs on one card apart on the pool's hosts ("":
+        it shares no card). paika's own agents follow the policy's `sharing.hosts` instead."""
+        return ""
+
 
 # How many parts a Slurm pool's card is cut into (SlurmShares.per_gpu): 1 would be the whole
 # card; Slurm's own examples use 100 for MPS (a percent each) and a few to 64 for shards.
@@ -581,6 +586,12 @@ class SlurmPool(PoolOptions):
     # How the nodes let share=yes jobs share a card, through the site's shards or MPS (None:
     # the pool shares none).
     shares: SlurmShares | None = None
+
+    def sharing_mode(self) -> str:
+        """Through the site's own sharing GRES, when the pool declares them: "slurm-shard"
+        or "slurm-mps" (not the agents' "mps": Slurm and the site's daemon keep the jobs
+        apart, not paika's agent; the policy only asks whether a host shares)."""
+        return "" if self.shares is None else f"slurm-{self.shares.mode}"
 
     def policy_problem(self, policy: PolicyConfig) -> tuple[str, str] | None:
         for gpu_type in self.gres:

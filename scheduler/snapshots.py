@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from scheduler.config import PolicyConfig, SlurmPool
+from scheduler.config import PolicyConfig
 from scheduler.fingerprints import with_fingerprints
 from scheduler.ledger import quota_use
 from scheduler.policy.matching import CardNeeds
@@ -144,18 +144,14 @@ def _hosts(
 
 
 def _sharing(policy: PolicyConfig, host: str) -> str:
-    """How a host keeps jobs on one card apart ("": it shares none). An agent's host as the
-    policy's `sharing` names it; a Slurm pool's node through the site's own sharing GRES,
-    when the pool declares them (`slurm.shares`): "slurm-shard" or "slurm-mps", not the
-    agents' "mps", because there Slurm and the site's daemon keep the jobs apart, not paika's
-    agent (the policy only asks whether a host shares). Any other executor shares none."""
+    """How a host keeps jobs on one card apart ("": it shares none): a host its agent runs
+    jobs on (no pool, or a pool whose executor takes no settings) as the policy's `sharing`
+    names it; a pool's host as its executor's settings say (a Slurm pool: its `shares`)."""
     pool = policy.pool_of(host)
-    if pool is None or pool[1].executor == "agents":
+    options = pool[1].options if pool is not None else None
+    if options is None:
         return policy.sharing.mode_of(host)
-    options = pool[1].options
-    if isinstance(options, SlurmPool) and options.shares is not None:
-        return f"slurm-{options.shares.mode}"
-    return ""
+    return options.sharing_mode()
 
 
 def card_needs(job: PlannedJob) -> CardNeeds:
