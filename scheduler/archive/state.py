@@ -62,6 +62,7 @@ from storage.models import (
     Template,
     UnixAccount,
 )
+from storage.models.cluster import ShareApart
 from storage.queries import archive as archive_queries
 from storage.queries import audit
 from storage.queries import cluster as cluster_queries
@@ -148,6 +149,8 @@ def _document(
         "jobs": _commands_kept(_table(jobs), policy.archive.commands),
         "commands_changed": _commands_changed(_table(jobs), policy.archive.commands),
         "allocations": _table(state_queries.open_allocations(session=session)),
+        # Jobs that must not share a card again (a neighbour slowed one of them).
+        "share_apart": _table(state_queries.share_apart(session=session)),
         "waits": {"columns": list(WAIT_COLUMNS), "rows": [list(_wait_row(w)) for w in pending]},
         "etas": {"columns": list(ETA_COLUMNS), "rows": [list(_eta_row(w)) for w in pending]},
         # The highest job id given so far: the jobs between two snapshots' that neither
@@ -390,6 +393,7 @@ def restore(
                 (Job, jobs),
                 (JobEvent, cancelled),
                 (Allocation, allocations),
+                (ShareApart, records(doc, "share_apart")),  # none in older snapshots
             )
         }
         cluster_queries.rebook_cards(session=session)

@@ -30,6 +30,7 @@ from storage.models import (
     TemplateVersion,
     UnixAccount,
 )
+from storage.models.cluster import ShareApart
 from storage.queries.state import table_of
 from storage.types import UTCDateTime
 
@@ -47,6 +48,7 @@ FILLED: tuple[Any, ...] = (
     Job,
     Allocation,
     LedgerEntry,
+    ShareApart,
 )
 
 

@@ -32,6 +32,7 @@ from storage.models import (
     Template,
     UnixAccount,
 )
+from storage.models.cluster import ShareApart
 from storage.types import UTCDateTime
 
 
@@ -243,6 +244,22 @@ def active_jobs(*, session: Session) -> Rows:
         if row[at]:
             row[at] = token_digest(row[at])
     return found
+
+
+SHARE_APART = ("job_a", "job_b", "at", "reason_code", "reason_values")
+
+
+def share_apart(*, session: Session) -> Rows:
+    """Pairs of jobs kept apart (never to share a card again) of which both have not ended:
+    the only pairs a placement could still meet, and jobs a snapshot keeps."""
+    columns = _columns(ShareApart, SHARE_APART)
+    active = sa_select(col(Job.id)).where(col(Job.state).in_(ACTIVE_STATES))
+    query = (
+        sa_select(*columns)
+        .where(col(ShareApart.job_a).in_(active), col(ShareApart.job_b).in_(active))
+        .order_by(col(ShareApart.job_a), col(ShareApart.job_b))
+    )
+    return _read(session, query, columns)
 
 
 def open_allocations(*, session: Session) -> Rows:

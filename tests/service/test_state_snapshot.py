@@ -37,6 +37,7 @@ from storage.models import (
     Team,
     TemplateVersion,
 )
+from storage.queries import share_apart
 
 SUBMIT = 'submit name={name} gpus={gpus} hours={hours} priority={priority} data={data} cmd="python {name}.py"'
 
@@ -458,3 +459,32 @@ def test_show_draws_the_board_and_the_queue_as_they_were(world: Paika) -> None:
     assert "policy config version 7" in text and "gpu-a" in text and "urgent" in text
     assert text.index("urgent") < text.index("small")
     assert "策略配置版本 7" in render(view, world.policy.zone, "zh")
+
+
+def test_jobs_kept_apart_stay_apart_after_a_restore(
+    world: Paika, fresh: Engine, clock: ManualClock
+) -> None:
+    with Session(world.engine) as session:
+        waiting = session.exec(
+            select(Job).where(Job.state == JobState.QUEUED).order_by(Job.id)  # type: ignore[arg-type]
+        ).all()
+        first, second = waiting[0].id or 0, waiting[1].id or 0
+        share_apart.keep_apart(
+            session=session,
+            jobs=(second, first),
+            at=clock.now(),
+            reason_code="share_slowed",
+            reason_values={"slowed": first, "by": second},
+        )
+        session.commit()
+    doc = state.decode(state.encode(document(world)))
+    assert [row["job_a"] for row in state.records(doc, "share_apart")] == [first]
+    state.restore(fresh, doc, clock.now())
+    with Session(fresh) as session:
+        assert share_apart.apart_from(session=session, job_ids=[first]) == {
+            first: frozenset({second})
+        }
+    # An older snapshot, without the table, restores with none.
+    older = _copy(doc)
+    del older["share_apart"]
+    assert state.records(older, "share_apart") == []
