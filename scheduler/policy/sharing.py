@@ -117,6 +117,11 @@ def shared_cards(hosts: Iterable[Host], running: Iterable[Running]) -> dict[int,
         for gpu in host.gpus:
             if not gpu.tenants:
                 continue
+            # A card whose jobs are being stopped (a core job takes it back) takes no one new:
+            # a job put there would be stopped in turn, and the core job would wait for it,
+            # pass after pass.
+            if any(by_id[j].preempting for j in gpu.tenants if j in by_id):
+                continue
             card = cards[gpu.id] = SharedCard(gpu)
             for job_id in gpu.tenants:
                 job = by_id.get(job_id)

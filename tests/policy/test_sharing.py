@@ -183,6 +183,18 @@ def test_a_core_job_takes_a_shared_card_back_by_stopping_all_its_jobs() -> None:
     assert schedule(snapshot([shared], [job(1)], [a, b])).preemptions == ()
 
 
+def test_a_card_being_taken_back_takes_no_new_job() -> None:
+    host = _host("g1", 1)
+    leaving = replace(_tenant(101, host.gpus[0], 20, LIGHT), preempting=True)
+    shared = _shared(host, 0, (leaving,))
+    assert schedule(snapshot([shared], [_share(1, 20, fingerprint=LIGHT)], [leaving])).starts == ()
+    # The same card with its job staying takes the share job beside it.
+    staying = replace(leaving, preempting=False)
+    shared = _shared(host, 0, (staying,))
+    plan = schedule(snapshot([shared], [_share(1, 20, fingerprint=LIGHT)], [staying]))
+    assert [s.shares_with for s in plan.starts] == [(101,)]
+
+
 def test_a_shared_card_frees_when_its_last_job_ends() -> None:
     host = _host("g1", 1)
     soon = _tenant(101, host.gpus[0], 20, LIGHT, ends_in_h=1)
