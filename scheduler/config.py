@@ -227,7 +227,7 @@ class Sharing(_Strict):
     `hosts`: a host's name (or "*" for every host) → how its agent keeps the jobs on one card
     apart: `mps` (NVIDIA's Multi-Process Service, run by the agent for shared cards only: each
     job's memory limit and share of the card's SMs are enforced by the driver; MPS serves one
-    Unix account at a time, so jobs of two accounts on one card take turns) or `advisory`
+    Unix account at a time, so only jobs of one account share an MPS card) or `advisory`
     (each job is told its memory, PAIKA_GPU_MEMORY_MIB, for its framework to cap itself). A
     host not named shares no card.
     `reserve_gib`: memory kept free on a shared card beyond what its jobs declared;

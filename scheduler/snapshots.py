@@ -202,6 +202,7 @@ def _pending(
         preemptions=job.preemptions or 0,
         holds=holds,
         share=bool(getattr(job, "share", False)),
+        account=job.account,
         apart_from=apart_from or frozenset(),
     )
 
@@ -239,6 +240,7 @@ def _running(
         grace_s=grace_s if preemptible else None,
         # On a shared card: the memory it declared is what its neighbours plan around.
         share_gib=float(job.min_memory_gib or 0.0) if shared else None,
+        account=job.account,
     )
 
 

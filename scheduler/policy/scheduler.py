@@ -35,6 +35,7 @@ from scheduler.policy.quota import QuotaCheck, check_quota
 from scheduler.policy.ranking import TimeScales, ordered, time_scales
 from scheduler.policy.reasons import Reason, ReasonCode, because
 from scheduler.policy.sharing import (
+    ONE_ACCOUNT_MODES,
     Joining,
     SharedCard,
     Tenant,
@@ -185,6 +186,9 @@ class _Admission:
             host.name: host.schedulable and bool(host.sharing) for host in snapshot.hosts
         }
         self._sharing = any(self._sharing_hosts.values())  # a shared card may take a job
+        self._one_account = frozenset(
+            host.name for host in snapshot.hosts if host.sharing in ONE_ACCOUNT_MODES
+        )
 
     def run(self, queue: list[Pending]) -> list[Start]:
         starts: list[Start] = []
@@ -447,6 +451,7 @@ class _Admission:
             sharing_hosts=self._sharing_hosts,
             free_cards=self._free_per_host(),
             knobs=self.knobs,
+            one_account_hosts=self._one_account,
         )
         if joining is not None:
             return self._join(job, joining)
@@ -470,7 +475,7 @@ class _Admission:
             )
             start = self._admit(job, placement, reason)
             milli = share_milli(need, gpu.memory_gib)
-            cards[gpu.id] = SharedCard(gpu, [Tenant(job.id, need, job.fingerprint)])
+            cards[gpu.id] = SharedCard(gpu, [Tenant(job.id, need, job.fingerprint, job.account)])
             return replace(start, share_milli=milli)
         return None
 
@@ -503,7 +508,7 @@ class _Admission:
         match = MatchDecision(
             gpu.gpu_type, self._alternatives(job, gpu.gpu_type), reason.english(), reason
         )
-        self._cards()[gpu.id].tenants.append(Tenant(job.id, need, job.fingerprint))
+        self._cards()[gpu.id].tenants.append(Tenant(job.id, need, job.fingerprint, job.account))
         return Start(
             job.id,
             (gpu.id,),

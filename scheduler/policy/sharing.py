@@ -54,6 +54,7 @@ class ShareCode(StrEnum):
     MEMORY = "memory"  # its memory would not fit with the reserve
     BANDWIDTH = "bandwidth"  # both press memory bandwidth hard
     PCIE = "pcie"  # both press PCIe hard
+    ACCOUNT = "account"  # MPS: another Unix account's jobs are on the card
     SLOWDOWN = "slowdown"  # the slower would lose more than the policy allows
     UNKNOWN = "unknown"  # a job with no earlier run, beside one not known to be light
     APART = "apart"  # a job there once slowed it, or was slowed by it, on a shared card
@@ -66,6 +67,13 @@ class Tenant:
     job_id: int
     memory_gib: float
     fingerprint: Fingerprint | None = None
+    account: str | None = None  # the Unix account it runs as
+
+
+# How a host keeps shared jobs apart where one card serves one Unix account at a time: NVIDIA's
+# MPS runs one server per account and a second account's jobs wait for the first's to end,
+# on paika's agents ("mps") and under Slurm's MPS GRES ("slurm-mps") alike.
+ONE_ACCOUNT_MODES = frozenset({"mps", "slurm-mps"})
 
 
 @dataclass(slots=True)
@@ -127,7 +135,8 @@ def shared_cards(hosts: Iterable[Host], running: Iterable[Running]) -> dict[int,
                 job = by_id.get(job_id)
                 memory = job.share_gib if job is not None and job.share_gib is not None else 0.0
                 fingerprint = job.fingerprint if job is not None else None
-                card.tenants.append(Tenant(job_id, memory, fingerprint))
+                account = job.account if job is not None else None
+                card.tenants.append(Tenant(job_id, memory, fingerprint, account))
     return cards
 
 
@@ -135,11 +144,16 @@ def _fingerprint_of(job: Pending) -> Fingerprint | None:
     return job.fingerprint
 
 
-def may_join(card: SharedCard, job: Pending, knobs: Knobs) -> tuple[ShareCode | None, float]:
+def may_join(
+    card: SharedCard, job: Pending, knobs: Knobs, *, one_account: bool = False
+) -> tuple[ShareCode | None, float]:
     """Whether `job` may join `card`: None and the worst slowdown expected beside its jobs
-    (0 when none is known), or the first rule that refuses and the slowdown it saw."""
+    (0 when none is known), or the first rule that refuses and the slowdown it saw.
+    `one_account`: the card serves one Unix account at a time (ONE_ACCOUNT_MODES)."""
     if any(tenant.job_id in job.apart_from for tenant in card.tenants):
         return ShareCode.APART, 0.0
+    if one_account and any(tenant.account != job.account for tenant in card.tenants):
+        return ShareCode.ACCOUNT, 0.0
     if len(card.tenants) >= knobs.share_max_jobs:
         return ShareCode.FULL, 0.0
     need = job.needs.min_memory_gib or 0.0
@@ -187,6 +201,7 @@ def best_card(
     sharing_hosts: Mapping[str, bool],
     free_cards: Mapping[str, int],
     knobs: Knobs,
+    one_account_hosts: frozenset[str] = frozenset(),
 ) -> tuple[Joining | None, ShareCode | None]:
     """The shared card `job` joins (see the module's order), or None and the refusal seen
     most often among the cards of its types (None when there was no such card)."""
@@ -202,7 +217,8 @@ def best_card(
             continue
         if gpu.host in avoid or not gpu.healthy:
             continue
-        code, slowdown = may_join(card, job, knobs)
+        one_account = gpu.host in one_account_hosts
+        code, slowdown = may_join(card, job, knobs, one_account=one_account)
         if code is not None:
             refused[code] = refused.get(code, 0) + 1
             continue

@@ -174,6 +174,7 @@ class Running:
     # uses the card. None: it holds its cards whole.
     share_gib: float | None = None
     fingerprint: Fingerprint | None = None
+    account: str | None = None  # the Unix account it runs as (None: its host's agent's own)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +201,7 @@ class Pending:
     # and how its earlier runs used a card, when known.
     share: bool = False
     fingerprint: Fingerprint | None = None
+    account: str | None = None  # the Unix account it will run as (None: its host's agent's own)
     # Jobs it once slowed, or was slowed by, on a shared card (sharing.py, "Feedback"): it
     # never joins a card one of them is on.
     apart_from: frozenset[int] = frozenset()

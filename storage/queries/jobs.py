@@ -185,6 +185,7 @@ _PLANNING_COLUMNS = (
     col(Job.preemptions),
     col(Job.stop_requested_at),
     col(Job.share),
+    col(Job.account),  # MPS serves one account at a time: who may share a card with whom
 )
 
 

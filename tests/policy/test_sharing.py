@@ -330,3 +330,18 @@ def test_the_parts_the_database_books_must_fit_not_only_the_memory() -> None:
         snapshot([shared], [_share(1, 39, fingerprint=LIGHT)], tenants, knobs=knobs)
     ).starts
     assert fits.share_milli == 488
+
+
+def test_with_mps_only_jobs_of_one_account_share_a_card() -> None:
+    # MPS runs one server per Unix account: a second account's job would wait for the first's.
+    host = _host("g1", 1)
+    there = replace(_tenant(101, host.gpus[0], 20, LIGHT), account="alice")
+    shared = _shared(host, 0, (there,))
+    bob = replace(_share(1, 20, fingerprint=LIGHT), account="bob")
+    alice = replace(_share(2, 20, fingerprint=LIGHT), account="alice")
+    assert schedule(snapshot([shared], [bob], [there])).starts == ()
+    (start,) = schedule(snapshot([shared], [alice], [there])).starts
+    assert start.shares_with == (101,)
+    # Advisory caps keep no server per account: any two accounts may share there.
+    advisory = replace(shared, sharing="advisory")
+    assert len(schedule(snapshot([advisory], [bob], [there])).starts) == 1
