@@ -7,12 +7,11 @@ without MPS refuses an MPS share, saying what to do."""
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 from agent_world import TOKEN, Agent, job, make_cycle, submit
-from sqlmodel import Session, select
+from shared_world import open_parts, share_hosts
 
 from scheduler.agent.client import AgentClient
 from scheduler.agent.errors import AgentError
@@ -20,70 +19,21 @@ from scheduler.agent.jobs import JobStore
 from scheduler.agent.protocol import ShareSpec, StartRequest
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
-from scheduler.config import Sharing
 from scheduler.hosts.poll import Target, poll_all_sync
 from scheduler.hosts.report import HostReport
 from scheduler.notices.events import RecordingObserver
-from storage.models import Gpu, JobState
-from storage.queries import cluster as cluster_queries
-
-PY = sys.executable
-
-
-def _share_hosts(paika: Paika, hosts: dict[str, str]) -> None:
-    paika.policy = paika.policy.model_copy(update={"sharing": Sharing(hosts=hosts)})
-
-
-def _env_writer(tmp_path: Path, name: str) -> str:
-    """A job that writes what it was told about its card, then runs until `stop` appears."""
-    out, stop = tmp_path / f"{name}.env", tmp_path / "stop"
-    body = f"""
-import os, time
-keys = ["CUDA_VISIBLE_DEVICES", "PAIKA_GPU_MEMORY_MIB", "PAIKA_GPU_SHARE",
-        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
-        "CUDA_MPS_PIPE_DIRECTORY"]
-with open({str(out)!r}, "a") as f:
-    f.write(" ".join(k + "=" + os.environ.get(k, "-") for k in keys) + "\\n")
-while not os.path.exists({str(stop)!r}):
-    time.sleep(0.05)
-"""
-    path = tmp_path / f"{name}.py"
-    path.write_text(body)
-    return f"{PY} {path}"
-
-
-def _told(tmp_path: Path, name: str) -> list[dict[str, str]]:
-    path = tmp_path / f"{name}.env"
-    if not path.exists():
-        return []
-    return [
-        dict(pair.split("=", 1) for pair in line.split()) for line in path.read_text().splitlines()
-    ]
-
-
-def _open_parts(paika: Paika) -> dict[int, list[tuple[int, int]]]:
-    """GPU id → (job id, part) of its open allocations."""
-    with Session(paika.engine) as session:
-        found: dict[int, list[tuple[int, int]]] = {}
-        for gpu, job_id, part in cluster_queries.open_parts(session=session):
-            found.setdefault(gpu, []).append((job_id, part))
-        return found
-
-
-def _booked(paika: Paika) -> dict[int, int]:
-    with Session(paika.engine) as session:
-        return {gpu.id or 0: gpu.booked_milli for gpu in session.exec(select(Gpu)).all()}
+from storage.models import JobState
 
 
 def test_a_host_the_policy_does_not_name_shares_nothing(
     world: Paika, clock: ManualClock, agents: dict[str, Agent], tmp_path: Path
 ) -> None:
-    _share_hosts(world, {"gpu-b": "advisory"})  # not the A100 host
+    share_hosts(world, {"gpu-b": "advisory"})  # not the A100 host
     cycle = make_cycle(world, RecordingObserver())
     for name in ("eval-a", "eval-b"):
         submit(world, name, "sleep 30", extra="type=A100-80GB share=yes mem=20")
     cycle.run_once()
-    parts = _open_parts(world)
+    parts = open_parts(world)
     assert len(parts) == 2 and all(held[0][1] == 1000 for held in parts.values())
     for name in ("eval-a", "eval-b"):
         assert job(world, name).state == JobState.RUNNING

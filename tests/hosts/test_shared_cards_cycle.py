@@ -12,21 +12,17 @@ from datetime import timedelta
 from pathlib import Path
 
 from agent_world import Agent, job, make_cycle, submit, until
-from paika_test_time import T0
+from paika_test_profiles import ran_before
+from shared_world import booked, open_parts, share_hosts
 from sqlmodel import Session, col, select
 
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
-from scheduler.config import Sharing
 from scheduler.notices.events import RecordingObserver
-from storage.models import Allocation, Gpu, Job, JobProfile, JobState, LedgerEntry, Team
+from storage.models import Allocation, JobState, LedgerEntry
 from storage.queries import cluster as cluster_queries
 
 PY = sys.executable
-
-
-def _share_hosts(paika: Paika, hosts: dict[str, str]) -> None:
-    paika.policy = paika.policy.model_copy(update={"sharing": Sharing(hosts=hosts)})
 
 
 def _env_writer(tmp_path: Path, name: str) -> str:
@@ -47,36 +43,6 @@ while not os.path.exists({str(stop)!r}):
     return f"{PY} {path}"
 
 
-def _ran_before_light(paika: Paika, command: str) -> None:
-    """An earlier run of `command` by UALICE, profiled light: 10% SM, 5% memory controller."""
-    with Session(paika.engine) as session:
-        team = session.exec(select(Team).where(Team.name == "vision")).one()
-        earlier = Job(
-            name="earlier",
-            owner="UALICE",
-            team_id=team.id or 0,
-            est_gpu_hours=1,
-            command=command,
-            state=JobState.SUCCEEDED,
-            submitted_at=T0,
-            attempts=1,
-        )
-        session.add(earlier)
-        session.flush()
-        session.add(
-            JobProfile(
-                job_id=earlier.id or 0,
-                attempt=1,
-                samples=12,
-                sm_pct=10.0,
-                memory_busy_pct=5.0,
-                memory_peak_mib=8000,
-                updated_at=T0,
-            )
-        )
-        session.commit()
-
-
 def _told(tmp_path: Path, name: str) -> list[dict[str, str]]:
     path = tmp_path / f"{name}.env"
     if not path.exists():
@@ -86,35 +52,21 @@ def _told(tmp_path: Path, name: str) -> list[dict[str, str]]:
     ]
 
 
-def _open_parts(paika: Paika) -> dict[int, list[tuple[int, int]]]:
-    """GPU id → (job id, part) of its open allocations."""
-    with Session(paika.engine) as session:
-        found: dict[int, list[tuple[int, int]]] = {}
-        for gpu, job_id, part in cluster_queries.open_parts(session=session):
-            found.setdefault(gpu, []).append((job_id, part))
-        return found
-
-
-def _booked(paika: Paika) -> dict[int, int]:
-    with Session(paika.engine) as session:
-        return {gpu.id or 0: gpu.booked_milli for gpu in session.exec(select(Gpu)).all()}
-
-
 def test_two_share_jobs_run_on_one_card_and_a_core_job_takes_it_back(
     world: Paika, clock: ManualClock, agents: dict[str, Agent], tmp_path: Path
 ) -> None:
-    _share_hosts(world, {"gpu-a": "mps"})
+    share_hosts(world, {"gpu-a": "mps"})
     cycle = make_cycle(world, RecordingObserver())
     for name in ("eval-a", "eval-b"):
         command = _env_writer(tmp_path, name)
-        _ran_before_light(world, command)
+        ran_before(world, command, sm_pct=10.0, memory_busy_pct=5.0, memory_peak_mib=8000)
         submit(world, name, command, hours=4, extra="type=A100-80GB share=yes mem=20")
     cycle.run_once()
     a, b = job(world, "eval-a"), job(world, "eval-b")
     assert a.state == b.state == JobState.RUNNING
-    [(card, held)] = _open_parts(world).items()
+    [(card, held)] = open_parts(world).items()
     assert sorted(held) == [(a.id, 250), (b.id, 250)]
-    assert _booked(world)[card] == 500
+    assert booked(world)[card] == 500
     assert "shares A100-80GB on gpu-a with #" in (b.state_reason or "")
     until(cycle, clock, lambda: _told(tmp_path, "eval-a") and _told(tmp_path, "eval-b"))
     for name in ("eval-a", "eval-b"):
@@ -134,7 +86,7 @@ def test_two_share_jobs_run_on_one_card_and_a_core_job_takes_it_back(
         world, "paper", "sleep 0.2", gpus=2, priority="core", user="UVERA", extra="type=A100-80GB"
     )
     until(cycle, clock, lambda: job(world, "paper").state == JobState.RUNNING, timeout=90)
-    assert all(len(held) == 1 for held in _open_parts(world).values())  # its cards, whole
+    assert all(len(held) == 1 for held in open_parts(world).values())  # its cards, whole
     until(cycle, clock, lambda: job(world, "paper").state == JobState.SUCCEEDED)
     # Both run again, on one card again, and end.
     until(
@@ -142,7 +94,7 @@ def test_two_share_jobs_run_on_one_card_and_a_core_job_takes_it_back(
         clock,
         lambda: all(job(world, n).state == JobState.RUNNING for n in ("eval-a", "eval-b")),
     )
-    [(_, again)] = _open_parts(world).items()
+    [(_, again)] = open_parts(world).items()
     assert len(again) == 2
     (tmp_path / "stop").touch()
     until(
@@ -152,7 +104,7 @@ def test_two_share_jobs_run_on_one_card_and_a_core_job_takes_it_back(
         timeout=90,
     )
     assert all(job(world, n).attempts == 2 for n in ("eval-a", "eval-b"))
-    assert set(_booked(world).values()) == {0}
+    assert set(booked(world).values()) == {0}
     with Session(world.engine) as session:
         assert cluster_queries.overbooked_gpus(session=session) == []
         mine = [a.id, b.id]
@@ -171,12 +123,12 @@ def test_two_share_jobs_run_on_one_card_and_a_core_job_takes_it_back(
 def test_jobs_nobody_knows_never_share_a_card(
     world: Paika, clock: ManualClock, agents: dict[str, Agent], tmp_path: Path
 ) -> None:
-    _share_hosts(world, {"gpu-a": "mps"})
+    share_hosts(world, {"gpu-a": "mps"})
     cycle = make_cycle(world, RecordingObserver())
     for name in ("new-a", "new-b", "new-c"):
         submit(world, name, f"sleep 30 # {name}", extra="type=A100-80GB share=yes mem=10")
     cycle.run_once()
     # Each of the host's two cards takes one; the third waits rather than join either.
-    parts = _open_parts(world)
+    parts = open_parts(world)
     assert len(parts) == 2 and all(len(held) == 1 for held in parts.values())
     assert job(world, "new-c").state == JobState.QUEUED

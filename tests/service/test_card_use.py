@@ -4,12 +4,12 @@ reader's language; a job with no sampled earlier run says nothing of it."""
 
 from __future__ import annotations
 
-from paika_test_time import T0
+from paika_test_profiles import ran_before
 from sqlmodel import Session, select
 
 from bot.console import render
 from scheduler.app import Paika, Reply
-from storage.models import Job, JobProfile, JobState, Team
+from storage.models import Job
 
 COMMAND = "python eval.py --ckpt last"
 
@@ -21,33 +21,14 @@ def gpu(paika: Paika, user: str, text: str) -> Reply:
 
 
 def _ran_before(paika: Paika, *, pcie_mbps: float | None) -> None:
-    with Session(paika.engine) as session:
-        team = session.exec(select(Team).where(Team.name == "vision")).one()
-        earlier = Job(
-            name="earlier",
-            owner="UALICE",
-            team_id=team.id or 0,
-            est_gpu_hours=1,
-            command=COMMAND,
-            state=JobState.SUCCEEDED,
-            submitted_at=T0,
-            attempts=1,
-        )
-        session.add(earlier)
-        session.flush()
-        session.add(
-            JobProfile(
-                job_id=earlier.id or 0,
-                attempt=1,
-                samples=30,
-                sm_pct=57.8,
-                memory_busy_pct=40.2,
-                memory_peak_mib=2458,
-                pcie_mbps=pcie_mbps,
-                updated_at=T0,
-            )
-        )
-        session.commit()
+    ran_before(
+        paika,
+        COMMAND,
+        sm_pct=57.8,
+        memory_busy_pct=40.2,
+        memory_peak_mib=2458,
+        pcie_mbps=pcie_mbps,
+    )
 
 
 def _submit(paika: Paika) -> int:
