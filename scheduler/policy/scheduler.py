@@ -182,6 +182,7 @@ class _Admission:
         self._out: dict[str, str] = {}  # host → why it takes no jobs ("" when it does)
         # Shared cards (sharing.py), built when a job that accepts one is first considered.
         self._shared: dict[int, SharedCard] | None = None
+        self._gpus: dict[int, Gpu] | None = None
         self._sharing_hosts = {
             host.name: host.schedulable and bool(host.sharing) for host in snapshot.hosts
         }
@@ -527,11 +528,9 @@ class _Admission:
         return self._shared
 
     def _gpu(self, gpu_id: int) -> Gpu:
-        for host in self.snapshot.hosts:
-            for gpu in host.gpus:
-                if gpu.id == gpu_id:
-                    return gpu
-        raise KeyError(gpu_id)
+        if self._gpus is None:  # only when a job starts a shared card: once a pass
+            self._gpus = {gpu.id: gpu for host in self.snapshot.hosts for gpu in host.gpus}
+        return self._gpus[gpu_id]
 
     def _free_per_host(self) -> dict[str, int]:
         """Free cards per host, as the pass's view has them now."""
