@@ -13,7 +13,15 @@ on an 80 GB card, and compared with a ground truth drawn from the labels:
 Prints the number of pairs, how many are harmful, the accuracy, the share of harmful pairs the
 rule admits and the share of safe pairs it refuses, for each ground truth, then one JSON line.
 
-    .venv/bin/python bench/sharing_rule.py [--profiles CSV]
+`--search` also asks how much better a rule of the same form could do on these profiles: it
+tries every heavy threshold of memory-controller busy from 20 to 44 %, every moderate
+threshold of SM busy from 15 to 64 % and of memory-controller busy from 5 to 39 % (or none),
+and prints the best agreement with Lucid's pairing any of them reaches (the ceiling of a
+two-threshold rule on SM and memory-controller busy) and, kept honest, the agreement of
+thresholds chosen without each model's own profiles on those profiles' pairs (leave one model
+out: the thresholds are picked on the other models, then judged on pairs that hold the model).
+
+    .venv/bin/python bench/sharing_rule.py [--profiles CSV] [--search]
 
 The profiles are read from ../shared/traces/lucid-profiles/single_job_profiles.csv beside the
 repository unless --profiles names them; without them it says so and exits 0.
@@ -25,11 +33,18 @@ import argparse
 import csv
 import json
 import sys
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduler.policy.colocation import Fingerprint, pair
+from scheduler.policy.colocation import (
+    BANDWIDTH_HEAVY,
+    BANDWIDTH_MODERATE,
+    COMPUTE_MODERATE,
+    Fingerprint,
+    pair,
+)
 
 PROFILES = (
     Path(__file__).resolve().parents[2]
@@ -102,9 +117,98 @@ def judge(profiles: list[Profile], harmful: Callable[[int, int], bool]) -> Figur
     )
 
 
+@dataclass(frozen=True)
+class Thresholds:
+    heavy_gmem: float  # memory-controller busy % from which a job is heavy (label 2)
+    moderate_gpu: float  # SM busy % from which a lighter job is moderate (label 1)
+    moderate_gmem: float  # memory-controller busy % from which a lighter job is moderate
+
+
+POLICY = Thresholds(BANDWIDTH_HEAVY, COMPUTE_MODERATE, BANDWIDTH_MODERATE)
+
+
+def label_of(f: Fingerprint, t: Thresholds) -> int:
+    """The label a two-threshold rule gives; the pair rule then refuses a sum above 2."""
+    if f.gmem_util >= t.heavy_gmem:
+        return 2
+    return int(f.gpu_util >= t.moderate_gpu or f.gmem_util >= t.moderate_gmem)
+
+
+def _kinds(profiles: list[Profile], t: Thresholds) -> Counter[tuple[int, int]]:
+    """How many profiles have each (Lucid's label, the rule's label)."""
+    return Counter((p.label, label_of(p.fingerprint, t)) for p in profiles)
+
+
+def _agreeing(
+    left: Counter[tuple[int, int]], right: Counter[tuple[int, int]] | None = None
+) -> tuple[int, int]:
+    """Pairs on which the rule agrees with Lucid's pairing, and pairs in all: within `left`
+    (each profile with itself too) or, given `right`, one profile of each."""
+    right_pairs = total = 0
+    kinds = sorted(left)
+    for x, (a, a_est) in enumerate(kinds):
+        others = sorted(right) if right is not None else kinds[x:]
+        for b, b_est in others:
+            if right is not None:
+                n = left[(a, a_est)] * right[(b, b_est)]
+            elif (a, a_est) == (b, b_est):
+                n = left[(a, a_est)] * (left[(a, a_est)] + 1) // 2
+            else:
+                n = left[(a, a_est)] * left[(b, b_est)]
+            total += n
+            right_pairs += n * (harmful_lucid(a, b) == (a_est + b_est > 2))
+    return right_pairs, total
+
+
+def agreement(profiles: list[Profile], t: Thresholds) -> float:
+    """Share of all pairs on which the rule's labels agree with Lucid's pairing."""
+    right, total = _agreeing(_kinds(profiles, t))
+    return right / total if total else 0.0
+
+
+def _grid() -> list[Thresholds]:
+    return [
+        Thresholds(float(heavy), float(gpu), float(gmem))
+        for heavy in range(20, 45)
+        for gpu in range(15, 65)
+        for gmem in [*range(5, 40), 101]
+    ]
+
+
+def best_of(profiles: list[Profile], grid: list[Thresholds]) -> tuple[float, Thresholds]:
+    """The grid's best agreement on every pair of `profiles`, and its thresholds (the first
+    found on a tie, so the search is reproducible)."""
+    best = (-1.0, grid[0])
+    for t in grid:
+        got = agreement(profiles, t)
+        if got > best[0]:
+            best = (got, t)
+    return best
+
+
+def leave_one_model_out(profiles: list[Profile], grid: list[Thresholds]) -> float:
+    """Agreement on each model's pairs (with itself and with the rest) of thresholds picked
+    without that model, pooled over the models."""
+    right = total = 0
+    for model in sorted({p.name.split("/")[0] for p in profiles}):
+        mine = [p for p in profiles if p.name.split("/")[0] == model]
+        rest = [p for p in profiles if p.name.split("/")[0] != model]
+        _, t = best_of(rest, grid)
+        for got, n in (
+            _agreeing(_kinds(mine, t)),
+            _agreeing(_kinds(mine, t), _kinds(rest, t)),
+        ):
+            right += got
+            total += n
+    return right / total if total else 0.0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profiles", type=Path, default=PROFILES)
+    parser.add_argument(
+        "--search", action="store_true", help="also the best a rule of this form reaches"
+    )
     args = parser.parse_args(argv)
     if not args.profiles.is_file():
         print(f"skipped: no profiles at {args.profiles} (give --profiles CSV)")
@@ -123,6 +227,23 @@ def main(argv: list[str] | None = None) -> int:
             "accuracy": round(got.accuracy, 4),
             "harmful_admitted": round(got.harmful_admitted, 4),
             "safe_refused": round(got.safe_refused, 4),
+        }
+    if args.search:
+        grid = _grid()
+        ceiling, found = best_of(profiles, grid)
+        held_out = leave_one_model_out(profiles, grid)
+        print(
+            f"search: {len(grid)} threshold sets; best agreement {ceiling:.1%} "
+            f"(heavy at memory-controller {found.heavy_gmem:g} %, moderate at SM "
+            f"{found.moderate_gpu:g} % or memory-controller {found.moderate_gmem:g} %); "
+            f"the policy's {agreement(profiles, POLICY):.1%}; "
+            f"leave one model out {held_out:.1%}"
+        )
+        out["search"] = {
+            "sets": len(grid),
+            "ceiling": round(ceiling, 4),
+            "policy": round(agreement(profiles, POLICY), 4),
+            "leave_one_model_out": round(held_out, 4),
         }
     print(json.dumps(out))
     return 0

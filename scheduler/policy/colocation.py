@@ -31,7 +31,8 @@ anything costs little. With 0.1, two heavy jobs expect 40 % (Lucid's measured pa
 MobileNetV3 and ResNet-18 at batch 128: 43 %), heavy beside middling 20 %, two middling 10 %,
 heavy beside light at most 5 %: refused at the default 15 %, exactly where Lucid's sum-of-scores
 rule refuses. On all 2,211 pairs of the 66 profiles the rule agrees with Lucid's own pairing
-on 88 % of pairs and admits 4 % of the harmful ones (`bench/sharing_rule.py`).
+on 88 % of pairs and admits 4 % of the harmful ones (`bench/sharing_rule.py`); no other
+thresholds of this form do better on them (its `--search`: 88.4 % is the ceiling).
 
 Two jobs that both press memory bandwidth hard are never stacked whatever the slowdown
 allowed, nor two that both press PCIe hard (the card's own bandwidth and the host link are
