@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 from bot.blocks.alerts import idle_ask, plain_alert, quota_alert, reclaim_notice
 from bot.blocks.common import Message
+from bot.blocks.held import held_ask
 from bot.blocks.notices import job_event
 from bot.blocks.overrun import overrun_ask
 from bot.digest.slack import post_digest
@@ -34,6 +35,7 @@ RENDERERS: Mapping[str, Renderer] = {
     NoticeKind.GPUS_IDLE: idle_ask,
     NoticeKind.GPUS_RECLAIMED: reclaim_notice,
     NoticeKind.JOB_OVERRUN: overrun_ask,
+    NoticeKind.JOB_UPSTREAM_FAILED: held_ask,
     **{kind: job_event for kind in EVENT_KINDS},
     NoticeKind.STORE_DOWN: plain_alert,
     NoticeKind.STORE_BACK: plain_alert,

@@ -308,6 +308,19 @@ def _overrun(lang: str, notice: Announcement) -> str:
     )
 
 
+def _held(lang: str, notice: Announcement) -> str:
+    info = notice.detail
+    return t(
+        lang,
+        "notice.held",
+        id=info.get("job_id"),
+        name=info.get("name", "?"),
+        upstream=info.get("upstream"),
+        upstream_name=info.get("upstream_name", "?"),
+        state=term(lang, "state", str(info.get("upstream_state", "failed"))),
+    )
+
+
 def _reclaimed(lang: str, notice: Announcement) -> str:
     info = notice.detail
     by = info.get("by")
@@ -364,6 +377,7 @@ SENTENCES: Mapping[str, Sentence] = {
     NoticeKind.GPUS_IDLE: _idle_ask,
     NoticeKind.GPUS_RECLAIMED: _reclaimed,
     NoticeKind.JOB_OVERRUN: _overrun,
+    NoticeKind.JOB_UPSTREAM_FAILED: _held,
     NoticeKind.DIGEST: _digest,
     NoticeKind.STORE_DOWN: _store,
     NoticeKind.STORE_BACK: _store,

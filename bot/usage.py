@@ -42,6 +42,8 @@ def expected_words(lang: str, rule: Expected) -> str:
         return t(lang, f"grammar.value.{kind.value}", earliest=rule.earliest, latest=rule.latest)
     if rule.max_length is not None:  # text whose description names the longest value
         return t(lang, f"grammar.value.{kind.value}", length=rule.max_length)
+    if kind is ValueKind.JOB_IDS:
+        return t(lang, "grammar.value.job_ids", most=int(rule.maximum or 0))
     return t(lang, f"grammar.value.{kind.value}")
 
 

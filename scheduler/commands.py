@@ -280,6 +280,7 @@ def _host_row(host: Any, unlisted: Mapping[str, int]) -> Said:
 HANDLERS: dict[tuple[str, ...], Handler] = {
     ("submit",): _submit,
     ("ready",): lambda ctx, a: jobs.mark_ready(ctx, *_job(a), a.get("location")),
+    ("release",): lambda ctx, a: jobs.release(ctx, *_job(a)),
     ("queue",): lambda ctx, a: jobs.queue(ctx, a.get("scope", "all")),
     ("board",): lambda ctx, a: board.board(ctx),
     ("status",): _status,

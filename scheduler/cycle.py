@@ -35,7 +35,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from scheduler import holds, lifecycle
+from scheduler import dependencies, holds, lifecycle
 from scheduler.clock import Clock
 from scheduler.config import PolicyConfig, Preemption, Sharing
 from scheduler.configs.live import LivePolicy
@@ -65,6 +65,7 @@ from scheduler.hosts.reconcile import (
 )
 from scheduler.hosts.report import HostReport
 from scheduler.notices.events import Event, EventCode, EventKind, Observer, record
+from scheduler.notices.outbox import Announcement
 from scheduler.outputs import ReportLimits, mint_token
 from scheduler.policy.plan import Plan, Preempt, PreemptCode, Start
 from scheduler.policy.reasons import Reason, ReasonCode
@@ -102,6 +103,8 @@ class CycleResult:
     # job submitted after the cycle began.
     start_times: dict[int, datetime] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
+    # Other notices this cycle raised (owners of jobs held because a job they wait for failed).
+    notices: list[Announcement] = field(default_factory=list)
     plan: Plan | None = None
     snapshot: Snapshot | None = None  # what the policy was given (for the metrics)
     # False: the policy did not run this cycle, its last pass stood (see `Cycle._quiet`).
@@ -208,9 +211,12 @@ class Cycle:
             self._send_stops(found.stops, found.orphans)
         with self._step(result, "revoke"):
             self._send_revocations(result.at)
-        # 4. snapshot and policy, once the holds whose cause has gone are released
+        # 4. snapshot and policy, once the holds whose cause has gone are released and the
+        # jobs that waited for jobs now ended are settled
         with self._step(result, "holds"):
             holds.release(self.engine, self.policy, result.at)
+        with self._step(result, "dependencies"):
+            result.notices += dependencies.settle(self.engine, result.at).told
         with self._step(result, "policy"), Session(self.engine) as session:
             stamp = planning_stamp(session=session)
             last = self._last_pass

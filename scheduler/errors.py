@@ -97,6 +97,10 @@ class Problem(StrEnum):
     TEMPLATE_VERSION_NOT_FOUND = "problem.template_version_not_found"
     OTHER_TEAMS_TEMPLATES = "problem.other_teams_templates"
     NO_SPEC_TO_REPEAT = "problem.no_spec_to_repeat"
+    # Jobs that wait for other jobs (issue 32): after=, afterany=, data=after:, /gpu release.
+    UPSTREAM_NOT_FOUND = "problem.upstream_not_found"
+    UPSTREAM_FAILED = "problem.upstream_failed"
+    NOT_WAITING_FOR_JOBS = "problem.not_waiting_for_jobs"
     # grace= or checkpoint= for a job that did not say preemptible=yes.
     NEEDS_PREEMPTIBLE = "problem.needs_preemptible"
     # /gpu why
@@ -163,6 +167,7 @@ class Action(StrEnum):
     READ_CONFIG = "read_config"
     CHANGE_CONFIG = "change_config"
     READ_LOGS = "read_logs"  # /gpu logs (issue 15)
+    RELEASE = "release"  # /gpu release: go on without the jobs it waits for (issue 32)
 
 
 class PaikaError(Exception):

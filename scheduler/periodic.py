@@ -150,7 +150,7 @@ class Periodic:
         self.watch.cycle_done(result)
         if self.after_cycle is not None:
             self.after_cycle(result)
-        if result.events:
+        if result.events or result.notices:
             self.courier.wake()
         if self.archiver is not None:
             self._archive(result)

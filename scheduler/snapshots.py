@@ -26,6 +26,7 @@ from storage.models import ON_HOST_STATES, HostState, Job, JobState
 from storage.models.cluster import WHOLE_CARD
 from storage.queries import accounting, share_apart
 from storage.queries import cluster as cluster_queries
+from storage.queries import dependencies as dependency_queries
 from storage.queries import holds as hold_queries
 from storage.queries import jobs as job_queries
 from storage.queries import org as org_queries
@@ -84,8 +85,20 @@ def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Sna
         job.id or 0 for job in jobs if job.state in PENDING_STATES and getattr(job, "share", False)
     ]
     apart = share_apart.apart_from(session=session, job_ids=waiting)
+    # Jobs that wait for other jobs: what each still waits for (one query for the queue).
+    upstream = dependency_queries.unmet_of(
+        session=session, job_ids=[job.id or 0 for job in jobs if job.state in PENDING_STATES]
+    )
     pending = [
-        _pending(job, teams, ratios, kept, refused.get(job.id or 0, ()), apart.get(job.id or 0))
+        _pending(
+            job,
+            teams,
+            ratios,
+            kept,
+            refused.get(job.id or 0, ()),
+            apart.get(job.id or 0),
+            upstream.get(job.id or 0, ()),
+        )
         for job in jobs
         if job.state in PENDING_STATES
     ]
@@ -186,6 +199,7 @@ def _pending(
     kept: dict[int, float] | None = None,
     holds: tuple[tuple[str, str], ...] = (),
     apart_from: frozenset[int] | None = None,
+    waits_for: tuple[tuple[int, str], ...] = (),
 ) -> Pending:
     return Pending(
         job.id or 0,
@@ -204,6 +218,7 @@ def _pending(
         share=bool(getattr(job, "share", False)),
         account=job.account,
         apart_from=apart_from or frozenset(),
+        waits_for=waits_for,
     )
 
 

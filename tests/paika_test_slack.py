@@ -64,6 +64,31 @@ class Bot:
         return self.slack.wait_for_response(name, count=before + 1)[before]
 
 
+def click(
+    bot: Bot, user: str, action_id: str, value: str, posted: Any, name: str, block_id: str
+) -> None:
+    """`user` clicks a button of the message `posted` (a chat.postMessage call of the fake),
+    signed through the real Bolt app; what the bot answers is kept under the response URL
+    `name`."""
+    channel, ts = posted.response["channel"], posted.response["ts"]
+    signed = signing.block_action(
+        SIGNING_SECRET,
+        user,
+        action_id,
+        value,
+        block_id=block_id,
+        channel_id=channel,
+        response_url=bot.slack.response_url(name),
+        container={
+            "type": "message",
+            "message_ts": ts,
+            "channel_id": channel,
+            "is_ephemeral": False,
+        },
+    )
+    assert bot.send(signed).status_code == 200
+
+
 def settled(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
     """Wait for work the bot does after acknowledging (it runs on Bolt's threads)."""
     deadline = time.monotonic() + timeout

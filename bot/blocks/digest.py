@@ -180,6 +180,8 @@ def _waiting_data(digest: Digest, lang: str, people: _Names) -> list[Block]:
             if line.data_location
             else ""
         )
+        if line.wait is not None and line.wait.upstream is not None:
+            where += t(lang, "digest.data_from", upstream=line.wait.upstream)
         lines.append(
             t(
                 lang,

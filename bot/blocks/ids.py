@@ -38,6 +38,7 @@ SUBMIT_PREEMPTIBLE = "submit_preemptible"
 SUBMIT_GRACE = "submit_grace"
 SUBMIT_CHECKPOINT = "submit_checkpoint"
 SUBMIT_SHARE = "submit_share"
+SUBMIT_AFTER = "submit_after"
 
 # The submit grammar's key behind each modal block (the data radio and the location box
 # together make the one `data` key, so location has no key of its own).
@@ -60,6 +61,7 @@ SUBMIT_BLOCK_OF_KEY = MappingProxyType(
         "grace": SUBMIT_GRACE,
         "checkpoint": SUBMIT_CHECKPOINT,
         "share": SUBMIT_SHARE,
+        "after": SUBMIT_AFTER,
     }
 )
 
@@ -70,6 +72,10 @@ IDLE_STILL_USING = "idle_still_using"  # GPUs held idle: the owner still uses th
 IDLE_RELEASE = "idle_release"  # … or lets them go now
 OVERRUN_EXTEND = "overrun_extend"  # a run past its estimate: the estimate grows
 OVERRUN_STOP = "overrun_stop"  # … or the run is stopped (the owner's cancel)
+# A job held because a job it waits for failed: each button carries the held job's id.
+HELD_ACTIONS = "held_actions"
+HELD_RELEASE = "held_release"  # go on without it (/gpu release)
+HELD_CANCEL = "held_cancel"  # cancel the held job
 
 # The report's page buttons (`/gpu report … page=N`): each carries the report's words.
 REPORT_PAGES = "report_pages"
@@ -88,6 +94,8 @@ ACTION_IDS = (
     REPORT_NEXT,
     OVERRUN_EXTEND,
     OVERRUN_STOP,
+    HELD_RELEASE,
+    HELD_CANCEL,
 )
 CALLBACK_IDS = (SUBMIT_CALLBACK,)
 BLOCK_IDS = (
@@ -106,6 +114,7 @@ BLOCK_IDS = (
     SUBMIT_IMAGE,
     SUBMIT_TEAM,
     ALERT_ACTIONS,
+    HELD_ACTIONS,
     SUBMIT_PROJECT,
     SUBMIT_ROUND,
     REPORT_PAGES,
@@ -113,4 +122,5 @@ BLOCK_IDS = (
     SUBMIT_GRACE,
     SUBMIT_CHECKPOINT,
     SUBMIT_SHARE,
+    SUBMIT_AFTER,
 )

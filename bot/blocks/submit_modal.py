@@ -23,6 +23,7 @@ from bot.blocks.common import (
     plain,
 )
 from bot.blocks.ids import (
+    SUBMIT_AFTER,
     SUBMIT_BLOCK_OF_KEY,
     SUBMIT_CALLBACK,
     SUBMIT_CHECKPOINT,
@@ -167,6 +168,13 @@ def submit_modal(
     ]
     blocks += [
         _text(
+            SUBMIT_AFTER,
+            t(lang, "modal.label.after"),
+            keys["after"],
+            hint=key_help(lang, keys["after"]),
+            placeholder="#12,#13",
+        ),
+        _text(
             SUBMIT_PROJECT,
             t(lang, "modal.label.project"),
             keys["project"],
@@ -259,6 +267,9 @@ def _read_data(
         spec = convert(key, location, example)
     except ParseError as exc:
         errors[SUBMIT_LOCATION] = _inline(lang, problem_sentence(lang, exc), example)
+        return
+    if isinstance(spec, DataSpec) and spec.after is not None:
+        args["data"] = spec  # another job makes it (after:#12): ready once that one succeeds
         return
     if not isinstance(spec, DataSpec) or spec.location is None:  # "ready" typed as a place
         errors[SUBMIT_LOCATION] = _inline(lang, t(lang, "modal.bad_location"), example)

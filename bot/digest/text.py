@@ -125,6 +125,8 @@ def _waiting_data(digest: Digest, lang: str) -> list[str]:
             if line.data_location
             else ""
         )
+        if line.wait is not None and line.wait.upstream is not None:
+            where += say(lang, "digest.text.data_from", upstream=line.wait.upstream)
         said = say(
             lang,
             "digest.text.data_line",

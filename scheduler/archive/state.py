@@ -63,6 +63,7 @@ from storage.models import (
     UnixAccount,
 )
 from storage.models.cluster import ShareApart
+from storage.models.jobs import DependencyState, JobDependency
 from storage.queries import archive as archive_queries
 from storage.queries import audit
 from storage.queries import cluster as cluster_queries
@@ -151,6 +152,8 @@ def _document(
         "allocations": _table(state_queries.open_allocations(session=session)),
         # Jobs that must not share a card again (a neighbour slowed one of them).
         "share_apart": _table(state_queries.share_apart(session=session)),
+        # What waiting jobs still wait for (after=, afterany=, data=after:).
+        "dependencies": _table(state_queries.dependencies(session=session)),
         "waits": {"columns": list(WAIT_COLUMNS), "rows": [list(_wait_row(w)) for w in pending]},
         "etas": {"columns": list(ETA_COLUMNS), "rows": [list(_eta_row(w)) for w in pending]},
         # The highest job id given so far: the jobs between two snapshots' that neither
@@ -227,6 +230,24 @@ def _without_their_commands(
             job["state_reason_values"] = None
         out.append(job)
     return out, events
+
+
+def _dependencies(
+    rows: list[dict[str, Any]], jobs: list[dict[str, Any]], now: datetime
+) -> list[dict[str, Any]]:
+    """What restored jobs wait for: a dependency of a job not restored goes; one still
+    waiting for a job the snapshot does not hold (it had ended, how is not known) is held,
+    for its owner to be told and to release or cancel it, rather than dropped and run."""
+    restored = {job["id"] for job in jobs}
+    stamp = now.astimezone(UTC).isoformat()
+    out = []
+    for row in rows:
+        if row["job_id"] not in restored:
+            continue
+        if row["state"] == DependencyState.WAITING and row["upstream_id"] not in restored:
+            row = {**row, "state": DependencyState.BROKEN, "settled_at": stamp, "told_at": None}
+        out.append(row)
+    return out
 
 
 def records(doc: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
@@ -394,6 +415,7 @@ def restore(
                 (JobEvent, cancelled),
                 (Allocation, allocations),
                 (ShareApart, records(doc, "share_apart")),  # none in older snapshots
+                (JobDependency, _dependencies(records(doc, "dependencies"), jobs, now)),
             )
         }
         cluster_queries.rebook_cards(session=session)

@@ -50,6 +50,7 @@ class WaitInfo:
     needs_hours: float = 0.0
     gpus: int = 0
     keeps_headroom: bool = False
+    upstream: int | None = None  # the job it waits for (after=, data=after:)
 
     @classmethod
     def of(cls, wait: Wait) -> WaitInfo:
@@ -66,6 +67,7 @@ class WaitInfo:
             wait.needs_hours,
             wait.gpus,
             wait.keeps_headroom,
+            wait.upstream,
         )
 
     def to_wait(self, job_id: int) -> Wait:
@@ -84,6 +86,7 @@ class WaitInfo:
             self.needs_hours,
             self.gpus,
             self.keeps_headroom,
+            upstream=self.upstream,
         )
 
 

@@ -21,6 +21,7 @@ class ValueKind(StrEnum):
     NAME = "name"  # ASCII: a Unix account, a host, a GPU type, a metric
     LABEL = "label"  # a name people choose, in any script (scheduler.grammar.names)
     JOB_REF = "job_ref"
+    JOB_IDS = "job_ids"  # job ids separated by commas: #12,#13
     USER = "user"
     CHANNEL = "channel"  # a Slack channel: its mention <#C…|name> or id, or #name
     GPU_TYPES = "gpu_types"

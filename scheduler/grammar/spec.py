@@ -18,6 +18,8 @@ LANGUAGES = ("en", "zh")
 YES_NO = ("yes", "no")
 # What a memory size may end with, in any case: all mean GiB, as the catalog counts a card.
 MEMORY_UNITS = ("GiB", "GB", "G")
+# The most jobs one job may wait for (after= and afterany= each).
+MAX_UPSTREAM = 16
 # Free text stored in unbounded TEXT columns; a value that lands in a String column takes its
 # length from storage.limits instead (tests/storage/test_limits.py checks every key).
 TEXT_LIMIT = 500
@@ -343,13 +345,18 @@ SUBMIT_KEYS: tuple[Key, ...] = (
     # A one-card job that accepts a card shared with other work, using the memory it
     # declares with mem= (issue 31; the rules are in scheduler.grammar.sharing).
     Key("share", ValueKind.CHOICE, "yes", default="no", choices=YES_NO),
+    # Jobs this one waits for (issue 32): `after` until they succeed, `afterany` until they
+    # end, whatever their outcome. Only jobs submitted before it, so the waits form no cycle.
+    Key("after", ValueKind.JOB_IDS, "#12,#13", maximum=MAX_UPSTREAM),
+    Key("afterany", ValueKind.JOB_IDS, "#12", maximum=MAX_UPSTREAM),
 )
 
 _TEMPLATE_KEYS = tuple(
     # A template stores only what was given, so nothing in it is required or defaulted.
     replace(key, required=False, default=None, default_shown=None, default_word=None)
     for key in SUBMIT_KEYS
-    if key.name not in ("name", "template", "again")
+    # Which jobs one waits for belongs to one submission, never to a template.
+    if key.name not in ("name", "template", "again", "after", "afterany")
 )
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (
@@ -376,6 +383,9 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "/gpu ready 42",
         Section.JOBS,
     ),
+    # Go on without the jobs it waits for (after=, afterany=, data=after:), e.g. once one of
+    # them failed (issue 32).
+    Subcommand(("release",), (_job(),), "/gpu release 43", Section.JOBS),
     Subcommand(
         ("queue",),
         (

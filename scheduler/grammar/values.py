@@ -33,6 +33,8 @@ class DataSpec:
 
     ready: bool
     location: str | None = None
+    # `data=after:#12`: the data is ready when job #12 succeeds (it produces it).
+    after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,8 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _METRIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/@-]{0,63}")
 _WHOLE = re.compile(r"[0-9]{1,15}")  # bounded: int() refuses very long digit strings
 _ID = re.compile(r"#?([0-9]{1,15})")
+# data=after:#12: another job's success is the data's readiness.
+DATA_AFTER = "after:"
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _TIME = re.compile(
@@ -211,6 +215,8 @@ def expected(key: KeyRules) -> Expected:
         return Expected(kind, earliest=EARLIEST_DATE, latest=LATEST_DATE)
     if kind in _LENGTH_KINDS:
         return Expected(kind, max_length=key.max_length)
+    if kind is ValueKind.JOB_IDS:
+        return Expected(kind, maximum=key.maximum)
     return Expected(kind)
 
 
@@ -336,6 +342,20 @@ def _to_job_ref(key: KeyRules, raw: str) -> JobRef:
     return JobRef(name=_to_label(key, raw))
 
 
+def _to_job_ids(key: KeyRules, raw: str) -> tuple[int, ...]:
+    ids: list[int] = []
+    for part in raw.split(","):
+        match = _ID.fullmatch(part.strip())
+        if match is None or int(match[1]) < 1:
+            raise _Invalid
+        number = _row_id(raw, int(match[1]))
+        if number not in ids:
+            ids.append(number)
+    if key.maximum is not None and len(ids) > key.maximum:
+        raise _Invalid
+    return tuple(ids)
+
+
 def _to_user(key: KeyRules, raw: str) -> str:
     for form in _USER_FORMS:
         if (match := form.fullmatch(raw)) and len(match[1]) <= key.max_length:
@@ -408,6 +428,13 @@ def _to_data(key: KeyRules, raw: str) -> DataSpec:
         return DataSpec(ready=True)
     if lowered == "pending":
         return DataSpec(ready=False)
+    if lowered.startswith(DATA_AFTER):
+        # Another job's success makes the data ready: after:#12 (never a location, though
+        # it holds a colon).
+        match = _ID.fullmatch(raw[len(DATA_AFTER) :].strip())
+        if match is None or int(match[1]) < 1:
+            raise _Invalid
+        return DataSpec(ready=False, after=_row_id(raw, int(match[1])))
     # A location must look like a path or URL, so a typo such as "reddy" is an error
     # instead of a job that waits forever for data that is already there.
     _check_length(key, raw)
@@ -458,6 +485,7 @@ _CONVERTERS: dict[ValueKind, Callable[[KeyRules, str], object]] = {
     ValueKind.NAME: _to_name,
     ValueKind.LABEL: _to_label,
     ValueKind.JOB_REF: _to_job_ref,
+    ValueKind.JOB_IDS: _to_job_ids,
     ValueKind.USER: _to_user,
     ValueKind.CHANNEL: _to_channel,
     ValueKind.GPU_TYPES: _to_gpu_types,

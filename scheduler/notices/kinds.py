@@ -26,6 +26,9 @@ class NoticeKind(StrEnum):
     # One of two jobs on a shared card slowed the other: one was stopped and queued again,
     # and the two are kept apart (scheduler/share_watch.py); told to both owners.
     JOB_KEPT_APART = "job_kept_apart"
+    # A job another waits for to succeed failed or was cancelled: the dependant is held and
+    # its owner told once, with Cancel and Release (scheduler/dependencies.py).
+    JOB_UPSTREAM_FAILED = "job_upstream_failed"
     HOST_DOWN = "host_down"
     HOST_UP = "host_up"
     # Bump requests for the approvers, and their decisions (scheduler.notices.approvals)

@@ -29,6 +29,7 @@ class Note:
     refused_by: str = ""  # refused by host: the host
     refusal: str = ""  # … and why (a refusal code)
     hosts: tuple[tuple[str, str], ...] = ()  # waiting for hosts: which, and why not now
+    upstream: int | None = None  # waiting for a job, or held after it failed: which job
 
 
 # Codes whose job cannot be given a start time.
@@ -40,6 +41,8 @@ _NO_ETA = (
     WaitCode.QUOTA_EXPIRES,
     WaitCode.REFUSED_BY_HOST,
     WaitCode.WAITING_FOR_HOSTS,
+    WaitCode.WAITING_FOR_JOB,
+    WaitCode.UPSTREAM_FAILED,
 )
 
 
@@ -224,4 +227,5 @@ def _unestimated(job: Pending, note: Note, position: int, now: float) -> Wait:
         refused_by=note.refused_by,
         refusal=note.refusal,
         hosts=note.hosts,
+        upstream=note.upstream,
     )

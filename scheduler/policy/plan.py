@@ -103,6 +103,11 @@ class WaitCode(StrEnum):
     # A host refused its start for good (no such account there, …): held off that host
     # until that changes (`refused_by`, `refusal`), with no other place to go now.
     REFUSED_BY_HOST = "refused_by_host"
+    # It waits for another job (after=, afterany=, data=after:) to succeed or end (`upstream`).
+    WAITING_FOR_JOB = "waiting_for_job"
+    # A job it waits for to succeed failed or was cancelled (`upstream`): it is held until
+    # its owner releases it (/gpu release) or cancels it.
+    UPSTREAM_FAILED = "upstream_failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +137,7 @@ class Wait:
     refusal: str = ""
     # Waiting for hosts: each host that could run it, with why it cannot now (a HostOut).
     hosts: tuple[tuple[str, str], ...] = ()
+    upstream: int | None = None  # waiting for a job, or held after it failed: which job
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,7 +68,7 @@ def time_scales(knobs: Knobs, pending: Sequence[Pending] = (), gpus: int = 0) ->
         return TimeScales((time_scale(knobs, drain_seconds(pending, gpus)),))
     work = [0.0] * (len(CLASS_RANK) + 1)
     for job in pending:
-        if job.data_ready:
+        if job.ready:
             work[CLASS_RANK.get(job.priority, len(CLASS_RANK))] += job.gpus * job.run_seconds
     scales, total = [], 0.0
     for amount in work:
@@ -99,7 +99,7 @@ def drain_seconds(pending: Sequence[Pending], gpus: int) -> float:
     as if everyone waited weeks, while the GPUs the queue needs free up much sooner."""
     if gpus <= 0:
         return 0.0
-    return sum(job.gpus * job.run_seconds for job in pending if job.data_ready) / gpus
+    return sum(job.gpus * job.run_seconds for job in pending if job.ready) / gpus
 
 
 def rank_key(

@@ -24,6 +24,8 @@ class ReasonCode(StrEnum):
     # --- a job's history: people's changes
     SUBMITTED = "submitted"
     DATA_READY = "data_ready"
+    DATA_FROM_JOB = "data_from_job"  # upstream: the job whose success made its data ready
+    DATA_RELEASED = "data_released"  # by: who let it go on without the job making its data
     CANCELLED = "cancelled"
     RESTORED_WITHOUT_COMMAND = "restored_without_command"  # the archive kept it masked
     # --- a stop paika asked for, once its host confirms it (scheduler.hosts.reconcile)
@@ -95,6 +97,8 @@ C = ReasonCode
 ENGLISH: Mapping[ReasonCode, str] = {
     C.SUBMITTED: "submitted",
     C.DATA_READY: "data ready",
+    C.DATA_FROM_JOB: "data ready: job #{upstream} succeeded",
+    C.DATA_RELEASED: "data marked ready by {by} without the job that makes it",
     C.CANCELLED: "cancelled",
     C.RESTORED_WITHOUT_COMMAND: (
         "cancelled at restore: the archive kept its command masked (archive.commands);"

@@ -46,6 +46,7 @@ from scheduler.policy.sharing import (
 )
 from scheduler.policy.snapshot import (
     HOUR,
+    UPSTREAM_BROKEN,
     Backfill,
     Gpu,
     Knobs,
@@ -81,7 +82,7 @@ def could_act(snapshot: Snapshot) -> bool:
     later one while the state stays the same: a ready job, and either enough usable free GPUs
     of types it accepts or a running job the policy may ever ask to stop. When not, the pass's decisions are known
     without running it (none); only the waiting jobs' reasons and ETAs move with the clock."""
-    ready = [job for job in snapshot.pending if job.data_ready]
+    ready = [job for job in snapshot.pending if job.ready]
     if not ready:
         return False
     knobs = snapshot.knobs
@@ -204,6 +205,9 @@ class _Admission:
             None if self.explain else {}
         )
         for job in queue:
+            if job.waits_for:
+                self.notes[job.id] = _upstream_note(job)
+                continue
             if not job.data_ready:
                 self.notes[job.id] = Note(WaitCode.WAITING_FOR_DATA)
                 continue
@@ -615,6 +619,24 @@ class _Admission:
 _FOR_A_CHEAPER_TYPE = Reason(ReasonCode.MATCH_CHEAPEST_FREE)
 
 
+# Waits no stop of another job ends.
+_NOT_STARTABLE = (
+    WaitCode.NEVER_FITS,
+    WaitCode.WAITING_FOR_DATA,
+    WaitCode.WAITING_FOR_JOB,
+    WaitCode.UPSTREAM_FAILED,
+)
+
+
+def _upstream_note(job: Pending) -> Note:
+    """Why a job that waits for other jobs waits: the first that failed or was cancelled
+    (it is held for a person to release or cancel), else the first still to come."""
+    broken = [upstream for upstream, state in job.waits_for if state == UPSTREAM_BROKEN]
+    if broken:
+        return Note(WaitCode.UPSTREAM_FAILED, upstream=broken[0])
+    return Note(WaitCode.WAITING_FOR_JOB, upstream=job.waits_for[0][0])
+
+
 def _held(job: Pending) -> Note:
     """Why a job held off the hosts that refused it waits: the first of them, and why."""
     host, refusal = job.holds[0]
@@ -685,7 +707,7 @@ def _preemptions(
         if job.id in started or job.id not in admission.types:
             continue
         note = admission.notes.get(job.id)
-        if note is not None and note.code in (WaitCode.NEVER_FITS, WaitCode.WAITING_FOR_DATA):
+        if note is not None and note.code in _NOT_STARTABLE:
             continue
         starving = admission.starving(job)
         if job.priority != "core" and not (starving and knobs.preemptible_preemption):

@@ -205,6 +205,15 @@ class Pending:
     # Jobs it once slowed, or was slowed by, on a shared card (sharing.py, "Feedback"): it
     # never joins a card one of them is on.
     apart_from: frozenset[int] = frozenset()
+    # Jobs it waits for (after=, afterany=, data=after:) that have not yet come to what it
+    # waits for: (upstream id, UPSTREAM_WAITING or UPSTREAM_BROKEN: that job failed or was
+    # cancelled, and this one is held until someone releases or cancels it).
+    waits_for: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def ready(self) -> bool:
+        """Whether it may take GPUs at all: its data is ready and it waits for no other job."""
+        return self.data_ready and not self.waits_for
 
     @property
     def shares(self) -> bool:
@@ -226,6 +235,11 @@ class Pending:
     def run_seconds(self) -> float:
         """Expected wall time on a reference card: GPU-hours ÷ GPUs, corrected by history."""
         return wall_hours(self.est_gpu_hours, self.gpus, self.estimate_ratio) * HOUR
+
+
+# Where a job an upstream dependency names stands (Pending.waits_for).
+UPSTREAM_WAITING = "waiting"
+UPSTREAM_BROKEN = "broken"
 
 
 @dataclass(frozen=True)

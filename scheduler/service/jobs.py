@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from scheduler import lifecycle
+from scheduler.dependencies import make_data_ready
 from scheduler.errors import Action, Conflict, PermissionDenied, Problem, UserError
 from scheduler.fingerprints import CardUse, card_use
 from scheduler.grammar.sharing import shares
@@ -24,7 +25,7 @@ from scheduler.policy.plan import Wait, WaitCode
 from scheduler.policy.priority_classes import PriorityClass
 from scheduler.policy.reasons import Reason, ReasonCode, because
 from scheduler.policy.scheduler import queue_order, schedule
-from scheduler.service import accounts
+from scheduler.service import accounts, dependencies
 from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_by_name, team_name
 from scheduler.service.records import BumpRecord, EventRecord, JobRecord, LedgerRecord
@@ -38,7 +39,7 @@ from storage.models import (
     JobState,
     Team,
 )
-from storage.models.jobs import OutputSource
+from storage.models.jobs import DependencyKind, OutputSource
 from storage.queries import accounting
 from storage.queries import audit as audit_queries
 from storage.queries import cluster as cluster_queries
@@ -128,6 +129,7 @@ class ChangeNote(StrEnum):
     CANCELLED = "change.cancelled"
     RECORDED = "change.recorded"
     RECORDED_STOPPING = "change.recorded_stopping"
+    RELEASED = "change.released"  # it waits for the jobs before it no longer
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,8 @@ def submit(
         )
     account = accounts.require_account(ctx, ctx.actor.user_id, team)
     data = fields["data"]
+    waits = dependencies.wanted(fields)
+    dependencies.check(ctx, waits)
     job = Job(
         name=fields["name"],
         owner=ctx.actor.user_id,
@@ -217,6 +221,17 @@ def submit(
             reason_code=SUBMITTED.code.value,
         )
     )
+    if dependencies.record(ctx, job, waits):
+        # The jobs that make its data all succeeded already: ready from the start.
+        upstream = next(w.upstream_id for w in waits if w.kind is DependencyKind.DATA)
+        ctx.session.flush()
+        make_data_ready(
+            ctx.session,
+            job,
+            ctx.now,
+            ctx.actor.user_id,
+            Reason(ReasonCode.DATA_FROM_JOB, {"upstream": upstream}),
+        )
     ctx.audit("job.submit", "job", job.id, name=job.name, team=team.name, priority=priority)
     bump = None
     if priority != asked:
@@ -348,6 +363,15 @@ def mark_ready(
     ctx.session.add(job)
     ctx.audit("job.ready", "job", job.id, location=job.data_location)
     return ChangeResult(view_of(ctx, job), True, ChangeNote.READY)
+
+
+def release(ctx: Context, job_id: int | None, name: str | None) -> ChangeResult:
+    """Let a job go on without the jobs it still waits for (`/gpu release`, or the Release
+    button when an upstream job failed): the owner, their team's approvers or an admin."""
+    job = job_by_ref(ctx, job_id, name)
+    require_owner_or_approver(ctx, job, Action.RELEASE)
+    dependencies.release(ctx, job)
+    return ChangeResult(view_of(ctx, job), True, ChangeNote.RELEASED)
 
 
 def cancel(ctx: Context, job_id: int | None, name: str | None, reason: str | None) -> ChangeResult:

@@ -37,6 +37,8 @@ def plain(value: Any) -> Any:
     if isinstance(value, DataSpec):
         # The form can say "ready, and it is at /mnt/x"; the text grammar cannot, and
         # ready is what decides how the job is queued.
+        if value.after is not None:
+            return f"after:#{value.after}"
         return "ready" if value.ready else (value.location or "pending")
     if isinstance(value, Duration):  # with its unit: read back, it is the same length
         return str(value)

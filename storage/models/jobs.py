@@ -220,6 +220,44 @@ class StartHold(SQLModel, table=True):
     released_why: str | None = Field(default=None, sa_type=String(32))
 
 
+class DependencyKind(StrEnum):
+    """What an upstream job must come to before its dependant may go on."""
+
+    SUCCESS = "success"  # `after=#12`: #12 succeeded
+    END = "end"  # `afterany=#12`: #12 ended, whatever its outcome
+    DATA = "data"  # `data=after:#12`: #12 succeeded, and that makes the data ready
+
+
+class DependencyState(StrEnum):
+    """Where one dependency stands."""
+
+    WAITING = "waiting"  # the upstream job has not come to it yet
+    MET = "met"
+    BROKEN = "broken"  # the upstream failed or was cancelled: it never will
+    RELEASED = "released"  # someone let the dependant go on without it
+
+
+class JobDependency(SQLModel, table=True):
+    """One job waiting for another (`after=`, `afterany=`, `data=after:`). A job names only
+    jobs submitted before it, so the waits form no cycle. The cycle settles each row once its
+    upstream ends (scheduler/dependencies.py): met, or broken, when the dependant's owner is
+    told once (`told_at`) and may cancel it or release it anyway."""
+
+    __tablename__ = "job_dependencies"
+    __table_args__ = (UniqueConstraint("job_id", "upstream_id", name="uq_job_dependencies_pair"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(foreign_key="jobs.id", index=True)
+    # The job waited for, by number and without a key: a queue snapshot keeps the jobs not yet
+    # ended, and a restore must keep what a waiting job waits for even when that job had ended.
+    upstream_id: int = Field(index=True)
+    kind: str = Field(sa_type=String(8))  # a DependencyKind
+    state: str = Field(sa_type=String(8), default=DependencyState.WAITING, index=True)
+    settled_at: datetime | None = at_field(nullable=True)
+    settled_by: str | None = Field(default=None, sa_type=String(SLACK_ID))  # who released it
+    told_at: datetime | None = at_field(nullable=True)
+
+
 class Match(SQLModel, table=True):
     """The GPU type chosen for a job, the alternatives weighed, and why."""
 

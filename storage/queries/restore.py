@@ -31,6 +31,7 @@ from storage.models import (
     UnixAccount,
 )
 from storage.models.cluster import ShareApart
+from storage.models.jobs import JobDependency
 from storage.queries.state import table_of
 from storage.types import UTCDateTime
 
@@ -49,6 +50,7 @@ FILLED: tuple[Any, ...] = (
     Allocation,
     LedgerEntry,
     ShareApart,
+    JobDependency,
 )
 
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlmodel import Session, col
 
-from storage.models import Allocation, Gpu, Host, HostState, Job, Quota
+from storage.models import Allocation, Gpu, Host, HostState, Job, JobDependency, Quota
+from storage.models.jobs import DependencyState
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,13 @@ def planning_stamp(*, session: Session) -> PlanningStamp:
         select(func.coalesce(func.max(col(Quota.id)), 0)).scalar_subquery(),
         select(func.coalesce(func.sum(col(Quota.gpu_hours)), 0)).scalar_subquery(),
         select(func.max(col(Quota.expires_on))).scalar_subquery(),
+        # Jobs waiting for other jobs: a dependency met, broken or released changes no job.
+        select(func.count())
+        .where(col(JobDependency.state) == DependencyState.WAITING)
+        .scalar_subquery(),
+        select(func.count())
+        .where(col(JobDependency.state) == DependencyState.BROKEN)
+        .scalar_subquery(),
     ]
     row = session.execute(select(*scalars)).one()
     jobs, versions, allocations = (int(v) for v in row[:3])

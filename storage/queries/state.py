@@ -33,7 +33,10 @@ from storage.models import (
     UnixAccount,
 )
 from storage.models.cluster import ShareApart
+from storage.models.jobs import DependencyState, JobDependency
 from storage.types import UTCDateTime
+
+UNMET_DEPENDENCIES = (DependencyState.WAITING, DependencyState.BROKEN)
 
 
 def table_of(model: Any) -> Table:
@@ -258,6 +261,23 @@ def share_apart(*, session: Session) -> Rows:
         sa_select(*columns)
         .where(col(ShareApart.job_a).in_(active), col(ShareApart.job_b).in_(active))
         .order_by(col(ShareApart.job_a), col(ShareApart.job_b))
+    )
+    return _read(session, query, columns)
+
+
+DEPENDENCIES = ("job_id", "upstream_id", "kind", "state", "settled_at", "settled_by", "told_at")
+
+
+def dependencies(*, session: Session) -> Rows:
+    """What jobs not yet ended still wait for (after=, afterany=, data=after:), waiting or
+    held: the only dependencies a restored queue needs."""
+    columns = _columns(JobDependency, DEPENDENCIES)
+    active = sa_select(col(Job.id)).where(col(Job.state).in_(ACTIVE_STATES))
+    query = (
+        sa_select(*columns)
+        .where(col(JobDependency.job_id).in_(active))
+        .where(col(JobDependency.state).in_(UNMET_DEPENDENCIES))
+        .order_by(col(JobDependency.job_id), col(JobDependency.id))
     )
     return _read(session, query, columns)
 

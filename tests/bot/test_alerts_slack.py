@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from conftest import ADMIN, APPROVER, MEMBER, OTHER, Bot, settled, text_of
-from fake_slack import SIGNING_SECRET, signing
 from fake_slack.slack_server import Call, validate_blocks
+from paika_test_slack import click
 from sqlmodel import select
 
 from bot.announcer import RENDERERS, SlackAnnouncer, delivers
@@ -115,23 +115,7 @@ def test_a_failed_post_is_retried_and_nobody_gets_it_twice(
 
 
 def _click(bot: Bot, user: str, action_id: str, value: str, posted: Call, name: str) -> None:
-    channel, ts = posted.response["channel"], posted.response["ts"]
-    signed = signing.block_action(
-        SIGNING_SECRET,
-        user,
-        action_id,
-        value,
-        block_id=ids.ALERT_ACTIONS,
-        channel_id=channel,
-        response_url=bot.slack.response_url(name),
-        container={
-            "type": "message",
-            "message_ts": ts,
-            "channel_id": channel,
-            "is_ephemeral": False,
-        },
-    )
-    assert bot.send(signed).status_code == 200
+    click(bot, user, action_id, value, posted, name, ids.ALERT_ACTIONS)
 
 
 def _audited(bot: Bot, action: str) -> list[AuditEvent]:

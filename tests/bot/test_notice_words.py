@@ -221,6 +221,12 @@ def one_of_each(digest: Digest) -> list[Announcement]:
             )
             for more in ({}, {"limit_hours": 9.0})
         ),
+        *(
+            Announcement(
+                "u:1", NoticeKind.JOB_UPSTREAM_FAILED, NOW, (MEMBER,), detail=held_detail(state)
+            )
+            for state in ("failed", "cancelled")
+        ),
         Announcement("d:1", NoticeKind.DIGEST, NOW, to_channel=True, detail=digest.to_json()),
         *(
             Announcement("s:1", kind, NOW, to_channel=True, detail=store_detail(**more))
@@ -228,6 +234,18 @@ def one_of_each(digest: Digest) -> list[Announcement]:
             for more in ({}, {"dropped": {"snapshot": 3}})
         ),
     ]
+
+
+def held_detail(upstream_state: str) -> dict[str, Any]:
+    return {
+        "subject": "13",
+        "job_id": 13,
+        "name": "train",
+        "owner": MEMBER,
+        "upstream": 12,
+        "upstream_name": "prep",
+        "upstream_state": upstream_state,
+    }
 
 
 def overrun_detail(**more: Any) -> dict[str, Any]:

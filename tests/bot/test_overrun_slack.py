@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import pytest
 from conftest import APPROVER, MEMBER, OTHER, Bot, settled, text_of
-from fake_slack import SIGNING_SECRET, signing
 from fake_slack.slack_server import Call, validate_blocks
+from paika_test_slack import click
 from sqlmodel import select
 
 from bot.announcer import SlackAnnouncer
@@ -60,23 +60,7 @@ def _buttons(call: Call) -> dict[str, str]:
 
 
 def _click(bot: Bot, user: str, action_id: str, value: str, posted: Call, name: str) -> None:
-    channel, ts = posted.response["channel"], posted.response["ts"]
-    signed = signing.block_action(
-        SIGNING_SECRET,
-        user,
-        action_id,
-        value,
-        block_id=ids.ALERT_ACTIONS,
-        channel_id=channel,
-        response_url=bot.slack.response_url(name),
-        container={
-            "type": "message",
-            "message_ts": ts,
-            "channel_id": channel,
-            "is_ephemeral": False,
-        },
-    )
-    assert bot.send(signed).status_code == 200
+    click(bot, user, action_id, value, posted, name, ids.ALERT_ACTIONS)
 
 
 def _running(bot: Bot, hours_ago: float) -> int:

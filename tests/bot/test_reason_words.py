@@ -37,6 +37,8 @@ SAMPLE: dict[str, Any] = {
     "pressure": "light + light",
     "used": 23.4,
     "declared": 20.0,
+    "upstream": 12,
+    "by": "U0ALICE",
 }
 INNER = {"why", "done"}  # names that hold a reason said inside
 

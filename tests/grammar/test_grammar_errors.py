@@ -10,7 +10,7 @@ from scheduler.grammar import Mistake, ParseError, ValueKind, check_required, pa
 from scheduler.grammar.values import Duration, Expected
 
 COMMANDS = (
-    "Commands: submit, ready, queue, board, status, why, cancel, bump, approve, deny, done, quota, "
+    "Commands: submit, ready, release, queue, board, status, why, cancel, bump, approve, deny, done, quota, "
     "report, template, lang, help, admin, config, match, logs, priority."
 )
 SUBMIT_EXAMPLE = (
@@ -61,7 +61,7 @@ INVALID = [
         "submit gpu=2",
         'Unknown key "gpu" for /gpu submit. Did you mean "gpus"? Valid keys: name, gpus, type, '
         "mem, speed, hours, priority, data, team, cmd, image, template, again, project, round, "
-        "preemptible, grace, checkpoint, share.",
+        "preemptible, grace, checkpoint, share, after, afterany.",
         id="unknown-key-suggests",
     ),
     pytest.param(
@@ -116,7 +116,7 @@ INVALID = [
     ),
     pytest.param(
         "submit data=reddy",
-        "data must be ready, pending, or the path or URL the data is being copied to (at most "
+        "data must be ready, pending, after:#12 (ready when job #12 succeeds), or the path or URL the data is being copied to (at most "
         '500 characters), got "reddy".\nExample: data=ready',
         id="data-typo-is-not-a-location",
     ),
@@ -210,7 +210,7 @@ INVALID = [
         "in quotes if they contain spaces. Usage: /gpu submit name=… hours=… "
         "priority=core|normal|idle data=… cmd=… [gpus=…] [type=…] [mem=…] [speed=…] [team=…] "
         "[image=…] [template=…] [again=…] [project=…] [round=…] [preemptible=yes|no] "
-        f"[grace=…] [checkpoint=…] [share=yes|no].\n{SUBMIT_EXAMPLE}",
+        f"[grace=…] [checkpoint=…] [share=yes|no] [after=…] [afterany=…].\n{SUBMIT_EXAMPLE}",
         id="word-for-command-that-takes-only-keys",
     ),
     pytest.param(

@@ -40,8 +40,11 @@ def test_defaults_are_typed_and_cover_only_keys_with_defaults() -> None:
         }
 
 
-def test_template_save_takes_submit_keys_except_name_template_and_again() -> None:
+def test_template_save_takes_submit_keys_except_name_template_again_and_the_jobs_waited_for() -> (
+    None
+):
     submit, save = SPEC[("submit",)], SPEC[("template", "save")]
     stored = {key.name for key in save.keys if not key.positional}
-    assert stored == {key.name for key in submit.keys} - {"name", "template", "again"}
+    own = {"name", "template", "again", "after", "afterany"}  # one submission's, never a template's
+    assert stored == {key.name for key in submit.keys} - own
     assert [key.name for key in save.keys if key.required] == ["name"]

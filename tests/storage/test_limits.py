@@ -51,6 +51,7 @@ STRING_COLUMNS: dict[tuple[str, str], tuple[int, list[str]]] = {
     ("template history", "name"): _TEMPLATE,
     ("template history", "team"): _TEAM,
     ("ready", "job"): _JOB,
+    ("release", "job"): _JOB,
     ("ready", "location"): (limits.DATA_LOCATION, ["jobs.data_location"]),
     ("status", "job"): _JOB,
     ("why", "job"): _JOB,
@@ -128,6 +129,7 @@ _NOT_STRING = {
     ValueKind.METRIC,
     ValueKind.DURATION,
     ValueKind.WORDS,
+    ValueKind.JOB_IDS,  # job numbers, kept as job_dependencies.upstream_id (integers)
 }
 READ_ONLY_CHOICES = {
     ("queue", "scope"),
