@@ -321,6 +321,22 @@ def _held(lang: str, notice: Announcement) -> str:
     )
 
 
+def _maintenance(lang: str, notice: Announcement) -> str:
+    info = notice.detail
+    lead = "hour" if info.get("lead") == "hour" else "day"
+    key = f"notice.maintenance.{lead}" + (".resumes" if info.get("preemptible") else "")
+    return t(
+        lang,
+        key,
+        id=info.get("job_id"),
+        name=info.get("name", "?"),
+        host=info.get("host", "?"),
+        starts=info.get("starts", "?"),
+        ends=info.get("ends", "?"),
+        reason=info.get("reason", ""),
+    )
+
+
 def _reclaimed(lang: str, notice: Announcement) -> str:
     info = notice.detail
     by = info.get("by")
@@ -378,6 +394,7 @@ SENTENCES: Mapping[str, Sentence] = {
     NoticeKind.GPUS_RECLAIMED: _reclaimed,
     NoticeKind.JOB_OVERRUN: _overrun,
     NoticeKind.JOB_UPSTREAM_FAILED: _held,
+    NoticeKind.MAINTENANCE_AHEAD: _maintenance,
     NoticeKind.DIGEST: _digest,
     NoticeKind.STORE_DOWN: _store,
     NoticeKind.STORE_BACK: _store,

@@ -21,6 +21,7 @@ from scheduler.service import (
     estimates,
     jobs,
     logs,
+    maintenance,
     matches,
     prefs,
     priority,
@@ -311,6 +312,11 @@ HANDLERS: dict[tuple[str, ...], Handler] = {
     ("admin", "quota", "list"): _quota_list,
     ("admin", "host", "add"): _host_add,
     ("admin", "host", "drain"): _host_drain,
+    ("admin", "maintenance", "add"): lambda ctx, a: maintenance.add(
+        ctx, a["host"], a["from"], a["until"], a["reason"]
+    ),
+    ("admin", "maintenance", "list"): lambda ctx, a: maintenance.listing(ctx),
+    ("admin", "maintenance", "cancel"): lambda ctx, a: maintenance.cancel(ctx, a["window"]),
     ("admin", "host", "resume"): _host_resume,
     ("admin", "host", "remove"): _host_remove,
     ("admin", "host", "list"): _host_list,

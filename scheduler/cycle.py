@@ -35,7 +35,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from scheduler import dependencies, holds, lifecycle
+from scheduler import dependencies, holds, lifecycle, maintenance
 from scheduler.clock import Clock
 from scheduler.config import PolicyConfig, Preemption, Sharing
 from scheduler.configs.live import LivePolicy
@@ -217,6 +217,8 @@ class Cycle:
             holds.release(self.engine, self.policy, result.at)
         with self._step(result, "dependencies"):
             result.notices += dependencies.settle(self.engine, result.at).told
+        with self._step(result, "maintenance"):
+            result.notices += maintenance.step(self.engine, result.at, self.policy.zone)
         with self._step(result, "policy"), Session(self.engine) as session:
             stamp = planning_stamp(session=session)
             last = self._last_pass

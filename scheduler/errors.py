@@ -101,6 +101,11 @@ class Problem(StrEnum):
     UPSTREAM_NOT_FOUND = "problem.upstream_not_found"
     UPSTREAM_FAILED = "problem.upstream_failed"
     NOT_WAITING_FOR_JOBS = "problem.not_waiting_for_jobs"
+    # Maintenance windows (issue 32).
+    MAINTENANCE_BACKWARDS = "problem.maintenance_backwards"
+    MAINTENANCE_OVER = "problem.maintenance_over"
+    MAINTENANCE_OVERLAPS = "problem.maintenance_overlaps"
+    MAINTENANCE_NOT_FOUND = "problem.maintenance_not_found"
     # grace= or checkpoint= for a job that did not say preemptible=yes.
     NEEDS_PREEMPTIBLE = "problem.needs_preemptible"
     # /gpu why
@@ -168,6 +173,7 @@ class Action(StrEnum):
     CHANGE_CONFIG = "change_config"
     READ_LOGS = "read_logs"  # /gpu logs (issue 15)
     RELEASE = "release"  # /gpu release: go on without the jobs it waits for (issue 32)
+    PLAN_MAINTENANCE = "plan_maintenance"  # /gpu admin maintenance … (issue 32)
 
 
 class PaikaError(Exception):

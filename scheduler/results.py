@@ -64,6 +64,11 @@ class SaidCode(StrEnum):
     ACCOUNT_ROW_TEAM_SHARED = "account.row_team_shared"
     ACCOUNT_ROW_USER_POLICY_SHARED = "account.row_user_policy_shared"
     ACCOUNT_ROW_TEAM_POLICY_SHARED = "account.row_team_policy_shared"
+    MAINTENANCE_ADDED = "maintenance.added"
+    MAINTENANCE_ROW = "maintenance.row"
+    MAINTENANCE_ROW_UNDER_WAY = "maintenance.row_under_way"
+    MAINTENANCE_CANCELLED = "maintenance.cancelled"
+    MAINTENANCE_NONE = "maintenance.none"
     QUOTA_NONE_FOR_TEAM = "quota.none_for_team"
     QUOTA_NONE_AT_ALL = "quota.none_at_all"
 

@@ -29,6 +29,7 @@ from storage.queries import cluster as cluster_queries
 from storage.queries import dependencies as dependency_queries
 from storage.queries import holds as hold_queries
 from storage.queries import jobs as job_queries
+from storage.queries import maintenance as maintenance_queries
 from storage.queries import org as org_queries
 
 PENDING_STATES = (JobState.WAITING_DATA, JobState.QUEUED, JobState.PREEMPTED)
@@ -56,7 +57,7 @@ def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Sna
         if milli < WHOLE_CARD:
             tenants[gpu_id].append(job_id)
             shared_jobs.add(job_id)
-    hosts = _hosts(session, policy, holders, tenants)
+    hosts = _hosts(session, policy, holders, tenants, now)
     gpu_types = {gpu.id: gpu.gpu_type for host in hosts for gpu in host.gpus}
     jobs = job_queries.planning_rows(session=session, states=(*PENDING_STATES, *ON_HOST_STATES))
     ratios = _estimate_ratios(session, {job.owner for job in jobs})
@@ -122,10 +123,12 @@ def _hosts(
     policy: PolicyConfig,
     holders: dict[int, int],
     tenants: dict[int, list[int]] | None = None,
+    now: datetime | None = None,
 ) -> list[Host]:
     by_host: dict[int, list[Any]] = defaultdict(list)
     for gpu in cluster_queries.planning_gpus(session=session):
         by_host[gpu.host_id].append(gpu)
+    windows = _windows(session, now) if now is not None else {}
     hosts = []
     for host in cluster_queries.host_rows(session=session):
         gpus = tuple(
@@ -152,8 +155,22 @@ def _hosts(
             if host.draining
             else ""
         )
-        hosts.append(Host(host.name, gpus, not out, out, _sharing(policy, host.name)))
+        closes_at = None
+        for starts, ends in windows.get(host.name, ()):
+            if now is not None and starts <= now < ends:
+                out = out or HostOut.MAINTENANCE
+            elif closes_at is None:
+                closes_at = starts.timestamp()
+        hosts.append(Host(host.name, gpus, not out, out, _sharing(policy, host.name), closes_at))
     return hosts
+
+
+def _windows(session: Session, now: datetime) -> dict[str, list[tuple[datetime, datetime]]]:
+    """Each host's planned maintenance not over by `now`, soonest first."""
+    found: dict[str, list[tuple[datetime, datetime]]] = {}
+    for window in maintenance_queries.not_over(session=session, now=now):
+        found.setdefault(window.host, []).append((window.starts_at, window.ends_at))
+    return found
 
 
 def _sharing(policy: PolicyConfig, host: str) -> str:

@@ -50,7 +50,7 @@ ANSWERS = (EXTEND, STOP)
 LIMIT_STOP = "estimate_limit"
 # Paika's own stops, which an owner's Stop or a hard limit may take over ("slowed": the
 # opportunistic job of a pair on a shared card, scheduler/share_watch.py).
-OWN_STOPS = ("preempt", "reclaim", "release", "slowed")
+OWN_STOPS = ("preempt", "reclaim", "release", "slowed", "maintenance")
 
 
 def estimated_hours(job: Job) -> float:

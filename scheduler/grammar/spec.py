@@ -20,6 +20,7 @@ YES_NO = ("yes", "no")
 MEMORY_UNITS = ("GiB", "GB", "G")
 # The most jobs one job may wait for (after= and afterany= each).
 MAX_UPSTREAM = 16
+MAINTENANCE_REASON = 500  # maintenance_windows.reason
 # Free text stored in unbounded TEXT columns; a value that lands in a String column takes its
 # length from storage.limits instead (tests/storage/test_limits.py checks every key).
 TEXT_LIMIT = 500
@@ -681,6 +682,50 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         admin=True,
     ),
     Subcommand(("admin", "host", "list"), (), "/gpu admin host list", Section.ADMIN, admin=True),
+    # A host's planned maintenance (issue 32): no job is started there that would still run
+    # when it opens, what runs at its start is stopped with its grace and queued again, and
+    # the host takes jobs again when it ends.
+    Subcommand(
+        ("admin", "maintenance", "add"),
+        (
+            Key(
+                "host",
+                ValueKind.NAME,
+                "gpu-01",
+                "maintenance",
+                required=True,
+                max_length=limits.HOST_NAME,
+            ),
+            Key("from", ValueKind.TIME, "2026-12-08T22:00", "maintenance", required=True),
+            Key("until", ValueKind.TIME, "2026-12-09T02:00", "maintenance", required=True),
+            Key(
+                "reason",
+                ValueKind.TEXT,
+                "driver 570",
+                "maintenance",
+                required=True,
+                max_length=MAINTENANCE_REASON,
+            ),
+        ),
+        "/gpu admin maintenance add host=gpu-01 from=2026-12-08T22:00 until=2026-12-09T02:00 "
+        'reason="driver 570"',
+        Section.ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "maintenance", "list"),
+        (),
+        "/gpu admin maintenance list",
+        Section.ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "maintenance", "cancel"),
+        (Key("window", ValueKind.ID, "3", required=True, positional=True),),
+        "/gpu admin maintenance cancel 3",
+        Section.ADMIN,
+        admin=True,
+    ),
     Subcommand(
         ("admin", "account", "set"),
         (

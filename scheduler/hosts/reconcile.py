@@ -82,6 +82,7 @@ REQUEUED_STOPS = {
     "preempt": Reason(R.FOR_CORE_WORK),
     "reclaim": Reason(R.GPUS_SAT_IDLE),
     "slowed": Reason(R.SHARE_SLOWED),
+    "maintenance": Reason(R.HOST_MAINTENANCE),
 }
 PREEMPT_ACTION = "job.preempt"  # the audit record of a preemption: its code and for_job
 # Why a preempted job was stopped, as the reason its history keeps (with for_job).

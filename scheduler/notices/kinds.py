@@ -29,6 +29,9 @@ class NoticeKind(StrEnum):
     # A job another waits for to succeed failed or was cancelled: the dependant is held and
     # its owner told once, with Cancel and Release (scheduler/dependencies.py).
     JOB_UPSTREAM_FAILED = "job_upstream_failed"
+    # A host's planned maintenance opens while a job of theirs is expected to still run
+    # there: told the day before and an hour before (scheduler/maintenance.py).
+    MAINTENANCE_AHEAD = "maintenance_ahead"
     HOST_DOWN = "host_down"
     HOST_UP = "host_up"
     # Bump requests for the approvers, and their decisions (scheduler.notices.approvals)

@@ -207,6 +207,8 @@ class Capacity:
         # (type, host, past reservations) → those GPUs by when they are free, soonest first:
         # what earliest_start reads for every host; dropped when one of them changes.
         self._host_times: dict[tuple[str, str, bool], list[tuple[float, int]]] = {}
+        # Hosts with a planned maintenance ahead: when it starts.
+        self.closes_at = {h.name: h.closes_at for h in snapshot.hosts if h.closes_at is not None}
         slack = self.knobs.foreign_memory_slack_gib
         for host in snapshot.hosts:
             self.host_order.append(host.name)
@@ -263,12 +265,23 @@ class Capacity:
         if not core and pool.free_count - gpus < pool.spare_headroom:
             return None
         blocked = self._reserved_for_others(pool, run_seconds)
+        closing = self.closing_before(run_seconds)
+        if closing:
+            avoid = avoid | closing
         if avoid:
             refused = (pool.free.get(host, ()) for host in avoid)
             blocked = blocked.union(gpu for ids in refused for gpu in ids)
         if gpus <= pool.max_host_size:
             return self._on_one_host(pool, gpus, blocked)
         return self._across_hosts(pool, gpus, blocked)
+
+    def closing_before(self, run_seconds: float) -> frozenset[str]:
+        """The hosts whose planned maintenance starts before a job of `run_seconds` started
+        now would end, with MAINTENANCE_MARGIN on its estimate: it is not started there."""
+        if not self.closes_at:
+            return frozenset()
+        end = self.now + run_seconds * MAINTENANCE_MARGIN
+        return frozenset(host for host, at in self.closes_at.items() if at < end)
 
     def held_by_headroom(self, gpu_type: str, gpus: int) -> bool:
         """Whether free GPUs of the type exist for this job but are kept for core work."""
@@ -398,6 +411,13 @@ class Capacity:
         if on is None:
             return NEVER, frozenset()
         return soonest, frozenset(gpu for _, gpu in on[:gpus])
+
+
+# A job placed before a host's maintenance must end before it starts by its estimate (corrected
+# by its owner's history) and a quarter more: estimates run over, and a run cut by the window
+# loses what it did since its last checkpoint. A quarter is what the overrun alert's default
+# factor (1.5) leaves of slack to an estimate already corrected by history, halved.
+MAINTENANCE_MARGIN = 1.25
 
 
 # A job past its estimate has shown the estimate wrong: it is expected to run on for this

@@ -80,6 +80,7 @@ class HostOut(StrEnum):
     UNTRUSTED = "untrusted"  # its certificate or token was refused
     UNSEEN = "unseen"  # not polled yet: its cards are not known
     CARDS_UNUSABLE = "cards_unusable"  # up, but the cards the job needs are unhealthy or crowded
+    MAINTENANCE = "maintenance"  # in a planned maintenance window; back when it ends
 
 
 class WaitCode(StrEnum):

@@ -35,6 +35,7 @@ class ReasonCode(StrEnum):
     FOR_CORE_WORK = "for_core_work"
     GPUS_SAT_IDLE = "gpus_sat_idle"
     SHARE_SLOWED = "share_slowed"  # a job on its shared card ran too slowly beside the other
+    HOST_MAINTENANCE = "host_maintenance"  # its host's planned maintenance began
     PREEMPTED_FOR_CORE = "preempted_for_core"  # for_job
     PREEMPTED_FOR_SHORTER = "preempted_for_shorter"  # for_job
     PREEMPTED_FOR_STARVING = "preempted_for_starving"  # for_job
@@ -97,6 +98,7 @@ C = ReasonCode
 ENGLISH: Mapping[ReasonCode, str] = {
     C.SUBMITTED: "submitted",
     C.DATA_READY: "data ready",
+    C.HOST_MAINTENANCE: "its host's planned maintenance began",
     C.DATA_FROM_JOB: "data ready: job #{upstream} succeeded",
     C.DATA_RELEASED: "data marked ready by {by} without the job that makes it",
     C.CANCELLED: "cancelled",

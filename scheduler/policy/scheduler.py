@@ -449,11 +449,17 @@ class _Admission:
         else the first job of a new shared card (a free card of a host that shares, the
         cheapest type first). None: neither; it may still take whole cards elsewhere."""
         cards = self._cards()
+        closing = self.capacity.closing_before(job.run_seconds)
+        sharing_hosts = (
+            {name: ok and name not in closing for name, ok in self._sharing_hosts.items()}
+            if closing
+            else self._sharing_hosts
+        )
         joining, _ = best_card(
             cards,
             job,
             types=types,
-            sharing_hosts=self._sharing_hosts,
+            sharing_hosts=sharing_hosts,
             free_cards=self._free_per_host(),
             knobs=self.knobs,
             one_account_hosts=self._one_account,

@@ -152,6 +152,9 @@ class Host:
     # How the host keeps jobs that share a card apart ("mps", "advisory"); "": it
     # shares no card.
     sharing: str = ""
+    # When its next planned maintenance starts (POSIX seconds; None: none planned): no job
+    # is started there that would still run then (capacity.py, MAINTENANCE_MARGIN).
+    closes_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

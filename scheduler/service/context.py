@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +106,12 @@ class Context:
             target_id=target_id,
             detail=detail or None,
         )
+
+    def moment(self, at: datetime) -> datetime:
+        """A moment a person typed, in UTC: one without an offset is in the policy's zone."""
+        if at.tzinfo is None:
+            at = at.replace(tzinfo=self.policy.zone)
+        return at.astimezone(UTC)
 
     def require_admin(self, action: Action) -> None:
         """Refuse unless the actor is an admin."""

@@ -75,7 +75,7 @@ class WhyResult:
 def why(ctx: Context, job_id: int | None, name: str | None, at: datetime | None) -> WhyResult:
     """The story of one job up to `at` (naive: in the policy's zone) or now."""
     job = job_by_ref(ctx, job_id, name)
-    until = ctx.now if at is None else min(_aware(ctx, at), ctx.now)
+    until = ctx.now if at is None else min(ctx.moment(at), ctx.now)
     submitted = job.submitted_at
     if submitted.tzinfo is None:
         submitted = submitted.replace(tzinfo=UTC)
@@ -174,13 +174,6 @@ def _line_step(at: datetime, line: Decision) -> StoryStep | None:
             code=detail.get("code"),
         )
     return None  # a kind this version does not know: left out, not a failure
-
-
-def _aware(ctx: Context, at: datetime) -> datetime:
-    """A moment typed without an offset is in the policy's zone."""
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=ctx.policy.zone)
-    return at.astimezone(UTC)
 
 
 def _local(ctx: Context, moment: datetime) -> str:

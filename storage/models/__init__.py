@@ -2,7 +2,15 @@
 
 from storage.models.accounting import LedgerEntry, Quota
 from storage.models.audit import AuditEvent
-from storage.models.cluster import Allocation, Gpu, GpuSample, Host, HostState, Lease
+from storage.models.cluster import (
+    Allocation,
+    Gpu,
+    GpuSample,
+    Host,
+    HostState,
+    Lease,
+    MaintenanceWindow,
+)
 from storage.models.jobs import (
     ACTIVE_STATES,
     ON_HOST_STATES,
@@ -53,6 +61,7 @@ __all__ = [
     "OutputKind",
     "OutputSource",
     "Lease",
+    "MaintenanceWindow",
     "LedgerEntry",
     "Match",
     "Member",

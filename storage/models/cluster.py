@@ -159,3 +159,25 @@ class ShareApart(SQLModel, table=True):
     at: datetime = at_field()
     reason_code: str = Field(sa_type=String(REASON_CODE))
     reason_values: dict[str, Any] | None = json_field()
+
+
+class MaintenanceWindow(SQLModel, table=True):
+    """A host's planned maintenance (`/gpu admin maintenance add`): from `starts_at` to
+    `ends_at` the host takes no job; before it, no job is started there that would still run
+    when it opens; at its start what still runs there is stopped with its grace and queued
+    again (`stopped_at`: when paika asked); after it the host takes jobs again by itself.
+    The host by name (no key: removing the host leaves the record)."""
+
+    __tablename__ = "maintenance_windows"
+    __table_args__ = (CheckConstraint("starts_at < ends_at", name="starts_before_it_ends"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    host: str = Field(sa_type=String(HOST_NAME), index=True)
+    starts_at: datetime = at_field(index=True)
+    ends_at: datetime = at_field(index=True)
+    reason: str = Field(sa_type=String(500))
+    created_by: str = Field(sa_type=String(32))
+    created_at: datetime = at_field()
+    cancelled_at: datetime | None = at_field(nullable=True)
+    cancelled_by: str | None = Field(default=None, sa_type=String(32))
+    stopped_at: datetime | None = at_field(nullable=True)

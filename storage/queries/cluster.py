@@ -218,6 +218,24 @@ def allocations_of_host(*, session: Session, host_id: int) -> Sequence[Allocatio
     return session.exec(query).all()
 
 
+def jobs_on_host(*, session: Session, host_name: str) -> Sequence[Job]:
+    """The jobs holding cards of a host now (open allocations), by id."""
+    query = (
+        select(Job)
+        .where(
+            col(Job.id).in_(
+                select(Allocation.job_id)
+                .join(Gpu, col(Gpu.id) == col(Allocation.gpu_id))
+                .join(Host, col(Host.id) == col(Gpu.host_id))
+                .where(Host.name == host_name)
+                .where(col(Allocation.ended_at).is_(None))
+            )
+        )
+        .order_by(col(Job.id))
+    )
+    return session.exec(query).all()
+
+
 def schedulable_gpu_count(*, session: Session) -> int:
     """Healthy GPUs on hosts that are not draining or down."""
     query = (

@@ -8,7 +8,16 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlmodel import Session, col
 
-from storage.models import Allocation, Gpu, Host, HostState, Job, JobDependency, Quota
+from storage.models import (
+    Allocation,
+    Gpu,
+    Host,
+    HostState,
+    Job,
+    JobDependency,
+    MaintenanceWindow,
+    Quota,
+)
 from storage.models.jobs import DependencyState
 
 
@@ -52,6 +61,10 @@ def planning_stamp(*, session: Session) -> PlanningStamp:
         select(func.count())
         .where(col(JobDependency.state) == DependencyState.BROKEN)
         .scalar_subquery(),
+        # Maintenance windows planned or cancelled (their edges pass with the clock: a quiet
+        # pass is worked out again within REPLAN_EVERY anyway).
+        select(func.coalesce(func.max(col(MaintenanceWindow.id)), 0)).scalar_subquery(),
+        select(func.count()).where(col(MaintenanceWindow.cancelled_at).is_(None)).scalar_subquery(),
     ]
     row = session.execute(select(*scalars)).one()
     jobs, versions, allocations = (int(v) for v in row[:3])

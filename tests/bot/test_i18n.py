@@ -84,6 +84,8 @@ COMPUTED: dict[str, tuple[str, ...]] = {
     "reason.": tuple(ReasonCode),
     "reason.stop.": tuple(REQUEUED_STOPS) + tuple(ENDING_STOPS),
     "notice.idle.then.": ("release", "requeue", "keep"),
+    # the notice ahead of a host's maintenance: its lead, with or without a checkpoint
+    "notice.maintenance.": ("day", "day.resumes", "hour", "hour.resumes"),
     "notice.": (NoticeKind.STORE_DOWN, NoticeKind.STORE_BACK),
     "digest.chart.": CHART_WORDS,
     "": tuple(SaidCode) + tuple(ChangeNote) + tuple(Problem) + tuple(Mistake),  # their keys

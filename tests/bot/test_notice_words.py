@@ -227,6 +227,17 @@ def one_of_each(digest: Digest) -> list[Announcement]:
             )
             for state in ("failed", "cancelled")
         ),
+        *(
+            Announcement(
+                "m:1",
+                NoticeKind.MAINTENANCE_AHEAD,
+                NOW,
+                (MEMBER,),
+                detail=maintenance_detail(lead, preemptible),
+            )
+            for lead in ("day", "hour")
+            for preemptible in (False, True)
+        ),
         Announcement("d:1", NoticeKind.DIGEST, NOW, to_channel=True, detail=digest.to_json()),
         *(
             Announcement("s:1", kind, NOW, to_channel=True, detail=store_detail(**more))
@@ -234,6 +245,22 @@ def one_of_each(digest: Digest) -> list[Announcement]:
             for more in ({}, {"dropped": {"snapshot": 3}})
         ),
     ]
+
+
+def maintenance_detail(lead: str, preemptible: bool) -> dict[str, Any]:
+    return {
+        "subject": "14",
+        "job_id": 14,
+        "name": "train",
+        "owner": MEMBER,
+        "host": "gpu-a",
+        "window": 1,
+        "starts": "2026-12-08 22:00 CST",
+        "ends": "2026-12-09 02:00 CST",
+        "reason": "driver 570",
+        "lead": lead,
+        "preemptible": preemptible,
+    }
 
 
 def held_detail(upstream_state: str) -> dict[str, Any]:

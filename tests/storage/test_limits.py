@@ -52,6 +52,8 @@ STRING_COLUMNS: dict[tuple[str, str], tuple[int, list[str]]] = {
     ("template history", "team"): _TEAM,
     ("ready", "job"): _JOB,
     ("release", "job"): _JOB,
+    ("admin maintenance add", "host"): (limits.HOST_NAME, ["maintenance_windows.host"]),
+    ("admin maintenance add", "reason"): (500, ["maintenance_windows.reason"]),
     ("ready", "location"): (limits.DATA_LOCATION, ["jobs.data_location"]),
     ("status", "job"): _JOB,
     ("why", "job"): _JOB,
