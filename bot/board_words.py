@@ -4,9 +4,10 @@ too)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from zoneinfo import ZoneInfo
 
-from bot.i18n import t
-from scheduler.door import CardJob, CardView
+from bot.i18n import t, when
+from scheduler.door import CardJob, CardView, HostView
 
 
 def none_next_up(lang: str, waiting: int, for_data: int) -> str:
@@ -36,3 +37,14 @@ def shared_card(
         for on in card.jobs
     )
     return t(lang, "board.shared_card", jobs=jobs)
+
+
+def maintenance_note(lang: str, host: HostView, zone: ZoneInfo) -> str | None:
+    """A host's planned maintenance, under way or next: its note on the board."""
+    window = host.maintenance
+    if window is None:
+        return None
+    ends = when(lang, window.ends, zone)
+    if window.under_way:
+        return t(lang, "board.maintenance_now", ends=ends)
+    return t(lang, "board.maintenance_next", starts=when(lang, window.starts, zone), ends=ends)

@@ -32,7 +32,7 @@ from bot.blocks.report import (
     total_facts,
 )
 from bot.blocks.why import story_header, story_lines
-from bot.board_words import none_next_up, shared_card
+from bot.board_words import maintenance_note, none_next_up, shared_card
 from bot.i18n import DEFAULT, counted, t, term, wait_words, when
 from bot.reason_words import reason_words
 from bot.result_words import (
@@ -429,7 +429,7 @@ def _board(result: BoardResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     if not result.hosts:
         lines.append(t(lang, "board.no_hosts"))
     lines += [_type_line(lang, summary) for summary in result.types]
-    lines += [_host_line(lang, host) for host in result.hosts]
+    lines += [_host_line(lang, host, zone) for host in result.hosts]
     lines.append(_board_queue(lang, result))
     if result.next_up:
         lines.append(_heading(lang, t(lang, "board.next_up")))
@@ -490,10 +490,12 @@ def _board_queue(lang: str, result: BoardResult) -> str:
     return text
 
 
-def _host_line(lang: str, host: HostView) -> str:
+def _host_line(lang: str, host: HostView, zone: ZoneInfo) -> str:
     notes = [term(lang, "host.health", host.state)] if host.state != "up" else []
     if host.draining:
         notes.append(t(lang, "board.draining"))
+    if (window := maintenance_note(lang, host, zone)) is not None:
+        notes.append(window)
     if host.insecure:
         notes.append(t(lang, "board.insecure"))
     name = host.name + (f" ({', '.join(notes)})" if notes else "")

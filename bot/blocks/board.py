@@ -27,7 +27,7 @@ from bot.blocks.common import (
     text_size,
 )
 from bot.blocks.job import needs, priority, ref, why_and_when
-from bot.board_words import none_next_up, shared_card
+from bot.board_words import maintenance_note, none_next_up, shared_card
 from bot.config_words import in_force
 from bot.doctor_words import finding_line
 from bot.i18n import counted, t, term, when
@@ -71,7 +71,7 @@ def board_blocks(
     if not board.hosts:
         return [*top, section(t(lang, "board.no_hosts")), *([context(version)] if version else [])]
     room = budget - len(top) - 1
-    lines = [host_line(lang, host) for host in board.hosts]
+    lines = [host_line(lang, host, zone) for host in board.hosts]
     hosts = listing(
         lines,
         room,
@@ -81,7 +81,7 @@ def board_blocks(
     return [*top, *hosts, legend]
 
 
-def host_line(lang: str, host: HostView) -> str:
+def host_line(lang: str, host: HostView, zone: ZoneInfo) -> str:
     """One host: its name and state, one square per card, then the jobs on its cards."""
     squares = "".join(CARD_EMOJI[card.state] for card in host.cards)
     line = f"{code(host.name)} {squares}"
@@ -90,6 +90,8 @@ def host_line(lang: str, host: HostView) -> str:
         notes.append(term(lang, "host_state", host.state))
     if host.draining:
         notes.append(t(lang, "board.draining"))
+    if (window := maintenance_note(lang, host, zone)) is not None:
+        notes.append(window)
     if host.insecure:
         notes.append(t(lang, "board.insecure"))
     if notes:

@@ -22,6 +22,7 @@ from storage.models.cluster import WHOLE_CARD
 from storage.queries import cluster as cluster_queries
 from storage.queries import config as config_queries
 from storage.queries import jobs as job_queries
+from storage.queries import maintenance as maintenance_queries
 from storage.queries.cluster import CardTenant
 
 
@@ -94,6 +95,17 @@ class HostView:
     draining: bool
     cards: tuple[CardView, ...]
     insecure: bool = False  # reached over plain HTTP across a network
+    # Its planned maintenance under way, else its next one.
+    maintenance: HostWindow | None = None
+
+
+@dataclass(frozen=True)
+class HostWindow:
+    """A host's planned maintenance as the board shows it."""
+
+    starts: datetime
+    ends: datetime
+    under_way: bool  # as of the board's moment
 
 
 @dataclass(frozen=True)
@@ -160,9 +172,22 @@ def board(ctx: Context) -> BoardResult:
             counts=job_queries.count_by_state_and_priority(session=session),
             next_up=jobs.next_waiting(ctx, NEXT_UP),
             config_version=config_queries.newest_number(session=session),
+            windows=_windows(ctx),
         ),
         checkup=checkup.last() if ctx.actor.is_admin else None,
     )
+
+
+def _window(found: tuple[datetime, datetime] | None, at: datetime) -> HostWindow | None:
+    return None if found is None else HostWindow(found[0], found[1], found[0] <= at)
+
+
+def _windows(ctx: Context) -> dict[str, tuple[datetime, datetime]]:
+    """Each host's maintenance under way, else its next one planned."""
+    found: dict[str, tuple[datetime, datetime]] = {}
+    for window in maintenance_queries.not_over(session=ctx.session, now=ctx.now):
+        found.setdefault(window.host, (window.starts_at, window.ends_at))
+    return found
 
 
 def assemble(
@@ -175,6 +200,7 @@ def assemble(
     counts: Mapping[tuple[str, str], int],
     next_up: tuple[JobView, ...],
     config_version: int | None = None,
+    windows: Mapping[str, tuple[datetime, datetime]] | None = None,
 ) -> BoardResult:
     """The board from hosts (by name), their GPUs, the jobs on each held GPU with their parts
     (by GPU id; a shared card has several) and the jobs counted by (state, priority): from
@@ -186,6 +212,8 @@ def assemble(
         policy.reclaim.idle_utilization_pct,
         policy.knobs().foreign_memory_slack_gib,
         frozenset(policy.gpu_types),
+        # Hosts inside a planned maintenance take no job: their free cards show as draining.
+        frozenset(name for name, (starts, _) in (windows or {}).items() if starts <= at),
     )
     views = tuple(
         HostView(
@@ -197,6 +225,7 @@ def assemble(
                 for gpu in sorted(by_host.get(host.id or 0, ()), key=lambda g: g.index)
             ),
             travels_in_clear(host.url),
+            _window((windows or {}).get(host.name), at),
         )
         for host in hosts
     )
@@ -221,6 +250,7 @@ class _Rules:
     idle_below_pct: float
     foreign_slack_gib: float
     listed: frozenset[str]  # the catalogue's type names
+    closed: frozenset[str] = frozenset()  # hosts inside a planned maintenance window
 
 
 def _card(host: Host, gpu: Gpu, tenants: Sequence[CardTenant], rules: _Rules) -> CardView:
@@ -266,7 +296,7 @@ def _state(host: Host, gpu: Gpu, job: Job | None, rules: _Rules) -> CardState:
         )
     if gpu.foreign_memory_gib > rules.foreign_slack_gib:
         return CardState.FOREIGN
-    if host.draining:
+    if host.draining or host.name in rules.closed:
         return CardState.DRAINING
     if gpu.gpu_type not in rules.listed:
         return CardState.UNLISTED

@@ -143,3 +143,14 @@ def test_a_queued_job_says_it_waits_for_the_host_in_maintenance(
     )
     status = gpu(cluster, "UALICE", "status quick").text
     assert "gpu-01 (in planned maintenance)" in status
+
+
+def test_the_board_shows_the_window_ahead_and_under_way(cluster: Paika, clock: ManualClock) -> None:
+    gpu(cluster, "UADMIN", _plan(cluster, timedelta(hours=1), timedelta(hours=2)))
+    ahead = gpu(cluster, "UALICE", "board").text
+    assert "gpu-01 (maintenance " in ahead and " → " in ahead
+    clock.advance(timedelta(hours=1, minutes=1))
+    under_way = gpu(cluster, "UALICE", "board").text
+    assert "gpu-01 (in planned maintenance until " in under_way
+    clock.advance(timedelta(hours=2))
+    assert "maintenance" not in gpu(cluster, "UALICE", "board").text
