@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -32,7 +33,7 @@ from storage.models import (
     Template,
     UnixAccount,
 )
-from storage.models.cluster import ShareApart
+from storage.models.cluster import MaintenanceWindow, ShareApart
 from storage.models.jobs import DependencyState, JobDependency
 from storage.types import UTCDateTime
 
@@ -261,6 +262,31 @@ def share_apart(*, session: Session) -> Rows:
         sa_select(*columns)
         .where(col(ShareApart.job_a).in_(active), col(ShareApart.job_b).in_(active))
         .order_by(col(ShareApart.job_a), col(ShareApart.job_b))
+    )
+    return _read(session, query, columns)
+
+
+MAINTENANCE = (
+    "id",
+    "host",
+    "starts_at",
+    "ends_at",
+    "reason",
+    "created_by",
+    "created_at",
+    "stopped_at",
+)
+
+
+def maintenance(*, session: Session, now: datetime) -> Rows:
+    """Hosts' planned maintenance not cancelled and not over at `now`: the windows a
+    restored install still has to keep, by start."""
+    columns = _columns(MaintenanceWindow, MAINTENANCE)
+    query = (
+        sa_select(*columns)
+        .where(col(MaintenanceWindow.cancelled_at).is_(None))
+        .where(col(MaintenanceWindow.ends_at) > now)
+        .order_by(col(MaintenanceWindow.starts_at), col(MaintenanceWindow.id))
     )
     return _read(session, query, columns)
 

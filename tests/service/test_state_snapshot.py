@@ -30,9 +30,11 @@ from storage.models import (
     Gpu,
     Host,
     Job,
+    JobDependency,
     JobEvent,
     JobState,
     LedgerEntry,
+    MaintenanceWindow,
     Quota,
     Team,
     TemplateVersion,
@@ -488,3 +490,44 @@ def test_jobs_kept_apart_stay_apart_after_a_restore(
     older = _copy(doc)
     del older["share_apart"]
     assert state.records(older, "share_apart") == []
+
+
+def test_waits_for_jobs_and_planned_maintenance_survive_a_restore(
+    world: Paika, fresh: Engine, clock: ManualClock
+) -> None:
+    with Session(world.engine) as session:
+        waiting = session.exec(
+            select(Job).where(Job.state == JobState.QUEUED).order_by(Job.id)  # type: ignore[arg-type]
+        ).all()
+        upstream = waiting[0].id or 0
+    ok(
+        world,
+        "UBOB",
+        f'submit name=after-it gpus=1 hours=1 priority=normal data=ready cmd="true" '
+        f"after=#{upstream}",
+    )
+    starts = (clock.now() + timedelta(days=1)).astimezone(world.policy.zone)
+    ends = starts + timedelta(hours=4)
+    ok(
+        world,
+        "UADMIN",
+        f"admin maintenance add host=gpu-a from={starts:%Y-%m-%dT%H:%M} "
+        f'until={ends:%Y-%m-%dT%H:%M} reason="driver 570"',
+    )
+    doc = state.decode(state.encode(document(world)))
+    # A dependency on a job the snapshot does not hold (it had ended) comes back held.
+    rows = state.records(doc, "dependencies")
+    _put(doc, "dependencies", [*rows, {**rows[0], "upstream_id": 10**6}])
+    state.restore(fresh, doc, clock.now())
+    with Session(fresh) as session:
+        deps = session.exec(select(JobDependency)).all()
+        windows = session.exec(select(MaintenanceWindow)).all()
+    assert sorted((d.upstream_id, d.state) for d in deps) == [
+        (upstream, "waiting"),
+        (10**6, "broken"),
+    ]
+    assert [(w.host, w.reason) for w in windows] == [("gpu-a", "driver 570")]
+    # An older snapshot, without the tables, restores with none.
+    older = _copy(doc)
+    del older["dependencies"], older["maintenance"]
+    assert state.records(older, "dependencies") == state.records(older, "maintenance") == []
