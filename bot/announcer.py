@@ -37,6 +37,7 @@ RENDERERS: Mapping[str, Renderer] = {
     NoticeKind.JOB_OVERRUN: overrun_ask,
     NoticeKind.JOB_UPSTREAM_FAILED: held_ask,
     NoticeKind.MAINTENANCE_AHEAD: plain_alert,
+    NoticeKind.ARRAY_ENDED: plain_alert,
     **{kind: job_event for kind in EVENT_KINDS},
     NoticeKind.STORE_DOWN: plain_alert,
     NoticeKind.STORE_BACK: plain_alert,

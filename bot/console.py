@@ -14,7 +14,7 @@ from numbers import Real
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot import config_words
+from bot import array_words, config_words
 from bot.blocks.job import card_use_line, preempted_line, priority, state, whole_card_line
 from bot.blocks.logs import logs_header, logs_notes
 from bot.blocks.matches import costliest_lines, estimates_lines, own_estimate_line, review_lines
@@ -146,6 +146,8 @@ def _submit(result: SubmitResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
                 id=result.bump.id,
             )
         )
+    if result.array is not None:
+        lines.append(array_words.submitted(lang, result.array))
     if not job.data_ready:
         lines.append(t(lang, "submit.ready_hint", command=f"/gpu ready #{job.id}"))
     admission = result.admission
@@ -165,6 +167,8 @@ def _submit(result: SubmitResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
 def _change(result: ChangeResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     job = result.view.job
     note = t(lang, result.note.value)
+    if result.cancelled:
+        note = array_words.cancelled(lang, job.id or 0, result.cancelled)
     lines = [t(lang, "console.change", id=job.id, name=job.name, note=note)]
     lines.append(_where(lang, result.view, zone))
     return "\n".join(line for line in lines if line)
@@ -217,6 +221,8 @@ def _status(result: StatusResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     lines += _spent(lang, result)
     if result.card_use is not None:
         lines.append(card_use_line(lang, result.card_use))
+    if result.array is not None:
+        lines += array_words.summary(lang, result.array)
     if result.estimates is not None:
         lines.append(own_estimate_line(lang, result.estimates))
     produced = _produced(job.output, job.metrics or {})

@@ -206,6 +206,8 @@ def wait_words(lang: str, wait: Wait, now: float) -> str:
         return t(lang, "wait.waiting_for_hosts", hosts=_HOST_SEPARATOR[language(lang)].join(named))
     if code is WaitCode.QUOTA_EXHAUSTED:
         return t(lang, "wait.quota_exhausted", left=wait.left_hours, needs=wait.needs_hours)
+    if code is WaitCode.ARRAY_THROTTLED:
+        return t(lang, "wait.array_throttled", array=wait.array or "?")
     if code is WaitCode.WAITING_FOR_JOB or code is WaitCode.UPSTREAM_FAILED:
         return t(lang, f"wait.{code.value}", upstream=wait.upstream or "?")
     if code is WaitCode.REFUSED_BY_HOST:

@@ -308,6 +308,22 @@ def _overrun(lang: str, notice: Announcement) -> str:
     )
 
 
+def _array_ended(lang: str, notice: Announcement) -> str:
+    info = notice.detail
+    failed = [str(ref) for ref in info.get("failed_jobs") or ()]
+    return t(
+        lang,
+        "notice.array_ended",
+        id=info.get("array_id"),
+        name=info.get("name", "?"),
+        size=int(info.get("size") or 0),
+        succeeded=int(info.get("succeeded") or 0),
+        failed=int(info.get("failed") or 0),
+        cancelled=int(info.get("cancelled") or 0),
+        failed_jobs=t(lang, "notice.array_failed_jobs", jobs=", ".join(failed)) if failed else "",
+    )
+
+
 def _held(lang: str, notice: Announcement) -> str:
     info = notice.detail
     return t(
@@ -395,6 +411,7 @@ SENTENCES: Mapping[str, Sentence] = {
     NoticeKind.JOB_OVERRUN: _overrun,
     NoticeKind.JOB_UPSTREAM_FAILED: _held,
     NoticeKind.MAINTENANCE_AHEAD: _maintenance,
+    NoticeKind.ARRAY_ENDED: _array_ended,
     NoticeKind.DIGEST: _digest,
     NoticeKind.STORE_DOWN: _store,
     NoticeKind.STORE_BACK: _store,

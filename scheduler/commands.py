@@ -32,7 +32,7 @@ from scheduler.service import (
     why,
 )
 from scheduler.service.context import Context
-from scheduler.service.lookup import team_by_name
+from scheduler.service.lookup import member_ref, team_by_name
 
 Handler = Callable[[Context, Mapping[str, Any]], object]
 
@@ -44,7 +44,7 @@ def _submit(ctx: Context, args: Mapping[str, Any]) -> object:
     fields: dict[str, Any] = {}
     version = None
     if "again" in args:
-        earlier = specs.to_repeat(ctx, args["again"].id, args["again"].name)
+        earlier = specs.to_repeat(ctx, *_ref(args["again"]))
         fields = _from_stored(earlier)
         version = earlier.get(specs.TEMPLATE_VERSION) if "template" in earlier else None
     if "template" in given:
@@ -78,7 +78,14 @@ def _from_stored(stored: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _job(args: Mapping[str, Any]) -> tuple[int | None, str | None]:
-    ref = args["job"]
+    return _ref(args["job"])
+
+
+def _ref(ref: Any) -> tuple[int | None, str | None]:
+    """A job reference as the services take it: its id, or a name (one job of an array,
+    #40.3, travels as its name: scheduler.service.lookup.member_ref)."""
+    if ref.member is not None:
+        return None, member_ref(ref.id, ref.member)
     return ref.id, ref.name
 
 

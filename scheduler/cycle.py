@@ -35,7 +35,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from scheduler import dependencies, holds, lifecycle, maintenance
+from scheduler import array_watch, dependencies, holds, lifecycle, maintenance
 from scheduler.clock import Clock
 from scheduler.config import PolicyConfig, Preemption, Sharing
 from scheduler.configs.live import LivePolicy
@@ -71,6 +71,7 @@ from scheduler.policy.plan import Plan, Preempt, PreemptCode, Start
 from scheduler.policy.reasons import Reason, ReasonCode
 from scheduler.policy.scheduler import could_act, schedule
 from scheduler.policy.snapshot import Snapshot
+from scheduler.service import arrays
 from scheduler.share_watch import ShareWatch
 from scheduler.snapshots import build_snapshot, expected_wall_hours
 from storage.db import lost_race, session_scope
@@ -217,6 +218,8 @@ class Cycle:
             holds.release(self.engine, self.policy, result.at)
         with self._step(result, "dependencies"):
             result.notices += dependencies.settle(self.engine, result.at).told
+        with self._step(result, "arrays"):
+            result.notices += array_watch.step(self.engine, result.at)
         with self._step(result, "maintenance"):
             result.notices += maintenance.step(self.engine, result.at, self.policy.zone)
         with self._step(result, "policy"), Session(self.engine) as session:
@@ -917,6 +920,12 @@ def _orders(
         }
         env["PAIKA_ATTEMPT"] = str(job.attempts)
         env["PAIKA_PREEMPTIONS"] = str(job.preemptions)
+        if job.array_id is not None:  # its place in its array, and its sweep's values
+            env.update(
+                arrays.environment(
+                    job.array_id, job.array_index or 0, job.array_size or 0, job.array_values or {}
+                )
+            )
         checkpoints = None
         if job.preemptible:
             place = (

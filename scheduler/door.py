@@ -87,6 +87,9 @@ if TYPE_CHECKING:
     from scheduler.service.bumps import BumpResult, DecisionResult
     from scheduler.service.estimates import EstimatesReport
     from scheduler.service.jobs import (
+        ArrayMember,
+        ArrayStatus,
+        ArraySummary,
         ChangeResult,
         JobView,
         PreemptedRecord,
@@ -157,6 +160,9 @@ _WHERE: dict[str, str] = {
     "PriorityResult": "scheduler.service.priority.PriorityResult",
     "QueueResult": "scheduler.service.jobs.QueueResult",
     "StatusResult": "scheduler.service.jobs.StatusResult",
+    "ArrayMember": "scheduler.service.jobs.ArrayMember",
+    "ArrayStatus": "scheduler.service.jobs.ArrayStatus",
+    "ArraySummary": "scheduler.service.jobs.ArraySummary",
     "SubmitResult": "scheduler.service.jobs.SubmitResult",
     "TypeSummary": "scheduler.service.board.TypeSummary",
     # Why a job waits, was preempted or was admitted so: the policy's words and reasons.
@@ -272,6 +278,9 @@ __all__ = [
     "BumpResult",
     "BumpState",
     "CardJob",
+    "ArrayMember",
+    "ArrayStatus",
+    "ArraySummary",
     "CardState",
     "CardUse",
     "CardView",

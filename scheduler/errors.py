@@ -106,6 +106,16 @@ class Problem(StrEnum):
     MAINTENANCE_OVER = "problem.maintenance_over"
     MAINTENANCE_OVERLAPS = "problem.maintenance_overlaps"
     MAINTENANCE_NOT_FOUND = "problem.maintenance_not_found"
+    # Arrays: count=, sweep=, max_running= (issue 32).
+    ARRAY_COUNT_AND_SWEEP = "problem.array_count_and_sweep"
+    ARRAY_MAX_RUNNING_ALONE = "problem.array_max_running_alone"
+    ARRAY_NAME_TOO_LONG = "problem.array_name_too_long"
+    ARRAY_NEEDS_APPROVAL = "problem.array_needs_approval"
+    ARRAY_MEMBER_NOT_FOUND = "problem.array_member_not_found"
+    SWEEP_MALFORMED = "problem.sweep_malformed"
+    SWEEP_KEY_TWICE = "problem.sweep_key_twice"
+    SWEEP_TOO_BIG = "problem.sweep_too_big"
+    SWEEP_ONE_POINT = "problem.sweep_one_point"
     # grace= or checkpoint= for a job that did not say preemptible=yes.
     NEEDS_PREEMPTIBLE = "problem.needs_preemptible"
     # /gpu why

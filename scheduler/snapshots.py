@@ -236,6 +236,8 @@ def _pending(
         account=job.account,
         apart_from=apart_from or frozenset(),
         waits_for=waits_for,
+        array_id=getattr(job, "array_id", None),
+        array_limit=getattr(job, "array_max_running", None),
     )
 
 
@@ -273,6 +275,7 @@ def _running(
         # On a shared card: the memory it declared is what its neighbours plan around.
         share_gib=float(job.min_memory_gib or 0.0) if shared else None,
         account=job.account,
+        array_id=getattr(job, "array_id", None),
     )
 
 

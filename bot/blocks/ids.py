@@ -39,6 +39,9 @@ SUBMIT_GRACE = "submit_grace"
 SUBMIT_CHECKPOINT = "submit_checkpoint"
 SUBMIT_SHARE = "submit_share"
 SUBMIT_AFTER = "submit_after"
+SUBMIT_COUNT = "submit_count"
+SUBMIT_SWEEP = "submit_sweep"
+SUBMIT_MAX_RUNNING = "submit_max_running"
 
 # The submit grammar's key behind each modal block (the data radio and the location box
 # together make the one `data` key, so location has no key of its own).
@@ -62,6 +65,9 @@ SUBMIT_BLOCK_OF_KEY = MappingProxyType(
         "checkpoint": SUBMIT_CHECKPOINT,
         "share": SUBMIT_SHARE,
         "after": SUBMIT_AFTER,
+        "count": SUBMIT_COUNT,
+        "sweep": SUBMIT_SWEEP,
+        "max_running": SUBMIT_MAX_RUNNING,
     }
 )
 
@@ -123,4 +129,7 @@ BLOCK_IDS = (
     SUBMIT_CHECKPOINT,
     SUBMIT_SHARE,
     SUBMIT_AFTER,
+    SUBMIT_COUNT,
+    SUBMIT_SWEEP,
+    SUBMIT_MAX_RUNNING,
 )

@@ -14,7 +14,7 @@ from numbers import Real
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot import config_words
+from bot import array_words, config_words
 from bot.blocks.board import board_blocks
 from bot.blocks.common import (
     MESSAGE_BLOCKS,
@@ -114,6 +114,9 @@ NOTIFICATION_TEXT = 300
 
 __all__ = ["Message", "error", "reply"]
 
+# The jobs of an array a status lists in Slack (a section holds 3,000 characters).
+SHOWN_MEMBERS = 30
+
 
 @singledispatch
 def reply(result: object, lang: str, zone: ZoneInfo, now: datetime) -> Message:
@@ -195,6 +198,8 @@ def _submit(result: SubmitResult, lang: str, zone: ZoneInfo, now: datetime) -> M
                 )
             )
         )
+    if result.array is not None:
+        blocks.append(section(mrkdwn_escape(array_words.submitted(lang, result.array))))
     if not job.data_ready:
         blocks.append(context(t(lang, "submit.ready_hint", command=code(f"/gpu ready #{job.id}"))))
     admission = result.admission
@@ -219,6 +224,8 @@ def _submit(result: SubmitResult, lang: str, zone: ZoneInfo, now: datetime) -> M
 def _change(result: ChangeResult, lang: str, zone: ZoneInfo, now: datetime) -> Message:
     job = result.view.job
     note = t(lang, result.note.value)
+    if result.cancelled:
+        note = array_words.cancelled(lang, job.id or 0, result.cancelled)
     mark = ":white_check_mark:" if result.changed else ":information_source:"
     blocks = [
         section(f"{mark} {ref(job.id, job.name)}: {note}"),
@@ -286,6 +293,10 @@ def _status(result: StatusResult, lang: str, zone: ZoneInfo, now: datetime) -> M
         facts.append(mrkdwn_escape(preempted_line(lang, result.preempted)))
     if result.card_use is not None:
         facts.append(mrkdwn_escape(card_use_line(lang, result.card_use)))
+    if result.array is not None:
+        facts.append(
+            mrkdwn_escape("\n".join(array_words.summary(lang, result.array, shown=SHOWN_MEMBERS)))
+        )
     produced = _produced(job.output, job.metrics or {})
     if produced:
         facts.append(t(lang, "status.produced", what=produced))

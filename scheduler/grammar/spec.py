@@ -21,6 +21,8 @@ MEMORY_UNITS = ("GiB", "GB", "G")
 # The most jobs one job may wait for (after= and afterany= each).
 MAX_UPSTREAM = 16
 MAINTENANCE_REASON = 500  # maintenance_windows.reason
+MAX_ARRAY = 1000  # the most jobs one count= or sweep= makes
+SWEEP_LIMIT = 500  # the sweep's text
 # Free text stored in unbounded TEXT columns; a value that lands in a String column takes its
 # length from storage.limits instead (tests/storage/test_limits.py checks every key).
 TEXT_LIMIT = 500
@@ -350,14 +352,22 @@ SUBMIT_KEYS: tuple[Key, ...] = (
     # end, whatever their outcome. Only jobs submitted before it, so the waits form no cycle.
     Key("after", ValueKind.JOB_IDS, "#12,#13", maximum=MAX_UPSTREAM),
     Key("afterany", ValueKind.JOB_IDS, "#12", maximum=MAX_UPSTREAM),
+    # An array of jobs from one submit (issue 32): `count` copies told their place by
+    # $PAIKA_ARRAY_INDEX, or one job per point of a `sweep` grid ("lr=1e-4,3e-4 bs=32,64",
+    # each value in the command as {lr}); `max_running` of them at once (Slurm's %N).
+    Key("count", ValueKind.INT, "20", minimum=2, maximum=MAX_ARRAY),
+    Key("sweep", ValueKind.TEXT, "lr=1e-4,3e-4 bs=32,64", max_length=SWEEP_LIMIT),
+    Key("max_running", ValueKind.INT, "4", minimum=1, maximum=MAX_ARRAY),
 )
 
 _TEMPLATE_KEYS = tuple(
     # A template stores only what was given, so nothing in it is required or defaulted.
     replace(key, required=False, default=None, default_shown=None, default_word=None)
     for key in SUBMIT_KEYS
-    # Which jobs one waits for belongs to one submission, never to a template.
-    if key.name not in ("name", "template", "again", "after", "afterany")
+    # Which jobs one waits for, and how many copies, belong to one submission, never to a
+    # template.
+    if key.name
+    not in ("name", "template", "again", "after", "afterany", "count", "sweep", "max_running")
 )
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (

@@ -21,10 +21,12 @@ from storage.limits import EARLIEST_DATE, LATEST_DATE, ROW_ID_MAX
 
 @dataclass(frozen=True)
 class JobRef:
-    """A job named by id (42, #42) or by name."""
+    """A job named by id (42, #42), one job of an array (#40.3: the array's number, then its
+    place in it), or by name."""
 
     id: int | None = None
     name: str | None = None
+    member: int | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _METRIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/@-]{0,63}")
 _WHOLE = re.compile(r"[0-9]{1,15}")  # bounded: int() refuses very long digit strings
 _ID = re.compile(r"#?([0-9]{1,15})")
+_MEMBER = re.compile(r"#?([0-9]{1,15})\.([0-9]{1,4})")  # #40.3: an array's third job
 # data=after:#12: another job's success is the data's readiness.
 DATA_AFTER = "after:"
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
@@ -338,6 +341,10 @@ def _to_job_ref(key: KeyRules, raw: str) -> JobRef:
         if int(match[1]) < 1:
             raise _Invalid
         return JobRef(id=_row_id(raw, int(match[1])))
+    if match := _MEMBER.fullmatch(raw):
+        if int(match[1]) < 1 or int(match[2]) < 1:
+            raise _Invalid
+        return JobRef(id=_row_id(raw, int(match[1])), member=int(match[2]))
     # A job's name is a label: its own rules, and the character at fault named.
     return JobRef(name=_to_label(key, raw))
 

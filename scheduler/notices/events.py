@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from scheduler.notices.kinds import EVENT_KINDS, NoticeKind
 from scheduler.notices.outbox import Announcement, claim
+from storage.models import Job
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +101,22 @@ CHANNEL_KINDS = HOST_KINDS | {EventKind.JOB_UNSETTLED, EventKind.JOB_HELD}
 
 
 def record(session: Any, event: Event) -> Event:
-    """Put `event` in the outbox, in the caller's transaction (the one making the change)."""
+    """Put `event` in the outbox, in the caller's transaction (the one making the change).
+    A job of an array tells nothing of its own start and end: its owner hears once, when
+    the whole array has ended (scheduler/array_watch.py); observers still see the event."""
+    if event.kind in ARRAY_QUIET and event.job_id is not None and _in_array(session, event):
+        return event
     claim(session, announcement_of(event))
     return event
+
+
+# What a job of an array does not tell on its own (one notice says the whole array's end).
+ARRAY_QUIET = frozenset({NoticeKind.JOB_STARTED, NoticeKind.JOB_FINISHED, NoticeKind.JOB_FAILED})
+
+
+def _in_array(session: Any, event: Event) -> bool:
+    job = session.get(Job, event.job_id)
+    return job is not None and job.array_id is not None
 
 
 def announcement_of(event: Event) -> Announcement:

@@ -32,6 +32,8 @@ class NoticeKind(StrEnum):
     # A host's planned maintenance opens while a job of theirs is expected to still run
     # there: told the day before and an hour before (scheduler/maintenance.py).
     MAINTENANCE_AHEAD = "maintenance_ahead"
+    # Every job of an array has ended: told once to its owner (scheduler/array_watch.py).
+    ARRAY_ENDED = "array_ended"
     HOST_DOWN = "host_down"
     HOST_UP = "host_up"
     # Bump requests for the approvers, and their decisions (scheduler.notices.approvals)

@@ -30,6 +30,7 @@ class Note:
     refusal: str = ""  # … and why (a refusal code)
     hosts: tuple[tuple[str, str], ...] = ()  # waiting for hosts: which, and why not now
     upstream: int | None = None  # waiting for a job, or held after it failed: which job
+    array: int | None = None  # held back by its array's max_running: which array
 
 
 # Codes whose job cannot be given a start time.
@@ -43,6 +44,7 @@ _NO_ETA = (
     WaitCode.WAITING_FOR_HOSTS,
     WaitCode.WAITING_FOR_JOB,
     WaitCode.UPSTREAM_FAILED,
+    WaitCode.ARRAY_THROTTLED,
 )
 
 
@@ -228,4 +230,5 @@ def _unestimated(job: Pending, note: Note, position: int, now: float) -> Wait:
         refusal=note.refusal,
         hosts=note.hosts,
         upstream=note.upstream,
+        array=note.array,
     )

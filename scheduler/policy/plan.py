@@ -109,6 +109,8 @@ class WaitCode(StrEnum):
     # A job it waits for to succeed failed or was cancelled (`upstream`): it is held until
     # its owner releases it (/gpu release) or cancels it.
     UPSTREAM_FAILED = "upstream_failed"
+    # As many jobs of its array as may run at once run now (max_running=, `array`).
+    ARRAY_THROTTLED = "array_throttled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +141,7 @@ class Wait:
     # Waiting for hosts: each host that could run it, with why it cannot now (a HostOut).
     hosts: tuple[tuple[str, str], ...] = ()
     upstream: int | None = None  # waiting for a job, or held after it failed: which job
+    array: int | None = None  # held back by its array's max_running: the array's number
 
 
 @dataclass(frozen=True, slots=True)

@@ -188,6 +188,11 @@ class _Admission:
             host.name: host.schedulable and bool(host.sharing) for host in snapshot.hosts
         }
         self._sharing = any(self._sharing_hosts.values())  # a shared card may take a job
+        # Jobs of each array running, or asked to stop and not gone yet (their cards are
+        # not back, and max_running counts runs, not cards).
+        self._array_running: Counter[int] = Counter(
+            r.array_id for r in snapshot.running if r.array_id is not None
+        )
         self._one_account = frozenset(
             host.name for host in snapshot.hosts if host.sharing in ONE_ACCOUNT_MODES
         )
@@ -211,6 +216,9 @@ class _Admission:
             if not job.data_ready:
                 self.notes[job.id] = Note(WaitCode.WAITING_FOR_DATA)
                 continue
+            if self._throttled(job):
+                self.notes[job.id] = Note(WaitCode.ARRAY_THROTTLED, array=job.array_id)
+                continue
             if not self._eligible(job):
                 continue
             if (
@@ -230,6 +238,8 @@ class _Admission:
             start, placeable = self._try_start(job)
             if start is not None:
                 starts.append(start)
+                if job.array_id is not None:
+                    self._array_running[job.array_id] += 1
                 any_free = self.capacity.any_free
                 if failed:
                     failed.clear()
@@ -260,6 +270,13 @@ class _Admission:
         """Whether the job has waited past its class's backstop."""
         rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if self._respect_classes else 0
         return self._scales.of(rank).starves(self.snapshot.now - job.submitted_at)
+
+    def _throttled(self, job: Pending) -> bool:
+        """Whether as many jobs of its array as may run at once already run (or start in
+        this pass)."""
+        if job.array_id is None or job.array_limit is None:
+            return False
+        return self._array_running[job.array_id] >= job.array_limit
 
     def _eligible(self, job: Pending) -> bool:
         """Types that fit the job and its quota; notes never-fits and quota problems."""
@@ -631,6 +648,7 @@ _NOT_STARTABLE = (
     WaitCode.WAITING_FOR_DATA,
     WaitCode.WAITING_FOR_JOB,
     WaitCode.UPSTREAM_FAILED,
+    WaitCode.ARRAY_THROTTLED,
 )
 
 

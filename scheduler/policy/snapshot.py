@@ -178,6 +178,7 @@ class Running:
     share_gib: float | None = None
     fingerprint: Fingerprint | None = None
     account: str | None = None  # the Unix account it runs as (None: its host's agent's own)
+    array_id: int | None = None  # one job of an array: its number
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +213,10 @@ class Pending:
     # waits for: (upstream id, UPSTREAM_WAITING or UPSTREAM_BROKEN: that job failed or was
     # cancelled, and this one is held until someone releases or cancels it).
     waits_for: tuple[tuple[int, str], ...] = ()
+    # One job of an array (count=, sweep=): the array's number, and how many of its jobs may
+    # run at once (None: any; Slurm's %N).
+    array_id: int | None = None
+    array_limit: int | None = None
 
     @property
     def ready(self) -> bool:

@@ -25,13 +25,14 @@ from scheduler.policy.plan import Wait, WaitCode
 from scheduler.policy.priority_classes import PriorityClass
 from scheduler.policy.reasons import Reason, ReasonCode, because
 from scheduler.policy.scheduler import queue_order, schedule
-from scheduler.service import accounts, dependencies
+from scheduler.service import accounts, arrays, dependencies
 from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_by_name, team_name
 from scheduler.service.records import BumpRecord, EventRecord, JobRecord, LedgerRecord
 from scheduler.snapshots import EstimateRecord, build_snapshot
 from storage.models import (
     ON_HOST_STATES,
+    TERMINAL_STATES,
     BumpRequest,
     BumpState,
     Job,
@@ -64,11 +65,23 @@ class JobView:
 
 @dataclass(frozen=True)
 class SubmitResult:
-    """What `submit` tells the user."""
+    """What `submit` tells the user (`array`: the array it made, when it made one)."""
 
     view: JobView
     bump: BumpRecord | None
     admission: Admission | None = None
+    array: ArraySummary | None = None
+
+
+@dataclass(frozen=True)
+class ArraySummary:
+    """An array just submitted: its number (its first job's id), how many jobs, how many may
+    run at once (None: any) and its last job's id."""
+
+    array_id: int
+    size: int
+    max_running: int | None
+    last_id: int
 
 
 @dataclass(frozen=True)
@@ -98,6 +111,36 @@ class StatusResult:
     # How its earlier runs used a card alone (scheduler.fingerprints), what sharing a card
     # is decided by; None before any run was sampled.
     card_use: CardUse | None = None
+    # Asked for by the array's number (`/gpu status 40`): every job of it, by its place.
+    array: ArrayStatus | None = None
+
+
+@dataclass(frozen=True)
+class ArrayMember:
+    """One job of an array as its status lists it."""
+
+    job_id: int
+    index: int
+    state: str
+    values: Mapping[str, Any]  # its sweep values ({} for a count= copy)
+    metrics: Mapping[str, Any]  # what it reported of itself (paika report), when it did
+
+
+@dataclass(frozen=True)
+class ArrayStatus:
+    """An array: its number, size, how many may run at once, and each job of it."""
+
+    array_id: int
+    size: int
+    max_running: int | None
+    members: tuple[ArrayMember, ...]
+
+    def counts(self) -> dict[str, int]:
+        """How many of its jobs are in each state."""
+        found: dict[str, int] = {}
+        for member in self.members:
+            found[member.state] = found.get(member.state, 0) + 1
+        return found
 
 
 @dataclass(frozen=True)
@@ -134,11 +177,13 @@ class ChangeNote(StrEnum):
 
 @dataclass(frozen=True)
 class ChangeResult:
-    """A change to one job, or why nothing changed."""
+    """A change to one job, or why nothing changed (`cancelled`: the jobs of an array a
+    cancel by its number reached, 0 for one job)."""
 
     view: JobView
     changed: bool
     note: ChangeNote
+    cancelled: int = 0
 
 
 def catalog(ctx: Context) -> list[CardType]:
@@ -167,9 +212,14 @@ def submit(
     preemptible = _preemptible(fields)
     asked = PriorityClass(fields["priority"])
     priority = asked
+    array = arrays.plan(fields)
     if ctx.policy.approval_required(asked) and not ctx.actor.is_approver_of(team.id or 0):
+        if array is not None:
+            # One bump request per job of an array would ask the approvers many times.
+            raise UserError(Problem.ARRAY_NEEDS_APPROVAL, priority=asked, size=array.size)
         priority = PriorityClass.NORMAL
-    admission = _admission(ctx, priority, fields["hours"])
+    size = array.size if array is not None else 1
+    admission = _admission(ctx, priority, fields["hours"] * size)
     if admission.verdict is Verdict.DEFER:
         raise UserError(
             Problem.QUEUE_TOO_DEEP,
@@ -181,36 +231,68 @@ def submit(
     data = fields["data"]
     waits = dependencies.wanted(fields)
     dependencies.check(ctx, waits)
-    job = Job(
+    members = array.members if array is not None else (arrays.Member(0),)
+    made: list[Job] = []
+    for member in members:
+        job = Job(
+            name=fields["name"] if array is None else f"{fields['name']}.{member.index}",
+            owner=ctx.actor.user_id,
+            team_id=team.id or 0,
+            priority=priority,
+            gpus=fields["gpus"],
+            gpu_types=list(needs.allowed_types) if needs.allowed_types else None,
+            min_memory_gib=needs.min_memory_gib,
+            min_speed=needs.min_speed,
+            est_gpu_hours=fields["hours"],
+            data_ready=data.ready,
+            data_location=data.location,
+            data_ready_at=ctx.now if data.ready else None,
+            command=arrays.command_for(fields["cmd"], member.values),
+            image=fields.get("image"),
+            account=account,
+            template=fields.get("template"),
+            template_version=template_version,
+            project=fields.get("project"),
+            round=fields.get("round"),
+            preemptible=preemptible,
+            share=shares(fields),
+            preempt_grace_s=fields["grace"].seconds if "grace" in fields else None,
+            checkpoint=fields.get("checkpoint"),
+            spec=dict(spec) if spec is not None else None,
+            state=JobState.QUEUED if data.ready else JobState.WAITING_DATA,
+            submitted_at=ctx.now,
+        )
+        if array is not None:
+            job.array_index, job.array_size = member.index, array.size
+            job.array_max_running = array.max_running
+            job.array_values = dict(member.values) or None
+        ctx.session.add(job)
+        ctx.session.flush()
+        if array is not None:
+            job.array_id = made[0].id if made else job.id  # the array's number: its first job's
+        made.append(job)
+        _submitted(ctx, job, waits)
+    first = made[0]
+    ctx.audit(
+        "job.submit",
+        "job",
+        first.id,
         name=fields["name"],
-        owner=ctx.actor.user_id,
-        team_id=team.id or 0,
+        team=team.name,
         priority=priority,
-        gpus=fields["gpus"],
-        gpu_types=list(needs.allowed_types) if needs.allowed_types else None,
-        min_memory_gib=needs.min_memory_gib,
-        min_speed=needs.min_speed,
-        est_gpu_hours=fields["hours"],
-        data_ready=data.ready,
-        data_location=data.location,
-        data_ready_at=ctx.now if data.ready else None,
-        command=fields["cmd"],
-        image=fields.get("image"),
-        account=account,
-        template=fields.get("template"),
-        template_version=template_version,
-        project=fields.get("project"),
-        round=fields.get("round"),
-        preemptible=preemptible,
-        share=shares(fields),
-        preempt_grace_s=fields["grace"].seconds if "grace" in fields else None,
-        checkpoint=fields.get("checkpoint"),
-        spec=dict(spec) if spec is not None else None,
-        state=JobState.QUEUED if data.ready else JobState.WAITING_DATA,
-        submitted_at=ctx.now,
+        **({"array": [j.id for j in made]} if array is not None else {}),
     )
-    ctx.session.add(job)
-    ctx.session.flush()
+    bump = None
+    if priority != asked:
+        bump = BumpRecord.of(open_bump(ctx, first, asked, "asked for at submit"))
+    summary = None
+    if array is not None:
+        summary = ArraySummary(first.id or 0, array.size, array.max_running, (made[-1].id or 0))
+    return SubmitResult(view_of(ctx, first), bump, admission, summary)
+
+
+def _submitted(ctx: Context, job: Job, waits: tuple[dependencies.Wanted, ...]) -> None:
+    """A new job's first history line and what it waits for."""
     ctx.session.add(
         JobEvent(
             job_id=job.id or 0,
@@ -232,11 +314,6 @@ def submit(
             ctx.actor.user_id,
             Reason(ReasonCode.DATA_FROM_JOB, {"upstream": upstream}),
         )
-    ctx.audit("job.submit", "job", job.id, name=job.name, team=team.name, priority=priority)
-    bump = None
-    if priority != asked:
-        bump = BumpRecord.of(open_bump(ctx, job, asked, "asked for at submit"))
-    return SubmitResult(view_of(ctx, job), bump, admission)
 
 
 def _admission(ctx: Context, priority: str, hours: float) -> Admission:
@@ -375,9 +452,30 @@ def release(ctx: Context, job_id: int | None, name: str | None) -> ChangeResult:
 
 
 def cancel(ctx: Context, job_id: int | None, name: str | None, reason: str | None) -> ChangeResult:
-    """Cancel a job: the owner, their team's approvers or an admin."""
+    """Cancel a job: the owner, their team's approvers or an admin. By an array's number
+    (not #40.1), every job of the array still to end."""
     job = job_by_ref(ctx, job_id, name)
     require_owner_or_approver(ctx, job, Action.CANCEL)
+    if job_id is not None and _heads_array(job):
+        return _cancel_array(ctx, job, reason)
+    return _cancel_one(ctx, job, reason)
+
+
+def _cancel_array(ctx: Context, head: Job, reason: str | None) -> ChangeResult:
+    """Cancel every job of an array not yet ended; what the array's first job became."""
+    members = [
+        job
+        for job in job_queries.array_jobs(session=ctx.session, array_id=head.id or 0)
+        if job.state not in TERMINAL_STATES
+    ]
+    if not members:
+        lifecycle.check_move(head, JobState.CANCELLED)  # says it has ended, and how
+    notes = [_cancel_one(ctx, job, reason).note for job in members]
+    note = ChangeNote.STOPPING if ChangeNote.STOPPING in notes else ChangeNote.CANCELLED
+    return ChangeResult(view_of(ctx, head), True, note, cancelled=len(members))
+
+
+def _cancel_one(ctx: Context, job: Job, reason: str | None) -> ChangeResult:
     lifecycle.check_move(job, JobState.CANCELLED)
     if job.state in ON_HOST_STATES:
         # Its GPUs stay held until the host confirms the process is gone, so that no other
@@ -437,7 +535,9 @@ def _request_stop(ctx: Context, job: Job, reason: str) -> None:
 
 
 def status(ctx: Context, job_id: int | None, name: str | None) -> StatusResult:
-    """Everything about one job: where it is, why it waits, its history and its cost."""
+    """Everything about one job: where it is, why it waits, its history and its cost; asked
+    by an array's number (not #40.1), every job of the array too."""
+    job_id_given = job_id is not None
     job = job_by_ref(ctx, job_id, name)
     session, job_id = ctx.session, job.id or 0
     view = view_of(ctx, job)
@@ -456,6 +556,31 @@ def status(ctx: Context, job_id: int | None, name: str | None) -> StatusResult:
         hosts=[h.name for h in cluster_queries.last_run_hosts(session=session, job_id=job_id)],
         cards=cluster_queries.last_run_cards(session=session, job_id=job_id),
         card_use=card_use(session, job),
+        array=_array_status(ctx, job) if job_id_given and _heads_array(job) else None,
+    )
+
+
+def _heads_array(job: Job) -> bool:
+    """Whether a job is the first of an array, whose number is the array's."""
+    return job.array_id is not None and job.array_id == job.id
+
+
+def _array_status(ctx: Context, head: Job) -> ArrayStatus:
+    members = job_queries.array_jobs(session=ctx.session, array_id=head.id or 0)
+    return ArrayStatus(
+        head.id or 0,
+        head.array_size or len(members),
+        head.array_max_running,
+        tuple(
+            ArrayMember(
+                job.id or 0,
+                job.array_index or 0,
+                job.state,
+                dict(job.array_values or {}),
+                dict(job.metrics or {}),
+            )
+            for job in members
+        ),
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from scheduler.errors import Conflict, NotFound, Problem
 from scheduler.service.context import Context
 from storage.models import Job, Team
@@ -9,8 +11,23 @@ from storage.queries import jobs as job_queries
 from storage.queries import org as org_queries
 
 
+def member_ref(array_id: int, member: int) -> str:
+    """How a job of an array travels as a name to `job_by_ref`: "#40.3" (no name people
+    choose starts with #)."""
+    return f"#{array_id}.{member}"
+
+
 def job_by_ref(ctx: Context, job_id: int | None, name: str | None) -> Job:
-    """A job by `#id`, or by name: jobs not yet ended (the actor's own first), else the actor's newest."""
+    """A job by `#id`, one of an array by "#40.3" (`member_ref`), or by name: jobs not yet
+    ended (the actor's own first), else the actor's newest."""
+    if name is not None and (member := _MEMBER.fullmatch(name)):
+        array_id, index = int(member[1]), int(member[2])
+        found = job_queries.array_member(session=ctx.session, array_id=array_id, index=index)
+        if found is None:
+            if job_queries.get_job(session=ctx.session, job_id=array_id) is None:
+                raise NotFound(Problem.JOB_NOT_FOUND, job_id=array_id)
+            raise NotFound(Problem.ARRAY_MEMBER_NOT_FOUND, job_id=array_id, member=index)
+        return found
     if job_id is not None:
         job = job_queries.get_job(session=ctx.session, job_id=job_id)
         if job is None:
@@ -31,6 +48,9 @@ def job_by_ref(ctx: Context, job_id: int | None, name: str | None) -> Job:
         jobs = tuple(f"#{job.id}" for job in matches)
         raise Conflict(Problem.JOB_NAME_AMBIGUOUS, name=name or "", jobs=jobs)
     return matches[0]
+
+
+_MEMBER = re.compile(r"#([0-9]+)\.([0-9]+)")
 
 
 def team_by_name(ctx: Context, name: str) -> Team:

@@ -135,6 +135,16 @@ class Job(SQLModel, table=True):
     # It accepts a shared card (`share=yes`): one card, `min_memory_gib` of its memory; the
     # policy may place it beside another job there (issue 31). A core job never shares.
     share: bool = Field(default=False, sa_column_kwargs={"server_default": "0"})
+    # One of an array (`count=`, `sweep=`, issue 32): the array's number (its first member's
+    # id), its place in it (1-based, `#40.3`), how many there are, how many may run at once
+    # (None: no limit) and, for a sweep, its values ({"lr": "3e-4"}). The first member also
+    # keeps when its owner was told the whole array had ended (told once).
+    array_id: int | None = Field(default=None, index=True)
+    array_index: int | None = None
+    array_size: int | None = None
+    array_max_running: int | None = None
+    array_values: dict[str, Any] | None = json_field()
+    array_told_at: datetime | None = at_field(nullable=True)
     version: int = Field(default=0, sa_column=_VERSION)
 
     __mapper_args__ = {"version_id_col": _VERSION}

@@ -6,8 +6,9 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, func, update
+from sqlalchemy import Row, exists, func, update
 from sqlalchemy import select as sa_select
+from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
 from storage.models import (
@@ -22,6 +23,35 @@ from storage.models import (
     Template,
 )
 from storage.queries.names import first_named
+
+
+def array_member(*, session: Session, array_id: int, index: int) -> Job | None:
+    """The job at place `index` (1-based) of array `array_id`."""
+    query = select(Job).where(Job.array_id == array_id, Job.array_index == index)
+    return session.exec(query).first()
+
+
+def array_jobs(*, session: Session, array_id: int) -> Sequence[Job]:
+    """Every job of an array, by its place."""
+    query = select(Job).where(Job.array_id == array_id).order_by(col(Job.array_index))
+    return session.exec(query).all()
+
+
+def arrays_ended_untold(*, session: Session) -> Sequence[int]:
+    """The arrays whose every job has ended and whose owner was not told yet: the numbers."""
+    member = aliased(Job)
+    query = (
+        select(Job.id)
+        .where(col(Job.array_id) == col(Job.id))
+        .where(col(Job.array_told_at).is_(None))
+        .where(
+            ~exists().where(
+                col(member.array_id) == col(Job.id), col(member.state).in_(sorted(ACTIVE_STATES))
+            )
+        )
+        .order_by(col(Job.id))
+    )
+    return [int(found) for found in session.exec(query).all() if found is not None]
 
 
 def get_job(*, session: Session, job_id: int) -> Job | None:
@@ -186,6 +216,8 @@ _PLANNING_COLUMNS = (
     col(Job.stop_requested_at),
     col(Job.share),
     col(Job.account),  # MPS serves one account at a time: who may share a card with whom
+    col(Job.array_id),  # an array's jobs run at most max_running at a time
+    col(Job.array_max_running),
 )
 
 

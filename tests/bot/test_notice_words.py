@@ -238,6 +238,10 @@ def one_of_each(digest: Digest) -> list[Announcement]:
             for lead in ("day", "hour")
             for preemptible in (False, True)
         ),
+        *(
+            Announcement("a:1", NoticeKind.ARRAY_ENDED, NOW, (MEMBER,), detail=array_detail(failed))
+            for failed in ([], ["#40.2", "#40.3"])
+        ),
         Announcement("d:1", NoticeKind.DIGEST, NOW, to_channel=True, detail=digest.to_json()),
         *(
             Announcement("s:1", kind, NOW, to_channel=True, detail=store_detail(**more))
@@ -245,6 +249,20 @@ def one_of_each(digest: Digest) -> list[Announcement]:
             for more in ({}, {"dropped": {"snapshot": 3}})
         ),
     ]
+
+
+def array_detail(failed: list[str]) -> dict[str, Any]:
+    return {
+        "subject": "40",
+        "array_id": 40,
+        "name": "sweep",
+        "owner": MEMBER,
+        "size": 4,
+        "succeeded": 4 - len(failed),
+        "failed": len(failed),
+        "cancelled": 0,
+        "failed_jobs": failed,
+    }
 
 
 def maintenance_detail(lead: str, preemptible: bool) -> dict[str, Any]:

@@ -36,6 +36,13 @@ NEVER_ONE = {
     "quota.expired": "expiry_words says 'expired yesterday'",
     "quota.expires": "expiry_words says 'expires tomorrow'",
     "alert.quota_expiry.in_days": "'tomorrow' has its own key",
+    # An array holds two jobs or more (count= starts at 2, a sweep of one point is refused).
+    "array.submitted": "an array holds two jobs or more",
+    "array.submitted_limited": "an array holds two jobs or more",
+    "array.summary": "an array holds two jobs or more",
+    "array.summary_limited": "an array holds two jobs or more",
+    "problem.array_needs_approval": "an array holds two jobs or more",
+    "problem.sweep_too_big": "said only past 1,000 points",
 }
 
 

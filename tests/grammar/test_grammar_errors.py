@@ -61,7 +61,7 @@ INVALID = [
         "submit gpu=2",
         'Unknown key "gpu" for /gpu submit. Did you mean "gpus"? Valid keys: name, gpus, type, '
         "mem, speed, hours, priority, data, team, cmd, image, template, again, project, round, "
-        "preemptible, grace, checkpoint, share, after, afterany.",
+        "preemptible, grace, checkpoint, share, after, afterany, count, sweep, max_running.",
         id="unknown-key-suggests",
     ),
     pytest.param(
@@ -210,7 +210,7 @@ INVALID = [
         "in quotes if they contain spaces. Usage: /gpu submit name=… hours=… "
         "priority=core|normal|idle data=… cmd=… [gpus=…] [type=…] [mem=…] [speed=…] [team=…] "
         "[image=…] [template=…] [again=…] [project=…] [round=…] [preemptible=yes|no] "
-        f"[grace=…] [checkpoint=…] [share=yes|no] [after=…] [afterany=…].\n{SUBMIT_EXAMPLE}",
+        f"[grace=…] [checkpoint=…] [share=yes|no] [after=…] [afterany=…] [count=…] [sweep=…] [max_running=…].\n{SUBMIT_EXAMPLE}",
         id="word-for-command-that-takes-only-keys",
     ),
     pytest.param(
@@ -270,7 +270,7 @@ INVALID = [
     ),
     pytest.param(
         "status 2147483648",
-        'job must be a job id like 42 or #42, or a job name, got "2147483648", more than the '
+        'job must be a job id like 42 or #42, one job of an array like #40.3, or a job name, got "2147483648", more than the '
         "largest record number (2147483647).\nExample: /gpu status 42",
         id="record-number-too-large",
     ),

@@ -45,6 +45,7 @@ def test_template_save_takes_submit_keys_except_name_template_again_and_the_jobs
 ):
     submit, save = SPEC[("submit",)], SPEC[("template", "save")]
     stored = {key.name for key in save.keys if not key.positional}
-    own = {"name", "template", "again", "after", "afterany"}  # one submission's, never a template's
+    # One submission's, never a template's.
+    own = {"name", "template", "again", "after", "afterany", "count", "sweep", "max_running"}
     assert stored == {key.name for key in submit.keys} - own
     assert [key.name for key in save.keys if key.required] == ["name"]

@@ -109,6 +109,7 @@ STRING_COLUMNS: dict[tuple[str, str], tuple[int, list[str]]] = {
 # Free text that lands in unbounded TEXT columns (or JSON): the grammar's own limit applies.
 TEXT_COLUMNS: dict[tuple[str, str], list[str]] = {
     ("submit", "cmd"): ["jobs.command"],
+    ("submit", "sweep"): ["jobs.array_values", "jobs.spec"],
     ("template save", "cmd"): ["jobs.command"],
     ("cancel", "reason"): ["job_events.reason", "jobs.state_reason"],
     ("bump", "reason"): ["bump_requests.reason"],
