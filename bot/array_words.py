@@ -33,6 +33,9 @@ def summary(lang: str, array: ArrayStatus, *, shown: int = 50) -> list[str]:
     key = "array.summary_limited" if array.max_running else "array.summary"
     lines = [t(lang, key, id=array.array_id, size=array.size, most=array.max_running or 0)]
     lines[0] += " " + states
+    if array.ranked_by is not None:
+        order = "array.ranked_lower" if array.lower else "array.ranked_higher"
+        lines[0] += " · " + t(lang, order, metric=array.ranked_by)
     for member in array.members[:shown]:
         values = " ".join(f"{k}={v}" for k, v in member.values.items())
         metrics = ", ".join(

@@ -29,6 +29,7 @@ from scheduler.service import accounts, arrays, dependencies
 from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_by_name, team_name
 from scheduler.service.records import BumpRecord, EventRecord, JobRecord, LedgerRecord
+from scheduler.service.report import lower_is_better
 from scheduler.snapshots import EstimateRecord, build_snapshot
 from storage.models import (
     ON_HOST_STATES,
@@ -134,6 +135,10 @@ class ArrayStatus:
     size: int
     max_running: int | None
     members: tuple[ArrayMember, ...]
+    # The metric its jobs are listed by, best first (the first one two or more of them
+    # reported; `lower` when a smaller value is better); None: listed by their place.
+    ranked_by: str | None = None
+    lower: bool = False
 
     def counts(self) -> dict[str, int]:
         """How many of its jobs are in each state."""
@@ -566,22 +571,47 @@ def _heads_array(job: Job) -> bool:
 
 
 def _array_status(ctx: Context, head: Job) -> ArrayStatus:
-    members = job_queries.array_jobs(session=ctx.session, array_id=head.id or 0)
+    jobs = job_queries.array_jobs(session=ctx.session, array_id=head.id or 0)
+    members = [
+        ArrayMember(
+            job.id or 0,
+            job.array_index or 0,
+            job.state,
+            dict(job.array_values or {}),
+            dict(job.metrics or {}),
+        )
+        for job in jobs
+    ]
+    metric = _shared_metric(members)
+    lower = metric is not None and lower_is_better(metric)
+    if metric is not None:
+        # Best first by the metric; the jobs that did not report it after, by their place.
+        def rank(member: ArrayMember) -> tuple[int, float, int]:
+            value = member.metrics.get(metric)
+            if not isinstance(value, int | float):
+                return (1, 0.0, member.index)
+            return (0, float(value) if lower else -float(value), member.index)
+
+        members.sort(key=rank)
     return ArrayStatus(
         head.id or 0,
         head.array_size or len(members),
         head.array_max_running,
-        tuple(
-            ArrayMember(
-                job.id or 0,
-                job.array_index or 0,
-                job.state,
-                dict(job.array_values or {}),
-                dict(job.metrics or {}),
-            )
-            for job in members
-        ),
+        tuple(members),
+        metric,
+        lower,
     )
+
+
+def _shared_metric(members: Sequence[ArrayMember]) -> str | None:
+    """The first metric (in the order the jobs reported them) two or more jobs reported as
+    a number."""
+    seen: dict[str, int] = {}
+    for member in members:
+        for name, value in member.metrics.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                seen[name] = seen.get(name, 0) + 1
+    return next((name for name, n in seen.items() if n >= 2), None)
 
 
 def _preempted(ctx: Context, job: Job, ledger: Sequence[LedgerRecord]) -> PreemptedRecord | None:

@@ -119,3 +119,20 @@ def test_a_core_array_asked_by_a_member_is_refused_with_the_fix(team: Paika) -> 
     assert "would need 3 approvals" in text and "normal" in text
     gpu(team, "UVERA", 'submit name=s gpus=1 hours=1 priority=core data=ready cmd="true" count=3')
     assert {j.priority for j in members(team)} == {"core"}
+
+
+def test_status_lists_the_jobs_best_first_by_the_metric_they_reported(team: Paika) -> None:
+    gpu(team, "UALICE", f'{BASE} {CMD} sweep="lr=1,2,3 bs=8"')
+    jobs = members(team)
+    first = jobs[0].id
+    with Session(team.engine) as session:
+        for job, loss in zip(jobs, (0.9, 0.2, 0.5), strict=True):
+            job.metrics = {"loss": loss, "step": 100}
+            job.state = JobState.SUCCEEDED
+            session.add(job)
+        session.commit()
+    text = gpu(team, "UALICE", f"status {first}").text
+    assert "best first by loss (lower is better)" in text
+    order = [text.index(f"#{first}.{i} ") for i in (2, 3, 1)]
+    assert order == sorted(order)
+    assert "loss 0.2" in text
