@@ -319,7 +319,9 @@ def _priority(result: PriorityResult, zone: ZoneInfo, lang: str = DEFAULT) -> st
 def _queue(result: QueueResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     scope = term(lang, "queue.scope", result.scope)
     if not result.running and not result.waiting:
-        return t(lang, "queue.empty", scope=scope)
+        return "\n".join(
+            [t(lang, "queue.empty", scope=scope)] + [say(lang, b) for b in result.bookings]
+        )
     lines = [_heading(lang, t(lang, "queue.running", n=len(result.running)))]
     lines += [_running_line(lang, view, zone) for view in result.running]
     lines.append(_heading(lang, t(lang, "queue.waiting", n=len(result.waiting))))
@@ -330,6 +332,7 @@ def _queue(result: QueueResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
         for_data = sum(1 for view in rest if not view.job.data_ready)
         more = t(lang, "queue.more_waiting", n=len(rest), data=for_data, hint="/gpu status #<id>")
         lines.append(f"  {more}")
+    lines += [say(lang, booking) for booking in result.bookings]
     return "\n".join(lines)
 
 

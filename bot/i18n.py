@@ -206,6 +206,9 @@ def wait_words(lang: str, wait: Wait, now: float) -> str:
         return t(lang, "wait.waiting_for_hosts", hosts=_HOST_SEPARATOR[language(lang)].join(named))
     if code is WaitCode.QUOTA_EXHAUSTED:
         return t(lang, "wait.quota_exhausted", left=wait.left_hours, needs=wait.needs_hours)
+    if code is WaitCode.BOOKED_FOR_TEAM:
+        span = duration(lang, max(0.0, (wait.free_at or now) - now))
+        return t(lang, "wait.booked_for_team", gpu_type=gpu_type, team=wait.team, span=span)
     if code is WaitCode.ARRAY_THROTTLED:
         return t(lang, "wait.array_throttled", array=wait.array or "?")
     if code is WaitCode.WAITING_FOR_JOB or code is WaitCode.UPSTREAM_FAILED:

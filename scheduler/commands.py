@@ -27,6 +27,7 @@ from scheduler.service import (
     priority,
     quotas,
     report,
+    reservations,
     specs,
     templates,
     why,
@@ -319,6 +320,11 @@ HANDLERS: dict[tuple[str, ...], Handler] = {
     ("admin", "quota", "list"): _quota_list,
     ("admin", "host", "add"): _host_add,
     ("admin", "host", "drain"): _host_drain,
+    ("admin", "reserve", "add"): lambda ctx, a: reservations.add(
+        ctx, a["gpus"], a["type"], a["from"], a["until"], a["team"], a["reason"]
+    ),
+    ("admin", "reserve", "list"): lambda ctx, a: reservations.listing(ctx),
+    ("admin", "reserve", "cancel"): lambda ctx, a: reservations.cancel(ctx, a["booking"]),
     ("admin", "maintenance", "add"): lambda ctx, a: maintenance.add(
         ctx, a["host"], a["from"], a["until"], a["reason"]
     ),

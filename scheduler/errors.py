@@ -106,6 +106,10 @@ class Problem(StrEnum):
     MAINTENANCE_OVER = "problem.maintenance_over"
     MAINTENANCE_OVERLAPS = "problem.maintenance_overlaps"
     MAINTENANCE_NOT_FOUND = "problem.maintenance_not_found"
+    # Cards booked for a team (issue 32).
+    BOOKING_UNKNOWN_TYPE = "problem.booking_unknown_type"
+    BOOKING_TOO_MANY = "problem.booking_too_many"
+    BOOKING_NOT_FOUND = "problem.booking_not_found"
     # Arrays: count=, sweep=, max_running= (issue 32).
     ARRAY_COUNT_AND_SWEEP = "problem.array_count_and_sweep"
     ARRAY_MAX_RUNNING_ALONE = "problem.array_max_running_alone"
@@ -184,6 +188,7 @@ class Action(StrEnum):
     READ_LOGS = "read_logs"  # /gpu logs (issue 15)
     RELEASE = "release"  # /gpu release: go on without the jobs it waits for (issue 32)
     PLAN_MAINTENANCE = "plan_maintenance"  # /gpu admin maintenance … (issue 32)
+    BOOK_CARDS = "book_cards"  # /gpu admin reserve … (issue 32)
 
 
 class PaikaError(Exception):

@@ -21,7 +21,16 @@ from scheduler.ledger import quota_use
 from scheduler.policy.matching import CardNeeds
 from scheduler.policy.plan import HostOut
 from scheduler.policy.quota import QuotaState
-from scheduler.policy.snapshot import HOUR, Gpu, Host, Pending, Running, Snapshot, wall_hours
+from scheduler.policy.snapshot import (
+    HOUR,
+    Gpu,
+    Host,
+    Pending,
+    Running,
+    Snapshot,
+    TeamWindow,
+    wall_hours,
+)
 from storage.models import ON_HOST_STATES, HostState, Job, JobState
 from storage.models.cluster import WHOLE_CARD
 from storage.queries import accounting, share_apart
@@ -31,6 +40,7 @@ from storage.queries import holds as hold_queries
 from storage.queries import jobs as job_queries
 from storage.queries import maintenance as maintenance_queries
 from storage.queries import org as org_queries
+from storage.queries import reservations as reservation_queries
 
 PENDING_STATES = (JobState.WAITING_DATA, JobState.QUEUED, JobState.PREEMPTED)
 # How many of an owner's finished jobs tell how their estimates turn out, and the bounds
@@ -114,6 +124,17 @@ def build_snapshot(session: Session, policy: PolicyConfig, now: datetime) -> Sna
         quotas=quotas,
         quota_ends=ends,
         team_usage=_team_usage(session, policy, teams, now),
+        team_windows=tuple(
+            TeamWindow(
+                b.id or 0,
+                b.gpu_type,
+                b.gpus,
+                teams.get(b.team_id, ""),
+                b.starts_at.timestamp(),
+                b.ends_at.timestamp(),
+            )
+            for b in reservation_queries.not_over(session=session, now=now)
+        ),
     )
     return with_fingerprints(session, snapshot)
 

@@ -397,6 +397,9 @@ def _queue(result: QueueResult, lang: str, zone: ZoneInfo, now: datetime) -> Mes
         chars=8000,
         heading=f"*{t(lang, 'queue.waiting', n=len(waiting))}*",
     )
+    if result.bookings:
+        booked = "\n".join(mrkdwn_escape(say(lang, b)) for b in result.bookings)
+        blocks.append(context(f":calendar: {booked}"))
     return Message(_note(mrkdwn_escape(title)), blocks)
 
 

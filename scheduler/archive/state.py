@@ -62,7 +62,7 @@ from storage.models import (
     Template,
     UnixAccount,
 )
-from storage.models.cluster import MaintenanceWindow, ShareApart
+from storage.models.cluster import MaintenanceWindow, ShareApart, TeamReservation
 from storage.models.jobs import DependencyState, JobDependency
 from storage.queries import archive as archive_queries
 from storage.queries import audit
@@ -156,6 +156,7 @@ def _document(
         "dependencies": _table(state_queries.dependencies(session=session)),
         # Hosts' planned maintenance: a restored install keeps the windows ahead.
         "maintenance": _table(state_queries.maintenance(session=session, now=now)),
+        "reservations": _table(state_queries.reservations(session=session, now=now)),
         "waits": {"columns": list(WAIT_COLUMNS), "rows": [list(_wait_row(w)) for w in pending]},
         "etas": {"columns": list(ETA_COLUMNS), "rows": [list(_eta_row(w)) for w in pending]},
         # The highest job id given so far: the jobs between two snapshots' that neither
@@ -419,6 +420,7 @@ def restore(
                 (ShareApart, records(doc, "share_apart")),  # none in older snapshots
                 (JobDependency, _dependencies(records(doc, "dependencies"), jobs, now)),
                 (MaintenanceWindow, records(doc, "maintenance")),
+                (TeamReservation, records(doc, "reservations")),
             )
         }
         cluster_queries.rebook_cards(session=session)

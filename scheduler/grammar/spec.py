@@ -722,6 +722,47 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         Section.ADMIN,
         admin=True,
     ),
+    # Cards booked ahead for a team (issue 32): before the window no other team's job is
+    # started on them that would still run when it opens; inside it only the team uses them.
+    Subcommand(
+        ("admin", "reserve", "add"),
+        (
+            Key("gpus", ValueKind.INT, "16", "reserve", required=True, minimum=1, maximum=100_000),
+            Key(
+                "type",
+                ValueKind.NAME,
+                "A100-80GB",
+                "reserve",
+                required=True,
+                max_length=limits.GPU_TYPE,
+            ),
+            Key("from", ValueKind.TIME, "2026-12-11T09:00", "reserve", required=True),
+            Key("until", ValueKind.TIME, "2026-12-11T21:00", "reserve", required=True),
+            _team("reserve", required=True),
+            Key(
+                "reason",
+                ValueKind.TEXT,
+                "paper deadline",
+                "reserve",
+                required=True,
+                max_length=MAINTENANCE_REASON,
+            ),
+        ),
+        "/gpu admin reserve add gpus=16 type=A100-80GB from=2026-12-11T09:00 "
+        'until=2026-12-11T21:00 team=nlp reason="paper deadline"',
+        Section.ADMIN,
+        admin=True,
+    ),
+    Subcommand(
+        ("admin", "reserve", "list"), (), "/gpu admin reserve list", Section.ADMIN, admin=True
+    ),
+    Subcommand(
+        ("admin", "reserve", "cancel"),
+        (Key("booking", ValueKind.ID, "2", required=True, positional=True),),
+        "/gpu admin reserve cancel 2",
+        Section.ADMIN,
+        admin=True,
+    ),
     Subcommand(
         ("admin", "maintenance", "list"),
         (),

@@ -13,10 +13,11 @@ of GPUs no longer visits every GPU. When GPUs free up is looked up per GPU as as
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from scheduler.policy.snapshot import Gpu, Host, Knobs, Snapshot
+from scheduler.policy.snapshot import Gpu, Host, Knobs, Snapshot, TeamWindow
 
 NEVER = math.inf
 _FREE = -1  # holder of a free GPU in a host's layout
@@ -209,6 +210,14 @@ class Capacity:
         self._host_times: dict[tuple[str, str, bool], list[tuple[float, int]]] = {}
         # Hosts with a planned maintenance ahead: when it starts.
         self.closes_at = {h.name: h.closes_at for h in snapshot.hosts if h.closes_at is not None}
+        self.booked_for: TeamWindow | None = None  # what held the last placement back
+        # Cards booked for teams, and the cards each team holds per type now.
+        self.team_windows = tuple(w for w in snapshot.team_windows if w.ends > self.now)
+        self._team_held: Counter[tuple[str, str]] = Counter()
+        if self.team_windows:
+            for run in snapshot.running:
+                if not run.preempting:
+                    self._team_held[(run.gpu_type, run.team)] += len(run.gpu_ids)
         slack = self.knobs.foreign_memory_slack_gib
         for host in snapshot.hosts:
             self.host_order.append(host.name)
@@ -256,14 +265,21 @@ class Capacity:
         core: bool,
         run_seconds: float,
         avoid: frozenset[str] = frozenset(),
+        team: str | None = None,
     ) -> Placement | None:
-        """Free GPUs for a job of `gpus` GPUs now, or None; honours headroom and reservations,
-        and never places it on the hosts it must `avoid` (they refused it)."""
+        """Free GPUs for a job of `gpus` GPUs now, or None; honours headroom, reservations and
+        the cards booked for other teams than `team` (`booked_for` says which booking held it
+        back), and never places it on the hosts it must `avoid` (they refused it)."""
+        self.booked_for = None
         pool = self.pools.get(gpu_type)
         if pool is None or pool.free_count < gpus:
             return None
         if not core and pool.free_count - gpus < pool.spare_headroom:
             return None
+        if team is not None and self.team_windows:
+            self.booked_for = self.reserved_against(gpu_type, gpus, run_seconds, team)
+            if self.booked_for is not None:
+                return None
         blocked = self._reserved_for_others(pool, run_seconds)
         closing = self.closing_before(run_seconds)
         if closing:
@@ -274,6 +290,38 @@ class Capacity:
         if gpus <= pool.max_host_size:
             return self._on_one_host(pool, gpus, blocked)
         return self._across_hosts(pool, gpus, blocked)
+
+    def reserved_against(
+        self, gpu_type: str, gpus: int, run_seconds: float, team: str
+    ) -> TeamWindow | None:
+        """The booking for another team that a job of `team` taking `gpus` cards of the type
+        now for `run_seconds` would break, or None. Before a window, a job that would still
+        run at its start (with MAINTENANCE_MARGIN) must leave as many of the type's cards free
+        by then as it books; inside it, as many free as the team does not hold yet."""
+        pool = self.pools.get(gpu_type)
+        if pool is None:
+            return None
+        end = self.now + run_seconds * MAINTENANCE_MARGIN
+        for window in self.team_windows:
+            if window.gpu_type != gpu_type or window.team == team or end <= window.starts:
+                continue
+            if window.starts <= self.now:
+                owed = max(0, window.gpus - self._team_held[(gpu_type, window.team)])
+                if pool.free_count - gpus < owed:
+                    return window
+                continue
+            # The cards free by then: free now, or held by work that ends before it by its
+            # estimate with the same margin.
+            at, now, margin = self.available_at, self.now, MAINTENANCE_MARGIN
+            free_then = sum(
+                1
+                for ids in pool.members.values()
+                for gpu in ids
+                if now + (at.get(gpu, now) - now) * margin <= window.starts
+            )
+            if free_then - gpus < window.gpus:
+                return window
+        return None
 
     def closing_before(self, run_seconds: float) -> frozenset[str]:
         """The hosts whose planned maintenance starts before a job of `run_seconds` started

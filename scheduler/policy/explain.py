@@ -31,6 +31,7 @@ class Note:
     hosts: tuple[tuple[str, str], ...] = ()  # waiting for hosts: which, and why not now
     upstream: int | None = None  # waiting for a job, or held after it failed: which job
     array: int | None = None  # held back by its array's max_running: which array
+    team: str = ""  # cards booked for another team: which team
 
 
 # Codes whose job cannot be given a start time.
@@ -45,6 +46,7 @@ _NO_ETA = (
     WaitCode.WAITING_FOR_JOB,
     WaitCode.UPSTREAM_FAILED,
     WaitCode.ARRAY_THROTTLED,
+    WaitCode.BOOKED_FOR_TEAM,
 )
 
 
@@ -231,4 +233,6 @@ def _unestimated(job: Pending, note: Note, position: int, now: float) -> Wait:
         hosts=note.hosts,
         upstream=note.upstream,
         array=note.array,
+        team=note.team,
+        free_at=note.eta if note.code is WaitCode.BOOKED_FOR_TEAM else None,
     )

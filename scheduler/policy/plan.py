@@ -111,6 +111,9 @@ class WaitCode(StrEnum):
     UPSTREAM_FAILED = "upstream_failed"
     # As many jobs of its array as may run at once run now (max_running=, `array`).
     ARRAY_THROTTLED = "array_throttled"
+    # The free cards of its type are booked for another team (`/gpu admin reserve`): `team`,
+    # `gpu_type`, until `free_at` (the booking's end).
+    BOOKED_FOR_TEAM = "booked_for_team"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +145,7 @@ class Wait:
     hosts: tuple[tuple[str, str], ...] = ()
     upstream: int | None = None  # waiting for a job, or held after it failed: which job
     array: int | None = None  # held back by its array's max_running: the array's number
+    team: str = ""  # cards booked for another team: that team
 
 
 @dataclass(frozen=True, slots=True)

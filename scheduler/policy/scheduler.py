@@ -206,7 +206,7 @@ class _Admission:
         # so it is passed over without a look at every host: long queues behind a blocked job
         # stay cheap. Only failures on every type count (a job waiting for a cheaper type had
         # a place). Not when reasons are asked for (each job's own reason is worked out).
-        failed: dict[tuple[int, bool, bool], list[tuple[int, float]]] | None = (
+        failed: dict[tuple[int, bool, bool, str], list[tuple[int, float]]] | None = (
             None if self.explain else {}
         )
         for job in queue:
@@ -231,7 +231,9 @@ class _Admission:
             starving = self.starving(job)
             if failed is not None and not starving and not job.holds:
                 # A job that shares may join a shared card where a whole-card job fits nowhere.
-                shape = (id(self.types[job.id]), job.priority == "core", job.shares)
+                # Cards booked for a team refuse other teams only: the team is part of it.
+                team = job.team if self.capacity.team_windows else ""
+                shape = (id(self.types[job.id]), job.priority == "core", job.shares, team)
                 tried = failed.get(shape)
                 if tried and any(g <= job.gpus and r <= job.run_seconds for g, r in tried):
                     continue  # as blocked as one already tried (its reservation is made)
@@ -270,6 +272,21 @@ class _Admission:
         """Whether the job has waited past its class's backstop."""
         rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if self._respect_classes else 0
         return self._scales.of(rank).starves(self.snapshot.now - job.submitted_at)
+
+    def _note_booking(self, job: Pending) -> None:
+        """When cards booked for another team held the job's placement back, say so (the
+        first such booking; a later reason of its own, a cheaper type's, wins)."""
+        booked = self.capacity.booked_for
+        if booked is not None:
+            self.notes.setdefault(
+                job.id,
+                Note(
+                    WaitCode.BOOKED_FOR_TEAM,
+                    gpu_type=booked.gpu_type,
+                    team=booked.team,
+                    eta=booked.ends,
+                ),
+            )
 
     def _throttled(self, job: Pending) -> bool:
         """Whether as many jobs of its array as may run at once already run (or start in
@@ -413,15 +430,14 @@ class _Admission:
 
     def _first_fit(self, job: Pending, types: list[str], core: bool) -> Placement | None:
         order = {host: i for i, host in enumerate(self.capacity.host_order)}
-        found = [
-            p
-            for t in types
-            if (
-                p := self.capacity.place_now(
-                    t, job.gpus, core=core, run_seconds=job.run_seconds, avoid=job.avoid
-                )
+        found = []
+        for t in types:
+            p = self.capacity.place_now(
+                t, job.gpus, core=core, run_seconds=job.run_seconds, avoid=job.avoid, team=job.team
             )
-        ]
+            self._note_booking(job)
+            if p is not None:
+                found.append(p)
         return min(found, key=lambda p: order[p.hosts[0]], default=None)
 
     def _cheapest(
@@ -431,14 +447,21 @@ class _Admission:
         cheapest = types[0]
         avoid = job.avoid
         placement = capacity.place_now(
-            cheapest, job.gpus, core=core, run_seconds=job.run_seconds, avoid=avoid
+            cheapest, job.gpus, core=core, run_seconds=job.run_seconds, avoid=avoid, team=job.team
         )
         if placement is not None:
             return placement, Reason(ReasonCode.MATCH_CHEAPEST_FREE)
+        self._note_booking(job)
         for costlier in types[1:]:
             placement = capacity.place_now(
-                costlier, job.gpus, core=core, run_seconds=job.run_seconds, avoid=avoid
+                costlier,
+                job.gpus,
+                core=core,
+                run_seconds=job.run_seconds,
+                avoid=avoid,
+                team=job.team,
             )
+            self._note_booking(job)
             if placement is None:
                 continue
             limit = costlier_after(self.knobs, job.run_seconds)
@@ -486,8 +509,9 @@ class _Admission:
         avoid = job.avoid | {name for name, ok in self._sharing_hosts.items() if not ok}
         for gpu_type in types:
             placement = self.capacity.place_now(
-                gpu_type, 1, core=False, run_seconds=job.run_seconds, avoid=avoid
+                gpu_type, 1, core=False, run_seconds=job.run_seconds, avoid=avoid, team=job.team
             )
+            self._note_booking(job)
             if placement is None:
                 continue
             gpu = self._gpu(placement.gpu_ids[0])

@@ -245,6 +245,20 @@ class Pending:
         return wall_hours(self.est_gpu_hours, self.gpus, self.estimate_ratio) * HOUR
 
 
+@dataclass(frozen=True, slots=True)
+class TeamWindow:
+    """`gpus` cards of `gpu_type` booked for `team` from `starts` to `ends` (POSIX seconds):
+    no other team's job is started on them that would still run when it opens, and inside
+    it other teams leave that many free for the team (capacity.py, `reserved_against`)."""
+
+    id: int
+    gpu_type: str
+    gpus: int
+    team: str
+    starts: float
+    ends: float
+
+
 # Where a job an upstream dependency names stands (Pending.waits_for).
 UPSTREAM_WAITING = "waiting"
 UPSTREAM_BROKEN = "broken"
@@ -268,3 +282,5 @@ class Snapshot:
     quota_ends: Mapping[int, float] = field(default_factory=lambda: MappingProxyType({}))
     # Recent GPU-hours per team, decayed; drives fair share.
     team_usage: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    # Cards booked ahead for a team (`/gpu admin reserve`), not yet over.
+    team_windows: tuple[TeamWindow, ...] = ()

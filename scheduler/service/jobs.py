@@ -25,7 +25,8 @@ from scheduler.policy.plan import Wait, WaitCode
 from scheduler.policy.priority_classes import PriorityClass
 from scheduler.policy.reasons import Reason, ReasonCode, because
 from scheduler.policy.scheduler import queue_order, schedule
-from scheduler.service import accounts, arrays, dependencies
+from scheduler.results import Said
+from scheduler.service import accounts, arrays, dependencies, reservations
 from scheduler.service.context import Context
 from scheduler.service.lookup import job_by_ref, team_by_name, team_name
 from scheduler.service.records import BumpRecord, EventRecord, JobRecord, LedgerRecord
@@ -166,6 +167,8 @@ class QueueResult:
     scope: str
     running: list[JobView] = field(default_factory=list)
     waiting: list[JobView] = field(default_factory=list)
+    # The cards booked for the reader's team, ahead or under way (`/gpu admin reserve`).
+    bookings: list[Said] = field(default_factory=list)
 
 
 class ChangeNote(StrEnum):
@@ -636,7 +639,7 @@ def queue(ctx: Context, scope: str) -> QueueResult:
     team_id = None
     if scope == "team":
         team_id = ctx.require_team().id
-    result = QueueResult(scope)
+    result = QueueResult(scope, bookings=reservations.of_team(ctx, ctx.actor.team_id))
     for view in _listing(ctx, None if scope == "all" else (team_id, scope)):
         job = view.job
         if scope == "mine" and job.owner != ctx.actor.user_id:

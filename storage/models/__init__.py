@@ -10,6 +10,7 @@ from storage.models.cluster import (
     HostState,
     Lease,
     MaintenanceWindow,
+    TeamReservation,
 )
 from storage.models.jobs import (
     ACTIVE_STATES,
@@ -62,6 +63,7 @@ __all__ = [
     "OutputSource",
     "Lease",
     "MaintenanceWindow",
+    "TeamReservation",
     "LedgerEntry",
     "Match",
     "Member",

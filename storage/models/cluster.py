@@ -181,3 +181,25 @@ class MaintenanceWindow(SQLModel, table=True):
     cancelled_at: datetime | None = at_field(nullable=True)
     cancelled_by: str | None = Field(default=None, sa_type=String(32))
     stopped_at: datetime | None = at_field(nullable=True)
+
+
+class TeamReservation(SQLModel, table=True):
+    """Cards booked ahead for a team (`/gpu admin reserve add`): `gpus` cards of `gpu_type`
+    from `starts_at` to `ends_at`. Before it no other team's job is started on them that
+    would still run when it opens; inside it other teams leave that many free for the team
+    (scheduler/policy/capacity.py, `reserved_against`). Cancelled rows are kept."""
+
+    __tablename__ = "team_reservations"
+    __table_args__ = (CheckConstraint("starts_at < ends_at", name="starts_before_it_ends"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    team_id: int = Field(foreign_key="teams.id", index=True)
+    gpu_type: str = Field(sa_type=String(GPU_TYPE))
+    gpus: int
+    starts_at: datetime = at_field(index=True)
+    ends_at: datetime = at_field(index=True)
+    reason: str = Field(sa_type=String(500))
+    created_by: str = Field(sa_type=String(32))
+    created_at: datetime = at_field()
+    cancelled_at: datetime | None = at_field(nullable=True)
+    cancelled_by: str | None = Field(default=None, sa_type=String(32))

@@ -30,7 +30,7 @@ from storage.models import (
     TemplateVersion,
     UnixAccount,
 )
-from storage.models.cluster import MaintenanceWindow, ShareApart
+from storage.models.cluster import MaintenanceWindow, ShareApart, TeamReservation
 from storage.models.jobs import JobDependency
 from storage.queries.state import table_of
 from storage.types import UTCDateTime
@@ -52,6 +52,7 @@ FILLED: tuple[Any, ...] = (
     ShareApart,
     JobDependency,
     MaintenanceWindow,
+    TeamReservation,
 )
 
 

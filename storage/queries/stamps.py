@@ -17,6 +17,7 @@ from storage.models import (
     JobDependency,
     MaintenanceWindow,
     Quota,
+    TeamReservation,
 )
 from storage.models.jobs import DependencyState
 
@@ -65,6 +66,9 @@ def planning_stamp(*, session: Session) -> PlanningStamp:
         # pass is worked out again within REPLAN_EVERY anyway).
         select(func.coalesce(func.max(col(MaintenanceWindow.id)), 0)).scalar_subquery(),
         select(func.count()).where(col(MaintenanceWindow.cancelled_at).is_(None)).scalar_subquery(),
+        # Cards booked for teams, booked or cancelled.
+        select(func.coalesce(func.max(col(TeamReservation.id)), 0)).scalar_subquery(),
+        select(func.count()).where(col(TeamReservation.cancelled_at).is_(None)).scalar_subquery(),
     ]
     row = session.execute(select(*scalars)).one()
     jobs, versions, allocations = (int(v) for v in row[:3])

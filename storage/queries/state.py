@@ -33,7 +33,7 @@ from storage.models import (
     Template,
     UnixAccount,
 )
-from storage.models.cluster import MaintenanceWindow, ShareApart
+from storage.models.cluster import MaintenanceWindow, ShareApart, TeamReservation
 from storage.models.jobs import DependencyState, JobDependency
 from storage.types import UTCDateTime
 
@@ -287,6 +287,31 @@ def maintenance(*, session: Session, now: datetime) -> Rows:
         .where(col(MaintenanceWindow.cancelled_at).is_(None))
         .where(col(MaintenanceWindow.ends_at) > now)
         .order_by(col(MaintenanceWindow.starts_at), col(MaintenanceWindow.id))
+    )
+    return _read(session, query, columns)
+
+
+RESERVATIONS = (
+    "id",
+    "team_id",
+    "gpu_type",
+    "gpus",
+    "starts_at",
+    "ends_at",
+    "reason",
+    "created_by",
+    "created_at",
+)
+
+
+def reservations(*, session: Session, now: datetime) -> Rows:
+    """Cards booked for teams, not cancelled and not over at `now`, by start."""
+    columns = _columns(TeamReservation, RESERVATIONS)
+    query = (
+        sa_select(*columns)
+        .where(col(TeamReservation.cancelled_at).is_(None))
+        .where(col(TeamReservation.ends_at) > now)
+        .order_by(col(TeamReservation.starts_at), col(TeamReservation.id))
     )
     return _read(session, query, columns)
 

@@ -37,7 +37,7 @@ INVALID = [
     ),
     pytest.param(
         "admin",
-        "/gpu admin needs one more word: team, member, quota, host, maintenance, account. Try /gpu help admin.",
+        "/gpu admin needs one more word: team, member, quota, host, maintenance, reserve, account. Try /gpu help admin.",
         id="admin-alone",
     ),
     pytest.param(
