@@ -57,6 +57,12 @@ def summary(lang: str, array: ArrayStatus, *, shown: int = 50) -> list[str]:
     return lines
 
 
+def pipeline(lang: str, steps: tuple[tuple[int, str], ...]) -> str:
+    """The steps a pipeline's submit made, first to last."""
+    chain = " → ".join(f"#{job_id} {name}" for job_id, name in steps)
+    return t(lang, "submit.pipeline", steps=chain)
+
+
 def cancelled(lang: str, array_id: int, n: int) -> str:
     """What cancelling an array by its number reached."""
     return counted(lang, "array.cancelled", n, id=array_id, n=n)

@@ -148,6 +148,8 @@ def _submit(result: SubmitResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
         )
     if result.array is not None:
         lines.append(array_words.submitted(lang, result.array))
+    if result.pipeline:
+        lines.append(array_words.pipeline(lang, result.pipeline))
     if not job.data_ready:
         lines.append(t(lang, "submit.ready_hint", command=f"/gpu ready #{job.id}"))
     admission = result.admission

@@ -6,10 +6,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from scheduler.errors import Problem, UserError
 from scheduler.grammar import Help, check_required, defaults, help_for, subcommand
 from scheduler.grammar.sharing import check_share
 from scheduler.grammar.spec import LOG_LINES_DEFAULT
-from scheduler.grammar.values import convert
+from scheduler.grammar.values import DataSpec, convert
 from scheduler.hosts.report import disk_low_values
 from scheduler.results import Listing, Said, SaidCode, Value
 from scheduler.service import (
@@ -34,6 +35,7 @@ from scheduler.service import (
 )
 from scheduler.service.context import Context
 from scheduler.service.lookup import member_ref, team_by_name
+from storage.models import Template
 
 Handler = Callable[[Context, Mapping[str, Any]], object]
 
@@ -48,13 +50,37 @@ def _submit(ctx: Context, args: Mapping[str, Any]) -> object:
         earlier = specs.to_repeat(ctx, *_ref(args["again"]))
         fields = _from_stored(earlier)
         version = earlier.get(specs.TEMPLATE_VERSION) if "template" in earlier else None
+    steps: list[Template] = []
     if "template" in given:
         team_id = team_by_name(ctx, given["team"]).id if "team" in given else None
         saved = templates.get(ctx, given["template"], team_id)
         fields = {**fields, **_from_stored(saved.fields)}
         given["template"] = saved.name
         version = saved.version
+        steps = templates.pipeline_of(ctx, saved, team_id)
     fields = {**fields, **given}
+    if steps and any(key in fields for key in ("count", "sweep")):
+        raise UserError(Problem.PIPELINE_AND_ARRAY)
+    first = _submit_one(ctx, fields, version)
+    if not steps:
+        return first
+    # A pipeline: each step waits for the one before, whose success makes its data unless
+    # its template says its data is ready; what the whole submit is part of goes to all.
+    made = [(first.view.job.id or 0, first.view.job.name)]
+    shared: dict[str, Any] = {k: fields[k] for k in ("team", "project", "round") if k in fields}
+    for step in steps:
+        prev = made[-1][0]
+        step_fields: dict[str, Any] = {**_from_stored(step.fields), **shared}
+        data = step_fields.get("data")
+        if not (isinstance(data, DataSpec) and data.ready):
+            step_fields["data"] = DataSpec(ready=False, after=prev)
+        step_fields.update(name=f"{fields['name']}-{step.name}", template=step.name, after=(prev,))
+        result = _submit_one(ctx, step_fields, step.version)
+        made.append((result.view.job.id or 0, result.view.job.name))
+    return replace(first, pipeline=tuple(made))
+
+
+def _submit_one(ctx: Context, fields: dict[str, Any], version: int | None) -> jobs.SubmitResult:
     check_required(("submit",), fields)
     # A template or the earlier job may bring what clashes with share=yes, or lack its mem=.
     check_share(fields, complete=True)

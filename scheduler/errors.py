@@ -110,6 +110,10 @@ class Problem(StrEnum):
     BOOKING_UNKNOWN_TYPE = "problem.booking_unknown_type"
     BOOKING_TOO_MANY = "problem.booking_too_many"
     BOOKING_NOT_FOUND = "problem.booking_not_found"
+    # Pipelines: templates chained by then= (issue 32).
+    PIPELINE_LOOP = "problem.pipeline_loop"
+    PIPELINE_TOO_LONG = "problem.pipeline_too_long"
+    PIPELINE_AND_ARRAY = "problem.pipeline_and_array"
     # Arrays: count=, sweep=, max_running= (issue 32).
     ARRAY_COUNT_AND_SWEEP = "problem.array_count_and_sweep"
     ARRAY_MAX_RUNNING_ALONE = "problem.array_max_running_alone"

@@ -200,6 +200,8 @@ def _submit(result: SubmitResult, lang: str, zone: ZoneInfo, now: datetime) -> M
         )
     if result.array is not None:
         blocks.append(section(mrkdwn_escape(array_words.submitted(lang, result.array))))
+    if result.pipeline:
+        blocks.append(section(mrkdwn_escape(array_words.pipeline(lang, result.pipeline))))
     if not job.data_ready:
         blocks.append(context(t(lang, "submit.ready_hint", command=code(f"/gpu ready #{job.id}"))))
     admission = result.admission

@@ -368,6 +368,10 @@ _TEMPLATE_KEYS = tuple(
     # template.
     if key.name
     not in ("name", "template", "again", "after", "afterany", "count", "sweep", "max_running")
+) + (
+    # A pipeline (issue 32): the template of the step after this one. Submitting the first
+    # template submits every step, each waiting for the one before (scheduler/commands.py).
+    Key("then", ValueKind.LABEL, "train", "template", max_length=limits.TEMPLATE_NAME),
 )
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (

@@ -73,6 +73,8 @@ class SubmitResult:
     bump: BumpRecord | None
     admission: Admission | None = None
     array: ArraySummary | None = None
+    # A pipeline's steps, first to last: (job id, name), when a template chained them.
+    pipeline: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)

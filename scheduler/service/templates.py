@@ -8,10 +8,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from scheduler.errors import NotFound, PermissionDenied, Problem
+from scheduler.errors import NotFound, PermissionDenied, Problem, UserError
 from scheduler.grammar.values import Duration
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
+from scheduler.service.specs import plain
 from storage.models import Team, Template, TemplateVersion
 from storage.queries import jobs as job_queries
 from storage.queries import templates as template_queries
@@ -52,6 +53,25 @@ class TemplateHistory:
     more: int
 
 
+def pipeline_of(ctx: Context, first: Template, team_id: int | None = None) -> list[Template]:
+    """The templates a pipeline's first one leads to, following `then=` (the first one
+    not included); refused when the chain comes back to a template it passed, or is longer
+    than MAX_STEPS."""
+    steps: list[Template] = []
+    seen = [first.name]
+    name = (first.fields or {}).get("then")
+    while name:
+        if name in seen:
+            raise UserError(Problem.PIPELINE_LOOP, steps=(*seen, name))
+        if len(seen) >= MAX_STEPS:
+            raise UserError(Problem.PIPELINE_TOO_LONG, most=MAX_STEPS)
+        step = get(ctx, str(name), team_id)
+        steps.append(step)
+        seen.append(step.name)
+        name = (step.fields or {}).get("then")
+    return steps
+
+
 def save(ctx: Context, name: str, fields: Mapping[str, Any]) -> tuple[Template, SaveOutcome]:
     """Create or replace a template of the actor's team, keeping every version.
 
@@ -63,6 +83,7 @@ def save(ctx: Context, name: str, fields: Mapping[str, Any]) -> tuple[Template, 
     team = ctx.require_team()
     team_id = team.id or 0
     stored = to_json(fields)
+    _no_loop(ctx, name, stored.get("then"), team_id)
     template = job_queries.template_named(session=ctx.session, team_id=team_id, name=name)
     if template is None:
         version = template_queries.last_version(session=ctx.session, team_id=team_id, name=name)
@@ -232,12 +253,27 @@ def delete(ctx: Context, name: str) -> Template:
     return template
 
 
+# The most steps one pipeline submits.
+MAX_STEPS = 10
+
+
+def _no_loop(ctx: Context, name: str, then: object, team_id: int) -> None:
+    """Refuse a `then=` whose chain of saved templates comes back to `name`."""
+    seen = [name]
+    while isinstance(then, str) and then:
+        if then in seen:
+            raise UserError(Problem.PIPELINE_LOOP, steps=(*seen, then))
+        seen.append(then)
+        nxt = job_queries.template_named(session=ctx.session, team_id=team_id, name=then)
+        then = (nxt.fields or {}).get("then") if nxt is not None else None
+
+
 def to_json(fields: Mapping[str, Any]) -> dict[str, Any]:
     """Parsed submit values as plain JSON (data and type lists become their text forms)."""
     stored: dict[str, Any] = {}
     for key, value in fields.items():
         if key == "data":
-            stored[key] = "ready" if value.ready else (value.location or "pending")
+            stored[key] = plain(value)  # ready, pending, after:#12 or the place
         elif isinstance(value, tuple):
             stored[key] = ",".join(value)
         elif isinstance(value, Duration):  # with its unit, so it reads back the same

@@ -113,6 +113,7 @@ STRING_COLUMNS: dict[tuple[str, str], tuple[int, list[str]]] = {
 TEXT_COLUMNS: dict[tuple[str, str], list[str]] = {
     ("submit", "cmd"): ["jobs.command"],
     ("submit", "sweep"): ["jobs.array_values", "jobs.spec"],
+    ("template save", "then"): ["templates.fields"],
     ("template save", "cmd"): ["jobs.command"],
     ("cancel", "reason"): ["job_events.reason", "jobs.state_reason"],
     ("bump", "reason"): ["bump_requests.reason"],
