@@ -442,6 +442,9 @@ def _board(result: BoardResult, zone: ZoneInfo, lang: str = DEFAULT) -> str:
     lines += [_type_line(lang, summary) for summary in result.types]
     lines += [_host_line(lang, host, zone) for host in result.hosts]
     lines.append(_board_queue(lang, result))
+    if result.bookings:
+        lines.append(_heading(lang, t(lang, "board.bookings")))
+        lines += [f"  {say(lang, booking)}" for booking in result.bookings]
     if result.next_up:
         lines.append(_heading(lang, t(lang, "board.next_up")))
         lines += [_next_up(lang, n, view, zone) for n, view in enumerate(result.next_up, 1)]

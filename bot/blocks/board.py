@@ -31,6 +31,7 @@ from bot.board_words import maintenance_note, none_next_up, shared_card
 from bot.config_words import in_force
 from bot.doctor_words import finding_line
 from bot.i18n import counted, t, term, when
+from bot.said import say
 from scheduler.door import BoardResult, CardState, CardView, HostView, PriorityClass
 
 CARD_EMOJI: dict[CardState, str] = {
@@ -45,6 +46,9 @@ CARD_EMOJI: dict[CardState, str] = {
 NEXT_UP_SHOWN = 5
 # Header, type counts, queue, divider, legend, and the line for hosts left out.
 LEAST_BUDGET = 7
+
+# The bookings the board names (a context block holds 3,000 characters).
+BOOKINGS_SHOWN = 10
 
 
 def board_blocks(
@@ -63,8 +67,11 @@ def board_blocks(
         header(t(lang, "board.header", at=when(lang, board.at, zone))),
         section(_types(board, lang, zone)),
         section(_queue(board, lang, zone, now)),
-        divider(),
     ]
+    if board.bookings:
+        booked = "\n".join(mrkdwn_escape(say(lang, b)) for b in board.bookings[:BOOKINGS_SHOWN])
+        top.append(context(f":calendar: *{t(lang, 'board.bookings')}*\n{booked}"))
+    top.append(divider())
     marks = [f"{CARD_EMOJI[s]} {term(lang, 'card', s.value)}" for s in CardState]
     version = in_force(lang, board.config_version)
     legend = context(*marks, *([version] if version else []))

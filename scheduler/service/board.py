@@ -14,7 +14,8 @@ from scheduler.checkup import Checkup
 from scheduler.config import PolicyConfig
 from scheduler.credentials import travels_in_clear
 from scheduler.policy.priority_classes import PriorityClass
-from scheduler.service import jobs
+from scheduler.results import Said
+from scheduler.service import jobs, reservations
 from scheduler.service.context import Context
 from scheduler.service.jobs import JobView
 from storage.models import ON_HOST_STATES, Gpu, Host, HostState, Job, JobState
@@ -144,6 +145,8 @@ class BoardResult:
     # For an admin: what paika doctor's checks found wrong when this service last ran them
     # (None: not an admin, or no checks in this process, as in `paika cmd`).
     checkup: Checkup | None = None
+    # Cards booked for teams, ahead or under way (`/gpu admin reserve`), soonest first.
+    bookings: tuple[Said, ...] = ()
 
 
 # How many waiting jobs the board names; the rest are only counted.
@@ -175,6 +178,7 @@ def board(ctx: Context) -> BoardResult:
             windows=_windows(ctx),
         ),
         checkup=checkup.last() if ctx.actor.is_admin else None,
+        bookings=tuple(reservations.upcoming(ctx)),
     )
 
 

@@ -111,6 +111,14 @@ def cancel(ctx: Context, booking_id: int) -> Said:
     return Said(SaidCode.BOOKING_CANCELLED, _values(ctx, booking, _team_name(ctx, booking.team_id)))
 
 
+def upcoming(ctx: Context) -> list[Said]:
+    """Every booking ahead or under way, as the board shows it to anyone."""
+    return [
+        Said(SaidCode.BOOKING_ROW, _values(ctx, b, _team_name(ctx, b.team_id)))
+        for b in reservation_queries.not_over(session=ctx.session, now=ctx.now)
+    ]
+
+
 def of_team(ctx: Context, team_id: int | None) -> list[Said]:
     """A team's bookings ahead and under way, as its members see them in /gpu queue."""
     if team_id is None:

@@ -91,3 +91,21 @@ def test_another_teams_long_job_says_the_cards_are_booked(
         'submit name=theirs gpus=1 hours=10 priority=normal data=ready cmd="true"',
     )
     assert "booked for" not in gpu(cluster, "UNICK", "status theirs").text
+
+
+def test_the_board_names_the_bookings(cluster: Paika) -> None:
+    gpu(cluster, "UADMIN", _book(cluster, 2, timedelta(hours=5), timedelta(hours=8)))
+    board = gpu(cluster, "UALICE", "board").text
+    assert "Cards booked for teams" in board and "2 × A100-80GB for nlp" in board
+
+
+def test_the_boards_blocks_with_bookings_are_valid_at_the_least_budget(cluster: Paika) -> None:
+    from fake_slack.slack_server import validate_blocks
+
+    from bot.blocks.board import LEAST_BUDGET, board_blocks
+
+    gpu(cluster, "UADMIN", _book(cluster, 2, timedelta(hours=5), timedelta(hours=8)))
+    result = gpu(cluster, "UALICE", "board").result
+    for budget in (LEAST_BUDGET, 50):
+        blocks = board_blocks(result, "zh", cluster.policy.zone, cluster.clock.now(), budget=budget)  # type: ignore[arg-type]
+        assert validate_blocks(blocks) == [] and len(blocks) <= budget
