@@ -76,6 +76,7 @@ _GROUPING_HEADINGS = {
     "project": "report.by.project",
     "round": "report.by.round",
     "type": "report.by.type",
+    "array": "report.by.array",
 }
 
 

@@ -31,7 +31,7 @@ CMD_LIMIT = 2000
 JOB_HOURS_MIN = 0.01
 JOB_HOURS_MAX = 100_000
 # What one row of `/gpu report` is (scheduler.service.report.Grouping).
-REPORT_GROUPINGS = ("team", "user", "project", "round", "type")
+REPORT_GROUPINGS = ("team", "user", "project", "round", "type", "array")
 QUOTA_HOURS_MAX = 10_000_000  # about 1,100 GPU-years: more than any one grant
 
 

@@ -33,6 +33,7 @@ class Grouping(StrEnum):
     PROJECT = "project"
     ROUND = "round"
     TYPE = "type"
+    ARRAY = "array"  # an array (count=, sweep=) a row, its jobs' metrics judged together
 
 
 GROUPINGS = tuple(grouping.value for grouping in Grouping)
@@ -330,6 +331,8 @@ class _Usage:
             return job.project or "", ""
         if by == Grouping.ROUND:
             return (job.project or "", job.round or ""), ""
+        if by == Grouping.ARRAY:
+            return (f"#{job.array_id}" if job.array_id is not None else ""), ""
         return gpu_type, gpu_type
 
     def add(
@@ -367,7 +370,11 @@ class _Usage:
         # for); a job's other outputs only the jobs listed need: this page, or every job when
         # the whole report is asked for. Outcomes are made only for the jobs listed.
         whole = whole or bool(self.ask.file)
-        judged = self.ask.metric is not None or self.ask.by in (Grouping.PROJECT, Grouping.ROUND)
+        judged = self.ask.metric is not None or self.ask.by in (
+            Grouping.PROJECT,
+            Grouping.ROUND,
+            Grouping.ARRAY,
+        )
         judged = judged or self.ask.project is not None
         spent = self.by_job
         order = sorted(spent, key=lambda i: (-spent[i].cost, -spent[i].hours, i))
@@ -480,6 +487,10 @@ class _Usage:
             metric = metric_of.get(str(project))
         elif metric is None and self.ask.project is not None:
             metric = metric_of.get(self.ask.project)
+        elif metric is None and self.ask.by == Grouping.ARRAY and sums.job_ids:
+            # An array's jobs are of one submit, so of one project: judged by its metric.
+            first = min(sums.job_ids)
+            metric = metric_of.get(self.jobs[first].project or "")
         best = _best(metric, (metrics.get(i, {}) for i in sums.job_ids)) if metric else None
         per_unit = None
         rising = metric is not None and not lower_is_better(metric)

@@ -161,6 +161,7 @@ class JobFacts:
     gpu_types: list[str] | None
     min_memory_gib: float | None
     min_speed: float | None
+    array_id: int | None = None  # one job of an array (count=, sweep=): the array's number
 
     @property
     def holds_metrics(self) -> bool:
@@ -266,6 +267,7 @@ _FACTS = (
     col(Job.gpu_types),
     col(Job.min_memory_gib),
     col(Job.min_speed),
+    col(Job.array_id),
 )
 
 

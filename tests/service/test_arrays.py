@@ -136,3 +136,35 @@ def test_status_lists_the_jobs_best_first_by_the_metric_they_reported(team: Paik
     order = [text.index(f"#{first}.{i} ") for i in (2, 3, 1)]
     assert order == sorted(order)
     assert "loss 0.2" in text
+
+
+def test_the_report_groups_by_array_with_its_best_metric(team: Paika) -> None:
+    from datetime import timedelta
+
+    from storage.models import LedgerEntry
+
+    gpu(team, "UALICE", f'{BASE} {CMD} sweep="lr=1,2 bs=8" project=llm')
+    jobs = members(team)
+    first = jobs[0].id
+    now = team.clock.now()
+    with Session(team.engine) as session:
+        for job, loss in zip(jobs, (0.7, 0.3), strict=True):
+            job.metrics = {"loss": loss}
+            job.state = JobState.SUCCEEDED
+            session.add(job)
+            session.add(
+                LedgerEntry(
+                    job_id=job.id or 0,
+                    team_id=job.team_id,
+                    gpu_type="A100-80GB",
+                    started_at=now - timedelta(hours=2),
+                    ended_at=now - timedelta(hours=1),
+                    gpu_hours=1.0,
+                    cost=2.2,
+                    recorded_at=now,
+                )
+            )
+        session.commit()
+    text = gpu(team, "UALICE", "report by=array days=1").text
+    assert "By array" in text and f"#{first}" in text
+    assert "0.3" in text  # its best loss
