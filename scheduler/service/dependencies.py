@@ -41,18 +41,37 @@ class Wanted:
 
 def wanted(fields: Mapping[str, Any]) -> tuple[Wanted, ...]:
     """The upstream jobs a submission's keys name, each once, the strongest kind kept."""
-    found: dict[int, Wanted] = {}
     named: list[Wanted] = []
     data = fields.get("data")
     if data is not None and getattr(data, "after", None) is not None:
         named.append(Wanted(data.after, DependencyKind.DATA, "data"))
     for key, kind in (("after", DependencyKind.SUCCESS), ("afterany", DependencyKind.END)):
         named.extend(Wanted(job_id, kind, key) for job_id in fields.get(key) or ())
+    return _strongest(named)
+
+
+def _strongest(named: list[Wanted]) -> tuple[Wanted, ...]:
+    """Each upstream job once, with the strongest kind it was named with."""
+    found: dict[int, Wanted] = {}
     for want in named:
         held = found.get(want.upstream_id)
         if held is None or _STRENGTH[want.kind] > _STRENGTH[held.kind]:
             found[want.upstream_id] = want
     return tuple(found.values())
+
+
+def whole_arrays(ctx: Context, wants: tuple[Wanted, ...]) -> tuple[Wanted, ...]:
+    """An array named by its number (#40) stands for every job of it: a job after a sweep
+    waits for the whole sweep (#40.1 names one job of it)."""
+    out: list[Wanted] = []
+    for want in wants:
+        upstream = job_queries.get_job(session=ctx.session, job_id=want.upstream_id)
+        if upstream is None or upstream.array_id != upstream.id:
+            out.append(want)
+            continue
+        members = job_queries.array_jobs(session=ctx.session, array_id=upstream.id or 0)
+        out += [Wanted(member.id or 0, want.kind, want.key) for member in members]
+    return _strongest(out)
 
 
 def check(ctx: Context, wants: tuple[Wanted, ...]) -> None:

@@ -239,7 +239,7 @@ def submit(
         )
     account = accounts.require_account(ctx, ctx.actor.user_id, team)
     data = fields["data"]
-    waits = dependencies.wanted(fields)
+    waits = dependencies.whole_arrays(ctx, dependencies.wanted(fields))
     dependencies.check(ctx, waits)
     members = array.members if array is not None else (arrays.Member(0),)
     made: list[Job] = []

@@ -168,3 +168,20 @@ def test_the_report_groups_by_array_with_its_best_metric(team: Paika) -> None:
     text = gpu(team, "UALICE", "report by=array days=1").text
     assert "By array" in text and f"#{first}" in text
     assert "0.3" in text  # its best loss
+
+
+def test_a_job_after_an_array_waits_for_every_job_of_it(team: Paika) -> None:
+    from storage.models import JobDependency
+
+    gpu(team, "UALICE", f'{BASE} {CMD} sweep="lr=1,2,3 bs=8"')
+    ids = [j.id for j in members(team)]
+    gpu(
+        team,
+        "UALICE",
+        f'submit name=pick gpus=1 hours=1 priority=normal data=ready cmd="true" '
+        f"after={ids[0]} afterany=#{ids[1]}",
+    )
+    with Session(team.engine) as session:
+        pick = session.exec(select(Job).where(Job.name == "pick")).one()
+        rows = session.exec(select(JobDependency).where(JobDependency.job_id == pick.id)).all()
+    assert sorted((r.upstream_id, r.kind) for r in rows) == [(i, "success") for i in ids]
