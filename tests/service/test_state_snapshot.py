@@ -37,6 +37,7 @@ from storage.models import (
     MaintenanceWindow,
     Quota,
     Team,
+    TeamReservation,
     TemplateVersion,
 )
 from storage.queries import share_apart
@@ -514,6 +515,12 @@ def test_waits_for_jobs_and_planned_maintenance_survive_a_restore(
         f"admin maintenance add host=gpu-a from={starts:%Y-%m-%dT%H:%M} "
         f'until={ends:%Y-%m-%dT%H:%M} reason="driver 570"',
     )
+    ok(
+        world,
+        "UADMIN",
+        f"admin reserve add gpus=2 type=A100-80GB from={starts:%Y-%m-%dT%H:%M} "
+        f'until={ends:%Y-%m-%dT%H:%M} team=nlp reason="deadline"',
+    )
     doc = state.decode(state.encode(document(world)))
     # A dependency on a job the snapshot does not hold (it had ended) comes back held.
     rows = state.records(doc, "dependencies")
@@ -527,7 +534,11 @@ def test_waits_for_jobs_and_planned_maintenance_survive_a_restore(
         (10**6, "broken"),
     ]
     assert [(w.host, w.reason) for w in windows] == [("gpu-a", "driver 570")]
+    with Session(fresh) as session:
+        booked = session.exec(select(TeamReservation)).all()
+    assert [(b.gpu_type, b.gpus, b.reason) for b in booked] == [("A100-80GB", 2, "deadline")]
     # An older snapshot, without the tables, restores with none.
     older = _copy(doc)
-    del older["dependencies"], older["maintenance"]
+    del older["dependencies"], older["maintenance"], older["reservations"]
     assert state.records(older, "dependencies") == state.records(older, "maintenance") == []
+    assert state.records(older, "reservations") == []
