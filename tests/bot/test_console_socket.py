@@ -35,6 +35,7 @@ from bot.console_socket import (
 )
 from bot.i18n import LANGUAGES
 from scheduler.app import Paika
+from scheduler.running import ALL_STOPPED_WITHIN_S
 from scheduler.settings import Settings
 
 PAIKA = Path(sys.executable).with_name("paika")
@@ -262,7 +263,7 @@ def test_paika_up_answers_on_its_socket_and_removes_it(tmp_path: Path) -> None:
         assert "/gpu" in out
     finally:
         up.send_signal(signal.SIGINT)
-        up.wait(timeout=30)
+        up.wait(timeout=ALL_STOPPED_WITHIN_S + 15)  # its parts' bound, and a margin
     assert up.returncode == 0, log.read_text()
     assert not path.exists()
     assert f"paika cmd is answered here, through {path}" in log.read_text()

@@ -16,6 +16,8 @@ from pathlib import Path
 from fake_slack import BOT_TOKEN, SIGNING_SECRET
 from fake_slack.slack_server import FakeSlack
 
+from scheduler.running import ALL_STOPPED_WITHIN_S
+
 PAIKA = Path(sys.executable).with_name("paika")
 
 
@@ -48,7 +50,9 @@ def _run_up_until(env: dict[str, str], wanted: list[str]) -> list[str]:
                 continue
     finally:
         process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
+        # paika up promises every part stopped within ALL_STOPPED_WITHIN_S (45 s): a busy
+        # machine may take that long, and only longer is a fault.
+        process.wait(timeout=ALL_STOPPED_WITHIN_S + 15)
     reader.join(timeout=10)
     out_stream.close()
     while not lines.empty():

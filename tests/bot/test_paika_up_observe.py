@@ -21,6 +21,7 @@ from fake_slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, signing
 from fake_slack.slack_server import FakeSlack
 from prometheus_client.parser import text_string_to_metric_families
 
+from scheduler.running import ALL_STOPPED_WITHIN_S
 from scheduler.settings import BUNDLED_POLICY
 
 PAIKA = Path(sys.executable).with_name("paika")
@@ -128,7 +129,7 @@ def test_paika_up_serves_metrics_and_health_and_logs_json(
         assert buckets == [1.0] or buckets[0] >= 1  # acked within Slack's 3 s
     finally:
         process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
+        process.wait(timeout=ALL_STOPPED_WITHIN_S + 15)  # its parts' bound, and a margin
     assert process.returncode == 0, log_file.read_text()
     lines = [json.loads(line) for line in log_file.read_text().splitlines() if line.strip()]
     assert all({"time", "level", "logger", "message"} <= line.keys() for line in lines)
