@@ -21,7 +21,7 @@ from scheduler.notices.kinds import NoticeKind
 from scheduler.notices.outbox import Announcement, claim
 from scheduler.races import retrying
 from storage.db import session_scope
-from storage.models import JobState
+from storage.models import TERMINAL_STATES, JobState
 from storage.queries import audit
 from storage.queries import jobs as job_queries
 
@@ -53,10 +53,7 @@ def _tell(engine: Engine, now: datetime, array_id: int) -> Announcement | None:
         head = next((job for job in jobs if job.id == array_id), None)
         if head is None or head.array_told_at is not None:
             return None
-        if any(
-            job.state not in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
-            for job in jobs
-        ):
+        if any(job.state not in TERMINAL_STATES for job in jobs):
             return None  # one was queued again meanwhile
         head.array_told_at = now  # under the job's version: a second writer fails here
         session.add(head)

@@ -31,7 +31,7 @@ from scheduler.notices.outbox import Announcement, claim
 from scheduler.policy.reasons import Reason, ReasonCode
 from scheduler.races import retrying
 from storage.db import session_scope
-from storage.models import Job, JobDependency, JobState
+from storage.models import TERMINAL_STATES, Job, JobDependency, JobState
 from storage.models.jobs import DependencyKind, DependencyState
 from storage.queries import audit
 from storage.queries import dependencies as dependency_queries
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 KIND = NoticeKind.JOB_UPSTREAM_FAILED
 NEVER_SUCCEEDS = (JobState.FAILED, JobState.CANCELLED)
-ENDED = (JobState.SUCCEEDED, *NEVER_SUCCEEDS)
+ENDED = TERMINAL_STATES
 # The states a dependant waits in: one that has ended or runs needs nothing settled.
 WAITING = (JobState.QUEUED, JobState.WAITING_DATA, JobState.PREEMPTED)
 

@@ -44,7 +44,8 @@ LEADS = (("hour", timedelta(hours=1)), ("day", timedelta(days=1)))
 ON_HOST = (JobState.RUNNING, JobState.UNKNOWN)
 
 
-def _local(moment: datetime, zone: tzinfo) -> str:
+def local_time(moment: datetime, zone: tzinfo) -> str:
+    """A moment as the install's people read it: in its zone, with the zone's name."""
     return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z")
 
 
@@ -148,8 +149,8 @@ def _tell_one(
             "host": window.host,
             "window": window.id,
             # As the install's people read times: in its zone, with the zone's name.
-            "starts": _local(window.starts_at, zone),
-            "ends": _local(window.ends_at, zone),
+            "starts": local_time(window.starts_at, zone),
+            "ends": local_time(window.ends_at, zone),
             "reason": window.reason,
             "lead": lead,
             "preemptible": bool(job.preemptible),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from scheduler.errors import Action, Conflict, NotFound, Problem, UserError
-from scheduler.maintenance import runs_into
+from scheduler.maintenance import local_time, runs_into
 from scheduler.results import Listing, Said, SaidCode
 from scheduler.service.context import Context
 from storage.models import JobState, MaintenanceWindow
@@ -25,13 +25,7 @@ def add(ctx: Context, host: str, starts: datetime, ends: datetime, reason: str) 
     ctx.require_admin(Action.PLAN_MAINTENANCE)
     if cluster_queries.host_by_name(session=ctx.session, name=host) is None:
         raise NotFound(Problem.HOST_NOT_FOUND, name=host)
-    starts, ends = ctx.moment(starts), ctx.moment(ends)
-    if starts >= ends:
-        raise UserError(
-            Problem.MAINTENANCE_BACKWARDS, starts=_local(ctx, starts), ends=_local(ctx, ends)
-        )
-    if ends <= ctx.now:
-        raise UserError(Problem.MAINTENANCE_OVER, ends=_local(ctx, ends))
+    starts, ends = window_of(ctx, starts, ends)
     clash = maintenance_queries.overlapping(
         session=ctx.session, host=host, starts_at=starts, ends_at=ends
     )
@@ -117,6 +111,18 @@ def _running_into(ctx: Context, window: MaintenanceWindow) -> int:
     )
 
 
+def window_of(ctx: Context, starts: datetime, ends: datetime) -> tuple[datetime, datetime]:
+    """A window an admin typed (a maintenance, a booking), in UTC: it ends after it starts,
+    and has not ended yet."""
+    starts, ends = ctx.moment(starts), ctx.moment(ends)
+    if starts >= ends:
+        raise UserError(
+            Problem.MAINTENANCE_BACKWARDS, starts=_local(ctx, starts), ends=_local(ctx, ends)
+        )
+    if ends <= ctx.now:
+        raise UserError(Problem.MAINTENANCE_OVER, ends=_local(ctx, ends))
+    return starts, ends
+
+
 def _local(ctx: Context, moment: datetime) -> str:
-    """A moment as the reader types it, in the policy's zone, with the zone's name."""
-    return moment.astimezone(ctx.policy.zone).strftime("%Y-%m-%d %H:%M %Z")
+    return local_time(moment, ctx.policy.zone)

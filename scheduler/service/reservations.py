@@ -12,9 +12,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from scheduler.errors import Action, NotFound, Problem, UserError
+from scheduler.maintenance import local_time
 from scheduler.results import Listing, Said, SaidCode
 from scheduler.service.context import Context
 from scheduler.service.lookup import team_by_name
+from scheduler.service.maintenance import window_of
 from storage.models import TeamReservation
 from storage.queries import cluster as cluster_queries
 from storage.queries import org as org_queries
@@ -37,13 +39,7 @@ def add(
         raise NotFound(
             Problem.BOOKING_UNKNOWN_TYPE, gpu_type=gpu_type, types=tuple(ctx.policy.gpu_types)
         )
-    starts, ends = ctx.moment(starts), ctx.moment(ends)
-    if starts >= ends:
-        raise UserError(
-            Problem.MAINTENANCE_BACKWARDS, starts=_local(ctx, starts), ends=_local(ctx, ends)
-        )
-    if ends <= ctx.now:
-        raise UserError(Problem.MAINTENANCE_OVER, ends=_local(ctx, ends))
+    starts, ends = window_of(ctx, starts, ends)
     have = sum(
         1
         for gpu in cluster_queries.all_gpus(session=ctx.session)
@@ -148,4 +144,4 @@ def _values(ctx: Context, booking: TeamReservation, team: str) -> dict[str, str 
 
 
 def _local(ctx: Context, moment: datetime) -> str:
-    return moment.astimezone(ctx.policy.zone).strftime("%Y-%m-%d %H:%M %Z")
+    return local_time(moment, ctx.policy.zone)
