@@ -38,6 +38,7 @@ from scheduler.door import DayUsage, Digest, JobLine, PriorityClass, QuotaWarnin
 LIST_BLOCKS = 3
 LIST_CHARS = 1500
 CARDS_CHARS = 1400
+AHEAD_CHARS = 600  # the maintenance and bookings ahead: one block, beside the seven parts
 
 
 def digest_blocks(
@@ -65,6 +66,7 @@ def digest_blocks(
         *_ready(digest, lang),
         *_waiting_data(digest, lang, people),
         *_next_up(digest, lang, zone, people),
+        *_ahead(digest, lang, zone),
         divider(),
         *_yesterday(digest, lang),
         *_idle(digest, lang, people),
@@ -214,6 +216,50 @@ def _next_up(digest: Digest, lang: str, zone: ZoneInfo, people: _Names) -> list[
         )
     heading = f"*{t(lang, 'board.next_up')}*"
     return _part(heading, lines, len(lines), _more(lang, len(lines)))
+
+
+def _ahead(digest: Digest, lang: str, zone: ZoneInfo) -> list[Block]:
+    """Planned maintenance and booked cards not over yet, soonest first (nothing when none)."""
+    items = [
+        (
+            window.starts,
+            t(
+                lang,
+                "digest.ahead_maintenance",
+                host=mrkdwn_escape(window.host),
+                starts=when(lang, window.starts, zone),
+                ends=when(lang, window.ends, zone),
+                reason=mrkdwn_escape(window.reason),
+            ),
+        )
+        for window in digest.maintenance
+    ] + [
+        (
+            booking.starts,
+            t(
+                lang,
+                "digest.ahead_booking",
+                gpus=booking.gpus,
+                gpu_type=mrkdwn_escape(booking.gpu_type),
+                team=mrkdwn_escape(booking.team),
+                starts=when(lang, booking.starts, zone),
+                ends=when(lang, booking.ends, zone),
+                reason=mrkdwn_escape(booking.reason),
+            ),
+        )
+        for booking in digest.bookings
+    ]
+    if not items:
+        return []
+    lines = [said for _, said in sorted(items, key=lambda item: item[0])]
+    return listing(
+        lines,
+        1,
+        _more(lang, len(lines)),
+        total=len(lines),
+        chars=AHEAD_CHARS,
+        heading=f"*{t(lang, 'digest.ahead')}*",
+    )
 
 
 def _yesterday(digest: Digest, lang: str) -> list[Block]:

@@ -93,6 +93,13 @@ DOWN = "#9e9e9e"
 FREE = "#e4f2e1"
 FUTURE = "#f3f3f3"
 NOW = "#c62828"
+# A host's planned maintenance: a hatched band over its rows, dark enough to read over a
+# job's expected run and over free cards alike.
+MAINTENANCE_FACE, MAINTENANCE_EDGE = "#d5d5d5", "#424242"
+AHEAD_PX = 30  # one more line under the picture for the maintenance and bookings ahead
+# The legend's font size and the room between its entries, tried in turn until it fits on
+# one line (the last is drawn whatever its width).
+LEGEND_FITS = ((14, 1.4), (14, 0.9), (13, 0.8), (12, 0.7), (11, 0.6))
 TYPE_COLOURS = ("#1565c0", "#ef6c00", "#2e7d32", "#6a1b9a", "#c62828", "#00838f", "#4e342e")
 
 # Families looked for, most complete first; any other font with the glyphs would do too.
@@ -137,6 +144,10 @@ CHART_WORDS = (
     "hosts_numbered",
     "shared",
     "shared_summary",
+    "maintenance",
+    "ahead",
+    "ahead_maintenance",
+    "ahead_booking",
 )
 
 # Agg and the font caches are shared by every figure in the process; the bot may draw
@@ -301,6 +312,8 @@ class _Drawing:
     def figure(self) -> Figure:
         rows_px = gantt_px(len(self.rows))
         height = TOP_PX + rows_px + AXIS_PX + GAP_PX + UTIL_PX + BOTTOM_PX
+        if self._calendar():
+            height += AHEAD_PX
         figure = Figure(figsize=(WIDTH_PX / DPI, height / DPI), dpi=DPI, facecolor="white")
         self.renderer = FigureCanvasAgg(figure).get_renderer()  # type: ignore[no-untyped-call]
 
@@ -385,6 +398,15 @@ class _Drawing:
                 label=words["planned"],
             ),
         ]
+        if self._maintenance_drawn():
+            handles.append(
+                Patch(
+                    facecolor=MAINTENANCE_FACE,
+                    edgecolor=MAINTENANCE_EDGE,
+                    hatch="xx",
+                    label=words["maintenance"],
+                )
+            )
         if self._any_shared():
             # Only where a card is shared: a whole card's picture keeps its legend.
             handles.append(
@@ -395,17 +417,23 @@ class _Drawing:
                     label=words["shared"],
                 )
             )
-        figure.legend(
-            handles=handles,
-            loc="upper left",
-            bbox_to_anchor=(12 / WIDTH_PX, 1 - 128 / height),
-            ncol=len(handles),
-            frameon=False,
-            prop=self._text(14),
-            handlelength=1.6,
-            # Closer with the shared card's entry, so that seven still fit the width.
-            columnspacing=1.4 if len(handles) < 7 else 0.9,
-        )
+        # One line: closer, then smaller, as entries are added (a shared card's, a planned
+        # maintenance's), until it fits the picture's width.
+        for size, spacing in LEGEND_FITS:
+            legend = figure.legend(
+                handles=handles,
+                loc="upper left",
+                bbox_to_anchor=(12 / WIDTH_PX, 1 - 128 / height),
+                ncol=len(handles),
+                frameon=False,
+                prop=self._text(size),
+                handlelength=1.6,
+                columnspacing=spacing,
+            )
+            fits = legend.get_window_extent(self.renderer).x1 <= WIDTH_PX - 8
+            if fits or (size, spacing) == LEGEND_FITS[-1]:
+                break
+            legend.remove()
 
     # -- the timeline --------------------------------------------------------------------
 
@@ -467,6 +495,21 @@ class _Drawing:
             self._row(axes, i, row)
         for planned in self.timeline.planned:
             self._planned(axes, planned)
+        for a, b, rows_of_host in self._maintenance_spans():
+            for i in rows_of_host:
+                axes.add_patch(
+                    Rectangle(
+                        (a, i),
+                        b - a,
+                        1,
+                        facecolor=MAINTENANCE_FACE,
+                        edgecolor=MAINTENANCE_EDGE,
+                        hatch="xx",
+                        linewidth=0,
+                        alpha=0.9,
+                        zorder=4,
+                    )
+                )
         # A rule between hosts, so a host's cards read as one group.
         for i in range(1, len(rows)):
             if rows[i].host != rows[i - 1].host:
@@ -534,6 +577,62 @@ class _Drawing:
 
     def _drawable(self, text: str) -> bool:
         return all(ord(char) in self.chars for char in text)
+
+    def _maintenance_spans(self) -> list[tuple[float, float, list[int]]]:
+        """Each planned maintenance inside the timeline, as (from, to) in hours from now,
+        with the rows of its host."""
+        left, right = self._hours(self.timeline.start), self._hours(self.timeline.end)
+        spans = []
+        for window in self.digest.maintenance:
+            a = max(self._hours(window.starts), left)
+            b = min(self._hours(window.ends), right)
+            rows = [i for i, row in enumerate(self.rows) if row.host == window.host]
+            if b > a and rows:
+                spans.append((a, b, rows))
+        return spans
+
+    def _maintenance_drawn(self) -> bool:
+        return bool(self._maintenance_spans())
+
+    def _calendar(self) -> bool:
+        """Whether anything is planned ahead: a maintenance or a booking not over."""
+        return bool(self.digest.maintenance or self.digest.bookings)
+
+    def _ahead_line(self, room: float) -> str:
+        """The maintenance and bookings not over, soonest first, as far as `room` (pixels)
+        allows."""
+        words, zone = self.words, self.zone
+
+        def span(starts: datetime, ends: datetime) -> tuple[str, str]:
+            a, b = starts.astimezone(zone), ends.astimezone(zone)
+            return a.strftime("%m-%d %H:%M"), b.strftime(
+                "%H:%M" if a.date() == b.date() else "%m-%d %H:%M"
+            )
+
+        items: list[tuple[datetime, str]] = []
+        for window in self.digest.maintenance:
+            host = window.host if self._drawable(window.host) else ascii_name(window.host)
+            a, b = span(window.starts, window.ends)
+            items.append(
+                (window.starts, words["ahead_maintenance"].format(host=host, starts=a, ends=b))
+            )
+        for booking in self.digest.bookings:
+            team = booking.team if self._drawable(booking.team) else ascii_name(booking.team)
+            a, b = span(booking.starts, booking.ends)
+            said = words["ahead_booking"].format(
+                gpus=booking.gpus, gpu_type=booking.gpu_type, team=team, starts=a, ends=b
+            )
+            items.append((booking.starts, said))
+        items.sort(key=lambda item: item[0])
+        font = self._text(SMALL_PT)
+        said = ""
+        for _, item in items:
+            more = f"{said}   ·   {item}" if said else item
+            if self._width(words["ahead"].format(items=more + "   ·   …"), font) > room:
+                said = f"{said}   ·   …" if said else "…"
+                break
+            said = more
+        return words["ahead"].format(items=said)
 
     def _any_shared(self) -> bool:
         return any(row.also or any(s.also for s in row.segments) for row in self.rows)
@@ -777,5 +876,14 @@ class _Drawing:
                 "   ·   ".join(notes),
                 va="bottom",
                 color="#505050",
+                fontproperties=self._text(SMALL_PT),
+            )
+        if self._calendar():
+            figure.text(
+                20 / WIDTH_PX,
+                (22 + AHEAD_PX) / height,
+                self._ahead_line(WIDTH_PX - 40),
+                va="bottom",
+                color="#303030",
                 fontproperties=self._text(SMALL_PT),
             )

@@ -31,6 +31,7 @@ def render_text(digest: Digest, zone: ZoneInfo, lang: str = "en") -> str:
         _ready(digest, lang),
         _waiting_data(digest, lang),
         _next_up(digest, zone, lang),
+        _ahead(digest, zone, lang),
         _yesterday(digest, lang),
         _idle(digest, lang),
         _quotas(digest, lang),
@@ -161,6 +162,43 @@ def _next_up(digest: Digest, zone: ZoneInfo, lang: str) -> list[str]:
         )  # fmt: skip
         lines.append(f"  {said}")
     return lines
+
+
+def _ahead(digest: Digest, zone: ZoneInfo, lang: str) -> list[str]:
+    """Planned maintenance and booked cards not over yet, soonest first (nothing when none)."""
+    items = [
+        (
+            w.starts,
+            say(
+                lang,
+                "digest.text.ahead_maintenance",
+                host=w.host,
+                starts=_when(w.starts, zone),
+                ends=_when(w.ends, zone),
+                reason=w.reason,
+            ),  # fmt: skip
+        )
+        for w in digest.maintenance
+    ] + [
+        (
+            b.starts,
+            say(
+                lang,
+                "digest.text.ahead_booking",
+                gpus=b.gpus,
+                gpu_type=b.gpu_type,
+                team=b.team,
+                starts=_when(b.starts, zone),
+                ends=_when(b.ends, zone),
+                reason=b.reason,
+            ),  # fmt: skip
+        )
+        for b in digest.bookings
+    ]
+    if not items:
+        return []
+    lines = [say(lang, "digest.text.ahead")]
+    return lines + [f"  {said}" for _, said in sorted(items, key=lambda item: item[0])]
 
 
 def _yesterday(digest: Digest, lang: str) -> list[str]:

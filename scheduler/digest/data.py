@@ -16,11 +16,13 @@ from sqlmodel import Session
 from scheduler.alerts.quota import used_thresholds_passed
 from scheduler.config import PolicyConfig
 from scheduler.digest.model import (
+    BookingAhead,
     DayUsage,
     Digest,
     IdleJob,
     IdleUsage,
     JobLine,
+    MaintenanceAhead,
     QuotaWarning,
     TypeUtilization,
     UsageLine,
@@ -41,7 +43,9 @@ from storage.models.cluster import WHOLE_CARD
 from storage.queries import accounting
 from storage.queries import cluster as cluster_queries
 from storage.queries import digest as digest_queries
+from storage.queries import maintenance as maintenance_queries
 from storage.queries import org as org_queries
+from storage.queries import reservations as reservation_queries
 
 # The actor the digest reads as: it only reads, and every part it reads is open to all.
 SYSTEM_ACTOR = Actor("paika", None, None, None)
@@ -95,7 +99,38 @@ def build_digest(ctx: Context, day: date | None = None) -> Digest:
         timeline=timeline,
         utilization=_utilization(ctx, [t.gpu_type for t in seen.types]),
         config_version=seen.config_version,
+        maintenance=_maintenance(ctx),
+        bookings=_bookings(ctx),
     )
+
+
+def _maintenance(ctx: Context) -> tuple[MaintenanceAhead, ...]:
+    """Every host's planned maintenance not over yet, soonest first."""
+    return tuple(
+        MaintenanceAhead(window.host, window.starts_at, window.ends_at, window.reason)
+        for window in maintenance_queries.not_over(session=ctx.session, now=ctx.now)
+    )
+
+
+def _bookings(ctx: Context) -> tuple[BookingAhead, ...]:
+    """Every booking not over yet, soonest first, with its team's name."""
+    names: dict[int, str] = {}
+    found = []
+    for booking in reservation_queries.not_over(session=ctx.session, now=ctx.now):
+        if booking.team_id not in names:
+            team = org_queries.team_by_id(session=ctx.session, team_id=booking.team_id)
+            names[booking.team_id] = team.name if team is not None else f"team {booking.team_id}"
+        found.append(
+            BookingAhead(
+                names[booking.team_id],
+                booking.gpu_type,
+                booking.gpus,
+                booking.starts_at,
+                booking.ends_at,
+                booking.reason,
+            )
+        )
+    return tuple(found)
 
 
 def system_context(session: Session, policy: PolicyConfig, now: datetime) -> Context:

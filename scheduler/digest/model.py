@@ -243,6 +243,28 @@ class GpuRow:
 
 
 @dataclass(frozen=True)
+class MaintenanceAhead:
+    """A host's planned maintenance not over yet (`/gpu admin maintenance add`)."""
+
+    host: str
+    starts: datetime
+    ends: datetime
+    reason: str
+
+
+@dataclass(frozen=True)
+class BookingAhead:
+    """Cards booked for a team, not over yet (`/gpu admin reserve add`)."""
+
+    team: str
+    gpu_type: str
+    gpus: int
+    starts: datetime
+    ends: datetime
+    reason: str
+
+
+@dataclass(frozen=True)
 class Planned:
     """A waiting job's expected run: from its ETA for its estimated run time."""
 
@@ -298,6 +320,9 @@ class Digest:
     timeline: Timeline
     utilization: tuple[TypeUtilization, ...]
     config_version: int | None = None  # the policy config version it was made under
+    # The calendar ahead, soonest first: each host's planned maintenance, the cards booked.
+    maintenance: tuple[MaintenanceAhead, ...] = ()
+    bookings: tuple[BookingAhead, ...] = ()
 
     @property
     def total_gpus(self) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from scheduler.policy.snapshot import Gpu, Host, Knobs, Snapshot, TeamWindow
@@ -203,7 +203,9 @@ class Capacity:
         self.gpus: dict[int, Gpu] = {}
         # (type, GPUs) → earliest start: asked for many waiting jobs of the same shape; cleared
         # whenever a placement changes when GPUs free up.
-        self._soonest: dict[tuple[str, int, bool], tuple[float, frozenset[int]]] = {}
+        self._soonest: dict[
+            tuple[str, int, bool, frozenset[str]], tuple[float, frozenset[int]]
+        ] = {}
         self._reserved_until: dict[int, float] = {}  # GPUs kept for reserved jobs, until
         # (type, host, past reservations) → those GPUs by when they are free, soonest first:
         # what earliest_start reads for every host; dropped when one of them changes.
@@ -350,7 +352,8 @@ class Capacity:
     def _on_one_host(self, pool: Pool, gpus: int, blocked: frozenset[int]) -> Placement | None:
         if pool.max_free() < gpus:
             return None
-        best: tuple[int, int, str] | None = None
+        best: tuple[bool, int, int, str] | None = None
+        closing = self.closes_at
         for order, host in enumerate(self.host_order):
             free = pool.free.get(host)
             if not free or len(free) < gpus:
@@ -358,15 +361,19 @@ class Capacity:
             usable = len(free) if not blocked else sum(1 for gpu in free if gpu not in blocked)
             if usable < gpus:
                 continue
-            # Best fit: the host left with the fewest free GPUs keeps big holes for big jobs.
-            candidate = (usable - gpus, order, host)
+            # A host whose maintenance is planned first (the caller blocked it if the job
+            # would run into the window): work that ends before the window keeps it busy,
+            # and the hosts that stay open keep their cards for longer work. Then best fit:
+            # the host left with the fewest free GPUs keeps big holes for big jobs.
+            stays_open = bool(closing) and host not in closing
+            candidate = (stays_open, usable - gpus, order, host)
             if best is None or candidate < best:
                 best = candidate
-                if self.knobs.type_choice == "first_fit" or usable == gpus:
+                if self.knobs.type_choice == "first_fit" or (usable == gpus and not stays_open):
                     break
         if best is None:
             return None
-        host = best[2]
+        host = best[3]
         ids = tuple(gpu for gpu in pool.free[host] if gpu not in blocked)[:gpus]
         return Placement(pool.gpu_type, ids, (host,))
 
@@ -416,44 +423,97 @@ class Capacity:
         pool.take(list(pool.free.get(host, [])), [host])
 
     def earliest_start(
-        self, gpu_type: str, gpus: int, *, past_reservations: bool = False
+        self,
+        gpu_type: str,
+        gpus: int,
+        *,
+        past_reservations: bool = False,
+        run_seconds: float | None = None,
     ) -> tuple[float, frozenset[int]]:
         """When a job could start on this type at the soonest, and on which GPUs (with
-        `past_reservations`, GPUs reserved for others count as busy until those jobs end)."""
-        key = (gpu_type, gpus, past_reservations and bool(self._reserved_until))
+        `past_reservations`, GPUs reserved for others count as busy until those jobs end).
+        With the job's `run_seconds`, a host whose planned maintenance starts before the job
+        would end there (with MAINTENANCE_MARGIN) is not counted: otherwise a long job's
+        reservation lands on the host that drains first, and keeps the short work that could
+        run there before the window off it."""
+        past = past_reservations and bool(self._reserved_until)
+        closing = frozenset[str]()
+        if run_seconds is not None and self.closes_at:
+            closing = self._closing_for(gpu_type, gpus, past, run_seconds)
+        key = (gpu_type, gpus, past, closing)
         found = self._soonest.get(key)
         if found is None:
-            found = self._soonest[key] = self._earliest_start(gpu_type, gpus, key[2])
+            found = self._soonest[key] = self._earliest_start(gpu_type, gpus, past, closing)
         return found
 
+    def _closing_for(
+        self, gpu_type: str, gpus: int, past_reservations: bool, run_seconds: float
+    ) -> frozenset[str]:
+        """The hosts of the type whose maintenance starts before a job of `gpus` GPUs and
+        `run_seconds` would end there, started when their cards free up."""
+        pool = self.pools.get(gpu_type)
+        if pool is None:
+            return frozenset()
+        run = run_seconds * MAINTENANCE_MARGIN
+        closing = []
+        for host, closes in self.closes_at.items():
+            ids = pool.members.get(host)
+            if not ids:
+                continue
+            times = self._times_on(gpu_type, host, ids, past_reservations)
+            free_at = times[min(gpus, len(times)) - 1][0]
+            if max(free_at, self.now) + run > closes:
+                closing.append(host)
+        return frozenset(closing)
+
+    def _times_on(
+        self, gpu_type: str, host: str, ids: list[int], past_reservations: bool
+    ) -> list[tuple[float, int]]:
+        """The host's GPUs of the type by when they are free, soonest first (cached)."""
+        key = (gpu_type, host, past_reservations)
+        by_time = self._host_times.get(key)
+        if by_time is None:
+            at = self._free_at(past_reservations)
+            by_time = self._host_times[key] = sorted((at(g, NEVER), g) for g in ids)
+        return by_time
+
+    def _free_at(self, past_reservations: bool) -> Callable[[int, float], float]:
+        """When a GPU is free: by its holder's expected end, or past the reservation on it."""
+        plain = self.available_at.get
+        if not past_reservations:
+            return plain
+        reserved = self._reserved_until
+
+        def at(gpu: int, default: float) -> float:
+            return max(plain(gpu, default), reserved.get(gpu, -NEVER))
+
+        return at
+
     def _earliest_start(
-        self, gpu_type: str, gpus: int, past_reservations: bool
+        self, gpu_type: str, gpus: int, past_reservations: bool, closing: frozenset[str]
     ) -> tuple[float, frozenset[int]]:
         pool = self.pools.get(gpu_type)
         if pool is None:
             return NEVER, frozenset()
-        at = self.available_at.get
-        if past_reservations:
-            plain, reserved = at, self._reserved_until
-
-            def at(gpu: int, default: float) -> float:
-                return max(plain(gpu, default), reserved.get(gpu, -NEVER))
-
+        at = self._free_at(past_reservations)
         if gpus > pool.max_host_size:
-            times = sorted([(at(gpu, NEVER), gpu) for ids in pool.members.values() for gpu in ids])
+            times = sorted(
+                [
+                    (at(gpu, NEVER), gpu)
+                    for host, ids in pool.members.items()
+                    if host not in closing
+                    for gpu in ids
+                ]
+            )
             if len(times) < gpus:
                 return NEVER, frozenset()
             return times[gpus - 1][0], frozenset(gpu for _, gpu in times[:gpus])
         soonest: float = NEVER
         on: list[tuple[float, int]] | None = None
-        cached = self._host_times
         for host, ids in pool.members.items():
-            if len(ids) < gpus:
+            if len(ids) < gpus or host in closing:
                 continue
-            key = (gpu_type, host, past_reservations)
-            by_time = cached.get(key)
-            if by_time is None:
-                by_time = cached[key] = sorted((at(g, NEVER), g) for g in ids)
+            by_time = self._times_on(gpu_type, host, ids, past_reservations)
             if by_time[gpus - 1][0] < soonest:
                 soonest, on = by_time[gpus - 1][0], by_time
         if on is None:

@@ -262,6 +262,12 @@ class _Admission:
                 failed[shape] = kept
             if self.knobs.backfill is Backfill.NONE:
                 break  # strict order: nobody passes a blocked job
+            note = self.notes.get(job.id)
+            if note is not None and note.code is WaitCode.BOOKED_FOR_TEAM:
+                # Held back by cards booked for another team: a place kept for it now would
+                # be on those very cards and hold back the team they are booked for. It
+                # waits for the booking (its note says until when).
+                continue
             if self.knobs.backfill is Backfill.EASY:
                 # A job waiting for a cheaper type is kept a place on that type, not on the
                 # costlier one it declined (which would sit idle for it meanwhile).
@@ -469,7 +475,7 @@ class _Admission:
                 return placement, Reason(ReasonCode.MATCH_CHEAPER_REFUSED)
             if now - job.submitted_at >= limit:
                 return placement, because(ReasonCode.MATCH_WAITED_FOR_CHEAPER, minutes=limit / 60)
-            cheap_at, _ = capacity.earliest_start(cheapest, job.gpus)
+            cheap_at, _ = capacity.earliest_start(cheapest, job.gpus, run_seconds=job.run_seconds)
             if cheap_at > now + limit:
                 said = because(
                     ReasonCode.MATCH_CHEAPER_NOT_SOON, gpu_type=cheapest, minutes=limit / 60
@@ -629,7 +635,9 @@ class _Admission:
                 )
             wait = None
             if verdict.code is ReasonCode.VERDICT_NOT_ENOUGH_FREE:
-                free_at, _ = self.capacity.earliest_start(card.name, job.gpus)
+                free_at, _ = self.capacity.earliest_start(
+                    card.name, job.gpus, run_seconds=job.run_seconds
+                )
                 wait = max(0.0, free_at - self.snapshot.now) if free_at < NEVER else None
             verdicts.append(
                 Alternative(card.name, card.price_per_gpu_hour, verdict.english(), wait, verdict)
@@ -650,7 +658,7 @@ class _Admission:
             if pool.reservations and (not starving or len(pool.reservations) >= len(pool.members)):
                 return  # an earlier job already holds this pool's reservation
             start, gpus = self.capacity.earliest_start(
-                gpu_type, job.gpus, past_reservations=starving
+                gpu_type, job.gpus, past_reservations=starving, run_seconds=job.run_seconds
             )
             if start < NEVER and (best is None or start < best[0]):
                 best = (start, gpu_type, gpus)
@@ -824,7 +832,10 @@ def _victims_for(
         return None  # no running job has that much left
     # Only for work that would otherwise wait longer than it runs: a short job waits at most
     # about its own length before it stops a long one, so the stops stay few.
-    soonest = min((capacity.earliest_start(t, job.gpus)[0] for t in types), default=NEVER)
+    soonest = min(
+        (capacity.earliest_start(t, job.gpus, run_seconds=run)[0] for t in types),
+        default=NEVER,
+    )
     if soonest <= snapshot.now + run:
         return None
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from scheduler.simulate.calendar import CALENDAR_MODES, WeeklyPlan
 from scheduler.simulate.draw import DrawConfig
 from scheduler.simulate.engine import PolicyViolation, ProgressFn
 from scheduler.simulate.policies import POLICIES, policy_setup
@@ -66,6 +67,31 @@ def simulate_command(
             "lucid-profiles/ beside the trace's folder)."
         ),
     ] = None,
+    maintenance: Annotated[
+        str,
+        typer.Option(
+            help="none, plan (one window a week per host; paika starts nothing there that "
+            "would run into it), drain (the baseline: the host takes nothing new from the "
+            "window's notice) or ignore (the same windows measured, not kept)."
+        ),
+    ] = "none",
+    maintenance_hours: Annotated[
+        float, typer.Option(help="How long each host's weekly window is, in hours.")
+    ] = 4.0,
+    maintenance_lead_hours: Annotated[
+        float, typer.Option(help="How long before its start a window is known, in hours.")
+    ] = 24.0,
+    booking_gpus: Annotated[
+        int,
+        typer.Option(
+            help="Cards of the cluster's most common type booked once a week for the team "
+            "with the most GPU-hours (0: none)."
+        ),
+    ] = 0,
+    booking_hours: Annotated[float, typer.Option(help="How long each booking is.")] = 12.0,
+    booking_lead_hours: Annotated[
+        float, typer.Option(help="How long before its start a booking is known, in hours.")
+    ] = 72.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the JSON summary.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
@@ -97,6 +123,18 @@ def simulate_command(
     policy's expected slowdown while they overlap. The JSON adds gpu_hours_held, the mean wait
     per class (waits: shared, one_card, multi_card, core) and the slowdowns suffered.
 
+    With --maintenance plan, drain or ignore every host has one window of --maintenance-hours
+    a week (host i on night i mod 7 at 22:00 from the trace's first submit), known
+    --maintenance-lead-hours before it starts: plan is paika's (nothing is started there that
+    would still run at the window's start by its estimate), drain the baseline of draining the
+    host when the window is known, ignore the counterfactual (the windows are measured, not
+    kept). At the start what still runs there is stopped and queued again (a job that
+    checkpoints loses the work since its checkpoint, an idle one keeps its progress, any other
+    loses its run). --booking-gpus books that many cards each week (day 5, 08:00, for
+    --booking-hours) for the busiest team. The JSON's calendar says, over the windows, the
+    GPU-hours of the notices, how many held jobs, the work thrown away, and how many bookings
+    found their cards free (or held by the team) at their start.
+
     Formats: philly (Pollux's philly.csv; VC sizes from philly_vc_nodes.csv next to it, 8 GPUs per
     node), openb (Alibaba 2023 pod list; typed nodes from openb_node_list_gpu_node.csv next to it;
     a fractional GPU counts as one whole GPU), csv (submit_time,duration,gpus[,queue,gpu_type,
@@ -113,7 +151,25 @@ def simulate_command(
     if profiles is not None and sharing == "none":
         _fail("--profiles gives jobs fingerprints for sharing; add --sharing memory")
     shares = Sharing(sharing, profiles)
+    if maintenance != "none" and maintenance not in CALENDAR_MODES:
+        _fail(
+            f"unknown --maintenance {maintenance!r}; use one of: none, {', '.join(CALENDAR_MODES)}"
+        )
+    if booking_gpus and maintenance == "none":
+        _fail("--booking-gpus books cards in the weekly calendar; add --maintenance plan")
     try:
+        calendar = (
+            WeeklyPlan(
+                maintenance,
+                maintenance_hours,
+                maintenance_lead_hours,
+                booking_gpus,
+                booking_hours,
+                booking_lead_hours,
+            )
+            if maintenance != "none"
+            else None
+        )
         draws = DrawConfig(
             seed,
             core_share,
@@ -133,10 +189,10 @@ def simulate_command(
     try:
         if show_progress:
             summary = _with_progress(
-                lambda report: _run(loaded, policy, draws, per_vc, report, shares)
+                lambda report: _run(loaded, policy, draws, per_vc, report, shares, calendar)
             )
         else:
-            summary = _run(loaded, policy, draws, per_vc, None, shares)
+            summary = _run(loaded, policy, draws, per_vc, None, shares, calendar)
     except ProfileError as exc:
         _fail(f"{exc}; give Lucid's single_job_profiles.csv with --profiles FILE")
     except PolicyViolation as exc:
@@ -163,9 +219,16 @@ def _run(
     per_vc: bool,
     report: ProgressFn | None,
     sharing: Sharing,
+    calendar: WeeklyPlan | None = None,
 ) -> dict[str, Any]:
     return simulate(
-        trace, policy_setup(policy), draws, per_vc=per_vc, progress=report, sharing=sharing
+        trace,
+        policy_setup(policy),
+        draws,
+        per_vc=per_vc,
+        progress=report,
+        sharing=sharing,
+        calendar=calendar,
     )
 
 
@@ -247,4 +310,19 @@ def render(summary: dict[str, Any]) -> str:
         f"{passes['mean_s'] * 1000:.2f} ms · max {passes['max_s'] * 1000:.1f} ms · wall "
         f"{summary['wall_s']:.1f} s",
     ]
+    calendar = summary.get("calendar")
+    if calendar is not None:
+        lines.append(
+            f"maintenance {calendar['mode']}: {calendar['windows']:,} windows · notice "
+            f"{_fmt(calendar['notice_gpu_hours'])} GPU-h, busy {_fmt(calendar['busy_gpu_hours'])}"
+            f" · thrown away {_fmt(calendar['thrown_gpu_hours'])} GPU-h begun in the notice, "
+            f"{_fmt(calendar['unforeseen_gpu_hours'])} before it "
+            f"({calendar['stopped_jobs']:,} jobs stopped) · idle or thrown away "
+            f"{_fmt(calendar['unused_gpu_hours'])} GPU-h"
+        )
+        if calendar["bookings"]:
+            lines.append(
+                f"bookings: {calendar['bookings_honoured']} of {calendar['bookings']} found "
+                f"their cards free at the start ({calendar['booked_cards_short']} cards short)"
+            )
     return "\n".join(lines)

@@ -23,6 +23,14 @@ shared job stopped for a core job keeps its progress as an idle-class job does (
 declared it checkpoints goes back to its checkpoint). A shared card counts once in the GPU
 time held and busy while any job holds it (`held_card_gpu_s`); a whole-card job its GPUs.
 
+A calendar (`Engine.calendar`, calendar.py) adds planned maintenance and booked cards: each
+window is known from its notice (the policy sees the host's `closes_at`, or, as the baseline,
+the host drains), closes its host at its start, stopping what still runs there (a job that
+checkpoints goes back to its checkpoint, an idle-class job keeps its progress, any other job
+loses its run; each is queued again), and opens it at its end; each booking is in the
+snapshot's `team_windows` from its notice to its end. The engine keeps each host's held GPU
+time as it goes, to say how much of each notice held jobs.
+
 A pass is skipped when it cannot change anything, which keeps an 80k-job replay to minutes:
 no ready job waits; or nothing that matters changed since the last pass (a job whose data is
 not ready arriving changes nothing); or fewer GPUs are free than the smallest ready job needs
@@ -37,11 +45,11 @@ import heapq
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from scheduler.policy.colocation import Fingerprint, expected_slowdown
 from scheduler.policy.matching import CardNeeds, CardType, fitting_types
-from scheduler.policy.plan import Plan, Preempt, Start
+from scheduler.policy.plan import HostOut, Plan, Preempt, Start
 from scheduler.policy.priority_classes import CLASS_RANK
 from scheduler.policy.scheduler import costlier_after
 from scheduler.policy.scheduler import schedule as policy_schedule
@@ -53,9 +61,16 @@ from scheduler.policy.snapshot import (
     Pending,
     Running,
     Snapshot,
+    TeamWindow,
     TypeChoice,
     WithinClass,
     wall_hours,
+)
+from scheduler.simulate.calendar import (
+    BookingFigures,
+    Calendar,
+    WindowFigures,
+    calendar_summary,
 )
 from scheduler.simulate.draw import DrawConfig, Drawn
 from scheduler.simulate.policies import PolicySetup
@@ -65,8 +80,10 @@ from scheduler.simulate.traces import ClusterSpec, TraceJob
 ScheduleFn = Callable[[Snapshot], Plan]
 ProgressFn = Callable[[int, int], None]
 
-# Event kinds; at one moment ends are handled before stops, readiness and arrivals.
+# Event kinds; at one moment ends are handled before stops, readiness and arrivals, and the
+# calendar's after them (its events name a window or booking, not a job).
 END, STOP, READY, ARRIVE, WAKE = range(5)
+NOTICE, CLOSE, OPEN, BOOKING_NOTICE, BOOKING_START, BOOKING_END = range(5, 11)
 WHOLE_MILLI = 1000  # thousandths: a whole card
 WAKE_SLACK_S = 1.0  # wake a little after the cheaper-type wait runs out
 PROGRESS_EVERY = 2000  # events
@@ -169,6 +186,7 @@ class JobRecord:
     cost: float
     lost_gpu_s: float = 0.0  # work lost to preemption since the last checkpoint, and restarts
     rewait_s: float = 0.0  # time queued again after preemptions (ready, not running)
+    maintenance_stops: int = 0  # times a maintenance window's start stopped it
     # Its class in the waits: "shared" (it asks for part of a card), "one_card", "multi_card"
     # or "core" (a core job, whatever its size).
     kind: str = "one_card"
@@ -226,6 +244,16 @@ class RunResult:
     wall_s: float
     # GPU time held: a shared card once while any job holds it, a whole-card job its GPUs.
     held_card_gpu_s: float = 0.0
+    # The calendar's figures (calendar.calendar_summary's parts); empty without one.
+    calendar_mode: str = ""
+    windows: list[WindowFigures] = field(default_factory=list)
+    bookings: list[BookingFigures] = field(default_factory=list)
+
+    def calendar(self) -> dict[str, object] | None:
+        """The calendar's figures of this replay, None without a calendar."""
+        if not self.calendar_mode:
+            return None
+        return calendar_summary(self.calendar_mode, self.windows, self.bookings)
 
 
 @dataclass(slots=True)
@@ -252,6 +280,7 @@ class _Job:
     requeued_at: float = 0.0
     rewait_s: float = 0.0
     lost_gpu_s: float = 0.0
+    maintenance_stops: int = 0
     # On a shared card (share_milli > 0): how fast its work advances now (1: alone), from
     # when (`mark`), and the wall time its neighbours cost it in this run before `mark`.
     share_milli: int = 0
@@ -285,6 +314,8 @@ class Engine:
     host_prefix: str = "n"
     # How the simulated hosts keep shared jobs apart ("mps", …); "": no card is shared.
     sharing: str = ""
+    # Planned maintenance and booked cards (calendar.py); None: neither.
+    calendar: Calendar | None = None
 
     def run(self) -> RunResult:
         """One replay from an empty cluster; every call starts afresh."""
@@ -339,6 +370,28 @@ class _Replay:
         self.fifo_heads: list[tuple[int, float, int]] | None = [] if strict else None
         self._admit(engine.jobs)
         self.total = len(self.jobs)
+        self.calendar = engine.calendar
+        self.team_windows: tuple[TeamWindow, ...] = ()
+        self.window_figures: list[WindowFigures] = []
+        self.booking_figures: list[BookingFigures] = []
+        if self.calendar is not None:
+            self._plan_calendar(self.calendar)
+
+    def _plan_calendar(self, calendar: Calendar) -> None:
+        hosts = self.cluster.host_count
+        for index, window in enumerate(calendar.windows):
+            if not 0 <= window.host < hosts:
+                raise ValueError(f"a maintenance window of host {window.host}: no such host")
+            self.window_figures.append(WindowFigures(window.host, window.starts))
+            self._push(window.known_from, NOTICE, index)
+            self._push(window.starts, CLOSE, index)
+            self._push(window.ends, OPEN, index)
+        for index, booking in enumerate(calendar.bookings):
+            booked = booking.window
+            self.booking_figures.append(BookingFigures(booked.id, booked.gpus))
+            self._push(booking.known_from, BOOKING_NOTICE, index)
+            self._push(booked.starts, BOOKING_START, index)
+            self._push(booked.ends, BOOKING_END, index)
 
     def _admit(self, specs: Sequence[JobSpec]) -> None:
         """Every job that can ever fit, with its arrival, readiness and wake-up events."""
@@ -371,9 +424,13 @@ class _Replay:
         heap = self.heap
         while heap:
             now = heap[0][0]
+            self.cluster.now = now
             while heap and heap[0][0] == now:
                 _, kind, _, job_id, token = heapq.heappop(heap)
                 self.events += 1
+                if kind >= NOTICE:
+                    self._calendar_event(kind, job_id, now)
+                    continue
                 handled = self._handle(kind, self.jobs[job_id], token, now)
                 if handled and progress is not None and self.events % PROGRESS_EVERY == 0:
                     progress(self.finished, self.total)
@@ -398,26 +455,7 @@ class _Replay:
         elif kind == STOP:
             if token != job.token or job_id not in self.running:
                 return False
-            ran = max(0.0, now - job.run_start)
-            slowed = self._slowed(job, now)  # 0.0 for a job alone on its cards
-            kept = ran - slowed
-            if job.spec.preemptible:
-                work = max(0.0, ran - job.overhead - slowed)
-                kept = min(work, job.remaining)
-                if kept < job.remaining:  # it did not finish: back to its last checkpoint
-                    kept = work // job.spec.checkpoint_s * job.spec.checkpoint_s
-                job.lost_gpu_s += (ran - kept) * job.spec.gpus
-            job.remaining = max(job.remaining - kept, 0.0)
-            self.release(job, now)
-            initial = wall_hours(job.spec.est_gpu_hours, job.spec.gpus) * HOUR
-            job.est_run_s = max(job.est_run_s - kept, 0.1 * initial, 60.0)
-            if job.remaining <= 0.0:
-                job.end = now
-                self.finished += 1
-            else:
-                job.requeued_at = now
-                self.enqueue(job)
-            self.dirty = True
+            self._stop(job, now)
         elif kind == READY:
             if job_id in self.pending and not (job.ready or self.hold):
                 # In place: the view keeps its submit order, which the policy sorts fastest.
@@ -433,6 +471,90 @@ class _Replay:
         elif job_id in self.pending and (job.ready or self.hold):  # WAKE
             self.dirty = True
         return True
+
+    def _stop(self, job: _Job, now: float, *, loses_run: bool = False) -> float:
+        """Stop a running job now and queue it again with what is left; the work thrown away
+        (GPU-seconds). A job that checkpoints goes back to its last checkpoint; any other keeps
+        its progress (the model of idle work), unless it `loses_run` (a maintenance window
+        stopped a job that does not checkpoint)."""
+        spec = job.spec
+        ran = max(0.0, now - job.run_start)
+        slowed = self._slowed(job, now)  # 0.0 for a job alone on its cards
+        kept = ran - slowed
+        lost_before = job.lost_gpu_s
+        if spec.preemptible:
+            work = max(0.0, ran - job.overhead - slowed)
+            kept = min(work, job.remaining)
+            if kept < job.remaining:  # it did not finish: back to its last checkpoint
+                kept = work // spec.checkpoint_s * spec.checkpoint_s
+            job.lost_gpu_s += (ran - kept) * spec.gpus
+        elif loses_run and spec.priority != "idle" and ran - slowed < job.remaining:
+            kept = 0.0
+            job.lost_gpu_s += ran * spec.gpus
+        job.remaining = max(job.remaining - kept, 0.0)
+        self.release(job, now)
+        initial = wall_hours(spec.est_gpu_hours, spec.gpus) * HOUR
+        job.est_run_s = max(job.est_run_s - kept, 0.1 * initial, 60.0)
+        if job.remaining <= 0.0:
+            job.end = now
+            self.finished += 1
+        else:
+            job.requeued_at = now
+            self.enqueue(job)
+        self.dirty = True
+        return job.lost_gpu_s - lost_before
+
+    def _calendar_event(self, kind: int, index: int, now: float) -> None:
+        """A window's notice, start (its host's jobs stopped) or end; a booking's."""
+        assert self.calendar is not None
+        cluster, mode = self.cluster, self.calendar.mode
+        if kind in (NOTICE, CLOSE, OPEN):
+            window = self.calendar.windows[index]
+            figures = self.window_figures[index]
+            host = window.host
+            if kind == NOTICE:
+                figures.notice_gpu_s = -cluster.held_area(host)  # completed at CLOSE
+                if mode == "plan":
+                    cluster.set_state(host, closes_at=window.starts)
+                elif mode == "drain":
+                    cluster.set_state(host, out=HostOut.DRAINING)
+            elif kind == CLOSE:
+                figures.busy_gpu_s = figures.notice_gpu_s + cluster.held_area(host)
+                figures.notice_gpu_s = cluster.host_gpus(host) * (window.starts - window.known_from)
+                if mode == "ignore":
+                    return  # measured only: what the host does with no window at all
+                cluster.set_state(host, out=HostOut.MAINTENANCE)
+                on_host = cluster.host_gpu_range(host)
+                for job in [
+                    j for j in self.running.values() if any(g in on_host for g in j.gpu_ids)
+                ]:
+                    job.maintenance_stops += 1
+                    figures.stopped += 1
+                    in_notice = job.held_at >= window.known_from
+                    thrown = self._stop(job, now, loses_run=True)
+                    # A run begun in the notice is the plan's misjudgement; one begun before
+                    # the window was known would have been stopped whatever the notice did.
+                    if in_notice:
+                        figures.thrown_gpu_s += thrown
+                    else:
+                        figures.unforeseen_gpu_s += thrown
+            else:
+                cluster.set_state(host)
+        else:
+            booking = self.calendar.bookings[index].window
+            if kind == BOOKING_NOTICE and mode != "ignore":
+                self.team_windows += (booking,)
+            elif kind == BOOKING_START:  # (measured in every mode)
+                held = sum(
+                    len(job.gpu_ids)
+                    for job in self.running.values()
+                    if job.spec.team == booking.team and job.gpu_type == booking.gpu_type
+                )
+                free = cluster.free_of_type(booking.gpu_type)
+                self.booking_figures[index].available = free + held
+            elif kind == BOOKING_END:
+                self.team_windows = tuple(w for w in self.team_windows if w.id != booking.id)
+        self.dirty = True
 
     def _pass(self, now: float) -> None:
         """Call the policy and apply its plan, unless no ready job could start or preempt."""
@@ -466,6 +588,7 @@ class _Replay:
                 team: entry.value * 0.5 ** ((now - entry.at) / self.decay)
                 for team, entry in self.usage.items()
             },
+            team_windows=self.team_windows,
         )
         began = time.perf_counter()
         plan = self.schedule(snapshot)
@@ -596,6 +719,9 @@ class _Replay:
                 raise PolicyViolation(
                     f"{where}: GPU {gpu_id} is a {gpu.gpu_type}, not {plan_start.gpu_type}"
                 )
+            out = self.cluster.out_of(gpu_id)
+            if out:
+                raise PolicyViolation(f"{where}: GPU {gpu_id} is on a host that is {out}")
         card = next(c for c in self.catalog if c.name == plan_start.gpu_type)
         if not spec.needs.admits(card):
             raise PolicyViolation(f"{where}: type {card.name} does not meet {spec.needs}")
@@ -617,7 +743,8 @@ class _Replay:
         else:
             job.rewait_s += now - job.requeued_at
         # Resuming from a checkpoint costs its restart time, as held (and lost) GPU time.
-        job.overhead = spec.restart_s if spec.preemptible and job.preemptions else 0.0
+        stopped_before = job.preemptions or job.maintenance_stops
+        job.overhead = spec.restart_s if spec.preemptible and stopped_before else 0.0
         job.token += 1
         job.rate, job.mark, job.slowed = 1.0, job.run_start + job.overhead, 0.0
         self._push_end(job, job.run_start + job.overhead + job.remaining)
@@ -755,6 +882,9 @@ class _Replay:
             pass_max_s=self.pass_max,
             wall_s=time.perf_counter() - self.wall,
             held_card_gpu_s=self.whole_held_gpu_s + self.cluster.card_held_s,
+            calendar_mode=self.calendar.mode if self.calendar is not None else "",
+            windows=self.window_figures,
+            bookings=self.booking_figures,
         )
 
     def _record(self, job: _Job) -> JobRecord:
@@ -779,6 +909,7 @@ class _Replay:
             cost=job.cost,
             lost_gpu_s=job.lost_gpu_s,
             rewait_s=job.rewait_s,
+            maintenance_stops=job.maintenance_stops,
             kind=_kind(spec),
             shared=job.shared,
             neighboured=job.neighboured,
@@ -797,7 +928,8 @@ def _kind(spec: JobSpec) -> str:
 
 class _Cluster:
     """The replay's GPUs: which job holds each (or which jobs share it, with their parts of
-    it), how many are free, the hosts the policy sees.
+    it), how many are free, the hosts the policy sees, which of them take no jobs (and why)
+    or close soon, and each host's held GPU time so far (`held_area`).
 
     `Gpu` and `Host` are frozen, so a change of holder replaces the GPU, and a host's tuple is
     rebuilt only at the next snapshot after one of its GPUs changed hands.
@@ -844,6 +976,61 @@ class _Cluster:
         self._shares: dict[int, dict[int, int]] = {}
         self._shared_since: dict[int, float] = {}
         self.card_held_s = 0.0
+        # The calendar: hosts that take no jobs (why), hosts closing at a time; the replay's
+        # clock, and each host's GPU-seconds held up to `_area_at`.
+        self._out: dict[int, str] = {}
+        self._closes: dict[int, float] = {}
+        self.now = 0.0
+        self._area = [0.0] * len(self._host_names)
+        self._area_at = [0.0] * len(self._host_names)
+
+    @property
+    def host_count(self) -> int:
+        return len(self._host_names)
+
+    def host_gpus(self, host: int) -> int:
+        a, b = self._host_ranges[host]
+        return b - a
+
+    def host_gpu_range(self, host: int) -> range:
+        return range(*self._host_ranges[host])
+
+    def held_area(self, host: int) -> float:
+        """The host's GPU-seconds held by jobs from the replay's start to `now` (a shared
+        card once)."""
+        held = self.host_gpus(host) - self._host_free[host]
+        return self._area[host] + held * (self.now - self._area_at[host])
+
+    def _tick(self, host: int) -> None:
+        """Bring the host's held GPU time up to `now` before its held count changes."""
+        self._area[host] = self.held_area(host)
+        self._area_at[host] = self.now
+
+    def set_state(self, host: int, *, out: str = "", closes_at: float | None = None) -> None:
+        """The host takes no jobs (`out` says why), or closes at `closes_at`, or neither."""
+        if out:
+            self._out[host] = out
+        else:
+            self._out.pop(host, None)
+        if closes_at is None:
+            self._closes.pop(host, None)
+        else:
+            self._closes[host] = closes_at
+        self._dirty_hosts.add(host)
+
+    def out_of(self, gpu_id: int) -> str:
+        """Why the GPU's host takes no jobs now ("": it does)."""
+        return self._out.get(self._host_of[gpu_id], "") if self._out else ""
+
+    def free_of_type(self, gpu_type: str) -> int:
+        """Free GPUs of the type on hosts that take jobs."""
+        return sum(
+            1
+            for gpu in self.gpus
+            if gpu.gpu_type == gpu_type
+            and gpu.job_id is None
+            and self._host_of[gpu.id] not in self._out
+        )
 
     @property
     def shared_cards(self) -> int:
@@ -853,9 +1040,13 @@ class _Cluster:
     def could_fit(self, gpus: int) -> bool:
         """Whether `gpus` GPUs could be free for one job (on one host when a host is that
         big; type and memory aside, so a False is sure and a True only possible)."""
+        free, host_free = self.free, self._host_free
+        if self._out:  # hosts that take no jobs: their free GPUs are not
+            free -= sum(host_free[host] for host in self._out)
+            host_free = [n for host, n in enumerate(host_free) if host not in self._out]
         if gpus > self._host_size:
-            return self.free >= gpus
-        return self.free >= gpus and max(self._host_free) >= gpus
+            return free >= gpus
+        return free >= gpus and max(host_free, default=0) >= gpus
 
     def hold(self, gpu_ids: tuple[int, ...], job_id: int) -> None:
         self._set_holder(gpu_ids, job_id)
@@ -883,6 +1074,7 @@ class _Cluster:
             parts = self._shares[gpu_id] = {}
             self._shared_since[gpu_id] = now
             self.free -= 1
+            self._tick(self._host_of[gpu_id])
             self._host_free[self._host_of[gpu_id]] -= 1
         parts[job_id] = milli
         self._set_tenants(gpu_id, tuple(parts))
@@ -899,6 +1091,7 @@ class _Cluster:
         held = now - self._shared_since.pop(gpu_id)
         self.card_held_s += held
         self.free += 1
+        self._tick(self._host_of[gpu_id])
         self._host_free[self._host_of[gpu_id]] += 1
         self._set_tenants(gpu_id, ())
         return held
@@ -907,8 +1100,14 @@ class _Cluster:
         if self._dirty_hosts or self._hosts_cache is None:
             for host in self._dirty_hosts:
                 a, b = self._host_ranges[host]
+                out = self._out.get(host, "")
                 self._hosts[host] = Host(
-                    self._host_names[host], tuple(self.gpus[a:b]), sharing=self.sharing
+                    self._host_names[host],
+                    tuple(self.gpus[a:b]),
+                    schedulable=not out,
+                    out=out,
+                    sharing=self.sharing,
+                    closes_at=self._closes.get(host),
                 )
             self._dirty_hosts.clear()
             self._hosts_cache = tuple(self._hosts)
@@ -926,4 +1125,5 @@ class _Cluster:
             self.gpus[gpu_id] = Gpu(gpu.id, gpu.host, gpu.gpu_type, gpu.memory_gib, job_id=job_id)
             host = self._host_of[gpu_id]
             self._dirty_hosts.add(host)
+            self._tick(host)
             self._host_free[host] += 1 if job_id is None else -1

@@ -9,6 +9,13 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from scheduler.simulate.calendar import (
+    Calendar,
+    WeeklyPlan,
+    busiest_team,
+    calendar_summary,
+    weekly_calendar,
+)
 from scheduler.simulate.draw import DrawConfig, draw
 from scheduler.simulate.engine import (
     Engine,
@@ -136,8 +143,11 @@ def simulate(
     schedule: ScheduleFn | None = None,
     progress: ProgressFn | None = None,
     sharing: Sharing | None = None,
+    calendar: WeeklyPlan | None = None,
 ) -> dict[str, Any]:
-    """Replay `trace` (already on its cluster, see `resolve_cluster`) and summarise it."""
+    """Replay `trace` (already on its cluster, see `resolve_cluster`) and summarise it; with
+    a `calendar`, every host has a maintenance window a week (and a weekly booking if it
+    asks for one), and the summary says what they cost (calendar.py)."""
     sharing = sharing or Sharing()
     drawn = draw(trace.jobs, draws, pooled=not per_vc)
     clusters = list(trace.queue_clusters.values()) if per_vc else [trace.cluster]
@@ -180,6 +190,7 @@ def simulate(
                 **_engine_options(setup),
                 host_prefix=f"{queue}-n",
                 sharing=host_sharing,
+                calendar=_calendar(calendar, trace.queue_clusters[queue], jobs),
             )
             results.append(engine.run())
             done += len(jobs)
@@ -194,6 +205,7 @@ def simulate(
             progress=progress,
             **_engine_options(setup),
             sharing=host_sharing,
+            calendar=_calendar(calendar, trace.cluster, specs),
         )
         results.append(engine.run())
     summary = summarize(results)
@@ -216,7 +228,29 @@ def simulate(
         "with_fingerprint": sum(1 for spec in specs if spec.fingerprint is not None),
     }
     summary["knobs"] = {key: _plain(value) for key, value in _knobs(setup).items()}
+    if calendar is not None:
+        summary["calendar"] = {
+            **asdict(calendar),
+            **calendar_summary(
+                calendar.mode,
+                [window for result in results for window in result.windows],
+                [booking for result in results for booking in result.bookings],
+            ),
+        }
     return summary
+
+
+def _calendar(
+    plan: WeeklyPlan | None, cluster: ClusterSpec, jobs: list[JobSpec]
+) -> Calendar | None:
+    """The weekly windows of a cluster over its jobs' submissions; bookings for the team
+    with the most estimated GPU-hours."""
+    if plan is None or not jobs:
+        return None
+    first = min(spec.submit for spec in jobs)
+    last = max(spec.submit for spec in jobs)
+    team = busiest_team([(spec.team, spec.est_gpu_hours) for spec in jobs])
+    return weekly_calendar(plan, cluster, first, last, team)
 
 
 def _engine_options(setup: PolicySetup) -> dict[str, Any]:

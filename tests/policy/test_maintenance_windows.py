@@ -13,7 +13,7 @@ from scheduler.policy.capacity import MAINTENANCE_MARGIN
 from scheduler.policy.matching import CardNeeds
 from scheduler.policy.scheduler import schedule
 from scheduler.policy.snapshot import HOUR
-from tests.policy.builders import NOW, host, job, snapshot
+from tests.policy.builders import NOW, host, job, running, snapshot
 
 
 def _closing(h, in_hours: float):  # type: ignore[no-untyped-def]
@@ -75,3 +75,24 @@ def test_no_start_on_a_closing_host_outlasts_its_window(
         if "gpu-a" in start.hosts:
             end = NOW + by_id[start.job_id].run_seconds * MAINTENANCE_MARGIN
             assert end <= NOW + closes_in * HOUR
+
+
+def test_work_that_ends_before_the_window_goes_to_the_closing_host_first() -> None:
+    # Both hosts could take it; the open one keeps its cards for work that would not fit.
+    b = host("gpu-b", "A100-80GB", 2)
+    a = _closing(host("gpu-a", "A100-80GB", 2), in_hours=6)
+    plan = schedule(snapshot([b, a], [job(1, hours=1)]), explain=True)
+    assert [s.hosts for s in plan.starts] == [("gpu-a",)]
+
+
+def test_a_long_jobs_reservation_is_not_on_the_host_it_could_not_run_on() -> None:
+    # The closing host frees a card first, but the core job could not run there before its
+    # window: its reservation goes to the open host, and short work fills the closing one.
+    a = _closing(host("gpu-a", "A100-80GB", 2), in_hours=3)
+    b = host("gpu-b", "A100-80GB", 2)
+    holds_a = running(90, a, 1, ends_in_h=0.5)
+    holds_b = running(91, b, 2, ends_in_h=5)
+    core = job(1, gpus=2, hours=20, priority="core")
+    short = job(2, hours=2)
+    plan = schedule(snapshot([a, b], [core, short], [holds_a, holds_b]), explain=True)
+    assert [(s.job_id, s.hosts) for s in plan.starts] == [(2, ("gpu-a",))]

@@ -88,3 +88,14 @@ def test_others_never_leave_fewer_free_at_the_start_than_booked(
         and NOW + by_id[s.job_id].run_seconds * 1.25 > window.starts
     )
     assert 8 - held_at_start >= min(booked, 8) or held_at_start == 0
+
+
+def test_a_job_the_booking_holds_back_keeps_no_place_on_the_booked_cards() -> None:
+    # The other team's job comes first (it has waited long), but the cards are booked: a
+    # place kept for it would be those very cards, and the team's own job would wait behind it.
+    hosts = (host("gpu-a", "A100-80GB", 2),)
+    first = job(2, gpus=2, hours=2, waited_h=30)
+    theirs = replace(job(1, gpus=2, hours=4), team="nlp")
+    plan = schedule(_snap(hosts, [first, theirs], windows=[_booked(2, -1)]), explain=True)
+    assert [s.job_id for s in plan.starts] == [1]
+    assert plan.waits[2].code is WaitCode.BOOKED_FOR_TEAM

@@ -4,6 +4,8 @@ start once, the policy keeping new work off it (issue 32)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -154,3 +156,78 @@ def test_the_board_shows_the_window_ahead_and_under_way(cluster: Paika, clock: M
     assert "gpu-01 (in planned maintenance until " in under_way
     clock.advance(timedelta(hours=2))
     assert "maintenance" not in gpu(cluster, "UALICE", "board").text
+
+
+def test_the_digest_draws_the_window_and_lists_it_with_the_bookings_ahead(
+    cluster: Paika,
+) -> None:
+    from zoneinfo import ZoneInfo
+
+    from matplotlib.patches import Rectangle
+
+    from bot.blocks.digest import digest_blocks
+    from bot.digest import picture
+    from bot.digest.text import render_text
+    from scheduler.digest import digest_now
+
+    gpu(cluster, "UADMIN", _plan(cluster, timedelta(hours=2), timedelta(hours=4)))
+    starts = _local(cluster, timedelta(days=2))
+    ends = _local(cluster, timedelta(days=2, hours=12))
+    gpu(
+        cluster,
+        "UADMIN",
+        f"admin reserve add gpus=2 type=A100-80GB from={starts} until={ends} team=vision "
+        'reason="paper deadline"',
+    )
+    digest = digest_now(cluster)
+    assert [w.host for w in digest.maintenance] == ["gpu-01"]
+    assert [(b.team, b.gpus) for b in digest.bookings] == [("vision", 2)]
+    # Back through the stored JSON, as the bot reads it.
+    assert type(digest).from_json(digest.to_json()) == digest
+
+    figure = picture.draw(digest, "en")
+    (axes,) = [a for a in figure.axes if a.get_gid() == picture.TIMELINE]
+    hatched = [
+        p
+        for p in axes.patches
+        if isinstance(p, Rectangle) and p.get_hatch() == "xx" and p.get_width() > 0
+    ]
+    # Each of gpu-01's four rows, from two hours ahead to the timeline's end (six hours).
+    assert sorted(round(p.get_y()) for p in hatched) == [0, 1, 2, 3]
+    assert {(round(p.get_x(), 2), round(p.get_x() + p.get_width(), 2)) for p in hatched} == {
+        (2.0, 6.0)
+    }
+    assert "planned maintenance" in [t.get_text() for t in figure.legends[0].get_texts()]
+    (ahead,) = [t.get_text() for t in figure.texts if t.get_text().startswith("Ahead: ")]
+    assert "gpu-01 maintenance" in ahead and "2 × A100-80GB booked for vision" in ahead
+    assert ahead.index("gpu-01") < ahead.index("booked")  # soonest first
+
+    # With a shared card too, all eight entries of the legend fit the picture's width.
+    first = replace(digest.timeline.rows[0], also=(999,))
+    rows = (first, *digest.timeline.rows[1:])
+    crowded = replace(digest, timeline=replace(digest.timeline, rows=rows))
+    figure = picture.draw(crowded, "en")
+    (legend,) = figure.legends
+    assert len(legend.get_texts()) == 8
+    box = legend.get_window_extent(figure.canvas.get_renderer())  # type: ignore[attr-defined]
+    assert box.x1 <= picture.WIDTH_PX
+
+    zone = ZoneInfo(cluster.policy.timezone)
+    text = render_text(digest, zone, "en")
+    assert "Planned ahead:" in text and "driver 570" in text and "paper deadline" in text
+    message = json.dumps(digest_blocks(digest, "en", zone).blocks)
+    assert "Planned ahead" in message and "booked for vision" in message
+    assert "计划维护" in [
+        t.get_text() for t in picture.draw(digest, "zh").legends[0].get_texts()
+    ] or (picture.drawn_language("zh") == "en")
+
+
+def test_a_digest_with_nothing_planned_keeps_its_look(cluster: Paika) -> None:
+    from bot.digest import picture
+    from scheduler.digest import digest_now
+
+    digest = digest_now(cluster)
+    assert digest.maintenance == () and digest.bookings == ()
+    figure = picture.draw(digest, "en")
+    assert not [t for t in figure.texts if t.get_text().startswith("Ahead: ")]
+    assert "planned maintenance" not in [t.get_text() for t in figure.legends[0].get_texts()]

@@ -91,3 +91,35 @@ def test_smoke_on_the_real_traces() -> None:
     assert code == 0, err
     summary = json.loads(out)
     assert summary["finished"] > 0 and summary["gpus"] == 6212
+
+
+def test_a_weekly_maintenance_calendar_in_the_table_and_the_json(tmp_path: Path) -> None:
+    # Two weeks of one-hour jobs on two hosts: each host has two windows.
+    path = tmp_path / "weeks.csv"
+    rows = [f"{hour * 3600},3000,1," for hour in range(0, 14 * 24, 2)]
+    path.write_text("submit_time,duration,gpus,priority\n" + "\n".join(rows) + "\n")
+    args = ["--trace", str(path), "--format", "csv", "--nodes", "2", "--gpus-per-node", "1"]
+    code, out, err = simulate(*args, "--maintenance", "plan", "--booking-gpus", "1")
+    assert code == 0, err
+    assert "maintenance plan: 4 windows" in out and "bookings: " in out
+    code, out, err = simulate(*args, "--maintenance", "drain", "--json")
+    assert code == 0, err
+    calendar = json.loads(out)["calendar"]
+    assert calendar["mode"] == "drain" and calendar["windows"] == 4
+    assert calendar["notice_gpu_hours"] == 4 * 24 and calendar["bookings"] == 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--maintenance", "weekly"], "unknown --maintenance 'weekly'"),
+        (["--booking-gpus", "4"], "add --maintenance plan"),
+        (["--maintenance", "plan", "--maintenance-hours", "30"], "--maintenance-hours"),
+    ],
+)
+def test_a_calendar_out_of_range_is_refused_with_the_fix(
+    trace: Path, extra: list[str], message: str
+) -> None:
+    args = ["--trace", str(trace), "--format", "csv", "--nodes", "1", "--gpus-per-node", "2"]
+    code, _, err = simulate(*args, *extra)
+    assert code == 2 and message in err
