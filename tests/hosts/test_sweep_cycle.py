@@ -1,4 +1,4 @@
-"""A sweep against real simulated agents over HTTP: one submit, six jobs, never more than
+"""A sweep against real simulated agents over HTTP: one submit, twelve jobs, never more than
 max_running of them at once though cards are free, each run told its place and values in its
 environment, and one notice when the whole array has ended instead of one per job (issue 32)."""
 
@@ -30,12 +30,15 @@ def test_a_sweep_runs_at_most_max_running_and_tells_once(
     out = tmp_path / "seen"
     out.mkdir()
     out.chmod(0o777)
-    cmd = f"sleep 0.3; echo $PAIKA_ARRAY_INDEX $PAIKA_SWEEP_LR {{bs}} > {out}/$PAIKA_ARRAY_INDEX"
+    cmd = (
+        "sleep 0.3; echo $PAIKA_ARRAY_INDEX $PAIKA_SWEEP_LR {bs} {seed} "
+        f"> {out}/$PAIKA_ARRAY_INDEX"
+    )
     ok(
         world,
         "UALICE",
         f"submit name=sw gpus=1 hours=0.1 priority=normal data=ready cmd='{cmd}' "
-        'sweep="lr=1,2,3 bs=a,b" max_running=3',
+        'sweep="lr=1,2,3 bs=a,b seed=1,2" max_running=3',
     )
     most = 0
     deadline = time.monotonic() + 90
@@ -46,10 +49,11 @@ def test_a_sweep_runs_at_most_max_running_and_tells_once(
         if all(s == JobState.SUCCEEDED for s in states):
             break
         time.sleep(0.1)
-    assert [j.state for j in _jobs(world)] == [JobState.SUCCEEDED] * 6
+    assert [j.state for j in _jobs(world)] == [JobState.SUCCEEDED] * 12
     assert most == 3  # four cards, three at a time
-    seen = sorted(p.read_text().strip() for p in out.iterdir())
-    assert seen == ["1 1 a", "2 1 b", "3 2 a", "4 2 b", "5 3 a", "6 3 b"]
+    seen = sorted((p.read_text().split() for p in out.iterdir()), key=lambda w: int(w[0]))
+    grid = [(lr, bs, seed) for lr in "123" for bs in "ab" for seed in "12"]
+    assert seen == [[str(n), *values] for n, values in enumerate(grid, start=1)]
     cycle.run_once()  # the cycle after the last end tells the owner
     with Session(world.engine) as session:
         kinds = [n.kind for n in session.exec(select(Notice)).all()]
