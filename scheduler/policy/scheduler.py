@@ -229,7 +229,9 @@ class _Admission:
                 continue  # nothing can start; later steps still see this job as waiting
             shape = None
             starving = self.starving(job)
-            if failed is not None and not starving and not job.holds:
+            # Core jobs and starving ones each keep a place (see _reserve).
+            conservative = starving or job.priority == "core"
+            if failed is not None and not conservative and not job.holds:
                 # A job that shares may join a shared card where a whole-card job fits nowhere.
                 # Cards booked for a team refuse other teams only: the team is part of it.
                 team = job.team if self.capacity.team_windows else ""
@@ -271,7 +273,7 @@ class _Admission:
             if self.knobs.backfill is Backfill.EASY:
                 # A job waiting for a cheaper type is kept a place on that type, not on the
                 # costlier one it declined (which would sit idle for it meanwhile).
-                self._reserve(job, starving, cheapest_only=placeable)
+                self._reserve(job, conservative, cheapest_only=placeable)
         return starts
 
     def starving(self, job: Pending) -> bool:
@@ -644,21 +646,24 @@ class _Admission:
             )
         return tuple(verdicts)
 
-    def _reserve(self, job: Pending, starving: bool, *, cheapest_only: bool = False) -> None:
+    def _reserve(self, job: Pending, conservative: bool, *, cheapest_only: bool = False) -> None:
         """EASY: the first blocked job of a pool gets a reservation at its earliest start.
 
-        The backstop: every job waiting past it gets one too (conservative backfill for the
-        starving, up to one per host of the pool), so starving jobs drain hosts side by side
-        rather than one after another while short work refills the rest.
+        Conservatively (`conservative`): every core job, and every job waiting past its backstop,
+        gets one too (up to one per host of the pool). Core work first: work that would run
+        past the start of any waiting core job does not take the cards that free first for
+        it, not only for the first of them. The backstop: starving jobs drain hosts side by
+        side rather than one after another while short work refills the rest.
         """
         best: tuple[float, str, frozenset[int]] | None = None
         types = self.types[job.id]
         for gpu_type in types[:1] if cheapest_only else types:
             pool = self.capacity.pools[gpu_type]
-            if pool.reservations and (not starving or len(pool.reservations) >= len(pool.members)):
+            full = len(pool.reservations) >= len(pool.members)
+            if pool.reservations and (not conservative or full):
                 return  # an earlier job already holds this pool's reservation
             start, gpus = self.capacity.earliest_start(
-                gpu_type, job.gpus, past_reservations=starving, run_seconds=job.run_seconds
+                gpu_type, job.gpus, past_reservations=conservative, run_seconds=job.run_seconds
             )
             if start < NEVER and (best is None or start < best[0]):
                 best = (start, gpu_type, gpus)

@@ -135,6 +135,25 @@ def test_easy_backfill_never_delays_the_reservation() -> None:
     assert plan.waits[3].code is WaitCode.BEHIND_HIGHER_PRIORITY
 
 
+def test_every_waiting_core_job_keeps_its_place_not_only_the_first() -> None:
+    # Core job 1 waits for host a (free in 1 h), core job 2 for host b (free in 2 h). A long
+    # normal job could take b's two free cards without delaying job 1, but it would hold
+    # job 2 back by eight hours: it waits. Short work that ends before still runs there.
+    a, b = host("a", "A100-80GB", 4), host("b", "A100-80GB", 4)
+    on_a = running(8, a, 4, ends_in_h=1)
+    on_b = running(9, b, 2, ends_in_h=2)
+    core = [job(1, gpus=4, hours=40, priority="core"), job(2, gpus=4, hours=40, priority="core")]
+    long = job(3, gpus=2, hours=20)  # 10 h on two cards
+    plan = schedule(snapshot([a, b], [*core, long], [on_a, on_b]), explain=True)
+    assert started(plan) == []
+    assert sorted(r.job_id for r in plan.reservations) == [1, 2]
+    assert (plan.waits[1].eta, plan.waits[2].eta) == (NOW + HOUR, NOW + 2 * HOUR)
+    assert plan.waits[3].code is WaitCode.BEHIND_HIGHER_PRIORITY
+    short = job(4, gpus=2, hours=2)  # 1 h on two cards: done before job 2 can start
+    plan = schedule(snapshot([a, b], [*core, short], [on_a, on_b]), explain=True)
+    assert started(plan) == [4]
+
+
 def test_without_backfill_nobody_passes_a_blocked_job() -> None:
     h = host("h1", "A100-80GB", 4)
     busy = running(9, h, 2, ends_in_h=2)
