@@ -220,38 +220,9 @@ def _next_up(digest: Digest, lang: str, zone: ZoneInfo, people: _Names) -> list[
 
 def _ahead(digest: Digest, lang: str, zone: ZoneInfo) -> list[Block]:
     """Planned maintenance and booked cards not over yet, soonest first (nothing when none)."""
-    items = [
-        (
-            window.starts,
-            t(
-                lang,
-                "digest.ahead_maintenance",
-                host=mrkdwn_escape(window.host),
-                starts=when(lang, window.starts, zone),
-                ends=when(lang, window.ends, zone),
-                reason=mrkdwn_escape(window.reason),
-            ),
-        )
-        for window in digest.maintenance
-    ] + [
-        (
-            booking.starts,
-            t(
-                lang,
-                "digest.ahead_booking",
-                gpus=booking.gpus,
-                gpu_type=mrkdwn_escape(booking.gpu_type),
-                team=mrkdwn_escape(booking.team),
-                starts=when(lang, booking.starts, zone),
-                ends=when(lang, booking.ends, zone),
-                reason=mrkdwn_escape(booking.reason),
-            ),
-        )
-        for booking in digest.bookings
-    ]
-    if not items:
+    lines = ahead_lines(digest, lang, lambda moment: when(lang, moment, zone), mrkdwn_escape)
+    if not lines:
         return []
-    lines = [said for _, said in sorted(items, key=lambda item: item[0])]
     return listing(
         lines,
         1,
@@ -260,6 +231,47 @@ def _ahead(digest: Digest, lang: str, zone: ZoneInfo) -> list[Block]:
         chars=AHEAD_CHARS,
         heading=f"*{t(lang, 'digest.ahead')}*",
     )
+
+
+def ahead_lines(
+    digest: Digest,
+    lang: str,
+    moment: Callable[[datetime], str],
+    escape: Callable[[str], str] = str,
+) -> list[str]:
+    """Each maintenance and booking not over yet, soonest first, a line each: in Slack and
+    on the terminal alike (`moment` says a time, `escape` a name for the medium)."""
+    items = [
+        (
+            w.starts,
+            t(
+                lang,
+                "digest.ahead_maintenance",
+                host=escape(w.host),
+                starts=moment(w.starts),
+                ends=moment(w.ends),
+                reason=escape(w.reason),
+            ),  # fmt: skip
+        )
+        for w in digest.maintenance
+    ]
+    items += [
+        (
+            b.starts,
+            t(
+                lang,
+                "digest.ahead_booking",
+                gpus=b.gpus,
+                gpu_type=escape(b.gpu_type),
+                team=escape(b.team),
+                starts=moment(b.starts),
+                ends=moment(b.ends),
+                reason=escape(b.reason),
+            ),  # fmt: skip
+        )
+        for b in digest.bookings
+    ]
+    return [said for _, said in sorted(items, key=lambda item: item[0])]
 
 
 def _yesterday(digest: Digest, lang: str) -> list[Block]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from bot.blocks.digest import output_lines
+from bot.blocks.digest import ahead_lines, output_lines
 from bot.board_words import none_next_up
 from bot.i18n import amount, counted, duration, term, wait_words
 from bot.i18n import t as say
@@ -166,39 +166,10 @@ def _next_up(digest: Digest, zone: ZoneInfo, lang: str) -> list[str]:
 
 def _ahead(digest: Digest, zone: ZoneInfo, lang: str) -> list[str]:
     """Planned maintenance and booked cards not over yet, soonest first (nothing when none)."""
-    items = [
-        (
-            w.starts,
-            say(
-                lang,
-                "digest.text.ahead_maintenance",
-                host=w.host,
-                starts=_when(w.starts, zone),
-                ends=_when(w.ends, zone),
-                reason=w.reason,
-            ),  # fmt: skip
-        )
-        for w in digest.maintenance
-    ] + [
-        (
-            b.starts,
-            say(
-                lang,
-                "digest.text.ahead_booking",
-                gpus=b.gpus,
-                gpu_type=b.gpu_type,
-                team=b.team,
-                starts=_when(b.starts, zone),
-                ends=_when(b.ends, zone),
-                reason=b.reason,
-            ),  # fmt: skip
-        )
-        for b in digest.bookings
-    ]
-    if not items:
+    lines = ahead_lines(digest, lang, lambda moment: _when(moment, zone))
+    if not lines:
         return []
-    lines = [say(lang, "digest.text.ahead")]
-    return lines + [f"  {said}" for _, said in sorted(items, key=lambda item: item[0])]
+    return [say(lang, "digest.text.ahead"), *(f"  {line}" for line in lines)]
 
 
 def _yesterday(digest: Digest, lang: str) -> list[str]:
