@@ -1,0 +1,227 @@
+"""The policy's trade between the mean wait and the longest, measured: the frontier.
+
+Replays one of policy_quality.py's configurations (`--config`, philly-40k by default) with
+policy_quality's draws, once per setting of the two ordering knobs that set the trade —
+`aging_drains` (`--aging`, how fast a waiting job gains rank, in drain times of the queue)
+and `starve_after_drains` (`--starve`, the starvation backstop) — and once per baseline
+(`--baselines`: fifo, easy, slurm, sjf the oracle, sjf-est: shortest first on the same noisy
+estimates paika sees). Prints each point's mean and longest wait (also as multiples of SJF's
+mean and EASY's longest), core and normal jobs' mean waits and the replay's CPU time, marks
+the settings on the frontier (no other setting is better on both; the baselines are points
+beside it), and names the lowest mean
+within a longest wait of `--bound` × EASY's (1.5): the point a default should sit at, and how
+far the current default (0.25 / 1.5) is from it. `--png FILE` draws the points, the
+frontier and the baselines.
+
+Usage (from the repository root):
+    .venv/bin/python bench/frontier.py [--config philly-40k] [--limit N]
+        [--aging 0.25,0.5,1,2,4] [--starve 1.5,2.5,3.5,6] [--baselines fifo,easy,slurm,sjf,sjf-est]
+        [--bound 1.5] [--workers N] [--png frontier.png]
+Prints one table, then ONE JSON line with every figure. The same seed gives the same points.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from scheduler.simulate.frontier import Point, best_within, frontier
+from scheduler.simulate.policies import PolicySetup, policy_setup
+from scheduler.simulate.run import simulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import policy_quality  # noqa: E402  (the configurations and draws it defines, shared here)
+
+DEFAULT = (0.25, 1.5)  # Knobs' aging_drains / starve_after_drains
+BASELINES = ("fifo", "easy", "slurm", "sjf", "sjf-est")
+
+
+def _setup(label: str) -> PolicySetup:
+    """A baseline by name, or paika at "aging/starve"."""
+    if label == "sjf-est":
+        return replace(policy_setup("sjf"), name="sjf-est", oracle_estimates=False)
+    if label in BASELINES:
+        return policy_setup(label)
+    aging, starve = (float(part) for part in label.split("/"))
+    paika = policy_setup("paika")
+    knobs = replace(paika.knobs, aging_drains=aging, starve_after_drains=starve)
+    return replace(paika, knobs=knobs)
+
+
+def _run(config: str, label: str, limit: int | None) -> dict[str, Any]:
+    cpu = time.process_time()
+    trace = policy_quality._trace(policy_quality.CONFIGS[config], limit)
+    summary = simulate(trace, _setup(label), policy_quality.DRAWS)
+    classes = summary["by_class"]
+
+    def class_mean(name: str) -> float | None:
+        value = classes.get(name, {}).get("wait_s", {}).get("mean")
+        return None if value is None else round(float(value), 1)
+
+    return {
+        "label": label,
+        "jobs": summary["jobs"],
+        "mean_s": round(summary["wait_s"]["mean"], 1),
+        "longest_s": round(summary["wait_s"]["max"], 1),
+        "core_s": class_mean("core"),
+        "normal_s": class_mean("normal"),
+        "cpu_s": round(time.process_time() - cpu, 1),
+    }
+
+
+def _floats(text: str) -> list[float]:
+    return [float(part) for part in text.split(",") if part]
+
+
+def _num(value: Any) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _ratio(value: float, reference: float | None) -> str:
+    return "-" if not reference else f"{value / reference:.2f}×"
+
+
+def _table(rows: list[dict[str, Any]], sjf: float | None, easy: float | None) -> str:
+    head = (
+        f"{'point':<14}{'mean':>10}{'÷ SJF':>8}{'longest':>12}{'÷ EASY':>8}{'core':>9}"
+        f"{'normal':>10}{'frontier':>10}{'cpu s':>8}"
+    )
+    lines = ["waits in seconds, from when a job could run", head]
+    for row in rows:
+        lines.append(
+            f"{row['label']:<14}{_num(row['mean_s']):>10}{_ratio(row['mean_s'], sjf):>8}"
+            f"{_num(row['longest_s']):>12}{_ratio(row['longest_s'], easy):>8}"
+            f"{_num(row['core_s']):>9}{_num(row['normal_s']):>10}"
+            f"{'yes' if row['on_frontier'] else '':>10}{row['cpu_s']:>8.1f}"
+        )
+    return "\n".join(lines)
+
+
+def _draw(rows: list[dict[str, Any]], path: Path, title: str) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(10, 7), dpi=100)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    knobs = [r for r in rows if r["label"] not in BASELINES]
+    bases = [r for r in rows if r["label"] in BASELINES]
+    axes.scatter(
+        [r["longest_s"] / 3600 for r in knobs],
+        [r["mean_s"] / 3600 for r in knobs],
+        color="#1f77b4",
+        label="paika (aging / backstop, in drain times)",
+    )
+    edge = sorted((r for r in rows if r["on_frontier"]), key=lambda r: r["longest_s"])
+    axes.plot(
+        [r["longest_s"] / 3600 for r in edge],
+        [r["mean_s"] / 3600 for r in edge],
+        color="#1f77b4",
+        linestyle="--",
+        label="frontier",
+    )
+    axes.scatter(
+        [r["longest_s"] / 3600 for r in bases],
+        [r["mean_s"] / 3600 for r in bases],
+        color="#d62728",
+        marker="s",
+        label="baselines",
+    )
+    for r in rows:
+        axes.annotate(
+            r["label"],
+            (r["longest_s"] / 3600, r["mean_s"] / 3600),
+            textcoords="offset points",
+            xytext=(5, 4),
+            fontsize=9,
+        )
+    axes.set_xlabel("longest wait (h)")
+    axes.set_ylabel("mean wait (h)")
+    axes.set_title(title)
+    axes.grid(color="#e0e0e0")
+    axes.legend(loc="upper right")
+    figure.savefig(path, format="png")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--config", default="philly-40k")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N jobs")
+    parser.add_argument("--aging", default="0.25,0.5,1,2,4", help="aging_drains values")
+    parser.add_argument("--starve", default="1.5,2.5,3.5,6", help="starve_after_drains values")
+    parser.add_argument("--baselines", default=",".join(BASELINES))
+    parser.add_argument("--bound", type=float, default=1.5, help="longest wait ÷ EASY's, at most")
+    parser.add_argument(
+        "--workers", type=int, default=min(4, os.cpu_count() or 1), help="parallel replays"
+    )
+    parser.add_argument("--png", type=Path, default=None, help="draw the points there")
+    args = parser.parse_args(argv)
+    config = policy_quality.CONFIGS.get(args.config)
+    if config is None:
+        print(f"frontier: unknown configuration {args.config}", file=sys.stderr)
+        return 2
+    if not config.path.is_file():
+        print(f"frontier: trace not found: {config.path}", file=sys.stderr)
+        return 2
+    baselines = [name for name in args.baselines.split(",") if name]
+    unknown = [name for name in baselines if name not in BASELINES]
+    if unknown:
+        print(f"frontier: unknown baseline(s) {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    settings = [(a, s) for a in _floats(args.aging) for s in _floats(args.starve)]
+    if DEFAULT not in settings:
+        settings.append(DEFAULT)
+    labels = [f"{a:g}/{s:g}" for a, s in settings] + baselines
+    began = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
+        futures = [pool.submit(_run, args.config, label, args.limit) for label in labels]
+        rows = []
+        for future in futures:
+            rows.append(future.result())
+            print(f"… {json.dumps(rows[-1])}", file=sys.stderr, flush=True)
+    points = [Point(r["label"], r["mean_s"], r["longest_s"]) for r in rows]
+    knob_points = [p for p in points if p.label not in BASELINES]
+    # The policy's frontier: its knob settings; the baselines are points beside it.
+    edge = {p.label for p in frontier(knob_points)}
+    for row in rows:
+        row["on_frontier"] = row["label"] in edge
+    by_label = {r["label"]: r for r in rows}
+    sjf = by_label.get("sjf", {}).get("mean_s")
+    easy = by_label.get("easy", {}).get("longest_s")
+    print(_table(rows, sjf, easy))
+    bound = args.bound * easy if easy else None
+    best = best_within(knob_points, bound) if bound is not None else None
+    default = by_label[f"{DEFAULT[0]:g}/{DEFAULT[1]:g}"]
+    if best is not None:
+        gap = default["mean_s"] / best.mean_s - 1
+        within = default["longest_s"] <= (bound or 0)
+        print(
+            f"lowest mean within a longest wait of {args.bound:g} × EASY's: {best.label} "
+            f"({best.mean_s:,.0f} s); the default {default['label']} is {gap:+.1%} from it"
+            f"{'' if within else ', and past the bound'}"
+        )
+    if args.png is not None:
+        _draw(rows, args.png, f"{args.config}: mean against longest wait")
+    record = {
+        "bench": "frontier",
+        "config": args.config,
+        "limit": args.limit,
+        "bound": args.bound,
+        "rows": rows,
+        "frontier": sorted(edge),
+        "best_within_bound": best.label if best is not None else None,
+        "wall_s": round(time.perf_counter() - began, 1),
+    }
+    print(json.dumps(record))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
