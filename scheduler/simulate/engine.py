@@ -373,6 +373,7 @@ class _Replay:
         self.calendar = engine.calendar
         self.team_windows: tuple[TeamWindow, ...] = ()
         self.window_figures: list[WindowFigures] = []
+        self.notice_areas: dict[int, float] = {}  # window → its host's held GPU time at notice
         self.booking_figures: list[BookingFigures] = []
         if self.calendar is not None:
             self._plan_calendar(self.calendar)
@@ -382,7 +383,8 @@ class _Replay:
         for index, window in enumerate(calendar.windows):
             if not 0 <= window.host < hosts:
                 raise ValueError(f"a maintenance window of host {window.host}: no such host")
-            self.window_figures.append(WindowFigures(window.host, window.starts))
+            notice = self.cluster.host_gpus(window.host) * (window.starts - window.known_from)
+            self.window_figures.append(WindowFigures(window.host, window.starts, notice))
             self._push(window.known_from, NOTICE, index)
             self._push(window.starts, CLOSE, index)
             self._push(window.ends, OPEN, index)
@@ -513,14 +515,13 @@ class _Replay:
             figures = self.window_figures[index]
             host = window.host
             if kind == NOTICE:
-                figures.notice_gpu_s = -cluster.held_area(host)  # completed at CLOSE
+                self.notice_areas[index] = cluster.held_area(host)
                 if mode == "plan":
                     cluster.set_state(host, closes_at=window.starts)
                 elif mode == "drain":
                     cluster.set_state(host, out=HostOut.DRAINING)
             elif kind == CLOSE:
-                figures.busy_gpu_s = figures.notice_gpu_s + cluster.held_area(host)
-                figures.notice_gpu_s = cluster.host_gpus(host) * (window.starts - window.known_from)
+                figures.busy_gpu_s = cluster.held_area(host) - self.notice_areas.pop(index)
                 if mode == "ignore":
                     return  # measured only: what the host does with no window at all
                 cluster.set_state(host, out=HostOut.MAINTENANCE)
