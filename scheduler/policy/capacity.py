@@ -342,6 +342,16 @@ class Capacity:
             and pool.free_count - gpus < pool.spare_headroom
         )
 
+    def reserved_cards(self, gpu_types: Iterable[str], run_seconds: float) -> frozenset[int]:
+        """The GPUs of these types kept for a reserved job that a job of `run_seconds` starting
+        now would still hold at its start: a job may not join a shared card among them."""
+        held = [
+            self._reserved_for_others(pool, run_seconds)
+            for gpu_type in gpu_types
+            if (pool := self.pools.get(gpu_type)) is not None
+        ]
+        return frozenset().union(*held)
+
     def _reserved_for_others(self, pool: Pool, run_seconds: float) -> frozenset[int]:
         end = self.now + run_seconds
         held = [r.gpu_ids for r in pool.reservations if end > r.start]

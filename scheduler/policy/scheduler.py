@@ -200,6 +200,11 @@ class _Admission:
     def run(self, queue: list[Pending]) -> list[Start]:
         starts: list[Start] = []
         any_free = self.capacity.any_free  # changes only when a job starts
+        # With no card free a whole-card job cannot start, and is passed over, unless a job
+        # may join a shared card in this pass: then each blocked job still keeps its place
+        # (its reservation), or the joins would take the cards that free first for it, pass
+        # after pass.
+        joins = self._sharing and any(job.shares and job.ready for job in queue)
         # Placements that failed since the last start, per (types, core): (GPUs, run time).
         # A job of the same types needing as many GPUs for as long cannot be placed either
         # (free GPUs, headroom and the reservation only ever refuse a bigger or longer job),
@@ -225,6 +230,7 @@ class _Admission:
                 not any_free
                 and self.knobs.backfill is not Backfill.NONE
                 and not (job.shares and self._sharing)
+                and not joins
             ):
                 continue  # nothing can start; later steps still see this job as waiting
             shape = None
@@ -511,6 +517,7 @@ class _Admission:
             free_cards=self._free_per_host(),
             knobs=self.knobs,
             one_account_hosts=self._one_account,
+            reserved=self.capacity.reserved_cards(types, job.run_seconds),
         )
         if joining is not None:
             return self._join(job, joining)

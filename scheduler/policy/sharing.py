@@ -16,7 +16,8 @@ May a job join a card (`may_join`), in order, the first that refuses says why:
   all known to be light on bandwidth and PCIe, by its declared memory; a card with a job
   nobody knows takes nobody else.
 
-Which card (`best_card`): the busiest that fits (the most memory declared), on the host with
+Which card (`best_card`): never one kept for a waiting job (a reservation) that the job
+would still hold when that job is to start, as for a whole card; the busiest that fits (the most memory declared), on the host with
 the fewest free cards (whole hosts stay free for multi-card work), not beside another job that
 presses PCIe hard on its host when the job does too and another host serves (带宽错开), then
 the cheapest type, then the card's id. A job no shared card takes starts a new one on a free
@@ -105,7 +106,11 @@ def share_milli(memory_gib: float, card_gib: float) -> int:
     rounded up: never nothing, never more than the card."""
     if card_gib <= 0:
         return WHOLE_CARD
-    return max(1, min(WHOLE_CARD, math.ceil(memory_gib / card_gib * WHOLE_CARD)))
+    # Rounded up, but not by a float's last bit: 0.6 of a 24 GiB card is 600 thousandths, not
+    # 601 (14.4 / 24 * 1000 is 600.0000000000001), or two parts that fill a card exactly would
+    # not fit it.
+    part = memory_gib / card_gib * WHOLE_CARD
+    return max(1, min(WHOLE_CARD, math.ceil(part - 1e-6)))
 
 
 def light(fingerprint: Fingerprint | None) -> bool:
@@ -202,9 +207,12 @@ def best_card(
     free_cards: Mapping[str, int],
     knobs: Knobs,
     one_account_hosts: frozenset[str] = frozenset(),
+    reserved: frozenset[int] = frozenset(),
 ) -> tuple[Joining | None, ShareCode | None]:
     """The shared card `job` joins (see the module's order), or None and the refusal seen
-    most often among the cards of its types (None when there was no such card)."""
+    most often among the cards of its types (None when there was no such card). A card in
+    `reserved` is kept for a waiting job the joiner would delay (EASY's reservation): it
+    joins no such card, as a whole-card job takes no such card."""
     rank = {name: i for i, name in enumerate(types)}
     avoid = job.avoid
     mine = _fingerprint_of(job)
@@ -215,7 +223,7 @@ def best_card(
         gpu = card.gpu
         if gpu.gpu_type not in rank or not sharing_hosts.get(gpu.host, False):
             continue
-        if gpu.host in avoid or not gpu.healthy:
+        if gpu.host in avoid or not gpu.healthy or gpu.id in reserved:
             continue
         one_account = gpu.host in one_account_hosts
         code, slowdown = may_join(card, job, knobs, one_account=one_account)

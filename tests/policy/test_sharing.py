@@ -195,6 +195,25 @@ def test_a_card_being_taken_back_takes_no_new_job() -> None:
     assert [s.shares_with for s in plan.starts] == [(101,)]
 
 
+def test_a_job_joins_no_shared_card_kept_for_a_waiting_job_it_would_delay() -> None:
+    host = _host("g1", 2)
+    there = _tenant(101, host.gpus[0], 20, LIGHT, ends_in_h=1)
+    whole = Running(102, "normal", "nlp", (host.gpus[1].id,), "A100-80GB", NOW, NOW + 3 * HOUR)
+    gpus = (replace(host.gpus[0], job_id=101, tenants=(101,)), replace(host.gpus[1], job_id=102))
+    busy = replace(host, gpus=gpus)
+    # Job 1 waits for both cards, kept for it from 3 h on (EASY's reservation).
+    waiting = job(1, gpus=2, hours=2, waited_h=2)
+    long, short = _share(2, 20, fingerprint=LIGHT, hours=10), _share(3, 20, fingerprint=LIGHT)
+    # The short job ends before job 1 may start and joins; the long one would delay it. With no
+    # card free, job 1 keeps its place all the same (a join may take the card that frees first).
+    for share, joins in ((long, False), (short, True)):
+        plan = schedule(snapshot([busy], [waiting, share], [there, whole]))
+        assert [(s.job_id, s.shares_with) for s in plan.starts] == (
+            [(share.id, (101,))] if joins else []
+        )
+        assert [(r.job_id, r.start) for r in plan.reservations] == [(1, NOW + 3 * HOUR)]
+
+
 def test_a_shared_card_frees_when_its_last_job_ends() -> None:
     host = _host("g1", 1)
     soon = _tenant(101, host.gpus[0], 20, LIGHT, ends_in_h=1)
@@ -330,6 +349,13 @@ def test_the_parts_the_database_books_must_fit_not_only_the_memory() -> None:
         snapshot([shared], [_share(1, 39, fingerprint=LIGHT)], tenants, knobs=knobs)
     ).starts
     assert fits.share_milli == 488
+
+
+def test_a_part_declared_exactly_is_booked_exactly() -> None:
+    # Parts that fill a card between them must fit it: no thousandth added by a float's last bit.
+    for card in (15.0, 16.0, 24.0, 40.0, 80.0, 11.0):
+        assert [share_milli(m / 1000 * card, card) for m in range(1, 1001)] == list(range(1, 1001))
+    assert share_milli(20.01, 80) == 251  # a part over a thousandth still rounds up
 
 
 def test_with_mps_only_jobs_of_one_account_share_a_card() -> None:
