@@ -168,6 +168,8 @@ class _Admission:
         self.explain = explain
         self._scales = scales or time_scales(snapshot.knobs)
         self._respect_classes = snapshot.knobs.respect_classes
+        self._core_first = snapshot.knobs.core_reservations
+        self._host_rank: dict[str, int] | None = None
         self.snapshot = snapshot
         self.knobs = snapshot.knobs
         self.capacity = capacity
@@ -236,7 +238,7 @@ class _Admission:
             shape = None
             starving = self.starving(job)
             # Core jobs and starving ones each keep a place (see _reserve).
-            conservative = starving or job.priority == "core"
+            conservative = starving or (job.priority == "core" and self._core_first)
             if failed is not None and not conservative and not job.holds:
                 # A job that shares may join a shared card where a whole-card job fits nowhere.
                 # Cards booked for a team refuse other teams only: the team is part of it.
@@ -443,7 +445,9 @@ class _Admission:
         return self._admit(job, placement, reason), True
 
     def _first_fit(self, job: Pending, types: list[str], core: bool) -> Placement | None:
-        order = {host: i for i, host in enumerate(self.capacity.host_order)}
+        order = self._host_rank
+        if order is None:  # once a pass: a long queue tries it job after job
+            order = self._host_rank = {h: i for i, h in enumerate(self.capacity.host_order)}
         found = []
         for t in types:
             p = self.capacity.place_now(

@@ -77,6 +77,10 @@ class Knobs:
     """The policy's tunables (the shell builds them from the policy file)."""
 
     respect_classes: bool = True
+    # Core work first: every waiting core job keeps its place (a reservation), not only the
+    # first blocked job EASY keeps one for. The simulator's baselines (EASY, Slurm) keep only
+    # EASY's.
+    core_reservations: bool = True
     within_class: WithinClass = WithinClass.SHORTEST_FIRST
     multifactor: Multifactor = Multifactor()  # with WithinClass.MULTIFACTOR
     # Aging and the backstop are scale-free (ranking.py): in units of the queue's drain time,

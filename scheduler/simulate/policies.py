@@ -46,6 +46,7 @@ _FIFO = Knobs(
     max_aging_factor=1.0,
     idle_preemption=False,
     preemptible_preemption=False,  # the baselines never preempt
+    core_reservations=False,  # EASY keeps one place a pool, whatever the class
     headroom=NO_HEADROOM,
     type_choice=TypeChoice.FIRST_FIT,
 )

@@ -152,6 +152,11 @@ def test_every_waiting_core_job_keeps_its_place_not_only_the_first() -> None:
     short = job(4, gpus=2, hours=2)  # 1 h on two cards: done before job 2 can start
     plan = schedule(snapshot([a, b], [*core, short], [on_a, on_b]), explain=True)
     assert started(plan) == [4]
+    # EASY as the simulator's baselines run it keeps the first blocked job's place only.
+    easy = Knobs(core_reservations=False)
+    plan = schedule(snapshot([a, b], [*core, long], [on_a, on_b], knobs=easy), explain=True)
+    assert started(plan) == [3]
+    assert [r.job_id for r in plan.reservations] == [1]
 
 
 def test_without_backfill_nobody_passes_a_blocked_job() -> None:

@@ -268,3 +268,11 @@ def test_a_job_starts_when_its_data_becomes_ready_with_nothing_else_happening(
     result = replay([job(1, 0, 100, 1, ready_at=500), job(2, 0, 50, 1, ready_at=800)], policy)
     starts = {r.id: r.first_run for r in result.records}
     assert starts == {1: 500, 2: 800}
+
+
+def test_the_baselines_keep_one_place_a_pool_and_paika_one_per_waiting_core_job() -> None:
+    # EASY and Slurm's backfill are what they are: the first blocked job's place only,
+    # whatever its class (core work first is paika's own rule, tests/policy).
+    assert policy_setup("paika").knobs.core_reservations
+    for baseline in ("fifo", "easy", "slurm", "sjf"):
+        assert not policy_setup(baseline).knobs.core_reservations
