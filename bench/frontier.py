@@ -11,12 +11,14 @@ the settings on the frontier (no other setting is better on both; the baselines 
 beside it), and names the lowest mean
 within a longest wait of `--bound` × EASY's (1.5): the point a default should sit at, and how
 far the current default (0.25 / 1.5) is from it. `--png FILE` draws the points, the
-frontier and the baselines.
+frontier and the baselines. `--preemptible 0.1,0.3,0.6` adds the default replayed with that
+share of the jobs checkpointing and resuming (policy_quality's checkpoint every 30 min and
+5 min restart; labels `pre 10%` …): how far opt-in preemption moves the frontier itself.
 
 Usage (from the repository root):
     .venv/bin/python bench/frontier.py [--config philly-40k] [--limit N]
         [--aging 0.25,0.5,1,2,4] [--starve 1.5,2.5,3.5,6] [--baselines fifo,easy,slurm,sjf,sjf-est]
-        [--bound 1.5] [--workers N] [--png frontier.png]
+        [--bound 1.5] [--preemptible 0.1,0.3,0.6] [--workers N] [--png frontier.png]
 Prints one table, then ONE JSON line with every figure. The same seed gives the same points.
 """
 
@@ -32,6 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from scheduler.simulate.draw import DrawConfig
 from scheduler.simulate.frontier import Point, best_within, frontier
 from scheduler.simulate.policies import PolicySetup, policy_setup
 from scheduler.simulate.run import simulate
@@ -43,8 +46,24 @@ DEFAULT = (0.25, 1.5)  # Knobs' aging_drains / starve_after_drains
 BASELINES = ("fifo", "easy", "slurm", "sjf", "sjf-est")
 
 
+PREEMPTIBLE = "pre "  # a label's start: the default with that share of jobs preemptible
+
+
+def _preemptible_label(share: float) -> str:
+    return f"{PREEMPTIBLE}{share:.0%}"
+
+
+def _draws(label: str) -> DrawConfig:
+    if not label.startswith(PREEMPTIBLE):
+        return policy_quality.DRAWS
+    share = float(label.removeprefix(PREEMPTIBLE).rstrip("%")) / 100
+    return replace(policy_quality.PREEMPTIBLE, preemptible_share=share)
+
+
 def _setup(label: str) -> PolicySetup:
-    """A baseline by name, or paika at "aging/starve"."""
+    """A baseline by name, or paika at "aging/starve" (the default for a `pre N%` label)."""
+    if label.startswith(PREEMPTIBLE):
+        return policy_setup("paika")
     if label == "sjf-est":
         return replace(policy_setup("sjf"), name="sjf-est", oracle_estimates=False)
     if label in BASELINES:
@@ -58,7 +77,7 @@ def _setup(label: str) -> PolicySetup:
 def _run(config: str, label: str, limit: int | None) -> dict[str, Any]:
     cpu = time.process_time()
     trace = policy_quality._trace(policy_quality.CONFIGS[config], limit)
-    summary = simulate(trace, _setup(label), policy_quality.DRAWS)
+    summary = simulate(trace, _setup(label), _draws(label))
     classes = summary["by_class"]
 
     def class_mean(name: str) -> float | None:
@@ -111,7 +130,10 @@ def _draw(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     figure = Figure(figsize=(10, 7), dpi=100)
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    knobs = [r for r in rows if r["label"] not in BASELINES]
+    knobs = [
+        r for r in rows if r["label"] not in BASELINES and not r["label"].startswith(PREEMPTIBLE)
+    ]
+    moved = [r for r in rows if r["label"].startswith(PREEMPTIBLE)]
     bases = [r for r in rows if r["label"] in BASELINES]
     axes.scatter(
         [r["longest_s"] / 3600 for r in knobs],
@@ -134,6 +156,14 @@ def _draw(rows: list[dict[str, Any]], path: Path, title: str) -> None:
         marker="s",
         label="baselines",
     )
+    if moved:
+        axes.scatter(
+            [r["longest_s"] / 3600 for r in moved],
+            [r["mean_s"] / 3600 for r in moved],
+            color="#2ca02c",
+            marker="^",
+            label="default, with preemptible jobs",
+        )
     for r in rows:
         axes.annotate(
             r["label"],
@@ -162,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         "--workers", type=int, default=min(4, os.cpu_count() or 1), help="parallel replays"
     )
     parser.add_argument("--png", type=Path, default=None, help="draw the points there")
+    parser.add_argument(
+        "--preemptible", default="", help="shares of preemptible jobs to replay the default with"
+    )
     args = parser.parse_args(argv)
     config = policy_quality.CONFIGS.get(args.config)
     if config is None:
@@ -178,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = [(a, s) for a in _floats(args.aging) for s in _floats(args.starve)]
     if DEFAULT not in settings:
         settings.append(DEFAULT)
-    labels = [f"{a:g}/{s:g}" for a, s in settings] + baselines
+    moved = [_preemptible_label(share) for share in _floats(args.preemptible)]
+    labels = [f"{a:g}/{s:g}" for a, s in settings] + baselines + moved
     began = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
         futures = [pool.submit(_run, args.config, label, args.limit) for label in labels]
@@ -187,7 +221,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(future.result())
             print(f"… {json.dumps(rows[-1])}", file=sys.stderr, flush=True)
     points = [Point(r["label"], r["mean_s"], r["longest_s"]) for r in rows]
-    knob_points = [p for p in points if p.label not in BASELINES]
+    knob_points = [
+        p for p in points if p.label not in BASELINES and not p.label.startswith(PREEMPTIBLE)
+    ]
     # The policy's frontier: its knob settings; the baselines are points beside it.
     edge = {p.label for p in frontier(knob_points)}
     for row in rows:
