@@ -15,10 +15,16 @@ frontier and the baselines. `--preemptible 0.1,0.3,0.6` adds the default replaye
 share of the jobs checkpointing and resuming (policy_quality's checkpoint every 30 min and
 5 min restart; labels `pre 10%` …): how far opt-in preemption moves the frontier itself.
 
+`--choose FILE …` replays nothing: it reads the JSON lines earlier runs printed (one file per
+configuration, each with its EASY row) and prints the setting the rule picks for every
+cluster (scheduler/simulate/frontier.py `across`: of the settings within the bound on every
+configuration, the least worst excess over each one's lowest mean within it).
+
 Usage (from the repository root):
     .venv/bin/python bench/frontier.py [--config philly-40k] [--limit N]
         [--aging 0.25,0.5,1,2,4] [--starve 1.5,2.5,3.5,6] [--baselines fifo,easy,slurm,sjf,sjf-est]
         [--bound 1.5] [--preemptible 0.1,0.3,0.6] [--workers N] [--png frontier.png]
+    .venv/bin/python bench/frontier.py --choose philly-40k.json philly-66.json [--bound 1.5]
 Prints one table, then ONE JSON line with every figure. The same seed gives the same points.
 """
 
@@ -35,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.simulate.draw import DrawConfig
-from scheduler.simulate.frontier import Point, best_within, frontier
+from scheduler.simulate.frontier import Point, across, best_within, frontier
 from scheduler.simulate.policies import PolicySetup, policy_setup
 from scheduler.simulate.run import simulate
 
@@ -180,6 +186,58 @@ def _draw(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     figure.savefig(path, format="png")
 
 
+def _record(path: Path) -> dict[str, Any]:
+    """The JSON line a run printed (its last line that reads as the frontier's record)."""
+    for line in reversed(path.read_text(encoding="utf-8").splitlines()):
+        if line.startswith("{"):
+            record = json.loads(line)
+            if record.get("bench") == "frontier":
+                return dict(record)
+    raise ValueError(f"{path}: no frontier record (the JSON line bench/frontier.py prints)")
+
+
+def _choose(paths: list[Path], bound: float) -> int:
+    configurations: dict[str, list[Point]] = {}
+    bounds: dict[str, float] = {}
+    for path in paths:
+        try:
+            record = _record(path)
+        except (OSError, ValueError) as exc:
+            print(f"frontier: {exc}", file=sys.stderr)
+            return 2
+        rows = {row["label"]: row for row in record["rows"]}
+        if "easy" not in rows:
+            print(f"frontier: {path}: no EASY row to bound the longest wait", file=sys.stderr)
+            return 2
+        name = record["config"]
+        bounds[name] = bound * rows["easy"]["longest_s"]
+        configurations[name] = [
+            Point(label, row["mean_s"], row["longest_s"])
+            for label, row in rows.items()
+            if label not in BASELINES and not label.startswith(PREEMPTIBLE)
+        ]
+    chosen = across(configurations, bounds)
+    if chosen is None:
+        print(f"no setting replayed on every configuration is within {bound:g} × EASY's on each")
+    else:
+        for name in configurations:
+            print(
+                f"{name}: lowest mean within the bound {chosen.best[name]}; "
+                f"{chosen.label} is {chosen.excess[name]:+.1%} from it"
+            )
+        print(f"one setting for every cluster: {chosen.label} (at most {chosen.worst:+.1%})")
+    record = {
+        "bench": "frontier-choice",
+        "bound": bound,
+        "configs": sorted(configurations),
+        "chosen": chosen.label if chosen else None,
+        "excess": chosen.excess if chosen else None,
+        "best": chosen.best if chosen else None,
+    }
+    print(json.dumps(record))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--config", default="philly-40k")
@@ -195,7 +253,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--preemptible", default="", help="shares of preemptible jobs to replay the default with"
     )
+    parser.add_argument(
+        "--choose", type=Path, nargs="+", default=None, help="earlier runs' JSON lines"
+    )
     args = parser.parse_args(argv)
+    if args.choose:
+        return _choose(args.choose, args.bound)
     config = policy_quality.CONFIGS.get(args.config)
     if config is None:
         print(f"frontier: unknown configuration {args.config}", file=sys.stderr)

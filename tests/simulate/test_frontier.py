@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.simulate.draw import DrawConfig
-from scheduler.simulate.frontier import Point, best_within, frontier
+from scheduler.simulate.frontier import Point, across, best_within, frontier
 from scheduler.simulate.policies import policy_setup
 from scheduler.simulate.run import ClusterOverride, resolve_cluster, simulate
 from scheduler.simulate.traces import read_trace
@@ -49,6 +49,54 @@ def test_the_choice_within_the_bound_is_on_the_frontier(found: list[Point], boun
     edge = frontier(found)
     assert all(not any(q.dominates(p) for q in found) for p in edge)
     assert all(p in edge or any(q.dominates(p) for q in found) for p in found)
+
+
+def test_one_setting_for_every_cluster_is_the_least_worst_excess_over_each_best() -> None:
+    # On "busy" slow aging ("b") is best, on "light" it is past the bound; "a" is 4 % and
+    # 2 % from each's best, "c" best on light but 30 % above on busy.
+    busy = [Point("a", 104, 10), Point("b", 100, 12), Point("c", 130, 9)]
+    light = [Point("a", 51, 5), Point("b", 40, 50), Point("c", 50, 6)]
+    chosen = across({"busy": busy, "light": light}, {"busy": 15, "light": 10})
+    assert chosen is not None and chosen.label == "a"
+    assert chosen.best == {"busy": "b", "light": "c"}
+    assert round(chosen.excess["busy"], 3) == 0.04 and round(chosen.worst, 3) == 0.04
+    # A setting not replayed on a configuration, or past its bound there, is not chosen.
+    assert across({"busy": busy, "light": light[1:]}, {"busy": 15, "light": 10}).label == "c"
+    assert across({"busy": busy, "light": light}, {"busy": 15, "light": 1}) is None
+
+
+labelled = st.lists(st.tuples(st.floats(1, 1e6), st.floats(1, 1e7)), min_size=4, max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(labelled, labelled, st.floats(1, 1e7), st.floats(1, 1e7))
+def test_the_setting_chosen_across_clusters_is_never_beaten_everywhere(
+    one: list[tuple[float, float]], two: list[tuple[float, float]], b1: float, b2: float
+) -> None:
+    labels = "abcd"
+    configurations = {
+        "one": [Point(label, *figures) for label, figures in zip(labels, one, strict=True)],
+        "two": [Point(label, *figures) for label, figures in zip(labels, two, strict=True)],
+    }
+    bounds = {"one": b1, "two": b2}
+    chosen = across(configurations, bounds)
+    within = {
+        label
+        for label in labels
+        if all(
+            next(p for p in points if p.label == label).longest_s <= bounds[name]
+            for name, points in configurations.items()
+        )
+    }
+    if chosen is None:
+        assert not within or any(
+            best_within(points, bounds[name]) is None for name, points in configurations.items()
+        )
+        return
+    assert chosen.label in within
+    mean = {(name, p.label): p.mean_s for name, points in configurations.items() for p in points}
+    for other in within - {chosen.label}:
+        assert not all(mean[name, other] < mean[name, chosen.label] for name in configurations)
 
 
 def test_each_setting_replays_to_the_same_point_from_the_seed(tmp_path: Path) -> None:
