@@ -178,6 +178,9 @@ def _draw(rows: list[dict[str, Any]], path: Path, title: str) -> None:
             xytext=(5, 4),
             fontsize=9,
         )
+    means = [r["mean_s"] for r in rows if r["mean_s"] > 0]
+    if means and max(means) > 20 * min(means):
+        axes.set_yscale("log")  # FIFO's and EASY's means would flatten the policy's points
     axes.set_xlabel("longest wait (h)")
     axes.set_ylabel("mean wait (h)")
     axes.set_title(title)
