@@ -110,9 +110,11 @@ def test_a_flood_of_half_requests_leaves_polls_answered_and_is_closed_in_time(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="scheduler.agent.bounded")
     with _served(_agent_app(store)) as (port, protocol):
+        # From before the flood: its first report lines come while its sockets are opened,
+        # which takes a while on a busy machine.
+        started = time.monotonic()
         flood = _idle_sockets(port, CAP + 50)
         try:
-            started = time.monotonic()
             # Polls through new connections, as the scheduler makes them, while the flood is on.
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
                 for _ in range(3):
