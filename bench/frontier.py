@@ -129,6 +129,16 @@ def _table(rows: list[dict[str, Any]], sjf: float | None, easy: float | None) ->
     return "\n".join(lines)
 
 
+def _is_setting(label: str) -> bool:
+    """A point of the knobs' own (not a baseline, nor the default with preemptible jobs)."""
+    return label not in BASELINES and not label.startswith(PREEMPTIBLE)
+
+
+def _hours(rows: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
+    """The rows' longest and mean waits in hours: a plot's x and y."""
+    return [r["longest_s"] / 3600 for r in rows], [r["mean_s"] / 3600 for r in rows]
+
+
 def _draw(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -136,39 +146,16 @@ def _draw(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     figure = Figure(figsize=(10, 7), dpi=100)
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    knobs = [
-        r for r in rows if r["label"] not in BASELINES and not r["label"].startswith(PREEMPTIBLE)
-    ]
+    knobs = [r for r in rows if _is_setting(r["label"])]
     moved = [r for r in rows if r["label"].startswith(PREEMPTIBLE)]
     bases = [r for r in rows if r["label"] in BASELINES]
-    axes.scatter(
-        [r["longest_s"] / 3600 for r in knobs],
-        [r["mean_s"] / 3600 for r in knobs],
-        color="#1f77b4",
-        label="paika (aging / backstop, in drain times)",
-    )
     edge = sorted((r for r in rows if r["on_frontier"]), key=lambda r: r["longest_s"])
-    axes.plot(
-        [r["longest_s"] / 3600 for r in edge],
-        [r["mean_s"] / 3600 for r in edge],
-        color="#1f77b4",
-        linestyle="--",
-        label="frontier",
-    )
-    axes.scatter(
-        [r["longest_s"] / 3600 for r in bases],
-        [r["mean_s"] / 3600 for r in bases],
-        color="#d62728",
-        marker="s",
-        label="baselines",
-    )
+    axes.scatter(*_hours(knobs), color="#1f77b4", label="paika (aging / backstop, in drain times)")
+    axes.plot(*_hours(edge), color="#1f77b4", linestyle="--", label="frontier")
+    axes.scatter(*_hours(bases), color="#d62728", marker="s", label="baselines")
     if moved:
         axes.scatter(
-            [r["longest_s"] / 3600 for r in moved],
-            [r["mean_s"] / 3600 for r in moved],
-            color="#2ca02c",
-            marker="^",
-            label="default, with preemptible jobs",
+            *_hours(moved), color="#2ca02c", marker="^", label="default, with preemptible jobs"
         )
     for r in rows:
         axes.annotate(
@@ -217,7 +204,7 @@ def _choose(paths: list[Path], bound: float) -> int:
         configurations[name] = [
             Point(label, row["mean_s"], row["longest_s"])
             for label, row in rows.items()
-            if label not in BASELINES and not label.startswith(PREEMPTIBLE)
+            if _is_setting(label)
         ]
     chosen = across(configurations, bounds)
     if chosen is None:
@@ -287,9 +274,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(future.result())
             print(f"… {json.dumps(rows[-1])}", file=sys.stderr, flush=True)
     points = [Point(r["label"], r["mean_s"], r["longest_s"]) for r in rows]
-    knob_points = [
-        p for p in points if p.label not in BASELINES and not p.label.startswith(PREEMPTIBLE)
-    ]
+    knob_points = [p for p in points if _is_setting(p.label)]
     # The policy's frontier: its knob settings; the baselines are points beside it.
     edge = {p.label for p in frontier(knob_points)}
     for row in rows:
