@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from scheduler.policy.snapshot import Gpu, Host, Knobs, Snapshot, TeamWindow
 
@@ -79,7 +80,7 @@ class _Availability:
     """When each GPU is expected to be free: now for a free one, its holder's expected end
     for a held one, never for an unusable free one; `assume` overrides. Read per GPU."""
 
-    __slots__ = ("_ends", "_holders", "_now", "_set", "_shared", "_unusable")
+    __slots__ = ("_ends", "_flat", "_holders", "_now", "_set", "_shared", "_unusable")
 
     def __init__(self, now: float, ends: dict[int, float]) -> None:
         self._now = now
@@ -88,8 +89,10 @@ class _Availability:
         self._unusable: set[int] = set()
         self._set: dict[int, float] = {}
         self._shared: dict[int, tuple[int, ...]] = {}
+        self._flat: dict[int, float] | None = None
 
     def add(self, layout: _HostLayout) -> None:
+        self._flat = None
         self._holders.update(layout.holders)
         if layout.unusable:
             self._unusable.update(layout.unusable)
@@ -119,6 +122,27 @@ class _Availability:
 
     def __setitem__(self, gpu: int, at: float) -> None:
         self._set[gpu] = at
+        if self._flat is not None:
+            self._flat[gpu] = at
+
+    def flat(self) -> dict[int, float]:
+        """Every known GPU's time, worked out once a pass: what sorting every host's GPUs by
+        when they free up reads, many times a pass."""
+        if self._flat is None:
+            # get(), unrolled: a method call per GPU cost as much as the sorts it feeds.
+            now, ends, unusable, shared = self._now, self._ends, self._unusable, self._shared
+            flat = {}
+            for gpu, job in self._holders.items():
+                if job < 0:  # _FREE
+                    flat[gpu] = NEVER if gpu in unusable else now
+                elif shared and gpu in shared:
+                    flat[gpu] = max(ends.get(j, now) for j in shared[gpu])
+                else:
+                    at = ends.get(job)
+                    flat[gpu] = at if at is not None else NEVER if gpu in unusable else now
+            flat.update(self._set)
+            self._flat = flat
+        return self._flat
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +231,8 @@ class Capacity:
             tuple[str, int, bool, frozenset[str]], tuple[float, frozenset[int]]
         ] = {}
         self._reserved_until: dict[int, float] = {}  # GPUs kept for reserved jobs, until
+        # When each GPU is free past those reservations (built when first asked).
+        self._past_reservations: dict[int, float] | None = None
         # (type, host, past reservations) → those GPUs by when they are free, soonest first:
         # what earliest_start reads for every host; dropped when one of them changes.
         self._host_times: dict[tuple[str, str, bool], list[tuple[float, int]]] = {}
@@ -413,6 +439,7 @@ class Capacity:
             pool.core_in_use += len(placement.gpu_ids)
         for gpu in placement.gpu_ids:
             self.available_at[gpu] = until
+        self._past_reservations = None
         for host in placement.hosts:
             self._host_times.pop((placement.gpu_type, host, False), None)
             self._host_times.pop((placement.gpu_type, host, True), None)
@@ -422,6 +449,7 @@ class Capacity:
         """Keep GPUs for a blocked job from its start until `until` (its expected end): others
         may use them only before, and later reservations look past it."""
         self.pools[reservation.gpu_type].reservations.append(reservation)
+        self._past_reservations = None
         for gpu in reservation.gpu_ids:
             self._reserved_until[gpu] = max(self._reserved_until.get(gpu, until), until)
             self._host_times.pop((reservation.gpu_type, self.gpus[gpu].host, True), None)
@@ -483,21 +511,24 @@ class Capacity:
         key = (gpu_type, host, past_reservations)
         by_time = self._host_times.get(key)
         if by_time is None:
-            at = self._free_at(past_reservations)
-            by_time = self._host_times[key] = sorted((at(g, NEVER), g) for g in ids)
+            at = self._free_at(past_reservations).get
+            by_time = self._host_times[key] = sorted(
+                zip(map(at, ids, repeat(NEVER)), ids, strict=False)
+            )
         return by_time
 
-    def _free_at(self, past_reservations: bool) -> Callable[[int, float], float]:
-        """When a GPU is free: by its holder's expected end, or past the reservation on it."""
-        plain = self.available_at.get
-        if not past_reservations:
+    def _free_at(self, past_reservations: bool) -> dict[int, float]:
+        """When each GPU is free: by its holder's expected end, or (`past_reservations`) past
+        the reservation on it. Dicts, read in C by the sorts above."""
+        plain = self.available_at.flat()
+        if not past_reservations or not self._reserved_until:
             return plain
-        reserved = self._reserved_until
-
-        def at(gpu: int, default: float) -> float:
-            return max(plain(gpu, default), reserved.get(gpu, -NEVER))
-
-        return at
+        if self._past_reservations is None:
+            past = dict(plain)
+            for gpu, until in self._reserved_until.items():
+                past[gpu] = max(plain.get(gpu, NEVER), until)
+            self._past_reservations = past
+        return self._past_reservations
 
     def _earliest_start(
         self, gpu_type: str, gpus: int, past_reservations: bool, closing: frozenset[str]
@@ -505,8 +536,8 @@ class Capacity:
         pool = self.pools.get(gpu_type)
         if pool is None:
             return NEVER, frozenset()
-        at = self._free_at(past_reservations)
         if gpus > pool.max_host_size:
+            at = self._free_at(past_reservations).get
             times = sorted(
                 [
                     (at(gpu, NEVER), gpu)

@@ -64,9 +64,17 @@ _QUOTA_WAITS = {
 }
 
 
-def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
-    """Decide what starts now, what is preempted and (if `explain`) why the rest wait."""
+def schedule(snapshot: Snapshot, *, explain: bool = False, reservations: bool = True) -> Plan:
+    """Decide what starts now, what is preempted and (if `explain`) why the rest wait; the
+    plan lists the places kept for blocked jobs unless `reservations` is False (a replay
+    never reads them, and without them a pass where nothing can start is a short one)."""
     capacity = Capacity(snapshot)
+    if (
+        not explain
+        and not _may_join(snapshot)
+        and (not capacity.any_free or (not reservations and _none_fits(snapshot, capacity)))
+    ):
+        return _stops_only(snapshot, capacity)
     queue, scales = queue_order(snapshot, capacity)
     admission = _Admission(snapshot, capacity, explain=explain, scales=scales)
     starts = admission.run(queue)
@@ -75,6 +83,61 @@ def schedule(snapshot: Snapshot, *, explain: bool = False) -> Plan:
     if explain:
         waits = explain_waits(snapshot, capacity, queue, admission.notes, admission.types, starts)
     return Plan(tuple(starts), tuple(preemptions), waits, _reservations(capacity))
+
+
+def _may_join(snapshot: Snapshot) -> bool:
+    """Whether a ready job may join a shared card in this pass (a start with no card free)."""
+    return any(host.sharing for host in snapshot.hosts) and any(
+        job.shares and job.ready for job in snapshot.pending
+    )
+
+
+def _none_fits(snapshot: Snapshot, capacity: Capacity) -> bool:
+    """Whether no ready job could start for want of free GPUs alone: too few free on any one
+    host for each size that fits a host, too few free of the type for each bigger one."""
+    sizes = {job.gpus for job in snapshot.pending if job.ready}
+    for pool in capacity.pools.values():
+        for gpus in sizes:
+            free = pool.max_free() if gpus <= pool.max_host_size else pool.free_count
+            if free >= gpus:
+                return False
+    return True
+
+
+def _stops_only(snapshot: Snapshot, capacity: Capacity) -> Plan:
+    """The pass when nothing can start (no card free, or too few for any ready job with
+    `reservations` off) and no job may join a shared card: only a job some running job may be
+    stopped for can change the plan. The same decisions
+    as the whole pass (ordered by the same key, each job's types and notes from the same
+    admission), with only those jobs ordered and admitted: most of a full cluster's passes
+    are these, and most of their queue could stop nobody."""
+    stoppable, left, most_left = _stoppable(snapshot, capacity)
+    if not stoppable:
+        return Plan((), (), {}, _reservations(capacity))
+    knobs = snapshot.knobs
+    gpus = capacity.total_gpus
+    scales = time_scales(knobs, snapshot.pending, gpus)
+    factor = knobs.shorter_factor if knobs.preemptible_preemption else None
+    respect = knobs.respect_classes
+    others = len(CLASS_RANK)
+    now = snapshot.now
+    candidates = []
+    for job in snapshot.pending:
+        if not job.ready:
+            continue
+        if job.priority == "core" or (factor is not None and factor * job.run_seconds <= most_left):
+            candidates.append(job)
+            continue
+        rank = CLASS_RANK.get(job.priority, others) if respect else 0
+        if knobs.preemptible_preemption and scales.of(rank).starves(now - job.submitted_at):
+            candidates.append(job)
+    if not candidates:
+        return Plan((), (), {}, _reservations(capacity))
+    queue = ordered(candidates, now, knobs, snapshot.team_usage, cluster_gpus=gpus, scales=scales)
+    admission = _Admission(snapshot, capacity, explain=False, scales=scales)
+    admission.run(queue)
+    preemptions = _preemptions(snapshot, capacity, admission, queue, [])
+    return Plan((), tuple(preemptions), {}, _reservations(capacity))
 
 
 def could_act(snapshot: Snapshot) -> bool:
@@ -168,6 +231,10 @@ class _Admission:
         self.explain = explain
         self._scales = scales or time_scales(snapshot.knobs)
         self._respect_classes = snapshot.knobs.respect_classes
+        # Each class rank's backstop (asked of every job, twice a pass).
+        self._starve_after = [
+            self._scales.of(rank).starve_after_s for rank in range(len(CLASS_RANK) + 1)
+        ]
         self._core_first = snapshot.knobs.core_reservations
         self._host_rank: dict[str, int] | None = None
         self.snapshot = snapshot
@@ -178,6 +245,8 @@ class _Admission:
         self.spent: dict[int, float] = {}  # quota hours promised this pass
         self._fits: dict[CardNeeds, list[CardType]] = {}
         self._fits_here: dict[tuple[CardNeeds, int, bool], list[CardType]] = {}
+        self._fits_by_id: dict[tuple[int, int, bool], list[CardType]] = {}
+        self._needs_kept: list[CardNeeds] = []  # the needs whose ids _fits_by_id holds
         self._names: dict[int, list[str]] = {}  # type names of each cached _fits_here list
         self._quota_ends = dict(snapshot.quota_ends)
         self._waited_for: dict[tuple[CardNeeds, int, bool], tuple[tuple[str, str], ...]] = {}
@@ -287,7 +356,8 @@ class _Admission:
     def starving(self, job: Pending) -> bool:
         """Whether the job has waited past its class's backstop."""
         rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if self._respect_classes else 0
-        return self._scales.of(rank).starves(self.snapshot.now - job.submitted_at)
+        limit = self._starve_after[rank]  # as TimeScale.starves, without a call per job
+        return limit is not None and self.snapshot.now - job.submitted_at >= limit
 
     def _note_booking(self, job: Pending) -> None:
         """When cards booked for another team held the job's placement back, say so (the
@@ -350,14 +420,21 @@ class _Admission:
 
     def _fitting_here(self, needs: CardNeeds, gpus: int, core: bool) -> list[CardType]:
         """Adequate types this cluster has enough GPUs of, cheapest first (cached)."""
-        key = (needs, gpus, core)
-        found = self._fits_here.get(key)
+        # First by the needs' identity: many jobs share one object, and hashing it per job
+        # costs more than the lookup. (Its id cannot be reused while the pass keeps it.)
+        by_id = (id(needs), gpus, core)
+        found = self._fits_by_id.get(by_id)
         if found is None:
-            found = self._fits_here[key] = [
-                c
-                for c in self._fitting(needs)
-                if self.capacity.could_ever_fit(c.name, gpus, core=core)
-            ]
+            key = (needs, gpus, core)
+            found = self._fits_here.get(key)
+            if found is None:
+                found = self._fits_here[key] = [
+                    c
+                    for c in self._fitting(needs)
+                    if self.capacity.could_ever_fit(c.name, gpus, core=core)
+                ]
+            self._fits_by_id[by_id] = found
+            self._needs_kept.append(needs)
         return found
 
     def _hosts_to_wait_for(
@@ -732,20 +809,12 @@ def _preemptions(
     A preemptible job is never stopped more than `preempt_max_per_job` times, nor within
     `preempt_min_run_s` of its last start; a core job is never stopped for anyone.
     """
-    knobs, now = snapshot.knobs, snapshot.now
-    stoppable = [r for r in snapshot.running if r.preempting or _may_stop(r, knobs, now)]
+    knobs = snapshot.knobs
+    stoppable, left, most_left = _stoppable(snapshot, capacity)
     if not stoppable:
         return []
     started = {start.job_id for start in starts}
     host_of = {gpu.id: gpu.host for host in snapshot.hosts for gpu in host.gpus}
-    left = {
-        r.id: max(0.0, capacity.available_at.get(r.gpu_ids[0], now) - now)
-        for r in stoppable
-        if r.gpu_ids
-    }
-    most_left = max(
-        (left.get(r.id, 0.0) for r in stoppable if r.preemptible and not r.preempting), default=0.0
-    )
     by_place: dict[tuple[str, str], list[Running]] = {}
     # Already stopping first (they cost nothing more), then idle before preemptible work, the
     # lower class first, then the most work left (it gains least from running on now).
@@ -800,6 +869,24 @@ def _preemptions(
             if not victim.preempting:
                 chosen.append(_preempt(victim, job, snapshot, starving))
     return chosen
+
+
+def _stoppable(
+    snapshot: Snapshot, capacity: Capacity
+) -> tuple[list[Running], dict[int, float], float]:
+    """The running jobs the pass may stop (or that already stop), the time each has left by
+    its estimate, and the most any preemptible one not yet stopping has left."""
+    knobs, now = snapshot.knobs, snapshot.now
+    stoppable = [r for r in snapshot.running if r.preempting or _may_stop(r, knobs, now)]
+    left = {
+        r.id: max(0.0, capacity.available_at.get(r.gpu_ids[0], now) - now)
+        for r in stoppable
+        if r.gpu_ids
+    }
+    most_left = max(
+        (left.get(r.id, 0.0) for r in stoppable if r.preemptible and not r.preempting), default=0.0
+    )
+    return stoppable, left, most_left
 
 
 def _may_stop(job: Running, knobs: Knobs, now: float) -> bool:

@@ -94,8 +94,9 @@ class PolicyViolation(RuntimeError):
 
 
 def real_schedule(snapshot: Snapshot) -> Plan:
-    """The one place the simulator calls the policy: `schedule(snapshot, explain=False)`."""
-    return policy_schedule(snapshot, explain=False)
+    """The one place the simulator calls the policy: without reasons, and without the places
+    kept for blocked jobs (the replay only carries out starts and stops)."""
+    return policy_schedule(snapshot, explain=False, reservations=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,16 +137,20 @@ def job_specs(
     may share (`shares`) declares its memory (`CardNeeds.min_memory_gib`)."""
     config = draws or DrawConfig()
     specs: list[JobSpec] = []
+    # One object per distinct need: the policy keys its per-pass caches on it, and equal
+    # needs in one object are found without comparing them.
+    kinds: dict[CardNeeds, CardNeeds] = {}
     for number, (job, extra) in enumerate(zip(jobs, drawn, strict=True)):
         true_hours = job.duration * job.gpus / HOUR
         share = shares[number] if shares is not None else WHOLE_CARDS
+        needs = CardNeeds(allowed_types=job.gpu_types, min_memory_gib=share.share_gib)
         specs.append(
             JobSpec(
                 id=job.id,
                 submit=job.submit,
                 duration=job.duration,
                 gpus=job.gpus,
-                needs=CardNeeds(allowed_types=job.gpu_types, min_memory_gib=share.share_gib),
+                needs=kinds.setdefault(needs, needs),
                 priority=extra.priority,
                 team=extra.team,
                 owner=extra.user,

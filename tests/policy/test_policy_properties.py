@@ -125,6 +125,54 @@ def test_asking_for_reasons_never_changes_a_decision(snap: Snapshot) -> None:
     assert quick.reservations == explained.reservations
 
 
+def _filled(snap: Snapshot, data: st.DataObject) -> Snapshot:
+    """The cluster with its free GPUs taken, most of them, by running jobs of any class (a
+    full cluster, where a pass can only stop jobs, or one with too few GPUs free)."""
+    running = list(snap.running)
+    held = {gpu: r.id for r in running for gpu in r.gpu_ids}
+    job_id = 5000
+    for host in snap.hosts:
+        free = [g.id for g in host.gpus if g.id not in held and data.draw(st.integers(0, 5)) > 0]
+        if not free:
+            continue
+        running.append(
+            Running(
+                job_id,
+                data.draw(st.sampled_from(CLASSES)),
+                "vision",
+                tuple(free),
+                host.gpus[0].gpu_type,
+                NOW - data.draw(st.floats(0, 48)) * HOUR,
+                NOW + data.draw(st.floats(0, 200)) * HOUR,
+                preemptible=data.draw(st.booleans()),
+            )
+        )
+        held.update((gpu, job_id) for gpu in free)
+        job_id += 1
+    hosts = tuple(
+        replace(h, gpus=tuple(replace(g, job_id=held.get(g.id)) for g in h.gpus))
+        for h in snap.hosts
+    )
+    return replace(snap, hosts=hosts, running=tuple(running))
+
+
+@settings(max_examples=300, deadline=None)
+@given(clusters(), st.data())
+def test_a_pass_where_nothing_can_start_decides_as_the_whole_pass(
+    snap: Snapshot, data: st.DataObject
+) -> None:
+    """With no GPU free, or (when the plan need not list reservations) too few for any ready
+    job, the pass orders only the jobs some running job could be stopped for: it stops the
+    same jobs for the same waiting jobs as the pass that orders and admits every job."""
+    if data.draw(st.booleans()):
+        snap = _filled(snap, data)
+    whole = schedule(snap, explain=True)
+    for quick in (schedule(snap), schedule(snap, reservations=False)):
+        assert quick.starts == whole.starts
+        assert quick.preemptions == whole.preemptions
+    assert schedule(snap).reservations == whole.reservations
+
+
 @settings(max_examples=200, deadline=None)
 @given(clusters())
 def test_lower_classes_never_change_which_core_jobs_start(snap: Snapshot) -> None:

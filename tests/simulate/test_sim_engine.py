@@ -276,3 +276,38 @@ def test_the_baselines_keep_one_place_a_pool_and_paika_one_per_waiting_core_job(
     assert policy_setup("paika").knobs.core_reservations
     for baseline in ("fifo", "easy", "slurm", "sjf"):
         assert not policy_setup(baseline).knobs.core_reservations
+
+
+def test_a_replay_with_preemptible_jobs_decides_as_the_whole_pass_would() -> None:
+    """The replay calls the policy without reasons or reservations, which lets a pass where
+    nothing can start order only the jobs a stop could serve. A busy cluster of preemptible,
+    core and short jobs replays to the very same runs (starts, stops, ends) as with the pass
+    that orders, admits and explains every job each time."""
+    import random
+
+    from scheduler.policy.scheduler import schedule
+
+    rng = random.Random(11)
+    jobs = [
+        replace(
+            job(
+                i,
+                submit=i * 120.0,
+                duration=rng.choice([300.0, 1800.0, 4 * 3600.0, 30 * 3600.0]),
+                gpus=rng.choice([1, 1, 1, 2, 4, 8]),
+                priority=rng.choice(["core", "normal", "normal", "normal", "idle"]),
+                est_s=rng.choice([None, 900.0, 7200.0]),
+            ),
+            preemptible=rng.random() < 0.5,
+        )
+        for i in range(1, 241)
+    ]
+    cluster = ClusterSpec.uniform(3, 8, "V100-16GB")
+    setup = policy_setup("paika")
+    quick = Engine(jobs, cluster, (V100,), setup).run()
+    whole = Engine(
+        jobs, cluster, (V100,), setup, schedule=lambda snap: schedule(snap, explain=True)
+    ).run()
+    assert quick.preemptions > 0
+    assert quick.records == whole.records
+    assert quick.calls == whole.calls
