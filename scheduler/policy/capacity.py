@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
+from typing import cast
 
 from scheduler.policy.snapshot import Gpu, Host, Knobs, Snapshot, TeamWindow
 
@@ -76,6 +77,107 @@ def _layout(host: Host, slack: float) -> _HostLayout:
     return layout
 
 
+@dataclass(frozen=True, slots=True)
+class _ClusterLayout:
+    """What every host contributes to a pass, together: read, never changed, by the passes
+    that use it (each pool copies the one dict it changes)."""
+
+    hosts: tuple[Host, ...]
+    slack: float
+    layouts: tuple[_HostLayout, ...]
+    gpus: dict[int, Gpu]
+    holders: dict[int, int]
+    unusable: frozenset[int]
+    shared: dict[int, tuple[int, ...]]
+    # type → host → its usable GPU ids, and the free ones among them (types and hosts in
+    # first-seen order)
+    members: dict[str, dict[str, list[int]]]
+    free: dict[str, dict[str, list[int]]]
+
+    @staticmethod
+    def build(hosts: tuple[Host, ...], slack: float) -> _ClusterLayout:
+        layouts = tuple(_layout(host, slack) for host in hosts)
+        gpus: dict[int, Gpu] = {}
+        holders: dict[int, int] = {}
+        unusable: set[int] = set()
+        shared: dict[int, tuple[int, ...]] = {}
+        members: dict[str, dict[str, list[int]]] = {}
+        free: dict[str, dict[str, list[int]]] = {}
+        for host, layout in zip(hosts, layouts, strict=True):
+            gpus.update(layout.gpus)
+            holders.update(layout.holders)
+            unusable.update(layout.unusable)
+            shared.update(layout.shared)
+            for gpu_type, usable, idle in layout.pools:
+                members.setdefault(gpu_type, {})[host.name] = list(usable)
+                free.setdefault(gpu_type, {})[host.name] = list(idle)
+        return _ClusterLayout(
+            hosts, slack, layouts, gpus, holders, frozenset(unusable), shared, members, free
+        )
+
+    def patched(self, hosts: tuple[Host, ...]) -> _ClusterLayout | None:
+        """This layout with the hosts that are new objects laid out again; None when one
+        changed name or types (the pools' order would change: built afresh instead)."""
+        changed = [
+            i for i, (was, now) in enumerate(zip(self.hosts, hosts, strict=True)) if was is not now
+        ]
+        if len(changed) * 4 > len(hosts):
+            return None  # most hosts changed: as cheap to build afresh
+        layouts = list(self.layouts)
+        gpus, holders, shared = dict(self.gpus), dict(self.holders), dict(self.shared)
+        unusable = set(self.unusable)
+        members = {gpu_type: dict(by_host) for gpu_type, by_host in self.members.items()}
+        free = {gpu_type: dict(by_host) for gpu_type, by_host in self.free.items()}
+        for i in changed:
+            host, was = hosts[i], layouts[i]
+            layout = layouts[i] = _layout(host, self.slack)
+            if host.name != self.hosts[i].name or [p[0] for p in was.pools] != [
+                p[0] for p in layout.pools
+            ]:
+                return None
+            for gpu in was.gpus:
+                del gpus[gpu], holders[gpu]
+                shared.pop(gpu, None)
+            unusable.difference_update(was.unusable)
+            gpus.update(layout.gpus)
+            holders.update(layout.holders)
+            unusable.update(layout.unusable)
+            shared.update(layout.shared)
+            for gpu_type, usable, idle in layout.pools:
+                members[gpu_type][host.name] = list(usable)
+                free[gpu_type][host.name] = list(idle)
+        return _ClusterLayout(
+            hosts,
+            self.slack,
+            tuple(layouts),
+            gpus,
+            holders,
+            frozenset(unusable),
+            shared,
+            members,
+            free,
+        )
+
+
+# The cluster the last pass laid out. A replay's next pass shares most of its hosts (only
+# those whose cards changed are new objects), so it lays out only those.
+_LAST_CLUSTER: list[_ClusterLayout] = []
+
+
+def _cluster_layout(hosts: tuple[Host, ...], slack: float) -> _ClusterLayout:
+    found = None
+    if _LAST_CLUSTER:
+        last = _LAST_CLUSTER[0]
+        if last.hosts is hosts and last.slack == slack:
+            return last
+        if len(last.hosts) == len(hosts) and last.slack == slack:
+            found = last.patched(hosts)
+    if found is None:
+        found = _ClusterLayout.build(hosts, slack)
+    _LAST_CLUSTER[:] = [found]
+    return found
+
+
 class _Availability:
     """When each GPU is expected to be free: now for a free one, its holder's expected end
     for a held one, never for an unusable free one; `assume` overrides. Read per GPU."""
@@ -86,18 +188,17 @@ class _Availability:
         self._now = now
         self._ends = ends
         self._holders: dict[int, int] = {}
-        self._unusable: set[int] = set()
+        self._unusable: frozenset[int] = frozenset()
         self._set: dict[int, float] = {}
         self._shared: dict[int, tuple[int, ...]] = {}
         self._flat: dict[int, float] | None = None
 
-    def add(self, layout: _HostLayout) -> None:
+    def use(self, cluster: _ClusterLayout) -> None:
+        """Read the cluster's holders, unusable and shared cards (never changed here)."""
         self._flat = None
-        self._holders.update(layout.holders)
-        if layout.unusable:
-            self._unusable.update(layout.unusable)
-        if layout.shared:
-            self._shared.update(layout.shared)
+        self._holders = cluster.holders
+        self._unusable = cluster.unusable
+        self._shared = cluster.shared
 
     def __getitem__(self, gpu: int) -> float:
         if gpu not in self._set and gpu not in self._holders:
@@ -129,17 +230,21 @@ class _Availability:
         """Every known GPU's time, worked out once a pass: what sorting every host's GPUs by
         when they free up reads, many times a pass."""
         if self._flat is None:
-            # get(), unrolled: a method call per GPU cost as much as the sorts it feeds.
+            # get() for every GPU at once: a held card's time is its job's end, read in C;
+            # free cards, unusable ones, jobs with no end and shared cards are set after.
             now, ends, unusable, shared = self._now, self._ends, self._unusable, self._shared
-            flat = {}
-            for gpu, job in self._holders.items():
-                if job < 0:  # _FREE
-                    flat[gpu] = NEVER if gpu in unusable else now
-                elif shared and gpu in shared:
-                    flat[gpu] = max(ends.get(j, now) for j in shared[gpu])
-                else:
-                    at = ends.get(job)
-                    flat[gpu] = at if at is not None else NEVER if gpu in unusable else now
+            holders = self._holders
+            read: dict[int, float | None] = dict(
+                zip(holders, map(ends.get, holders.values()), strict=True)
+            )
+            if _FREE in ends:  # (no job has that id; if one did, _FREE's cards would read it)
+                read.update((gpu, None) for gpu, job in holders.items() if job == _FREE)
+            for gpu in [gpu for gpu, at in read.items() if at is None]:
+                read[gpu] = NEVER if gpu in unusable else now
+            flat = cast(dict[int, float], read)
+            for gpu, jobs in shared.items():  # a shared card frees when its last job ends
+                if holders.get(gpu, _FREE) != _FREE:
+                    flat[gpu] = max(ends.get(j, now) for j in jobs)
             flat.update(self._set)
             self._flat = flat
         return self._flat
@@ -210,10 +315,6 @@ class Pool:
             self.free[host] = [gpu for gpu in self.free[host] if gpu not in chosen]
         self._max_free = self._free_count = None
 
-    def give_back(self, host: str, ids: Iterable[int]) -> None:
-        self.free.setdefault(host, []).extend(ids)
-        self._max_free = self._free_count = None
-
 
 class Capacity:
     """Every pool, and when each GPU is expected to be free."""
@@ -246,18 +347,14 @@ class Capacity:
             for run in snapshot.running:
                 if not run.preempting:
                     self._team_held[(run.gpu_type, run.team)] += len(run.gpu_ids)
-        slack = self.knobs.foreign_memory_slack_gib
-        for host in snapshot.hosts:
-            self.host_order.append(host.name)
-            layout = _layout(host, slack)
-            self.gpus.update(layout.gpus)
-            self.available_at.add(layout)
-            for gpu_type, usable, free in layout.pools:
-                pool = self.pools.get(gpu_type)
-                if pool is None:
-                    pool = self.pools[gpu_type] = Pool(gpu_type)
-                pool.members[host.name] = list(usable)
-                pool.free[host.name] = list(free)
+        cluster = _cluster_layout(snapshot.hosts, self.knobs.foreign_memory_slack_gib)
+        self.host_order = [host.name for host in snapshot.hosts]
+        self.gpus = cluster.gpus
+        self.available_at.use(cluster)
+        for gpu_type, members in cluster.members.items():
+            # A pool replaces its free lists when it takes GPUs, never changes one in place.
+            pool = self.pools[gpu_type] = Pool(gpu_type, free=dict(cluster.free[gpu_type]))
+            pool.members = members
         for pool in self.pools.values():
             pool.max_host_size = max((len(ids) for ids in pool.members.values()), default=0)
             pool.size = sum(len(ids) for ids in pool.members.values())
@@ -550,15 +647,24 @@ class Capacity:
                 return NEVER, frozenset()
             return times[gpus - 1][0], frozenset(gpu for _, gpu in times[:gpus])
         soonest: float = NEVER
-        on: list[tuple[float, int]] | None = None
+        chosen: tuple[str, list[int]] | None = None
+        sorted_times = self._host_times
+        at = self._free_at(past_reservations).get
         for host, ids in pool.members.items():
             if len(ids) < gpus or host in closing:
                 continue
-            by_time = self._times_on(gpu_type, host, ids, past_reservations)
-            if by_time[gpus - 1][0] < soonest:
-                soonest, on = by_time[gpus - 1][0], by_time
-        if on is None:
+            by_time = sorted_times.get((gpu_type, host, past_reservations))
+            if by_time is not None:
+                free_at = by_time[gpus - 1][0]
+            elif gpus == 1:  # the soonest of the host's GPUs, with no sort
+                free_at = min(map(at, ids, repeat(NEVER)))
+            else:
+                free_at = self._times_on(gpu_type, host, ids, past_reservations)[gpus - 1][0]
+            if free_at < soonest:
+                soonest, chosen = free_at, (host, ids)
+        if chosen is None:
             return NEVER, frozenset()
+        on = self._times_on(gpu_type, chosen[0], chosen[1], past_reservations)
         return soonest, frozenset(gpu for _, gpu in on[:gpus])
 
 
