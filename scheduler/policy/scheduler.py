@@ -814,7 +814,6 @@ def _preemptions(
     if not stoppable:
         return []
     started = {start.job_id for start in starts}
-    host_of = {gpu.id: gpu.host for host in snapshot.hosts for gpu in host.gpus}
     by_place: dict[tuple[str, str], list[Running]] = {}
     # Already stopping first (they cost nothing more), then idle before preemptible work, the
     # lower class first, then the most work left (it gains least from running on now).
@@ -829,33 +828,37 @@ def _preemptions(
         ),
     ):
         if victim.gpu_ids:
-            place = (victim.gpu_type, host_of.get(victim.gpu_ids[0], ""))
+            gpu = capacity.gpus.get(victim.gpu_ids[0])
+            place = (victim.gpu_type, gpu.host if gpu is not None else "")
             by_place.setdefault(place, []).append(victim)
     # A shared card frees only when all its jobs stop: job id → every job of its card.
-    by_id = {r.id: r for r in snapshot.running}
     cards: dict[int, tuple[Running, ...]] = {}
-    for host in snapshot.hosts:
-        for gpu in host.gpus:
-            if gpu.tenants:
-                group = tuple(by_id[j] for j in gpu.tenants if j in by_id)
-                for tenant in group:
-                    cards[tenant.id] = group
+    tenanted = [gpu.tenants for host in snapshot.hosts for gpu in host.gpus if gpu.tenants]
+    if tenanted:
+        by_id = {r.id: r for r in snapshot.running}
+        for tenants in tenanted:
+            group = tuple(by_id[j] for j in tenants if j in by_id)
+            for tenant in group:
+                cards[tenant.id] = group
     chosen: list[Preempt] = []
     taken: set[int] = set()  # stoppable jobs already counted for an earlier waiting job
+    factor = knobs.shorter_factor if knobs.preemptible_preemption else None
     for job in queue:
         if len(taken) == len(stoppable):
             break
+        if job.priority != "core" and (factor is None or factor * job.run_seconds > most_left):
+            # What _victims_for would refuse unless the job starves, passed over cheaply
+            # (most of a long queue).
+            if not (knobs.preemptible_preemption and admission.starving(job)):
+                continue
+            starving = True
+        else:
+            starving = admission.starving(job)
         if job.id in started or job.id not in admission.types:
             continue
         note = admission.notes.get(job.id)
         if note is not None and note.code in _NOT_STARTABLE:
             continue
-        starving = admission.starving(job)
-        if job.priority != "core" and not (starving and knobs.preemptible_preemption):
-            # What _victims_for would refuse, passed over cheaply (most of a long queue).
-            factor = knobs.shorter_factor if knobs.preemptible_preemption else None
-            if factor is None or factor * job.run_seconds > most_left:
-                continue
         may = _victims_for(
             job, admission.types[job.id], snapshot, capacity, left, most_left, starving
         )
