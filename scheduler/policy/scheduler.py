@@ -107,10 +107,10 @@ def _none_fits(snapshot: Snapshot, capacity: Capacity) -> bool:
 def _stops_only(snapshot: Snapshot, capacity: Capacity) -> Plan:
     """The pass when nothing can start (no card free, or too few for any ready job with
     `reservations` off) and no job may join a shared card: only a job some running job may be
-    stopped for can change the plan. The same decisions
-    as the whole pass (ordered by the same key, each job's types and notes from the same
-    admission), with only those jobs ordered and admitted: most of a full cluster's passes
-    are these, and most of their queue could stop nobody."""
+    stopped for can change the plan. The same decisions as the whole pass (ordered by the
+    same key, each job's types and notes from the same admission), with only those jobs
+    ordered and admitted: most of a full cluster's passes are these, and most of their queue
+    could stop nobody."""
     stoppable, left, most_left = _stoppable(snapshot, capacity)
     if not stoppable:
         return Plan((), (), {}, _reservations(capacity))

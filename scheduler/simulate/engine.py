@@ -34,11 +34,11 @@ time as it goes, to say how much of each notice held jobs.
 A pass is skipped when it cannot change anything, which keeps an 80k-job replay to minutes:
 no ready job waits; or nothing that matters changed since the last pass (a job whose data is
 not ready arriving changes nothing); or fewer GPUs are free than the smallest ready job needs
-and no ready core job could preempt a running idle one. The policy is asked for no reasons and
-no reservations, so a pass where nothing can start but a job might be stopped (most of them
-with preemptible work running) orders only the jobs a stop could serve, and decides the same. Between events the policy is not
-called, so an effect that comes only from time passing (aging, starvation order) shows at the
-next event; the wait for a cheaper card type (`costlier_after_s`) gets its own wake-up event.
+and no ready core job could preempt a running idle one. The policy is asked for no reasons
+and no reservations, so a pass where nothing can start but a job might be stopped (most of
+them with preemptible work running) orders only the jobs a stop could serve, and decides the
+same. Between events the policy is not called, so an effect that comes only from time passing
+(aging, starvation order) shows at the next event; the wait for a cheaper card type (`costlier_after_s`) gets its own wake-up event.
 """
 
 from __future__ import annotations
