@@ -95,11 +95,17 @@ def _may_join(snapshot: Snapshot) -> bool:
 def _none_fits(snapshot: Snapshot, capacity: Capacity) -> bool:
     """Whether no ready job could start for want of free GPUs alone: too few free on any one
     host for each size that fits a host, too few free of the type for each bigger one."""
-    sizes = {job.gpus for job in snapshot.pending if job.ready}
-    for pool in capacity.pools.values():
-        for gpus in sizes:
-            free = pool.max_free() if gpus <= pool.max_host_size else pool.free_count
-            if free >= gpus:
+    pools = [
+        (pool.max_free(), pool.max_host_size, pool.free_count) for pool in capacity.pools.values()
+    ]
+    tried: set[int] = set()
+    for job in snapshot.pending:  # (job.ready, without a call per job of a long queue)
+        gpus = job.gpus
+        if gpus in tried or not job.data_ready or job.waits_for:
+            continue
+        tried.add(gpus)
+        for most, host_size, count in pools:
+            if (most if gpus <= host_size else count) >= gpus:
                 return False
     return True
 
@@ -285,37 +291,58 @@ class _Admission:
         failed: dict[tuple[int, bool, bool, str], list[tuple[int, float]]] | None = (
             None if self.explain else {}
         )
+        notes, types = self.notes, self.types
+        quotas = self.snapshot.quotas
+        # What _eligible found for a job no quota limits, per (needs, GPUs, core): its types,
+        # or the note saying why none fits. A long queue holds few kinds of job.
+        plain: dict[tuple[int, int, bool], list[str] | Note] = {}
+        shape_team = bool(self.capacity.team_windows)
+        sharing = self._sharing
         for job in queue:
             if job.waits_for:
-                self.notes[job.id] = _upstream_note(job)
+                notes[job.id] = _upstream_note(job)
                 continue
             if not job.data_ready:
-                self.notes[job.id] = Note(WaitCode.WAITING_FOR_DATA)
+                notes[job.id] = Note(WaitCode.WAITING_FOR_DATA)
                 continue
-            if self._throttled(job):
-                self.notes[job.id] = Note(WaitCode.ARRAY_THROTTLED, array=job.array_id)
+            if job.array_id is not None and self._throttled(job):
+                notes[job.id] = Note(WaitCode.ARRAY_THROTTLED, array=job.array_id)
                 continue
-            if not self._eligible(job):
-                continue
+            core = job.priority == "core"
+            if job.team in quotas:
+                if not self._eligible(job):
+                    continue
+            else:
+                kind = (id(job.needs), job.gpus, core)
+                found = plain.get(kind)
+                if found is None:
+                    found = plain[kind] = types[job.id] if self._eligible(job) else notes[job.id]
+                elif isinstance(found, list):
+                    types[job.id] = found
+                else:
+                    notes[job.id] = found
+                if not isinstance(found, list):
+                    continue
             if (
                 not any_free
                 and self.knobs.backfill is not Backfill.NONE
-                and not (job.shares and self._sharing)
+                and not (sharing and job.shares)
                 and not joins
             ):
                 continue  # nothing can start; later steps still see this job as waiting
             shape = None
             starving = self.starving(job)
             # Core jobs and starving ones each keep a place (see _reserve).
-            conservative = starving or (job.priority == "core" and self._core_first)
+            conservative = starving or (core and self._core_first)
             if failed is not None and not conservative and not job.holds:
                 # A job that shares may join a shared card where a whole-card job fits nowhere.
                 # Cards booked for a team refuse other teams only: the team is part of it.
-                team = job.team if self.capacity.team_windows else ""
-                shape = (id(self.types[job.id]), job.priority == "core", job.shares, team)
+                shape = (id(types[job.id]), core, job.shares, job.team if shape_team else "")
                 tried = failed.get(shape)
-                if tried and any(g <= job.gpus and r <= job.run_seconds for g, r in tried):
-                    continue  # as blocked as one already tried (its reservation is made)
+                if tried:
+                    gpus, run = job.gpus, job.run_seconds
+                    if any(g <= gpus and r <= run for g, r in tried):
+                        continue  # as blocked as one already tried (its reservation is made)
             start, placeable = self._try_start(job)
             if start is not None:
                 starts.append(start)
