@@ -36,6 +36,7 @@ class _HostLayout:
     gpus: dict[int, Gpu]
     # Shared cards with more than one job: GPU id → its jobs (the card frees when the last ends)
     shared: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    tenanted: bool = False  # a card of it has a job that shares it (one or more)
 
 
 # id(host) → (the host, the slack it was laid out for, its layout). The host itself is kept, so
@@ -53,10 +54,13 @@ def _layout(host: Host, slack: float) -> _HostLayout:
     holders: dict[int, int] = {}
     unusable: set[int] = set()
     shared: dict[int, tuple[int, ...]] = {}
+    tenanted = False
     for gpu in host.gpus:
         holders[gpu.id] = _FREE if gpu.job_id is None else gpu.job_id
-        if len(gpu.tenants) > 1:
-            shared[gpu.id] = gpu.tenants
+        if gpu.tenants:
+            tenanted = True
+            if len(gpu.tenants) > 1:
+                shared[gpu.id] = gpu.tenants
         if not (host.schedulable and gpu.healthy and gpu.foreign_memory_gib <= slack):
             unusable.add(gpu.id)
             continue
@@ -70,6 +74,7 @@ def _layout(host: Host, slack: float) -> _HostLayout:
         frozenset(unusable),
         {gpu.id: gpu for gpu in host.gpus},
         shared,
+        tenanted,
     )
     if len(_LAYOUTS) >= _LAYOUTS_MAX:
         _LAYOUTS.clear()
@@ -93,6 +98,7 @@ class _ClusterLayout:
     # first-seen order)
     members: dict[str, dict[str, list[int]]]
     free: dict[str, dict[str, list[int]]]
+    tenanted: bool  # some card has a job that shares it
 
     @staticmethod
     def build(hosts: tuple[Host, ...], slack: float) -> _ClusterLayout:
@@ -112,7 +118,16 @@ class _ClusterLayout:
                 members.setdefault(gpu_type, {})[host.name] = list(usable)
                 free.setdefault(gpu_type, {})[host.name] = list(idle)
         return _ClusterLayout(
-            hosts, slack, layouts, gpus, holders, frozenset(unusable), shared, members, free
+            hosts,
+            slack,
+            layouts,
+            gpus,
+            holders,
+            frozenset(unusable),
+            shared,
+            members,
+            free,
+            any(layout.tenanted for layout in layouts),
         )
 
     def patched(self, hosts: tuple[Host, ...]) -> _ClusterLayout | None:
@@ -156,6 +171,7 @@ class _ClusterLayout:
             shared,
             members,
             free,
+            any(layout.tenanted for layout in layouts),
         )
 
 
@@ -350,6 +366,7 @@ class Capacity:
         cluster = _cluster_layout(snapshot.hosts, self.knobs.foreign_memory_slack_gib)
         self.host_order = [host.name for host in snapshot.hosts]
         self.gpus = cluster.gpus
+        self.tenanted = cluster.tenanted  # some card has a job that shares it
         self.available_at.use(cluster)
         for gpu_type, members in cluster.members.items():
             # A pool replaces its free lists when it takes GPUs, never changes one in place.
@@ -546,9 +563,12 @@ class Capacity:
         """Keep GPUs for a blocked job from its start until `until` (its expected end): others
         may use them only before, and later reservations look past it."""
         self.pools[reservation.gpu_type].reservations.append(reservation)
-        self._past_reservations = None
+        past = self._past_reservations
+        plain = self.available_at.flat() if past is not None else None
         for gpu in reservation.gpu_ids:
-            self._reserved_until[gpu] = max(self._reserved_until.get(gpu, until), until)
+            kept = self._reserved_until[gpu] = max(self._reserved_until.get(gpu, until), until)
+            if past is not None and plain is not None:  # kept up to date, not built again
+                past[gpu] = max(plain.get(gpu, NEVER), kept)
             self._host_times.pop((reservation.gpu_type, self.gpus[gpu].host, True), None)
         self._soonest = {key: value for key, value in self._soonest.items() if not key[2]}
 
@@ -658,8 +678,8 @@ class Capacity:
                 free_at = by_time[gpus - 1][0]
             elif gpus == 1:  # the soonest of the host's GPUs, with no sort
                 free_at = min(map(at, ids, repeat(NEVER)))
-            else:
-                free_at = self._times_on(gpu_type, host, ids, past_reservations)[gpus - 1][0]
+            else:  # the times alone: which GPUs is asked of the chosen host only
+                free_at = sorted(map(at, ids, repeat(NEVER)))[gpus - 1]
             if free_at < soonest:
                 soonest, chosen = free_at, (host, ids)
         if chosen is None:
@@ -684,13 +704,12 @@ OVERRUN_SHARE = 0.5
 def _expected_ends(snapshot: Snapshot) -> dict[int, float]:
     """When each running job should end by its estimate, or, past it, by how long it has run."""
     now = snapshot.now
-    ends = {}
-    for job in snapshot.running:
-        if job.expected_end > now:
-            ends[job.id] = job.expected_end
-        else:
-            ends[job.id] = now + max(60.0, OVERRUN_SHARE * (now - job.started_at))
-    return ends
+    return {
+        job.id: job.expected_end
+        if job.expected_end > now
+        else now + max(60.0, OVERRUN_SHARE * (now - job.started_at))
+        for job in snapshot.running
+    }
 
 
 def _headroom(knobs: Knobs, pool: Pool) -> int:

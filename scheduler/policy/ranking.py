@@ -67,9 +67,10 @@ def time_scales(knobs: Knobs, pending: Sequence[Pending] = (), gpus: int = 0) ->
     if not knobs.respect_classes:
         return TimeScales((time_scale(knobs, drain_seconds(pending, gpus)),))
     work = [0.0] * (len(CLASS_RANK) + 1)
+    rank_of, others = CLASS_RANK.get, len(CLASS_RANK)
     for job in pending:
-        if job.ready:
-            work[CLASS_RANK.get(job.priority, len(CLASS_RANK))] += job.gpus * job.run_seconds
+        if job.data_ready and not job.waits_for:  # job.ready, without a call per job
+            work[rank_of(job.priority, others)] += job.gpus * job.run_seconds
     scales, total = [], 0.0
     for amount in work:
         total += amount
@@ -99,7 +100,8 @@ def drain_seconds(pending: Sequence[Pending], gpus: int) -> float:
     as if everyone waited weeks, while the GPUs the queue needs free up much sooner."""
     if gpus <= 0:
         return 0.0
-    return sum(job.gpus * job.run_seconds for job in pending if job.ready) / gpus
+    ready = (job for job in pending if job.data_ready and not job.waits_for)  # job.ready
+    return sum(job.gpus * job.run_seconds for job in ready) / gpus
 
 
 def rank_key(

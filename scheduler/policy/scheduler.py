@@ -127,22 +127,27 @@ def _stops_only(snapshot: Snapshot, capacity: Capacity) -> Plan:
     respect = knobs.respect_classes
     others = len(CLASS_RANK)
     now = snapshot.now
+    # Each class rank's backstop (scales.of(rank).starves, without two calls per job).
+    limits = [scales.of(rank).starve_after_s for rank in range(others + 1)]
     candidates = []
     for job in snapshot.pending:
-        if not job.ready:
+        if not job.data_ready or job.waits_for:  # not job.ready
             continue
         if job.priority == "core" or (factor is not None and factor * job.run_seconds <= most_left):
             candidates.append(job)
             continue
-        rank = CLASS_RANK.get(job.priority, others) if respect else 0
-        if knobs.preemptible_preemption and scales.of(rank).starves(now - job.submitted_at):
-            candidates.append(job)
+        if knobs.preemptible_preemption:
+            limit = limits[CLASS_RANK.get(job.priority, others) if respect else 0]
+            if limit is not None and now - job.submitted_at >= limit:
+                candidates.append(job)
     if not candidates:
         return Plan((), (), {}, _reservations(capacity))
     queue = ordered(candidates, now, knobs, snapshot.team_usage, cluster_gpus=gpus, scales=scales)
     admission = _Admission(snapshot, capacity, explain=False, scales=scales)
     admission.run(queue)
-    preemptions = _preemptions(snapshot, capacity, admission, queue, [])
+    # Nothing started, so what may stop and what each has left are as worked out above.
+    found = (stoppable, left, most_left)
+    preemptions = _preemptions(snapshot, capacity, admission, queue, [], stoppable=found)
     return Plan((), tuple(preemptions), {}, _reservations(capacity))
 
 
@@ -238,7 +243,7 @@ class _Admission:
         self._scales = scales or time_scales(snapshot.knobs)
         self._respect_classes = snapshot.knobs.respect_classes
         # Each class rank's backstop (asked of every job, twice a pass).
-        self._starve_after = [
+        self.starve_limits = [
             self._scales.of(rank).starve_after_s for rank in range(len(CLASS_RANK) + 1)
         ]
         self._core_first = snapshot.knobs.core_reservations
@@ -383,7 +388,7 @@ class _Admission:
     def starving(self, job: Pending) -> bool:
         """Whether the job has waited past its class's backstop."""
         rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if self._respect_classes else 0
-        limit = self._starve_after[rank]  # as TimeScale.starves, without a call per job
+        limit = self.starve_limits[rank]  # as TimeScale.starves, without a call per job
         return limit is not None and self.snapshot.now - job.submitted_at >= limit
 
     def _note_booking(self, job: Pending) -> None:
@@ -825,6 +830,8 @@ def _preemptions(
     admission: _Admission,
     queue: list[Pending],
     starts: list[Start],
+    *,
+    stoppable: tuple[list[Running], dict[int, float], float] | None = None,
 ) -> list[Preempt]:
     """Step 4: running jobs asked to checkpoint and stop for a waiting job that cannot start.
 
@@ -837,15 +844,15 @@ def _preemptions(
     `preempt_min_run_s` of its last start; a core job is never stopped for anyone.
     """
     knobs = snapshot.knobs
-    stoppable, left, most_left = _stoppable(snapshot, capacity)
-    if not stoppable:
+    may_stop, left, most_left = stoppable or _stoppable(snapshot, capacity)
+    if not may_stop:
         return []
     started = {start.job_id for start in starts}
     by_place: dict[tuple[str, str], list[Running]] = {}
     # Already stopping first (they cost nothing more), then idle before preemptible work, the
     # lower class first, then the most work left (it gains least from running on now).
     for victim in sorted(
-        stoppable,
+        may_stop,
         key=lambda r: (
             not r.preempting,
             r.priority != "idle" or r.preemptible,
@@ -860,7 +867,11 @@ def _preemptions(
             by_place.setdefault(place, []).append(victim)
     # A shared card frees only when all its jobs stop: job id → every job of its card.
     cards: dict[int, tuple[Running, ...]] = {}
-    tenanted = [gpu.tenants for host in snapshot.hosts for gpu in host.gpus if gpu.tenants]
+    tenanted = (
+        [gpu.tenants for host in snapshot.hosts for gpu in host.gpus if gpu.tenants]
+        if capacity.tenanted
+        else []
+    )
     if tenanted:
         by_id = {r.id: r for r in snapshot.running}
         for tenants in tenanted:
@@ -870,13 +881,19 @@ def _preemptions(
     chosen: list[Preempt] = []
     taken: set[int] = set()  # stoppable jobs already counted for an earlier waiting job
     factor = knobs.shorter_factor if knobs.preemptible_preemption else None
+    # admission.starving, for each job of a long queue without a call per job
+    limits, ranked, others = admission.starve_limits, knobs.respect_classes, len(CLASS_RANK)
+    now, everyone = snapshot.now, len(may_stop)
     for job in queue:
-        if len(taken) == len(stoppable):
+        if len(taken) == everyone:
             break
         if job.priority != "core" and (factor is None or factor * job.run_seconds > most_left):
             # What _victims_for would refuse unless the job starves, passed over cheaply
             # (most of a long queue).
-            if not (knobs.preemptible_preemption and admission.starving(job)):
+            if not knobs.preemptible_preemption:
+                continue
+            limit = limits[CLASS_RANK.get(job.priority, others) if ranked else 0]
+            if limit is None or now - job.submitted_at < limit:
                 continue
             starving = True
         else:
@@ -907,7 +924,29 @@ def _stoppable(
     """The running jobs the pass may stop (or that already stop), the time each has left by
     its estimate, and the most any preemptible one not yet stopping has left."""
     knobs, now = snapshot.knobs, snapshot.now
-    stoppable = [r for r in snapshot.running if r.preempting or _may_stop(r, knobs, now)]
+    idle, preemptible = knobs.idle_preemption, knobs.preemptible_preemption
+    most, min_run = knobs.preempt_max_per_job, knobs.preempt_min_run_s
+    # Who the policy may ask to stop at all (for someone), asked of every running job every
+    # pass: never a core job; a job on a shared card always (for a core job taking its card
+    # back); an idle one when idle work yields; a preemptible one within its limits.
+    stoppable = [
+        r
+        for r in snapshot.running
+        if r.preempting
+        or (
+            r.priority != "core"
+            and (
+                r.share_gib is not None
+                or (r.priority == "idle" and idle and not r.preemptible)
+                or (
+                    r.preemptible
+                    and preemptible
+                    and r.preemptions < most
+                    and now - r.started_at >= min_run
+                )
+            )
+        )
+    ]
     left = {
         r.id: max(0.0, capacity.available_at.get(r.gpu_ids[0], now) - now)
         for r in stoppable
@@ -917,23 +956,6 @@ def _stoppable(
         (left.get(r.id, 0.0) for r in stoppable if r.preemptible and not r.preempting), default=0.0
     )
     return stoppable, left, most_left
-
-
-def _may_stop(job: Running, knobs: Knobs, now: float) -> bool:
-    """Whether the policy may ask this running job to stop at all (for someone). A job on a
-    shared card may always be stopped for a core job taking its card back."""
-    if job.priority == "core":
-        return False
-    if job.share_gib is not None:
-        return True
-    if job.priority == "idle" and knobs.idle_preemption and not job.preemptible:
-        return True
-    return (
-        job.preemptible
-        and knobs.preemptible_preemption
-        and job.preemptions < knobs.preempt_max_per_job
-        and now - job.started_at >= knobs.preempt_min_run_s
-    )
 
 
 def _victims_for(
