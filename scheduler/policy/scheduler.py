@@ -303,6 +303,8 @@ class _Admission:
         plain: dict[tuple[int, int, bool], list[str] | Note] = {}
         shape_team = bool(self.capacity.team_windows)
         sharing = self._sharing
+        starve_limits, respect, now = self.starve_limits, self._respect_classes, self.snapshot.now
+        class_rank, others = CLASS_RANK.get, len(CLASS_RANK)
         for job in queue:
             if job.waits_for:
                 notes[job.id] = _upstream_note(job)
@@ -336,7 +338,8 @@ class _Admission:
             ):
                 continue  # nothing can start; later steps still see this job as waiting
             shape = None
-            starving = self.starving(job)
+            limit = starve_limits[class_rank(job.priority, others) if respect else 0]
+            starving = limit is not None and now - job.submitted_at >= limit  # self.starving
             # Core jobs and starving ones each keep a place (see _reserve).
             conservative = starving or (core and self._core_first)
             if failed is not None and not conservative and not job.holds:
@@ -885,8 +888,6 @@ def _preemptions(
     limits, ranked, others = admission.starve_limits, knobs.respect_classes, len(CLASS_RANK)
     now, everyone = snapshot.now, len(may_stop)
     for job in queue:
-        if len(taken) == everyone:
-            break
         if job.priority != "core" and (factor is None or factor * job.run_seconds > most_left):
             # What _victims_for would refuse unless the job starves, passed over cheaply
             # (most of a long queue).
@@ -915,6 +916,8 @@ def _preemptions(
             taken.add(victim.id)
             if not victim.preempting:
                 chosen.append(_preempt(victim, job, snapshot, starving))
+        if len(taken) == everyone:
+            break  # nobody is left to stop
     return chosen
 
 
