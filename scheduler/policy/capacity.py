@@ -353,6 +353,9 @@ class Capacity:
         # (type, host, past reservations) → those GPUs by when they are free, soonest first:
         # what earliest_start reads for every host; dropped when one of them changes.
         self._host_times: dict[tuple[str, str, bool], list[tuple[float, int]]] = {}
+        # The same times alone, without the GPUs (what most hosts are asked): built and
+        # dropped with them.
+        self._host_soonest: dict[tuple[str, str, bool], list[float]] = {}
         # Hosts with a planned maintenance ahead: when it starts.
         self.closes_at = {h.name: h.closes_at for h in snapshot.hosts if h.closes_at is not None}
         self.booked_for: TeamWindow | None = None  # what held the last placement back
@@ -555,8 +558,9 @@ class Capacity:
             self.available_at[gpu] = until
         self._past_reservations = None
         for host in placement.hosts:
-            self._host_times.pop((placement.gpu_type, host, False), None)
-            self._host_times.pop((placement.gpu_type, host, True), None)
+            for past in (False, True):
+                self._host_times.pop((placement.gpu_type, host, past), None)
+                self._host_soonest.pop((placement.gpu_type, host, past), None)
         self._soonest.clear()
 
     def reserve(self, reservation: Reservation, until: float) -> None:
@@ -570,6 +574,7 @@ class Capacity:
             if past is not None and plain is not None:  # kept up to date, not built again
                 past[gpu] = max(plain.get(gpu, NEVER), kept)
             self._host_times.pop((reservation.gpu_type, self.gpus[gpu].host, True), None)
+            self._host_soonest.pop((reservation.gpu_type, self.gpus[gpu].host, True), None)
         self._soonest = {key: value for key, value in self._soonest.items() if not key[2]}
 
     def claim_free(self, gpu_type: str, host: str) -> None:
@@ -668,18 +673,17 @@ class Capacity:
             return times[gpus - 1][0], frozenset(gpu for _, gpu in times[:gpus])
         soonest: float = NEVER
         chosen: tuple[str, list[int]] | None = None
-        sorted_times = self._host_times
+        host_soonest = self._host_soonest
         at = self._free_at(past_reservations).get
         for host, ids in pool.members.items():
             if len(ids) < gpus or host in closing:
                 continue
-            by_time = sorted_times.get((gpu_type, host, past_reservations))
-            if by_time is not None:
-                free_at = by_time[gpus - 1][0]
-            elif gpus == 1:  # the soonest of the host's GPUs, with no sort
-                free_at = min(map(at, ids, repeat(NEVER)))
-            else:  # the times alone: which GPUs is asked of the chosen host only
-                free_at = sorted(map(at, ids, repeat(NEVER)))[gpus - 1]
+            # The times alone: which GPUs is asked of the chosen host only.
+            key = (gpu_type, host, past_reservations)
+            on_host = host_soonest.get(key)
+            if on_host is None:
+                on_host = host_soonest[key] = sorted(map(at, ids, repeat(NEVER)))
+            free_at = on_host[gpus - 1]
             if free_at < soonest:
                 soonest, chosen = free_at, (host, ids)
         if chosen is None:
