@@ -221,13 +221,14 @@ class Pending:
     # run at once (None: any; Slurm's %N).
     array_id: int | None = None
     array_limit: int | None = None
-    # Expected wall time on a reference card, worked out once (see `run_seconds`): a pass
-    # asks for it many times a job, and the simulator keeps a job's Pending between passes.
-    _run_s: float = field(init=False, repr=False, compare=False, default=0.0)
+    # Expected wall time on a reference card: GPU-hours ÷ GPUs, corrected by history. Worked
+    # out once, and a plain field, not a property: a pass reads it many times a job, and the
+    # simulator keeps a job's Pending between passes.
+    run_seconds: float = field(init=False, repr=False, compare=False, default=0.0)
 
     def __post_init__(self) -> None:
         run = wall_hours(self.est_gpu_hours, self.gpus, self.estimate_ratio) * HOUR
-        object.__setattr__(self, "_run_s", run)
+        object.__setattr__(self, "run_seconds", run)
 
     @property
     def ready(self) -> bool:
@@ -249,11 +250,6 @@ class Pending:
     def avoid(self) -> frozenset[str]:
         """The hosts it is not to be placed on."""
         return frozenset(host for host, _ in self.holds)
-
-    @property
-    def run_seconds(self) -> float:
-        """Expected wall time on a reference card: GPU-hours ÷ GPUs, corrected by history."""
-        return self._run_s
 
 
 @dataclass(frozen=True, slots=True)
