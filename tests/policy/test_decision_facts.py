@@ -52,3 +52,20 @@ def test_the_plan_names_the_reservation_easy_backfill_makes() -> None:
         snapshot([h], pending, [busy], knobs=replace(Knobs(), backfill=Backfill.NONE))
     )
     assert strict.reservations == ()
+
+
+def test_each_waiting_core_job_keeps_its_place_on_the_next_host_to_free() -> None:
+    """Three hosts free up an hour apart and one lone card is free: each core job keeps a
+    place where the jobs before it left none, the first on the first host to free, the next
+    on the next (a place kept changes when that host is free for the jobs after it)."""
+    hosts = [host(name, "A100-80GB", 2) for name in ("a", "b", "c")]
+    lone = host("d", "A100-80GB", 1)
+    busy = [running(90 + i, h, 2, ends_in_h=i + 1) for i, h in enumerate(hosts)]
+    pending = [job(i, gpus=2, hours=16, priority="core") for i in (1, 2, 3)]
+    for reservations in (True, False):
+        plan = schedule(snapshot([*hosts, lone], pending, busy), reservations=reservations)
+        assert plan.starts == ()
+    plan = schedule(snapshot([*hosts, lone], pending, busy))
+    assert plan.reservations == tuple(
+        Reserved(i, "A100-80GB", NOW + i * HOUR, 2) for i in (1, 2, 3)
+    )
