@@ -98,7 +98,11 @@ class _ClusterLayout:
     # first-seen order)
     members: dict[str, dict[str, list[int]]]
     free: dict[str, dict[str, list[int]]]
-    tenanted: bool  # some card has a job that shares it
+    # Some card has a job that shares it (from the hosts' layouts).
+    tenanted: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tenanted", any(layout.tenanted for layout in self.layouts))
 
     @staticmethod
     def build(hosts: tuple[Host, ...], slack: float) -> _ClusterLayout:
@@ -118,16 +122,7 @@ class _ClusterLayout:
                 members.setdefault(gpu_type, {})[host.name] = list(usable)
                 free.setdefault(gpu_type, {})[host.name] = list(idle)
         return _ClusterLayout(
-            hosts,
-            slack,
-            layouts,
-            gpus,
-            holders,
-            frozenset(unusable),
-            shared,
-            members,
-            free,
-            any(layout.tenanted for layout in layouts),
+            hosts, slack, layouts, gpus, holders, frozenset(unusable), shared, members, free
         )
 
     def patched(self, hosts: tuple[Host, ...]) -> _ClusterLayout | None:
@@ -171,7 +166,6 @@ class _ClusterLayout:
             shared,
             members,
             free,
-            any(layout.tenanted for layout in layouts),
         )
 
 
@@ -567,11 +561,11 @@ class Capacity:
         """Keep GPUs for a blocked job from its start until `until` (its expected end): others
         may use them only before, and later reservations look past it."""
         self.pools[reservation.gpu_type].reservations.append(reservation)
-        past = self._past_reservations
-        plain = self.available_at.flat() if past is not None else None
+        past = self._past_reservations  # kept up to date, not built again
+        plain = self.available_at.flat() if past is not None else {}
         for gpu in reservation.gpu_ids:
             kept = self._reserved_until[gpu] = max(self._reserved_until.get(gpu, until), until)
-            if past is not None and plain is not None:  # kept up to date, not built again
+            if past is not None:
                 past[gpu] = max(plain.get(gpu, NEVER), kept)
             self._host_times.pop((reservation.gpu_type, self.gpus[gpu].host, True), None)
             self._host_soonest.pop((reservation.gpu_type, self.gpus[gpu].host, True), None)
