@@ -350,6 +350,11 @@ class Capacity:
         # The same times alone, without the GPUs (what most hosts are asked): built and
         # dropped with them.
         self._host_soonest: dict[tuple[str, str, bool], list[float]] = {}
+        # (type, GPUs, past reservations) → per host of the pool, in its order, when that many
+        # of its GPUs are free (None: to be read again): the soonest host is then found in C,
+        # and a placement or reservation rereads its own host only.
+        self._kth: dict[tuple[str, int, bool], list[float | None]] = {}
+        self._pool_hosts: dict[str, tuple[list[str], dict[str, int]]] = {}
         # Hosts with a planned maintenance ahead: when it starts.
         self.closes_at = {h.name: h.closes_at for h in snapshot.hosts if h.closes_at is not None}
         self.booked_for: TeamWindow | None = None  # what held the last placement back
@@ -552,9 +557,7 @@ class Capacity:
             self.available_at[gpu] = until
         self._past_reservations = None
         for host in placement.hosts:
-            for past in (False, True):
-                self._host_times.pop((placement.gpu_type, host, past), None)
-                self._host_soonest.pop((placement.gpu_type, host, past), None)
+            self._drop_times(placement.gpu_type, host, (False, True))
         self._soonest.clear()
 
     def reserve(self, reservation: Reservation, until: float) -> None:
@@ -567,9 +570,19 @@ class Capacity:
             kept = self._reserved_until[gpu] = max(self._reserved_until.get(gpu, until), until)
             if past is not None:
                 past[gpu] = max(plain.get(gpu, NEVER), kept)
-            self._host_times.pop((reservation.gpu_type, self.gpus[gpu].host, True), None)
-            self._host_soonest.pop((reservation.gpu_type, self.gpus[gpu].host, True), None)
+            self._drop_times(reservation.gpu_type, self.gpus[gpu].host, (True,))
         self._soonest = {key: value for key, value in self._soonest.items() if not key[2]}
+
+    def _drop_times(self, gpu_type: str, host: str, pasts: tuple[bool, ...]) -> None:
+        """Forget what was read of when the host's GPUs of the type are free."""
+        for past in pasts:
+            self._host_times.pop((gpu_type, host, past), None)
+            self._host_soonest.pop((gpu_type, host, past), None)
+        if self._kth:
+            index = self._hosts_of(gpu_type)[1][host]
+            for (kind, _, past), kth in self._kth.items():
+                if kind == gpu_type and past in pasts:
+                    kth[index] = None
 
     def claim_free(self, gpu_type: str, host: str) -> None:
         """Every free GPU of the type on the host is spoken for (by a job others make room for)."""
@@ -665,6 +678,8 @@ class Capacity:
             if len(times) < gpus:
                 return NEVER, frozenset()
             return times[gpus - 1][0], frozenset(gpu for _, gpu in times[:gpus])
+        if not closing:
+            return self._soonest_host(pool, gpus, past_reservations)
         soonest: float = NEVER
         chosen: tuple[str, list[int]] | None = None
         host_soonest = self._host_soonest
@@ -683,6 +698,51 @@ class Capacity:
         if chosen is None:
             return NEVER, frozenset()
         on = self._times_on(gpu_type, chosen[0], chosen[1], past_reservations)
+        return soonest, frozenset(gpu for _, gpu in on[:gpus])
+
+    def _hosts_of(self, gpu_type: str) -> tuple[list[str], dict[str, int]]:
+        """The pool's hosts in its order, and each one's place in it (cached for the pass)."""
+        found = self._pool_hosts.get(gpu_type)
+        if found is None:
+            hosts = list(self.pools[gpu_type].members)
+            found = self._pool_hosts[gpu_type] = (hosts, {h: i for i, h in enumerate(hosts)})
+        return found
+
+    def _soonest_host(self, pool: Pool, gpus: int, past: bool) -> tuple[float, frozenset[int]]:
+        """The first host (in the pool's order) where `gpus` GPUs of the type are free
+        soonest, and when; what `_earliest_start` finds with no host closing."""
+        gpu_type = pool.gpu_type
+        key = (gpu_type, gpus, past)
+        kth = self._kth.get(key)
+        if kth is None:
+            kth = self._kth[key] = [None] * len(pool.members)
+        if None in kth:  # read the hosts not known (all at first, then those changed)
+            hosts, host_soonest = self._hosts_of(gpu_type)[0], self._host_soonest
+            at = self._free_at(past).get
+            index = kth.index(None)
+            while True:
+                host = hosts[index]
+                ids = pool.members[host]
+                if len(ids) < gpus:
+                    kth[index] = NEVER
+                else:
+                    # The times alone: which GPUs is asked of the chosen host only.
+                    on_host = host_soonest.get((gpu_type, host, past))
+                    if on_host is None:
+                        on_host = host_soonest[(gpu_type, host, past)] = sorted(
+                            map(at, ids, repeat(NEVER))
+                        )
+                    kth[index] = on_host[gpus - 1]
+                try:
+                    index = kth.index(None, index + 1)
+                except ValueError:
+                    break  # every host known
+        known = cast(list[float], kth)
+        soonest = min(known, default=NEVER)
+        if soonest == NEVER:
+            return NEVER, frozenset()
+        host = self._hosts_of(gpu_type)[0][known.index(soonest)]
+        on = self._times_on(gpu_type, host, pool.members[host], past)
         return soonest, frozenset(gpu for _, gpu in on[:gpus])
 
 
