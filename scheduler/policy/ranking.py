@@ -137,6 +137,8 @@ def rank_key_function(
     cap = math.log2(knobs.max_aging_factor) if knobs.max_aging_factor is not None else None
     weight = knobs.fair_share_weight
     log2 = math.log2
+    if respect and within is WithinClass.SHORTEST_FIRST and cap is None:
+        return _shortest_first_key(now, starve_at, aging_s, weight, shares)
 
     def key(job: Pending) -> RankKey:
         rank = CLASS_RANK.get(job.priority, others) if respect else 0
@@ -159,6 +161,40 @@ def rank_key_function(
         if size < 1.0:
             size = 1.0
         return (rank, 1, log2(size * fair) - aging, job.submitted_at, job.id)
+
+    return key
+
+
+def _shortest_first_key(
+    now: float,
+    starve_at: list[float | None],
+    aging_s: list[float],
+    weight: float,
+    shares: Mapping[str, float],
+) -> Callable[[Pending], RankKey]:
+    """rank_key_function's key for its default case (classes respected, shortest first, aging
+    uncapped): the same floats, with the branches the case never takes left out (a pass
+    sorts every waiting job with it)."""
+    last = len(aging_s) - 1
+    rank_of, others = CLASS_RANK.get, len(CLASS_RANK)
+    fair_of = {team: 1.0 + weight * share for team, share in shares.items()}.get
+    log2 = math.log2
+
+    def key(job: Pending) -> RankKey:
+        rank = rank_of(job.priority, others)
+        scale = rank if rank < last else last
+        submitted = job.submitted_at
+        wait = now - submitted
+        if wait < 0.0:
+            wait = 0.0
+        limit = starve_at[scale]
+        if limit is not None and wait >= limit:
+            return (rank, 0, submitted, submitted, job.id)
+        size = job.gpus * job.run_seconds
+        if size < 1.0:
+            size = 1.0
+        fair = fair_of(job.team, 1.0)
+        return (rank, 1, log2(size * fair) - wait / aging_s[scale], submitted, job.id)
 
     return key
 
