@@ -77,8 +77,11 @@ def schedule(snapshot: Snapshot, *, explain: bool = False, reservations: bool = 
         return _stops_only(snapshot, capacity)
     queue, scales = queue_order(snapshot, capacity)
     admission = _Admission(snapshot, capacity, explain=explain, scales=scales)
-    starts = admission.run(queue)
-    preemptions = _preemptions(snapshot, capacity, admission, queue, starts)
+    # With nobody to stop and no reasons asked, the jobs past the last that could start need
+    # no types or notes: the walk ends when the cards run out.
+    may_stop = _may_stop(snapshot)
+    starts = admission.run(queue, every_job=explain or bool(may_stop))
+    preemptions = _preemptions(snapshot, capacity, admission, queue, starts, may_stop=may_stop)
     waits = {}
     if explain:
         waits = explain_waits(snapshot, capacity, queue, admission.notes, admission.types, starts)
@@ -279,7 +282,10 @@ class _Admission:
             host.name for host in snapshot.hosts if host.sharing in ONE_ACCOUNT_MODES
         )
 
-    def run(self, queue: list[Pending]) -> list[Start]:
+    def run(self, queue: list[Pending], *, every_job: bool = True) -> list[Start]:
+        """Start what may start, in queue order; the starts. Each job the walk reaches gets its
+        types or a note. Not `every_job`: the walk ends once nothing more can start (no card
+        free, none to join), as the jobs after need neither."""
         starts: list[Start] = []
         any_free = self.capacity.any_free  # changes only when a job starts
         # With no card free a whole-card job cannot start, and is passed over, unless a job
@@ -287,6 +293,10 @@ class _Admission:
         # (its reservation), or the joins would take the cards that free first for it, pass
         # after pass.
         joins = self._sharing and any(job.shares and job.ready for job in queue)
+        # Once no card is free (and none can be joined), later jobs only get types and notes.
+        ends_when_full = not every_job and not joins and self.knobs.backfill is not Backfill.NONE
+        if ends_when_full and not any_free:
+            return starts
         # Placements that failed since the last start, per (types, core): (GPUs, run time).
         # A job of the same types needing as many GPUs for as long cannot be placed either
         # (free GPUs, headroom and the reservation only ever refuse a bigger or longer job),
@@ -310,7 +320,7 @@ class _Admission:
                 notes[job.id] = _upstream_note(job)
                 continue
             if not job.data_ready:
-                notes[job.id] = Note(WaitCode.WAITING_FOR_DATA)
+                notes[job.id] = _WAITING_FOR_DATA
                 continue
             if job.array_id is not None and self._throttled(job):
                 notes[job.id] = Note(WaitCode.ARRAY_THROTTLED, array=job.array_id)
@@ -357,6 +367,8 @@ class _Admission:
                 if job.array_id is not None:
                     self._array_running[job.array_id] += 1
                 any_free = self.capacity.any_free
+                if ends_when_full and not any_free:
+                    break
                 if failed:
                     failed.clear()
                 continue
@@ -802,6 +814,10 @@ class _Admission:
 _FOR_A_CHEAPER_TYPE = Reason(ReasonCode.MATCH_CHEAPEST_FREE)
 
 
+# One note for every job whose data is not ready (notes are never changed): a third of a
+# long queue, every pass.
+_WAITING_FOR_DATA = Note(WaitCode.WAITING_FOR_DATA)
+
 # Waits no stop of another job ends.
 _NOT_STARTABLE = (
     WaitCode.NEVER_FITS,
@@ -835,6 +851,7 @@ def _preemptions(
     starts: list[Start],
     *,
     stoppable: tuple[list[Running], dict[int, float], float] | None = None,
+    may_stop: list[Running] | None = None,
 ) -> list[Preempt]:
     """Step 4: running jobs asked to checkpoint and stop for a waiting job that cannot start.
 
@@ -847,7 +864,7 @@ def _preemptions(
     `preempt_min_run_s` of its last start; a core job is never stopped for anyone.
     """
     knobs = snapshot.knobs
-    may_stop, left, most_left = stoppable or _stoppable(snapshot, capacity)
+    may_stop, left, most_left = stoppable or _stoppable(snapshot, capacity, may_stop)
     if not may_stop:
         return []
     started = {start.job_id for start in starts}
@@ -887,6 +904,15 @@ def _preemptions(
     # admission.starving, for each job of a long queue without a call per job
     limits, ranked, others = admission.starve_limits, knobs.respect_classes, len(CLASS_RANK)
     now, everyone = snapshot.now, len(may_stop)
+    # Jobs no stop could make room for since the last stop chosen, per (types, GPUs, which
+    # victims it may have: core, starving or shorter, and its class): the lowest floor on the
+    # victims' time left that failed. A job of the same kind with as high a floor finds no
+    # room either (it may stop the same jobs or fewer, on the same hosts), so it is passed over
+    # without a walk of every host: most of a long queue, pass after pass.
+    failed: dict[tuple[int, int, int, int], float] = {}
+    # When each kind of job could start at the soonest: stops do not change it, and without
+    # a host closing, nor does a job's run time.
+    soonest_of: dict[tuple[int, int], float] | None = None if capacity.closes_at else {}
     for job in queue:
         if job.priority != "core" and (factor is None or factor * job.run_seconds > most_left):
             # What _victims_for would refuse unless the job starves, passed over cheaply
@@ -904,14 +930,27 @@ def _preemptions(
         note = admission.notes.get(job.id)
         if note is not None and note.code in _NOT_STARTABLE:
             continue
-        may = _victims_for(
-            job, admission.types[job.id], snapshot, capacity, left, most_left, starving
-        )
+        types = admission.types[job.id]
+        # The kind of victims _victims_for allows it (floor: the time left it asks of them).
+        if job.priority == "core":
+            kind, floor = (id(types), job.gpus, -1, 0), 0.0
+        else:
+            rank = CLASS_RANK.get(job.priority, others)
+            if starving:
+                kind, floor = (id(types), job.gpus, rank, 0), 0.0
+            else:
+                kind, floor = (id(types), job.gpus, rank, 1), (factor or 0.0) * job.run_seconds
+        lowest = failed.get(kind)
+        if lowest is not None and floor >= lowest:
+            continue
+        may = _victims_for(job, types, snapshot, capacity, left, most_left, starving, soonest_of)
         if may is None:
             continue
-        plan = _to_stop(job, admission.types[job.id], capacity, by_place, taken, may, cards)
+        plan = _to_stop(job, types, capacity, by_place, taken, may, cards)
         if plan is None:
+            failed[kind] = floor if lowest is None else min(lowest, floor)
             continue
+        failed.clear()  # stops taken and free GPUs claimed: room may be found anew
         for victim in plan:
             taken.add(victim.id)
             if not victim.preempting:
@@ -922,17 +961,33 @@ def _preemptions(
 
 
 def _stoppable(
-    snapshot: Snapshot, capacity: Capacity
+    snapshot: Snapshot, capacity: Capacity, may_stop: list[Running] | None = None
 ) -> tuple[list[Running], dict[int, float], float]:
-    """The running jobs the pass may stop (or that already stop), the time each has left by
-    its estimate, and the most any preemptible one not yet stopping has left."""
+    """The running jobs the pass may stop (or that already stop; `may_stop` when known), the
+    time each has left by its estimate, and the most any preemptible one not yet stopping
+    has left."""
+    now = snapshot.now
+    stoppable = _may_stop(snapshot) if may_stop is None else may_stop
+    left = {
+        r.id: max(0.0, capacity.available_at.get(r.gpu_ids[0], now) - now)
+        for r in stoppable
+        if r.gpu_ids
+    }
+    most_left = max(
+        (left.get(r.id, 0.0) for r in stoppable if r.preemptible and not r.preempting), default=0.0
+    )
+    return stoppable, left, most_left
+
+
+def _may_stop(snapshot: Snapshot) -> list[Running]:
+    """The running jobs the pass may stop (or that already stop)."""
     knobs, now = snapshot.knobs, snapshot.now
     idle, preemptible = knobs.idle_preemption, knobs.preemptible_preemption
     most, min_run = knobs.preempt_max_per_job, knobs.preempt_min_run_s
     # Who the policy may ask to stop at all (for someone), asked of every running job every
     # pass: never a core job; a job on a shared card always (for a core job taking its card
     # back); an idle one when idle work yields; a preemptible one within its limits.
-    stoppable = [
+    return [
         r
         for r in snapshot.running
         if r.preempting
@@ -950,15 +1005,6 @@ def _stoppable(
             )
         )
     ]
-    left = {
-        r.id: max(0.0, capacity.available_at.get(r.gpu_ids[0], now) - now)
-        for r in stoppable
-        if r.gpu_ids
-    }
-    most_left = max(
-        (left.get(r.id, 0.0) for r in stoppable if r.preemptible and not r.preempting), default=0.0
-    )
-    return stoppable, left, most_left
 
 
 def _victims_for(
@@ -969,8 +1015,11 @@ def _victims_for(
     left: dict[int, float],
     most_left: float,
     starving: bool,
+    soonest_of: dict[tuple[int, int], float] | None = None,
 ) -> Callable[[Running], bool] | None:
-    """Which stoppable jobs this waiting job may have stopped, or None for none."""
+    """Which stoppable jobs this waiting job may have stopped, or None for none
+    (`soonest_of`: the soonest start per job types and GPUs, kept by the caller for a pass in
+    which no host closes, when the job's run time does not change it)."""
     knobs = snapshot.knobs
     if job.priority == "core":
         return lambda r: r.preempting or r.priority != "core"
@@ -990,10 +1039,15 @@ def _victims_for(
         return None  # no running job has that much left
     # Only for work that would otherwise wait longer than it runs: a short job waits at most
     # about its own length before it stops a long one, so the stops stay few.
-    soonest = min(
-        (capacity.earliest_start(t, job.gpus, run_seconds=run)[0] for t in types),
-        default=NEVER,
-    )
+    shape = (id(types), job.gpus)
+    soonest = soonest_of.get(shape) if soonest_of is not None else None
+    if soonest is None:
+        soonest = min(
+            (capacity.earliest_start(t, job.gpus, run_seconds=run)[0] for t in types),
+            default=NEVER,
+        )
+        if soonest_of is not None:
+            soonest_of[shape] = soonest
     if soonest <= snapshot.now + run:
         return None
 

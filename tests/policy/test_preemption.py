@@ -142,3 +142,22 @@ def test_estimates_past_their_end_count_as_time_left() -> None:
     assert stops(schedule(snapshot([h], [job(1, hours=0.5)], [overran]))) == [
         (9, 1, PreemptCode.FOR_SHORTER)
     ]
+
+
+def test_a_job_that_may_stop_more_finds_room_where_the_job_before_it_found_none() -> None:
+    """Jobs passed over because one like them found no room to stop for: only those that may
+    stop the same jobs or fewer (as long a floor on what the victims have left, as many GPUs)."""
+    aged = Knobs(aging_drains=None, starve_after_drains=None)  # 24 h doubling, no backstop
+    h = host("h1", "A100-80GB", 2)
+    long_left = checkpointing(running(8, h, 1, ends_in_h=10))
+    shorter_left = checkpointing(running(9, h, 1, ends_in_h=3, offset=1))
+    # Job 1 (2 GPUs for 0.5 h, aged ahead of job 2) may stop only what has 4 h left or more;
+    # job 2 (2 GPUs for 0.25 h) also what has 2 h left: both.
+    first, second = job(1, gpus=2, hours=1, waited_h=30), job(2, gpus=2, hours=0.5)
+    plan = schedule(snapshot([h], [first, second], [long_left, shorter_left], knobs=aged))
+    assert stops(plan) == [(8, 2, PreemptCode.FOR_SHORTER), (9, 2, PreemptCode.FOR_SHORTER)]
+    # As long a floor but fewer GPUs: job 2 needs only the one GPU job 8 holds.
+    held = running(9, h, 1, ends_in_h=10, offset=1)  # not preemptible
+    first, second = job(1, gpus=2, hours=2, waited_h=30), job(2, gpus=1, hours=1)
+    plan = schedule(snapshot([h], [first, second], [long_left, held], knobs=aged))
+    assert stops(plan) == [(8, 2, PreemptCode.FOR_SHORTER)]
