@@ -682,17 +682,10 @@ class Capacity:
             return self._soonest_host(pool, gpus, past_reservations)
         soonest: float = NEVER
         chosen: tuple[str, list[int]] | None = None
-        host_soonest = self._host_soonest
-        at = self._free_at(past_reservations).get
         for host, ids in pool.members.items():
             if len(ids) < gpus or host in closing:
                 continue
-            # The times alone: which GPUs is asked of the chosen host only.
-            key = (gpu_type, host, past_reservations)
-            on_host = host_soonest.get(key)
-            if on_host is None:
-                on_host = host_soonest[key] = sorted(map(at, ids, repeat(NEVER)))
-            free_at = on_host[gpus - 1]
+            free_at = self._soonest_on(gpu_type, host, ids, past_reservations)[gpus - 1]
             if free_at < soonest:
                 soonest, chosen = free_at, (host, ids)
         if chosen is None:
@@ -716,23 +709,17 @@ class Capacity:
         kth = self._kth.get(key)
         if kth is None:
             kth = self._kth[key] = [None] * len(pool.members)
+        hosts = self._hosts_of(gpu_type)[0]
         if None in kth:  # read the hosts not known (all at first, then those changed)
-            hosts, host_soonest = self._hosts_of(gpu_type)[0], self._host_soonest
-            at = self._free_at(past).get
             index = kth.index(None)
             while True:
                 host = hosts[index]
                 ids = pool.members[host]
-                if len(ids) < gpus:
-                    kth[index] = NEVER
-                else:
-                    # The times alone: which GPUs is asked of the chosen host only.
-                    on_host = host_soonest.get((gpu_type, host, past))
-                    if on_host is None:
-                        on_host = host_soonest[(gpu_type, host, past)] = sorted(
-                            map(at, ids, repeat(NEVER))
-                        )
-                    kth[index] = on_host[gpus - 1]
+                kth[index] = (
+                    NEVER
+                    if len(ids) < gpus
+                    else self._soonest_on(gpu_type, host, ids, past)[gpus - 1]
+                )
                 try:
                     index = kth.index(None, index + 1)
                 except ValueError:
@@ -741,9 +728,19 @@ class Capacity:
         soonest = min(known, default=NEVER)
         if soonest == NEVER:
             return NEVER, frozenset()
-        host = self._hosts_of(gpu_type)[0][known.index(soonest)]
+        host = hosts[known.index(soonest)]
         on = self._times_on(gpu_type, host, pool.members[host], past)
         return soonest, frozenset(gpu for _, gpu in on[:gpus])
+
+    def _soonest_on(self, gpu_type: str, host: str, ids: list[int], past: bool) -> list[float]:
+        """When the host's GPUs of the type are free, soonest first: the times alone, as most
+        hosts are asked only that; which GPUs is asked of the chosen host (cached)."""
+        key = (gpu_type, host, past)
+        on_host = self._host_soonest.get(key)
+        if on_host is None:
+            at = self._free_at(past).get
+            on_host = self._host_soonest[key] = sorted(map(at, ids, repeat(NEVER)))
+        return on_host
 
 
 # A job placed before a host's maintenance must end before it starts by its estimate (corrected
