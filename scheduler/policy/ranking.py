@@ -23,10 +23,13 @@ long wait never overflows.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate
 from operator import attrgetter
 
+from scheduler.policy.matching import CardNeeds, CardType
 from scheduler.policy.priority_classes import CLASS_RANK
 from scheduler.policy.snapshot import HOUR, Knobs, Multifactor, Pending, WithinClass
 
@@ -52,30 +55,139 @@ class TimeScale:
 class TimeScales:
     """A pass's TimeScale per class rank. Each class is measured by the drain time of its own
     ready work and that of the classes ordered before it — what FIFO would make a newcomer of
-    that class wait — so work of a lower class never changes the order of a higher one."""
+    that class wait — so work of a lower class never changes the order of a higher one.
+
+    The drain time counts each GPU from when it frees (FreeGpus): a queue of minutes behind
+    GPUs busy for days is not minutes deep, and measured by the queue alone every job would
+    soon be past the backstop there. A few week-long runs barely move it: the other GPUs free
+    sooner and do the work.
+
+    A job that can use only some of the cluster's types is measured on those cards, when the
+    work that can only run there takes longer to drain than the whole queue (`by_job`: job
+    id → its scale, for those jobs alone). A queue of jobs that want the one scarce type waits
+    far longer than the cluster's drain time: measured against the cluster, every such job
+    would soon be past the backstop, and that queue would run in submit order."""
 
     by_rank: tuple[TimeScale, ...]
+    by_job: Mapping[int, TimeScale] = field(default_factory=dict)
 
     def of(self, rank: int) -> TimeScale:
         return self.by_rank[min(rank, len(self.by_rank) - 1)]
 
+    def of_job(self, job_id: int, rank: int) -> TimeScale:
+        """The scale of one job of class rank `rank` (its types' own, where they have one)."""
+        scale = self.by_job.get(job_id)
+        return scale if scale is not None else self.of(rank)
 
-def time_scales(knobs: Knobs, pending: Sequence[Pending] = (), gpus: int = 0) -> TimeScales:
-    """The pass's time scales: the absolute knobs, or drain times per class (see TimeScales)."""
+
+def time_scales(
+    knobs: Knobs,
+    pending: Sequence[Pending] = (),
+    gpus: int = 0,
+    cards: Sequence[tuple[CardType, Sequence[float]]] = (),
+) -> TimeScales:
+    """The pass's time scales: the absolute knobs, or drain times per class (see TimeScales).
+    `cards`, when given, are the cluster's types, each with the seconds until each of its
+    usable GPUs is free (0 for a free one): the drain then counts when the GPUs free up
+    (drain_time), and jobs that accept only some types are measured on those; without them,
+    `gpus` GPUs all free now."""
     if knobs.aging_drains is None and knobs.starve_after_drains is None:
         return TimeScales((time_scale(knobs),))
-    if not knobs.respect_classes:
-        return TimeScales((time_scale(knobs, drain_seconds(pending, gpus)),))
-    work = [0.0] * (len(CLASS_RANK) + 1)
+    respect = knobs.respect_classes
+    ranks = len(CLASS_RANK) + 1 if respect else 1
     rank_of, others = CLASS_RANK.get, len(CLASS_RANK)
+    kinds = _Kinds(cards)
+    several = kinds.several
+    work = [0.0] * ranks
+    typed: dict[frozenset[str], list[float]] = {}
     for job in pending:
         if job.data_ready and not job.waits_for:  # job.ready, without a call per job
-            work[rank_of(job.priority, others)] += job.gpus * job.run_seconds
-    scales, total = [], 0.0
+            rank = rank_of(job.priority, others) if respect else 0
+            amount = job.gpus * job.run_seconds
+            work[rank] += amount
+            if several:
+                types = kinds.types_of(job.needs)
+                if types is not None:
+                    typed.setdefault(types, [0.0] * ranks)[rank] += amount
+    every = kinds.gpus_of(None) if cards else None
+    scales, drains, total = [], [], 0.0
     for amount in work:
         total += amount
-        scales.append(time_scale(knobs, total / gpus if gpus > 0 else 0.0))
-    return TimeScales(tuple(scales))
+        if every is not None:
+            drains.append(every.drain(total))
+        else:
+            drains.append(total / gpus if gpus > 0 else 0.0)
+        scales.append(time_scale(knobs, drains[-1]))
+    by_job: dict[int, TimeScale] = {}
+    if several:
+        own: dict[tuple[int, frozenset[str]], TimeScale | None] = {}
+        for job in pending:
+            types = kinds.types_of(job.needs)
+            if types is None:
+                continue
+            rank = rank_of(job.priority, others) if respect else 0
+            key = (rank, types)
+            if key not in own:
+                amount = sum(
+                    sum(amounts[: rank + 1]) for kind, amounts in typed.items() if kind <= types
+                )
+                drain = kinds.gpus_of(types).drain(amount)
+                own[key] = time_scale(knobs, drain) if drain > drains[rank] else None
+            scale = own[key]
+            if scale is not None:
+                by_job[job.id] = scale
+    return TimeScales(tuple(scales), by_job)
+
+
+class FreeGpus:
+    """GPUs by when each is free, in seconds from now: how long they need to work off an
+    amount of work when each starts on it as it frees (a fluid fill, as FIFO would go)."""
+
+    __slots__ = ("_reach", "_sums", "count")
+
+    def __init__(self, free_in: Iterable[float]) -> None:
+        delays = sorted(free_in)
+        self.count = len(delays)
+        # _sums[k]: the first k GPUs' delays added up; _reach[k - 1]: the work the first k
+        # GPUs have done when the next one frees (k × its delay − _sums[k]), never falling.
+        self._sums = list(accumulate(delays, initial=0.0))
+        self._reach = [k * delays[k] - self._sums[k] for k in range(1, self.count)]
+
+    def drain(self, work: float) -> float:
+        """When `work` GPU-seconds are done, in seconds from now (0 with no GPUs)."""
+        if self.count == 0:
+            return 0.0
+        working = bisect_left(self._reach, work) + 1  # GPUs at work when it is done
+        return (work + self._sums[working]) / working
+
+
+class _Kinds:
+    """The types each kind of job may use, and the GPUs of a set of types."""
+
+    def __init__(self, cards: Sequence[tuple[CardType, Sequence[float]]]) -> None:
+        self._cards = [(card, free_in) for card, free_in in cards if free_in]
+        self.several = len(self._cards) > 1
+        self._types: dict[int, frozenset[str] | None] = {}  # by id(needs): stable for a pass
+        self._gpus: dict[frozenset[str] | None, FreeGpus] = {}
+
+    def types_of(self, needs: CardNeeds) -> frozenset[str] | None:
+        """The types a job with these needs may use; None: every type (or there is only one)."""
+        key = id(needs)
+        if key not in self._types:
+            names = frozenset(card.name for card, _ in self._cards if needs.admits(card))
+            self._types[key] = None if len(names) == len(self._cards) or not names else names
+        return self._types[key]
+
+    def gpus_of(self, types: frozenset[str] | None) -> FreeGpus:
+        """The GPUs of `types` (None: of every type)."""
+        if types not in self._gpus:
+            self._gpus[types] = FreeGpus(
+                delay
+                for card, free_in in self._cards
+                if types is None or card.name in types
+                for delay in free_in
+            )
+        return self._gpus[types]
 
 
 def time_scale(knobs: Knobs, drain_s: float = 0.0) -> TimeScale:
@@ -90,18 +202,6 @@ def time_scale(knobs: Knobs, drain_s: float = 0.0) -> TimeScale:
     if knobs.starve_after_drains is not None:
         limits.append(knobs.starve_after_drains * drain_s)
     return TimeScale(aging, min(limits) if limits else None)
-
-
-def drain_seconds(pending: Sequence[Pending], gpus: int) -> float:
-    """How long `gpus` GPUs need to work off the jobs ready and waiting (by their estimates):
-    about what a job arriving now would wait under FIFO, the queue's own time scale.
-
-    What the running jobs have left is not counted: a few week-long runs would make it look
-    as if everyone waited weeks, while the GPUs the queue needs free up much sooner."""
-    if gpus <= 0:
-        return 0.0
-    ready = (job for job in pending if job.data_ready and not job.waits_for)  # job.ready
-    return sum(job.gpus * job.run_seconds for job in ready) / gpus
 
 
 def rank_key(
@@ -128,7 +228,8 @@ def rank_key_function(
 ) -> Callable[[Pending], RankKey]:
     """`rank_key` for one pass, with what every job shares worked out once (a pass sorts
     tens of thousands of jobs with it)."""
-    by_rank = (scales or time_scales(knobs)).by_rank
+    scales = scales or time_scales(knobs)
+    by_rank, own_of = scales.by_rank, scales.by_job.get if scales.by_job else None
     last = len(by_rank) - 1
     starve_at = [scale.starve_after_s for scale in by_rank]
     aging_s = [scale.aging_s for scale in by_rank]
@@ -138,7 +239,7 @@ def rank_key_function(
     weight = knobs.fair_share_weight
     log2 = math.log2
     if respect and within is WithinClass.SHORTEST_FIRST and cap is None:
-        return _shortest_first_key(now, starve_at, aging_s, weight, shares)
+        return _shortest_first_key(now, starve_at, aging_s, weight, shares, own_of)
 
     def key(job: Pending) -> RankKey:
         rank = CLASS_RANK.get(job.priority, others) if respect else 0
@@ -146,14 +247,15 @@ def rank_key_function(
         wait = now - job.submitted_at
         if wait < 0.0:
             wait = 0.0
-        limit = starve_at[scale]
+        own = own_of(job.id) if own_of is not None else None
+        limit = starve_at[scale] if own is None else own.starve_after_s
         starving = limit is not None and wait >= limit
         if starving or within is WithinClass.SUBMIT_ORDER:
             return (rank, 0 if starving else 1, job.submitted_at, job.submitted_at, job.id)
         if within is WithinClass.MULTIFACTOR:
             score = -multifactor_priority(job, wait, knobs.multifactor, shares, cluster_gpus)
             return (rank, 1, score, job.submitted_at, job.id)
-        aging = wait / aging_s[scale]  # log2 of the aging factor
+        aging = wait / (aging_s[scale] if own is None else own.aging_s)  # log2 of the factor
         if cap is not None and aging > cap:
             aging = cap
         fair = 1.0 + weight * shares.get(job.team, 0.0)
@@ -171,10 +273,12 @@ def _shortest_first_key(
     aging_s: list[float],
     weight: float,
     shares: Mapping[str, float],
+    own_of: Callable[[int], TimeScale | None] | None,
 ) -> Callable[[Pending], RankKey]:
     """rank_key_function's key for its default case (classes respected, shortest first, aging
     uncapped): the same floats, with the branches the case never takes left out (a pass
-    sorts every waiting job with it)."""
+    sorts every waiting job with it). `own_of` gives the jobs measured on their own types
+    their scale (TimeScales.by_job; None when there are none)."""
     last = len(aging_s) - 1
     rank_of, others = CLASS_RANK.get, len(CLASS_RANK)
     fair_of = {team: 1.0 + weight * share for team, share in shares.items()}.get
@@ -187,14 +291,16 @@ def _shortest_first_key(
         wait = now - submitted
         if wait < 0.0:
             wait = 0.0
-        limit = starve_at[scale]
+        own = own_of(job.id) if own_of is not None else None
+        limit = starve_at[scale] if own is None else own.starve_after_s
         if limit is not None and wait >= limit:
             return (rank, 0, submitted, submitted, job.id)
         size = job.gpus * job.run_seconds
         if size < 1.0:
             size = 1.0
         fair = fair_of(job.team, 1.0)
-        return (rank, 1, log2(size * fair) - wait / aging_s[scale], submitted, job.id)
+        aging = aging_s[scale] if own is None else own.aging_s
+        return (rank, 1, log2(size * fair) - wait / aging, submitted, job.id)
 
     return key
 
@@ -306,7 +412,7 @@ def rank_terms(
 ) -> RankTerms:
     """The terms of `rank_key(job, now, knobs, shares)`, each as people read it."""
     rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if knobs.respect_classes else 0
-    scale = (scales or time_scales(knobs)).of(rank)
+    scale = (scales or time_scales(knobs)).of_job(job.id, rank)
     wait = max(0.0, now - job.submitted_at)
     starving = scale.starves(wait)
     log_aging = wait / scale.aging_s

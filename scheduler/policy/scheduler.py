@@ -125,13 +125,14 @@ def _stops_only(snapshot: Snapshot, capacity: Capacity) -> Plan:
         return Plan((), (), {}, _reservations(capacity))
     knobs = snapshot.knobs
     gpus = capacity.total_gpus
-    scales = time_scales(knobs, snapshot.pending, gpus)
+    scales = _time_scales(snapshot, capacity)
     factor = knobs.shorter_factor if knobs.preemptible_preemption else None
     respect = knobs.respect_classes
     others = len(CLASS_RANK)
     now = snapshot.now
     # Each class rank's backstop (scales.of(rank).starves, without two calls per job).
     limits = [scales.of(rank).starve_after_s for rank in range(others + 1)]
+    own_of = scales.by_job.get if scales.by_job else None
     candidates = []
     for job in snapshot.pending:
         if not job.data_ready or job.waits_for:  # not job.ready
@@ -141,6 +142,9 @@ def _stops_only(snapshot: Snapshot, capacity: Capacity) -> Plan:
             continue
         if knobs.preemptible_preemption:
             limit = limits[CLASS_RANK.get(job.priority, others) if respect else 0]
+            own = own_of(job.id) if own_of is not None else None
+            if own is not None:
+                limit = own.starve_after_s
             if limit is not None and now - job.submitted_at >= limit:
                 candidates.append(job)
     if not candidates:
@@ -209,8 +213,9 @@ def queue_order(
 ) -> tuple[list[Pending], TimeScales]:
     """The pending jobs in the order this pass considers them, and the pass's time scales
     (what `/gpu priority` and positions show is what the pass does)."""
-    gpus = (capacity or Capacity(snapshot)).total_gpus
-    scales = time_scales(snapshot.knobs, snapshot.pending, gpus)
+    capacity = capacity or Capacity(snapshot)
+    gpus = capacity.total_gpus
+    scales = _time_scales(snapshot, capacity)
     queue = ordered(
         snapshot.pending,
         snapshot.now,
@@ -220,6 +225,18 @@ def queue_order(
         scales=scales,
     )
     return queue, scales
+
+
+def _time_scales(snapshot: Snapshot, capacity: Capacity) -> TimeScales:
+    """The pass's time scales, with each type's usable GPUs and when each is free."""
+    now, at = snapshot.now, capacity.available_at.flat()
+    cards = []
+    for card in snapshot.catalog:
+        pool = capacity.pools.get(card.name)
+        if pool is not None:
+            times = [at.get(gpu, now) for ids in pool.members.values() for gpu in ids]
+            cards.append((card, [t - now if t > now else 0.0 for t in times if t < NEVER]))
+    return time_scales(snapshot.knobs, snapshot.pending, capacity.total_gpus, cards)
 
 
 def _reservations(capacity: Capacity) -> tuple[Reserved, ...]:
@@ -249,6 +266,8 @@ class _Admission:
         self.starve_limits = [
             self._scales.of(rank).starve_after_s for rank in range(len(CLASS_RANK) + 1)
         ]
+        # The backstops of the jobs measured on their own types (TimeScales.by_job).
+        self.own_limits = {job: scale.starve_after_s for job, scale in self._scales.by_job.items()}
         self._core_first = snapshot.knobs.core_reservations
         self._host_rank: dict[str, int] | None = None
         self.snapshot = snapshot
@@ -314,6 +333,7 @@ class _Admission:
         shape_team = bool(self.capacity.team_windows)
         sharing = self._sharing
         starve_limits, respect, now = self.starve_limits, self._respect_classes, self.snapshot.now
+        own_limits = self.own_limits
         class_rank, others = CLASS_RANK.get, len(CLASS_RANK)
         for job in queue:
             if job.waits_for:
@@ -348,7 +368,10 @@ class _Admission:
             ):
                 continue  # nothing can start; later steps still see this job as waiting
             shape = None
-            limit = starve_limits[class_rank(job.priority, others) if respect else 0]
+            if own_limits and job.id in own_limits:
+                limit = own_limits[job.id]
+            else:
+                limit = starve_limits[class_rank(job.priority, others) if respect else 0]
             starving = limit is not None and now - job.submitted_at >= limit  # self.starving
             # Core jobs and starving ones each keep a place (see _reserve).
             conservative = starving or (core and self._core_first)
@@ -402,8 +425,11 @@ class _Admission:
 
     def starving(self, job: Pending) -> bool:
         """Whether the job has waited past its class's backstop."""
-        rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if self._respect_classes else 0
-        limit = self.starve_limits[rank]  # as TimeScale.starves, without a call per job
+        if job.id in self.own_limits:
+            limit = self.own_limits[job.id]
+        else:
+            rank = CLASS_RANK.get(job.priority, len(CLASS_RANK)) if self._respect_classes else 0
+            limit = self.starve_limits[rank]  # as TimeScale.starves, without a call per job
         return limit is not None and self.snapshot.now - job.submitted_at >= limit
 
     def _note_booking(self, job: Pending) -> None:
@@ -903,6 +929,7 @@ def _preemptions(
     factor = knobs.shorter_factor if knobs.preemptible_preemption else None
     # admission.starving, for each job of a long queue without a call per job
     limits, ranked, others = admission.starve_limits, knobs.respect_classes, len(CLASS_RANK)
+    own_limits = admission.own_limits
     now, everyone = snapshot.now, len(may_stop)
     # Jobs no stop could make room for since the last stop chosen, per (types, GPUs, which
     # victims it may have: core, starving or shorter, and its class): the lowest floor on the
@@ -919,7 +946,10 @@ def _preemptions(
             # (most of a long queue).
             if not knobs.preemptible_preemption:
                 continue
-            limit = limits[CLASS_RANK.get(job.priority, others) if ranked else 0]
+            if own_limits and job.id in own_limits:
+                limit = own_limits[job.id]
+            else:
+                limit = limits[CLASS_RANK.get(job.priority, others) if ranked else 0]
             if limit is None or now - job.submitted_at < limit:
                 continue
             starving = True

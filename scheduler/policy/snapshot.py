@@ -84,7 +84,8 @@ class Knobs:
     within_class: WithinClass = WithinClass.SHORTEST_FIRST
     multifactor: Multifactor = Multifactor()  # with WithinClass.MULTIFACTOR
     # Aging and the backstop are scale-free (ranking.py): in units of the queue's drain time,
-    # the time the cluster's GPUs need to work off the jobs ready and waiting now. A job's
+    # the time the cluster's GPUs, each from when it frees, need to work off the jobs ready
+    # and waiting now (a job that accepts only some types: those types' GPUs, when longer). A job's
     # aging doubles every `aging_drains` drain times; a job that has waited
     # `starve_after_drains` drain times is starving: ordered by submit time ahead of the rest
     # of its class, given a reservation of its own, and preemptible work yields to it.

@@ -100,7 +100,7 @@ def priority(ctx: Context, job_id: int | None, name: str | None) -> PriorityResu
         if hours > 0
     )
     ahead = tuple(AheadJob(p.id, p.priority, p.team) for p in queue[:place])
-    knobs = _knobs(snapshot.knobs, half_life, scales.of(terms.class_rank))
+    knobs = _knobs(snapshot.knobs, half_life, scales.of_job(terms.job_id, terms.class_rank))
     return PriorityResult(record, team, terms, place + 1, len(queue), ahead, usage, knobs)
 
 

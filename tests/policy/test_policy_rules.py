@@ -6,6 +6,8 @@ from dataclasses import replace
 
 import pytest
 from builders import CATALOG, NOW, host, job, running, snapshot
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.policy.plan import WaitCode
 from scheduler.policy.quota import QuotaState
@@ -297,6 +299,92 @@ def test_scale_free_aging_and_backstop_follow_the_queues_drain_time() -> None:
     for k in (0.1, 100.0):  # (the builder adds ~1,000 s to every wait)
         assert first(50 * k, 1 * k, 70 * k, knobs) == [2]
         assert first(50 * k, 1 * k, 73 * k, knobs) == [1]
+
+
+def test_jobs_that_accept_only_a_scarce_type_are_timed_by_that_types_own_queue() -> None:
+    """One T4 and eight A100s; the T4 queue holds 51 GPU-hours that can run nowhere else. The
+    cluster drains in 51 / 9 = 5.7 h, but the T4 queue in 51 h: measured by the cluster,
+    the day-old 50-hour T4 job would be past the backstop (8.5 h) and a one-hour T4 job
+    would wait two days behind it. Measured by its own queue (backstop 76.5 h, aging doubling
+    every 12.75 h) the short job goes first, as it would on a cluster of T4s alone."""
+    hosts = [host("t4", "T4-16GB", 1), host("a100", "A100-40GB", 8)]
+    knobs = Knobs(fair_share_weight=0.0)
+    t4 = ("T4-16GB",)
+
+    def first(types: tuple[str, ...] | None, waited_h: float) -> list[int]:
+        pending = [
+            job(1, hours=50, waited_h=waited_h, types=types),
+            job(2, hours=1, types=types),
+            job(3, hours=1, types=("A100-40GB",)),
+        ]
+        plan = schedule(snapshot(hosts, pending, knobs=knobs))
+        return sorted(s.job_id for s in plan.starts if s.gpu_type == "T4-16GB")
+
+    assert first(t4, 20) == [2]
+    assert first(t4, 77) == [1]  # past the T4 queue's own backstop
+    # Two T4 jobs alone on a cluster of one T4 are ordered the same way.
+    alone = [job(1, hours=50, waited_h=20, types=t4), job(2, hours=1, types=t4)]
+    assert started(schedule(snapshot([host("t4", "T4-16GB", 1)], alone, knobs=knobs))) == [2]
+
+
+def test_the_drain_time_counts_when_the_busy_gpus_free_up() -> None:
+    """The one GPU is busy for 40 more hours and 4.5 GPU-hours wait. Counting only the queue,
+    a newcomer would wait 4.5 h, and the 4-hour job that has waited 8 h would be past the
+    backstop (6.75 h) and go before the half-hour one. But FIFO would make a newcomer wait
+    44.5 h (the GPU frees in 40 h, then works the queue off): the backstop is 66.75 h and
+    aging doubles every 11.1 h, so the half-hour job goes first."""
+    from scheduler.policy.scheduler import queue_order
+
+    gpu = host("h1", "A100-80GB", 1)
+    pending = [job(1, hours=4, waited_h=8), job(2, hours=0.5)]
+    knobs = Knobs(fair_share_weight=0.0)
+    busy = snapshot([gpu], pending, [running(9, gpu, 1, ends_in_h=40)], knobs=knobs)
+    queue, scales = queue_order(busy)
+    assert [j.id for j in queue] == [2, 1]
+    assert scales.of(1).starve_after_s == pytest.approx(1.5 * 44.5 * HOUR)
+    idle = snapshot([gpu], [job(1, hours=4, waited_h=8), job(2, hours=0.5)], knobs=knobs)
+    assert [j.id for j in queue_order(idle)[0]] == [1, 2]  # 4.5 h: job 1 is past 6.75 h
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.floats(0, 1e7, allow_nan=False), min_size=1, max_size=40),
+    st.floats(0, 1e9, allow_nan=False),
+)
+def test_free_gpus_drain_when_the_work_is_done(delays: list[float], work: float) -> None:
+    """Each GPU works from when it frees: by the drain time they have done exactly the work,
+    and no GPU is counted before it frees (all free now: the work ÷ the GPUs)."""
+    from scheduler.policy.ranking import FreeGpus
+
+    at = FreeGpus(delays).drain(work)
+    done = sum(max(0.0, at - d) for d in delays)
+    assert done == pytest.approx(work, rel=1e-9, abs=1e-3)
+    assert at >= min(delays)
+    assert FreeGpus([0.0] * len(delays)).drain(work) == pytest.approx(work / len(delays))
+
+
+def test_a_jobs_own_types_never_shorten_its_time_scale() -> None:
+    """Only a scarce type's longer queue counts: a job whose types drain sooner than the
+    cluster keeps the cluster's scale, and so does every job where the cluster has one type."""
+    from scheduler.policy.ranking import time_scales
+
+    knobs = Knobs()
+    t4, a100 = CATALOG[0], CATALOG[1]
+    pending = [
+        job(1, hours=90, types=("A100-40GB",)),  # 90 GPU-h on 8 A100s: 11.25 h
+        job(2, hours=9),  # any type
+        job(3, hours=0.5, types=("T4-16GB",)),  # 0.5 GPU-h on 1 T4: 0.5 h
+        job(4, hours=40, types=("T4-16GB",), ready=False),  # not ready: not counted
+    ]
+    scales = time_scales(knobs, pending, 9, [(t4, [0.0]), (a100, [0.0] * 8)])
+    cluster = scales.of(1)  # the normal class: (90 + 9 + 0.5) / 9 GPUs = 11.06 h
+    assert cluster.starve_after_s == pytest.approx(1.5 * 99.5 / 9 * HOUR)
+    assert scales.by_job[1].starve_after_s == pytest.approx(1.5 * 90 / 8 * HOUR)
+    assert scales.by_job[1].aging_s == pytest.approx(0.25 * 90 / 8 * HOUR)
+    assert scales.of_job(2, 1) == cluster
+    assert 3 not in scales.by_job and 4 not in scales.by_job  # 0.5 h < 11.06 h
+    one_type = time_scales(knobs, pending, 9, [(a100, [0.0] * 9)])
+    assert not one_type.by_job
 
 
 def _date():  # type: ignore[no-untyped-def]
