@@ -57,10 +57,12 @@ class TimeScales:
     ready work and that of the classes ordered before it — what FIFO would make a newcomer of
     that class wait — so work of a lower class never changes the order of a higher one.
 
-    The drain time counts each GPU from when it frees (FreeGpus): a queue of minutes behind
+    Aging is in the queue's own drain time (its work over the GPUs): how fast short work
+    passes long work is a matter of the queue's sizes. The backstop is in the wait FIFO would
+    give a newcomer, each GPU counted from when it frees (FreeGpus): a queue of minutes behind
     GPUs busy for days is not minutes deep, and measured by the queue alone every job would
-    soon be past the backstop there. A few week-long runs barely move it: the other GPUs free
-    sooner and do the work.
+    soon be past the backstop there, and the queue in submit order. A few week-long runs
+    barely move it: the other GPUs free sooner and do the work.
 
     A job that can use only some of the cluster's types is measured on those cards, when the
     work that can only run there takes longer to drain than the whole queue (`by_job`: job
@@ -88,9 +90,9 @@ def time_scales(
 ) -> TimeScales:
     """The pass's time scales: the absolute knobs, or drain times per class (see TimeScales).
     `cards`, when given, are the cluster's types, each with the seconds until each of its
-    usable GPUs is free (0 for a free one): the drain then counts when the GPUs free up
-    (drain_time), and jobs that accept only some types are measured on those; without them,
-    `gpus` GPUs all free now."""
+    usable GPUs is free (0 for a free one): the backstop then counts when the GPUs free up,
+    and jobs that accept only some types are measured on those; without them, `gpus` GPUs
+    all free now."""
     if knobs.aging_drains is None and knobs.starve_after_drains is None:
         return TimeScales((time_scale(knobs),))
     respect = knobs.respect_classes
@@ -110,14 +112,12 @@ def time_scales(
                 if types is not None:
                     typed.setdefault(types, [0.0] * ranks)[rank] += amount
     every = kinds.gpus_of(None) if cards else None
-    scales, drains, total = [], [], 0.0
+    scales, drains, waits, total = [], [], [], 0.0
     for amount in work:
         total += amount
-        if every is not None:
-            drains.append(every.drain(total))
-        else:
-            drains.append(total / gpus if gpus > 0 else 0.0)
-        scales.append(time_scale(knobs, drains[-1]))
+        drains.append(total / gpus if gpus > 0 else 0.0)
+        waits.append(every.drain(total) if every is not None else drains[-1])
+        scales.append(time_scale(knobs, drains[-1], waits[-1]))
     by_job: dict[int, TimeScale] = {}
     if several:
         own: dict[tuple[int, frozenset[str]], TimeScale | None] = {}
@@ -131,8 +131,14 @@ def time_scales(
                 amount = sum(
                     sum(amounts[: rank + 1]) for kind, amounts in typed.items() if kind <= types
                 )
-                drain = kinds.gpus_of(types).drain(amount)
-                own[key] = time_scale(knobs, drain) if drain > drains[rank] else None
+                mine = kinds.gpus_of(types)
+                drain = amount / mine.count if mine.count else 0.0
+                wait = mine.drain(amount)
+                own[key] = (
+                    time_scale(knobs, max(drain, drains[rank]), max(wait, waits[rank]))
+                    if drain > drains[rank] or wait > waits[rank]
+                    else None
+                )
             scale = own[key]
             if scale is not None:
                 by_job[job.id] = scale
@@ -190,8 +196,9 @@ class _Kinds:
         return self._gpus[types]
 
 
-def time_scale(knobs: Knobs, drain_s: float = 0.0) -> TimeScale:
-    """The pass's aging and backstop: the absolute knobs, or in units of the drain time."""
+def time_scale(knobs: Knobs, drain_s: float = 0.0, wait_s: float | None = None) -> TimeScale:
+    """The pass's aging and backstop: the absolute knobs, or in units of the drain time (the
+    backstop in units of `wait_s`, when given: the drain counting when busy GPUs free)."""
     if knobs.aging_drains is not None:
         aging = max(MIN_AGING_S, knobs.aging_drains * drain_s)
     else:
@@ -200,7 +207,7 @@ def time_scale(knobs: Knobs, drain_s: float = 0.0) -> TimeScale:
     if knobs.starve_after_hours is not None:
         limits.append(knobs.starve_after_hours * HOUR)
     if knobs.starve_after_drains is not None:
-        limits.append(knobs.starve_after_drains * drain_s)
+        limits.append(knobs.starve_after_drains * (drain_s if wait_s is None else wait_s))
     return TimeScale(aging, min(limits) if limits else None)
 
 

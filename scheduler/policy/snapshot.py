@@ -84,10 +84,11 @@ class Knobs:
     within_class: WithinClass = WithinClass.SHORTEST_FIRST
     multifactor: Multifactor = Multifactor()  # with WithinClass.MULTIFACTOR
     # Aging and the backstop are scale-free (ranking.py): in units of the queue's drain time,
-    # the time the cluster's GPUs, each from when it frees, need to work off the jobs ready
-    # and waiting now (a job that accepts only some types: those types' GPUs, when longer). A job's
-    # aging doubles every `aging_drains` drain times; a job that has waited
-    # `starve_after_drains` drain times is starving: ordered by submit time ahead of the rest
+    # the time the cluster's GPUs need to work off the jobs ready and waiting now (a job that
+    # accepts only some types: those types' GPUs and the work only they can do, when longer).
+    # A job's aging doubles every `aging_drains` drain times; a job that has waited
+    # `starve_after_drains` times what FIFO would make a newcomer wait (the drain with each
+    # GPU counted from when it frees) is starving: ordered by submit time ahead of the rest
     # of its class, given a reservation of its own, and preemptible work yields to it.
     aging_drains: float | None = 0.25
     starve_after_drains: float | None = 1.5

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scheduler.policy.plan import WaitCode
 from scheduler.policy.quota import QuotaState
 from scheduler.policy.scheduler import schedule
-from scheduler.policy.snapshot import HOUR, Backfill, Knobs, WithinClass
+from scheduler.policy.snapshot import HOUR, Backfill, Knobs, Pending, WithinClass
 
 
 def started(plan) -> list[int]:  # type: ignore[no-untyped-def]
@@ -327,22 +327,27 @@ def test_jobs_that_accept_only_a_scarce_type_are_timed_by_that_types_own_queue()
     assert started(schedule(snapshot([host("t4", "T4-16GB", 1)], alone, knobs=knobs))) == [2]
 
 
-def test_the_drain_time_counts_when_the_busy_gpus_free_up() -> None:
+def test_the_backstop_counts_when_the_busy_gpus_free_up() -> None:
     """The one GPU is busy for 40 more hours and 4.5 GPU-hours wait. Counting only the queue,
     a newcomer would wait 4.5 h, and the 4-hour job that has waited 8 h would be past the
     backstop (6.75 h) and go before the half-hour one. But FIFO would make a newcomer wait
-    44.5 h (the GPU frees in 40 h, then works the queue off): the backstop is 66.75 h and
-    aging doubles every 11.1 h, so the half-hour job goes first."""
+    44.5 h (the GPU frees in 40 h, then works the queue off): the backstop is 66.75 h, and the
+    half-hour job goes first. Aging stays in the queue's own drain time (doubling every
+    4.5 h / 4): how fast short work passes long work is a matter of the queue's sizes."""
     from scheduler.policy.scheduler import queue_order
 
     gpu = host("h1", "A100-80GB", 1)
-    pending = [job(1, hours=4, waited_h=8), job(2, hours=0.5)]
-    knobs = Knobs(fair_share_weight=0.0)
-    busy = snapshot([gpu], pending, [running(9, gpu, 1, ends_in_h=40)], knobs=knobs)
+    knobs = Knobs(fair_share_weight=0.0, max_aging_factor=1.0)  # the backstop alone
+
+    def pending() -> list[Pending]:
+        return [job(1, hours=4, waited_h=8), job(2, hours=0.5)]
+
+    busy = snapshot([gpu], pending(), [running(9, gpu, 1, ends_in_h=40)], knobs=knobs)
     queue, scales = queue_order(busy)
     assert [j.id for j in queue] == [2, 1]
     assert scales.of(1).starve_after_s == pytest.approx(1.5 * 44.5 * HOUR)
-    idle = snapshot([gpu], [job(1, hours=4, waited_h=8), job(2, hours=0.5)], knobs=knobs)
+    assert scales.of(1).aging_s == pytest.approx(0.25 * 4.5 * HOUR)
+    idle = snapshot([gpu], pending(), knobs=knobs)
     assert [j.id for j in queue_order(idle)[0]] == [1, 2]  # 4.5 h: job 1 is past 6.75 h
 
 
