@@ -114,8 +114,7 @@ class Ordering(_Strict):
     within_class: Literal["shortest_first", "submit_order"] = "shortest_first"
     # Scale-free (the defaults): in units of the queue's drain time, the time the cluster's
     # GPUs need to work off the jobs ready and waiting; the backstop counts each GPU from when
-    # it frees (policy/ranking.py). null: the absolute
-    # aging_hours / no drain-time backstop.
+    # it frees (policy/ranking.py). null: the absolute aging_hours / no drain-time backstop.
     aging_drains: float | None = Field(default=0.25, gt=0)
     starve_after_drains: float | None = Field(default=1.5, gt=0)
     aging_hours: float = Field(default=24, gt=0, description="wait after which aging doubles")
