@@ -229,6 +229,9 @@ def queue_order(
 
 def _time_scales(snapshot: Snapshot, capacity: Capacity) -> TimeScales:
     """The pass's time scales, with each type's usable GPUs and when each is free."""
+    knobs = snapshot.knobs
+    if knobs.aging_drains is None and knobs.starve_after_drains is None:
+        return time_scales(knobs)  # absolute hours: no GPU's time is read
     now, at = snapshot.now, capacity.available_at.flat()
     cards = []
     for card in snapshot.catalog:
@@ -236,7 +239,7 @@ def _time_scales(snapshot: Snapshot, capacity: Capacity) -> TimeScales:
         if pool is not None:
             times = [at.get(gpu, now) for ids in pool.members.values() for gpu in ids]
             cards.append((card, [t - now if t > now else 0.0 for t in times if t < NEVER]))
-    return time_scales(snapshot.knobs, snapshot.pending, capacity.total_gpus, cards)
+    return time_scales(knobs, snapshot.pending, capacity.total_gpus, cards)
 
 
 def _reservations(capacity: Capacity) -> tuple[Reserved, ...]:
