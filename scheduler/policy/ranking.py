@@ -87,25 +87,30 @@ def time_scales(
     pending: Sequence[Pending] = (),
     gpus: int = 0,
     cards: Sequence[tuple[CardType, Sequence[float]]] = (),
+    sharing: bool = False,
 ) -> TimeScales:
     """The pass's time scales: the absolute knobs, or drain times per class (see TimeScales).
     `cards`, when given, are the cluster's types, each with the seconds until each of its
     usable GPUs is free (0 for a free one): the backstop then counts when the GPUs free up,
     and jobs that accept only some types are measured on those; without them, `gpus` GPUs
-    all free now."""
+    all free now. `sharing`: some host shares cards, so a job that may share is work of its
+    part of a card (see _Kinds.part_of), not of a whole one."""
     if knobs.aging_drains is None and knobs.starve_after_drains is None:
         return TimeScales((time_scale(knobs),))
     respect = knobs.respect_classes
     ranks = len(CLASS_RANK) + 1 if respect else 1
     rank_of, others = CLASS_RANK.get, len(CLASS_RANK)
-    kinds = _Kinds(cards)
+    kinds = _Kinds(cards, knobs.share_reserve_gib)
     several = kinds.several
+    parts = sharing and bool(cards)
     work = [0.0] * ranks
     typed: dict[frozenset[str], list[float]] = {}
     for job in pending:
         if job.data_ready and not job.waits_for:  # job.ready, without a call per job
             rank = rank_of(job.priority, others) if respect else 0
             amount = job.gpus * job.run_seconds
+            if parts and job.share and job.shares:  # job.share first: no call for most jobs
+                amount *= kinds.part_of(job.needs)
             work[rank] += amount
             if several:
                 types = kinds.types_of(job.needs)
@@ -170,11 +175,31 @@ class FreeGpus:
 class _Kinds:
     """The types each kind of job may use, and the GPUs of a set of types."""
 
-    def __init__(self, cards: Sequence[tuple[CardType, Sequence[float]]]) -> None:
+    def __init__(
+        self, cards: Sequence[tuple[CardType, Sequence[float]]], reserve_gib: float = 0.0
+    ) -> None:
         self._cards = [(card, free_in) for card, free_in in cards if free_in]
         self.several = len(self._cards) > 1
+        self._reserve = reserve_gib
         self._types: dict[int, frozenset[str] | None] = {}  # by id(needs): stable for a pass
+        self._parts: dict[int, float] = {}  # by id(needs), as _types
         self._gpus: dict[frozenset[str] | None, FreeGpus] = {}
+
+    def part_of(self, needs: CardNeeds) -> float:
+        """The part of a card a job that shares one takes: its memory and the reserve kept
+        beside it, of the smallest card it may use (at most all of it). Counted whole, a
+        queue of evaluations that each take a fifth of a card looks five times as deep as
+        it is, and the backstop (and the reservations it brings) comes that much later for
+        every job behind it; counted by what the largest card leaves, it would look shallower
+        than it is on the small cards the jobs may also take."""
+        key = id(needs)
+        part = self._parts.get(key)
+        if part is None:
+            sizes = [card.memory_gib for card, _ in self._cards if needs.admits(card)]
+            wanted = (needs.min_memory_gib or 0.0) + self._reserve
+            part = min(1.0, wanted / min(sizes)) if sizes and min(sizes) > 0 else 1.0
+            self._parts[key] = part
+        return part
 
     def types_of(self, needs: CardNeeds) -> frozenset[str] | None:
         """The types a job with these needs may use; None: every type (or there is only one)."""

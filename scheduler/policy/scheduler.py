@@ -239,7 +239,8 @@ def _time_scales(snapshot: Snapshot, capacity: Capacity) -> TimeScales:
         if pool is not None:
             times = [at.get(gpu, now) for ids in pool.members.values() for gpu in ids]
             cards.append((card, [t - now if t > now else 0.0 for t in times if t < NEVER]))
-    return time_scales(knobs, snapshot.pending, capacity.total_gpus, cards)
+    sharing = any(host.sharing and host.schedulable for host in snapshot.hosts)
+    return time_scales(knobs, snapshot.pending, capacity.total_gpus, cards, sharing)
 
 
 def _reservations(capacity: Capacity) -> tuple[Reserved, ...]:
@@ -303,12 +304,27 @@ class _Admission:
         self._one_account = frozenset(
             host.name for host in snapshot.hosts if host.sharing in ONE_ACCOUNT_MODES
         )
+        # The queue being walked and, built when a job first weighs a costlier type (see
+        # _needed_more), the GPUs its ready jobs not yet started want, by the types they fit
+        # and class rank (each job's entry: its types and rank).
+        self._queue: list[Pending] = []
+        self._started: set[int] = set()
+        self._demand: dict[frozenset[str], list[int]] | None = None
+        self._demand_of: dict[int, tuple[frozenset[str], int]] = {}
+        self._demand_for: dict[tuple[str, str, int], int] = {}  # (costlier, cheapest, rank)
+        # Share jobs of one kind that found no shared card to join in this pass, with the
+        # shortest run refused: one as alike that runs as long finds none either (joins only
+        # fill cards, places kept and hosts closing for maintenance only refuse more, and
+        # longer runs), until a new shared card is opened.
+        self._no_card_to_join: dict[tuple[object, ...], float] = {}
 
     def run(self, queue: list[Pending], *, every_job: bool = True) -> list[Start]:
         """Start what may start, in queue order; the starts. Each job the walk reaches gets its
         types or a note. Not `every_job`: the walk ends once nothing more can start (no card
         free, none to join), as the jobs after need neither."""
         starts: list[Start] = []
+        self._queue, self._demand = queue, None
+        self._demand_for.clear()
         any_free = self.capacity.any_free  # changes only when a job starts
         # With no card free a whole-card job cannot start, and is passed over, unless a job
         # may join a shared card in this pass: then each blocked job still keeps its place
@@ -390,6 +406,11 @@ class _Admission:
             start, placeable = self._try_start(job)
             if start is not None:
                 starts.append(start)
+                self._started.add(job.id)
+                if self._demand is not None and job.id in self._demand_of:
+                    names, rank = self._demand_of.pop(job.id)
+                    self._demand[names][rank] -= job.gpus
+                    self._demand_for.clear()
                 if job.array_id is not None:
                     self._array_running[job.array_id] += 1
                 any_free = self.capacity.any_free
@@ -623,7 +644,10 @@ class _Admission:
         if placement is not None:
             return placement, Reason(ReasonCode.MATCH_CHEAPEST_FREE)
         self._note_booking(job)
+        passed_over: str | None = None  # a costlier type free to it that others need more
         for costlier in types[1:]:
+            if passed_over is not None and self._needed_more(job, costlier, cheapest):
+                continue  # its note names a costlier type already
             placement = capacity.place_now(
                 costlier,
                 job.gpus,
@@ -634,6 +658,9 @@ class _Admission:
             )
             self._note_booking(job)
             if placement is None:
+                continue
+            if self._needed_more(job, costlier, cheapest):
+                passed_over = passed_over or costlier
                 continue
             limit = costlier_after(self.knobs, job.run_seconds)
             if avoid:  # the cheaper type's GPUs it waits for may be on a host that refused it
@@ -653,7 +680,65 @@ class _Admission:
                 costlier=costlier,
             )
             return None, _FOR_A_CHEAPER_TYPE
+        if passed_over is not None:
+            # Every costlier type free to it is needed by jobs that cannot use its cheapest:
+            # it waits for that (a place is kept for it there once it starves).
+            cheap_at, _ = capacity.earliest_start(cheapest, job.gpus, run_seconds=job.run_seconds)
+            self.notes[job.id] = Note(
+                WaitCode.WAITING_FOR_CHEAPER_TYPE,
+                gpu_type=cheapest,
+                eta=cheap_at,
+                costlier=passed_over,
+            )
+            return None, _FOR_A_CHEAPER_TYPE
         return None, None
+
+    def _may_take_costlier(self, job: Pending, costlier: str, cheapest: str) -> bool:
+        """Whether `job` may take a free GPU of `costlier` now rather than wait for one of
+        its `cheapest` type, by _cheapest's rules (without its notes)."""
+        if self._needed_more(job, costlier, cheapest):
+            return False
+        now, limit = self.snapshot.now, costlier_after(self.knobs, job.run_seconds)
+        if job.avoid or now - job.submitted_at >= limit:
+            return True
+        cheap_at, _ = self.capacity.earliest_start(cheapest, job.gpus, run_seconds=job.run_seconds)
+        return cheap_at > now + limit
+
+    def _needed_more(self, job: Pending, costlier: str, cheapest: str) -> bool:
+        """Whether the free GPUs of `costlier` that `job` would take are needed by waiting
+        jobs of its class or a higher one that cannot use `cheapest`: it could wait for its
+        cheaper type, they have nothing else (among the types the cluster has enough of).
+        Otherwise a job that may use any type, once it has waited for its cheaper one long
+        enough, takes the one scarce type others can run on alone, and they wait its whole
+        run: on openb's typed nodes an 8-card job that could run on V100s took the G3 host
+        three G3-only 8-card jobs waited for, and they waited 18 hours more."""
+        respect, rank_of, others = self._respect_classes, CLASS_RANK.get, len(CLASS_RANK)
+        demand_by = self._demand
+        if demand_by is None:
+            demand_by, self._demand_of = {}, {}
+            for other in self._queue:
+                if other.ready and other.id not in self._started:
+                    core = other.priority == "core"
+                    names = frozenset(
+                        c.name for c in self._fitting_here(other.needs, other.gpus, core)
+                    )
+                    rank = rank_of(other.priority, others) if respect else 0
+                    demand_by.setdefault(names, [0] * (others + 1))[rank] += other.gpus
+                    self._demand_of[other.id] = (names, rank)
+            self._demand = demand_by
+        mine = rank_of(job.priority, others) if respect else 0
+        key = (costlier, cheapest, mine)
+        demand = self._demand_for.get(key)
+        if demand is None:
+            # `job` itself is in none of these: it can use `cheapest`.
+            demand = self._demand_for[key] = sum(
+                sum(by_rank[: mine + 1])
+                for names, by_rank in demand_by.items()
+                if costlier in names and cheapest not in names
+            )
+        if not demand:
+            return False
+        return self.capacity.pools[costlier].free_count - job.gpus < demand
 
     def _start_shared(self, job: Pending, types: list[str]) -> Start | None:
         """A job that accepts a shared card: beside others on the best card that takes it,
@@ -666,18 +751,29 @@ class _Admission:
             if closing
             else self._sharing_hosts
         )
-        joining, _ = best_card(
-            cards,
-            job,
-            types=types,
-            sharing_hosts=sharing_hosts,
-            free_cards=self._free_per_host(),
-            knobs=self.knobs,
-            one_account_hosts=self._one_account,
-            reserved=self.capacity.reserved_cards(types, job.run_seconds),
+        kind = (
+            id(types),
+            job.needs.min_memory_gib,
+            job.fingerprint,
+            job.account,
+            job.avoid,
+            job.apart_from,
         )
-        if joining is not None:
-            return self._join(job, joining)
+        refused = self._no_card_to_join.get(kind)
+        if refused is None or job.run_seconds < refused:
+            joining, _ = best_card(
+                cards,
+                job,
+                types=types,
+                sharing_hosts=sharing_hosts,
+                free_cards=self._free_per_host(),
+                knobs=self.knobs,
+                one_account_hosts=self._one_account,
+                reserved=self.capacity.reserved_cards(types, job.run_seconds),
+            )
+            if joining is not None:
+                return self._join(job, joining)
+            self._no_card_to_join[kind] = min(job.run_seconds, refused or math.inf)
         avoid = job.avoid | {name for name, ok in self._sharing_hosts.items() if not ok}
         for gpu_type in types:
             placement = self.capacity.place_now(
@@ -685,6 +781,11 @@ class _Admission:
             )
             self._note_booking(job)
             if placement is None:
+                continue
+            if gpu_type != types[0] and not self._may_take_costlier(job, gpu_type, types[0]):
+                # A costlier card is opened for sharing as one is taken whole (_cheapest):
+                # else the share jobs that may use any card settle on the scarce costly
+                # hosts the moment the cheap cards are full, and keep them in pieces.
                 continue
             gpu = self._gpu(placement.gpu_ids[0])
             need = job.needs.min_memory_gib or 0.0
@@ -700,6 +801,7 @@ class _Admission:
             start = self._admit(job, placement, reason)
             milli = share_milli(need, gpu.memory_gib)
             cards[gpu.id] = SharedCard(gpu, [Tenant(job.id, need, job.fingerprint, job.account)])
+            self._no_card_to_join.clear()  # a card to join that was not there before
             return replace(start, share_milli=milli)
         return None
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scheduler.policy.plan import WaitCode
 from scheduler.policy.quota import QuotaState
 from scheduler.policy.scheduler import schedule
-from scheduler.policy.snapshot import HOUR, Backfill, Knobs, Pending, WithinClass
+from scheduler.policy.snapshot import HOUR, Backfill, Host, Knobs, Pending, WithinClass
 
 
 def started(plan) -> list[int]:  # type: ignore[no-untyped-def]
@@ -61,6 +61,31 @@ def test_a_costlier_card_only_after_the_wait_or_when_no_cheaper_frees_soon() -> 
     assert [s.gpu_type for s in schedule(snapshot([small, big], [job(1)], [late])).starts] == [
         "A100-80GB"
     ]
+
+
+def test_a_costlier_card_is_left_to_the_jobs_that_can_use_nothing_else() -> None:
+    """A job that may take any card and has waited its hour for a T4 does not take the one
+    free A100 an A100-only job of its class waits for: it waits for the T4 (15 min), the
+    A100-only job starts. With a second A100 free, or only an idle job wanting it, it
+    takes the A100 as before."""
+    small = host("small", "T4-16GB", 1)
+    soon = running(9, small, 1, ends_in_h=0.25)
+    any_card = job(1, hours=4, waited_h=2)
+
+    def plan(big: Host, *pending: Pending):  # type: ignore[no-untyped-def]
+        return schedule(snapshot([small, big], [any_card, *pending], [soon]), explain=True)
+
+    one = host("big", "A100-80GB", 1)
+    needs_it = job(2, hours=4, waited_h=1, types=("A100-80GB",))
+    left = plan(one, needs_it)
+    assert [(s.job_id, s.gpu_type) for s in left.starts] == [(2, "A100-80GB")]
+    assert left.waits[1].code is WaitCode.WAITING_FOR_CHEAPER_TYPE
+    assert left.waits[1].costlier == "A100-80GB" and left.waits[1].free_at == NOW + HOUR / 4
+    two = host("big2", "A100-80GB", 2)
+    assert sorted(started(plan(two, needs_it))) == [1, 2]  # enough for both
+    idle = replace(needs_it, priority="idle")
+    assert started(plan(one, idle)) == [1]  # a lower class does not hold it back
+    assert started(plan(one)) == [1]
 
 
 def test_the_wait_for_a_cheaper_card_is_a_share_of_the_jobs_own_run() -> None:
@@ -390,6 +415,34 @@ def test_a_jobs_own_types_never_shorten_its_time_scale() -> None:
     assert 3 not in scales.by_job and 4 not in scales.by_job  # 0.5 h < 11.06 h
     one_type = time_scales(knobs, pending, 9, [(a100, [0.0] * 9)])
     assert not one_type.by_job
+
+
+def test_a_job_that_shares_a_card_is_work_of_its_part_of_the_card() -> None:
+    """Where hosts share cards, ten evaluations that each take a quarter of a card are the
+    queue of two and a half whole-card jobs, not of ten: the backstop (and the reservations
+    it brings the jobs behind them) is not put off four times as long. Where no host shares,
+    they take whole cards and count whole."""
+    from scheduler.policy.scheduler import queue_order
+
+    knobs = Knobs()
+
+    def pending() -> list[Pending]:
+        evals = [replace(job(i, hours=2, mem=18), share=True) for i in range(1, 11)]
+        return [
+            *evals,
+            job(11, hours=2, mem=18),
+            replace(job(12, hours=2, mem=18, priority="core"), share=True),
+        ]
+
+    whole = replace(host("h1", "A100-80GB", 2), sharing="")
+    shared = replace(whole, sharing="mps")
+    # normal class: the core job (whole, 2 h) and, for the rest, (18 + 2 reserve) / 80 GiB
+    part = (18 + knobs.share_reserve_gib) / 80
+    deep = {False: (2 + 11 * 2) / 2, True: (2 + 2 + 10 * 2 * part) / 2}
+    for host_, sharing in ((whole, False), (shared, True)):
+        _, scales = queue_order(snapshot([host_], pending(), knobs=knobs))
+        assert scales.of(1).starve_after_s == pytest.approx(1.5 * deep[sharing] * HOUR)
+        assert scales.of(0).starve_after_s == pytest.approx(1.5 * 2 / 2 * HOUR)  # core: whole
 
 
 def _date():  # type: ignore[no-untyped-def]

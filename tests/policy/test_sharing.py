@@ -371,3 +371,21 @@ def test_with_mps_only_jobs_of_one_account_share_a_card() -> None:
     # Advisory caps keep no server per account: any two accounts may share there.
     advisory = replace(shared, sharing="advisory")
     assert len(schedule(snapshot([advisory], [bob], [there])).starts) == 1
+
+
+def test_a_costlier_card_is_opened_for_sharing_as_one_is_taken_whole() -> None:
+    """With the cheap cards full, a share job that may use any card waits for a cheap one
+    as a whole-card job would (its T4 frees in 15 min), rather than open the free A100 for
+    sharing and settle the share jobs after it on the costly host; once it has waited its
+    hour, it opens the A100."""
+    t4 = Host("t", (Gpu(1, "t", "T4-16GB", 16.0),), sharing="mps")
+    a100 = _host("a", 1, first_id=2)
+    busy = Running(9, "normal", "vision", (1,), "T4-16GB", NOW - HOUR, NOW + HOUR / 4)
+    cluster = [replace(t4, gpus=(replace(t4.gpus[0], job_id=9),)), a100]
+    fresh = _share(1, 6, fingerprint=LIGHT, hours=4)
+    plan = schedule(snapshot(cluster, [fresh], [busy]), explain=True)
+    assert plan.starts == ()
+    assert plan.waits[1].gpu_type == "T4-16GB" and plan.waits[1].costlier == "A100-80GB"
+    waited = replace(fresh, submitted_at=NOW - 2 * HOUR)
+    opened = schedule(snapshot(cluster, [waited], [busy])).starts
+    assert [(s.gpu_type, s.share_milli is not None) for s in opened] == [("A100-80GB", True)]
