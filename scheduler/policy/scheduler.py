@@ -312,6 +312,8 @@ class _Admission:
         self._demand: dict[frozenset[str], list[int]] | None = None
         self._demand_of: dict[int, tuple[frozenset[str], int]] = {}
         self._demand_for: dict[tuple[str, str, int], int] = {}  # (costlier, cheapest, rank)
+        self._name_sets: dict[int, frozenset[str]] = {}  # as _names, as sets
+        self._declined = False  # the last job tried passed over cards others need more
         # Share jobs of one kind that found no shared card to join in this pass, with the
         # shortest run refused: one as alike that runs as long finds none either (joins only
         # fill cards, places kept and hosts closing for maintenance only refuse more, and
@@ -424,7 +426,11 @@ class _Admission:
                 # (the hosts it may use are not the pool's); a note says who refused it.
                 self.notes.setdefault(job.id, _held(job))
                 continue
-            if failed is not None and shape is not None and not placeable:
+            # A job that passed over costlier cards only because others need them more is
+            # as blocked for the jobs of its shape after it (a later one of its class or a
+            # lower one, as big or bigger, is refused them too), though its place is kept on
+            # its cheapest type.
+            if failed is not None and shape is not None and (not placeable or self._declined):
                 # Keep only the failures no other one covers: a handful of shapes at most.
                 kept = [
                     (g, r)
@@ -602,6 +608,7 @@ class _Admission:
         job waiting for a cheaper type had one)."""
         types = self.types[job.id]
         core = job.priority == "core"
+        self._declined = False
         if job.shares and self._sharing:
             shared = self._start_shared(job, types)
             if shared is not None:
@@ -683,6 +690,7 @@ class _Admission:
         if passed_over is not None:
             # Every costlier type free to it is needed by jobs that cannot use its cheapest:
             # it waits for that (a place is kept for it there once it starves).
+            self._declined = True
             cheap_at, _ = capacity.earliest_start(cheapest, job.gpus, run_seconds=job.run_seconds)
             self.notes[job.id] = Note(
                 WaitCode.WAITING_FOR_CHEAPER_TYPE,
@@ -719,9 +727,10 @@ class _Admission:
             for other in self._queue:
                 if other.ready and other.id not in self._started:
                     core = other.priority == "core"
-                    names = frozenset(
-                        c.name for c in self._fitting_here(other.needs, other.gpus, core)
-                    )
+                    fitting = self._fitting_here(other.needs, other.gpus, core)
+                    names = self._name_sets.get(id(fitting))  # one per kind of job, as _names
+                    if names is None:
+                        names = self._name_sets[id(fitting)] = frozenset(c.name for c in fitting)
                     rank = rank_of(other.priority, others) if respect else 0
                     demand_by.setdefault(names, [0] * (others + 1))[rank] += other.gpus
                     self._demand_of[other.id] = (names, rank)
