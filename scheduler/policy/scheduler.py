@@ -426,11 +426,13 @@ class _Admission:
                 # (the hosts it may use are not the pool's); a note says who refused it.
                 self.notes.setdefault(job.id, _held(job))
                 continue
-            # A job that passed over costlier cards only because others need them more is
-            # as blocked for the jobs of its shape after it (a later one of its class or a
-            # lower one, as big or bigger, is refused them too), though its place is kept on
-            # its cheapest type.
-            if failed is not None and shape is not None and (not placeable or self._declined):
+            # A whole-card job that passed over costlier cards only because others need them
+            # more is as blocked for the jobs of its shape after it (a later one of its class
+            # or a lower one, as big or bigger, is refused them too), though its place is kept
+            # on its cheapest type. Not a share job: one needing less memory may still join a
+            # shared card it could not.
+            declined = self._declined and not job.shares
+            if failed is not None and shape is not None and (not placeable or declined):
                 # Keep only the failures no other one covers: a handful of shapes at most.
                 kept = [
                     (g, r)
