@@ -389,3 +389,20 @@ def test_a_costlier_card_is_opened_for_sharing_as_one_is_taken_whole() -> None:
     waited = replace(fresh, submitted_at=NOW - 2 * HOUR)
     opened = schedule(snapshot(cluster, [waited], [busy])).starts
     assert [(s.gpu_type, s.share_milli is not None) for s in opened] == [("A100-80GB", True)]
+
+
+def test_share_jobs_alike_join_the_card_the_first_of_them_opened() -> None:
+    """A pass remembers the kinds of share job that found no card to join, until a shared card
+    is opened: the second of two alike joins the card the first opened, and a smaller one
+    still joins a card a bigger one of its kind could not."""
+    alike = schedule(
+        snapshot(
+            [_host("g1", 2)], [_share(1, 20, fingerprint=LIGHT), _share(2, 20, fingerprint=LIGHT)]
+        )
+    )
+    assert len({s.gpu_ids for s in alike.starts}) == 1 and len(alike.starts) == 2
+    host = _host("g1", 1)
+    there = _tenant(101, host.gpus[0], 50, LIGHT)
+    big, small = _share(1, 40, fingerprint=LIGHT), _share(2, 20, fingerprint=LIGHT)
+    plan = schedule(snapshot([_shared(host, 0, (there,))], [big, small], [there]))
+    assert [s.job_id for s in plan.starts] == [2]
