@@ -343,7 +343,7 @@ class _Admission:
         # so it is passed over without a look at every host: long queues behind a blocked job
         # stay cheap. Only failures on every type count (a job waiting for a cheaper type had
         # a place). Not when reasons are asked for (each job's own reason is worked out).
-        failed: dict[tuple[int, bool, bool, str], list[tuple[int, float]]] | None = (
+        failed: dict[tuple[object, ...], list[tuple[int, float]]] | None = (
             None if self.explain else {}
         )
         notes, types = self.notes, self.types
@@ -397,9 +397,16 @@ class _Admission:
             # Core jobs and starving ones each keep a place (see _reserve).
             conservative = starving or (core and self._core_first)
             if failed is not None and not conservative and not job.holds:
-                # A job that shares may join a shared card where a whole-card job fits nowhere.
-                # Cards booked for a team refuse other teams only: the team is part of it.
-                shape = (id(types[job.id]), core, job.shares, job.team if shape_team else "")
+                # A job that shares may join a shared card where a whole-card job fits nowhere,
+                # and whether it may join one depends on its memory, its fingerprint, its
+                # account and the jobs it is kept apart from: they are part of it. Cards
+                # booked for a team refuse other teams only: the team is part of it.
+                share = (
+                    (job.needs.min_memory_gib, job.fingerprint, job.account, job.apart_from)
+                    if job.shares
+                    else None
+                )
+                shape = (id(types[job.id]), core, share, job.team if shape_team else "")
                 tried = failed.get(shape)
                 if tried:
                     gpus, run = job.gpus, job.run_seconds

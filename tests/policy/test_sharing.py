@@ -406,3 +406,13 @@ def test_share_jobs_alike_join_the_card_the_first_of_them_opened() -> None:
     big, small = _share(1, 40, fingerprint=LIGHT), _share(2, 20, fingerprint=LIGHT)
     plan = schedule(snapshot([_shared(host, 0, (there,))], [big, small], [there]))
     assert [s.job_id for s in plan.starts] == [2]
+
+
+def test_a_share_job_refused_a_card_does_not_hold_back_a_lighter_one_of_its_needs() -> None:
+    """A job that presses memory bandwidth may not join a card where another does, and has no
+    card of its own: a light job asking the same memory, behind it, still joins."""
+    host = _host("g1", 1)
+    there = _tenant(101, host.gpus[0], 20, HEAVY)
+    heavy, light_one = _share(1, 20, fingerprint=HEAVY), _share(2, 20, fingerprint=LIGHT)
+    plan = schedule(snapshot([_shared(host, 0, (there,))], [heavy, light_one], [there]))
+    assert [s.job_id for s in plan.starts] == [2]
