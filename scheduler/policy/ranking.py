@@ -195,9 +195,11 @@ class _Kinds:
         key = id(needs)
         part = self._parts.get(key)
         if part is None:
-            sizes = [card.memory_gib for card, _ in self._cards if needs.admits(card)]
+            smallest = min(
+                (card.memory_gib for card, _ in self._cards if needs.admits(card)), default=0.0
+            )
             wanted = (needs.min_memory_gib or 0.0) + self._reserve
-            part = min(1.0, wanted / min(sizes)) if sizes and min(sizes) > 0 else 1.0
+            part = min(1.0, wanted / smallest) if smallest > 0 else 1.0
             self._parts[key] = part
         return part
 

@@ -651,7 +651,7 @@ class _Admission:
     def _cheapest(
         self, job: Pending, types: list[str], core: bool
     ) -> tuple[Placement | None, Reason | None]:
-        capacity, now = self.capacity, self.snapshot.now
+        capacity = self.capacity
         cheapest = types[0]
         avoid = job.avoid
         placement = capacity.place_now(
@@ -678,53 +678,53 @@ class _Admission:
             if self._needed_more(job, costlier, cheapest):
                 passed_over = passed_over or costlier
                 continue
-            limit = costlier_after(self.knobs, job.run_seconds)
-            if avoid:  # the cheaper type's GPUs it waits for may be on a host that refused it
-                return placement, Reason(ReasonCode.MATCH_CHEAPER_REFUSED)
-            if now - job.submitted_at >= limit:
-                return placement, because(ReasonCode.MATCH_WAITED_FOR_CHEAPER, minutes=limit / 60)
-            cheap_at, _ = capacity.earliest_start(cheapest, job.gpus, run_seconds=job.run_seconds)
-            if cheap_at > now + limit:
-                said = because(
-                    ReasonCode.MATCH_CHEAPER_NOT_SOON, gpu_type=cheapest, minutes=limit / 60
-                )
-                return placement, said
-            self.notes[job.id] = Note(
-                WaitCode.WAITING_FOR_CHEAPER_TYPE,
-                gpu_type=cheapest,
-                eta=cheap_at,
-                costlier=costlier,
-            )
-            return None, _FOR_A_CHEAPER_TYPE
+            reason, cheap_at = self._costlier_allowed(job, cheapest)
+            if reason is not None:
+                return placement, reason
+            return self._waits_for_cheaper(job, cheapest, costlier, cheap_at)
         if passed_over is not None:
             # Every costlier type free to it is needed by jobs that cannot use its cheapest:
             # it waits for that (a place is kept for it there once it starves).
             self._declined = True
             cheap_at, _ = capacity.earliest_start(cheapest, job.gpus, run_seconds=job.run_seconds)
-            self.notes[job.id] = Note(
-                WaitCode.WAITING_FOR_CHEAPER_TYPE,
-                gpu_type=cheapest,
-                eta=cheap_at,
-                costlier=passed_over,
-            )
-            return None, _FOR_A_CHEAPER_TYPE
+            return self._waits_for_cheaper(job, cheapest, passed_over, cheap_at)
         return None, None
+
+    def _costlier_allowed(self, job: Pending, cheapest: str) -> tuple[Reason | None, float]:
+        """Why `job` may take a costlier type than its `cheapest` now, or None and when its
+        cheapest type should free up (0 when not asked): the rules of the wait for a cheaper
+        card, whatever others need."""
+        now, limit = self.snapshot.now, costlier_after(self.knobs, job.run_seconds)
+        if job.avoid:  # the cheaper type's GPUs it waits for may be on a host that refused it
+            return Reason(ReasonCode.MATCH_CHEAPER_REFUSED), 0.0
+        if now - job.submitted_at >= limit:
+            return because(ReasonCode.MATCH_WAITED_FOR_CHEAPER, minutes=limit / 60), 0.0
+        cheap_at, _ = self.capacity.earliest_start(cheapest, job.gpus, run_seconds=job.run_seconds)
+        if cheap_at > now + limit:
+            said = because(ReasonCode.MATCH_CHEAPER_NOT_SOON, gpu_type=cheapest, minutes=limit / 60)
+            return said, cheap_at
+        return None, cheap_at
+
+    def _waits_for_cheaper(
+        self, job: Pending, cheapest: str, costlier: str, cheap_at: float
+    ) -> tuple[None, Reason]:
+        """`job` waits for its cheapest type (due at `cheap_at`) rather than take `costlier`."""
+        self.notes[job.id] = Note(
+            WaitCode.WAITING_FOR_CHEAPER_TYPE, gpu_type=cheapest, eta=cheap_at, costlier=costlier
+        )
+        return None, _FOR_A_CHEAPER_TYPE
 
     def _may_take_costlier(self, job: Pending, costlier: str, cheapest: str) -> bool:
         """Whether `job` may take a free GPU of `costlier` now rather than wait for one of
         its `cheapest` type, by _cheapest's rules (without its notes)."""
         if self._needed_more(job, costlier, cheapest):
             return False
-        now, limit = self.snapshot.now, costlier_after(self.knobs, job.run_seconds)
-        if job.avoid or now - job.submitted_at >= limit:
-            return True
-        cheap_at, _ = self.capacity.earliest_start(cheapest, job.gpus, run_seconds=job.run_seconds)
-        return cheap_at > now + limit
+        return self._costlier_allowed(job, cheapest)[0] is not None
 
     def _needed_more(self, job: Pending, costlier: str, cheapest: str) -> bool:
         """Whether the free GPUs of `costlier` that `job` would take are needed by waiting
         jobs of its class or a higher one that cannot use `cheapest`: it could wait for its
-        cheaper type, they have nothing else (among the types the cluster has enough of).
+        cheaper type, which they cannot use (among the types the cluster has enough of).
         Otherwise a job that may use any type, once it has waited for its cheaper one long
         enough, takes the one scarce type others can run on alone, and they wait its whole
         run: on openb's typed nodes an 8-card job that could run on V100s took the G3 host
