@@ -27,6 +27,10 @@ Goals (issue 31), per configuration, sharing against whole cards:
 3. no class's mean wait worse: shared (the pods asking for part of a card), one card, more
    than one card (the 8-card jobs among them), core.
 
+The table's "multi part" is what the jobs of more than one card add to the mean wait: the mean
+there would be were every other job to wait nothing. Sharing seats none of them (they hold
+whole cards), so it bounds what sharing can do to the mean unless their own waits fall too.
+
 Usage (from the repository root):
     .venv/bin/python bench/sharing.py [--configs openb-48,openb-200x-tenth] [--limit N]
         [--share-reserve-gib G] [--share-max-jobs N] [--share-max-slowdown S] [--workers N]
@@ -118,6 +122,7 @@ def _figures(summary: dict[str, Any]) -> dict[str, Any]:
         "gpu_hours_held": summary["gpu_hours_held"],
         "wait_mean_s": summary["wait_s"]["mean"],
         "waits": summary["waits"],
+        "multi_card_part_s": _part_of_mean(summary, "multi_card"),
         "class_jobs": summary["class_jobs"],
         "slowdown_mean": slow["mean"],
         "slowdown_p95": slow["p95"],
@@ -132,6 +137,14 @@ def _figures(summary: dict[str, Any]) -> dict[str, Any]:
         "pass_mean_ms": round(summary["scheduling"]["mean_s"] * 1000, 3),
         "wall_s": summary["bench_wall_s"],
     }
+
+
+def _part_of_mean(summary: dict[str, Any], kind: str) -> float | None:
+    """What one class's waits add to the mean wait of all jobs: its mean × its share of them."""
+    mean, count = summary["waits"].get(kind), summary["class_jobs"].get(kind)
+    if mean is None or not count or not summary["jobs"]:
+        return None
+    return round(mean * count / summary["jobs"], 1)
 
 
 def _num(value: Any, digits: int = 0) -> str:
@@ -151,10 +164,15 @@ def _change(new: float | None, old: float | None) -> str:
 def _table(rows: dict[str, dict[str, dict[str, Any]]]) -> str:
     head = (
         f"{'config':<18}{'sharing':<8}{'jobs':>7}{'GPU-h held':>12}{'Δ':>8}{'mean wait':>11}"
-        f"{'Δ':>8}{'shared':>9}{'one card':>10}{'multi':>10}{'core':>8}{'slow mean':>11}"
+        f"{'Δ':>8}{'shared':>9}{'one card':>10}{'multi':>10}{'core':>8}{'multi part':>12}"
+        f"{'slow mean':>11}"
         f"{'p95':>7}{'beside':>8}{'wall s':>8}"
     )
-    lines = ["waits in seconds (mean, from when a job could run)", head]
+    lines = [
+        "waits in seconds (mean, from when a job could run); multi part: what the jobs of more"
+        " than one card add to the mean wait (were every other job to wait nothing)",
+        head,
+    ]
     for config, modes in rows.items():
         base = modes.get("none") or {}
         for mode, f in modes.items():
@@ -165,7 +183,8 @@ def _table(rows: dict[str, dict[str, dict[str, Any]]]) -> str:
                 f"{_num(f['wait_mean_s']):>11}"
                 f"{_change(f['wait_mean_s'], base.get('wait_mean_s')):>8}"
                 f"{_num(w['shared']):>9}{_num(w['one_card']):>10}{_num(w['multi_card']):>10}"
-                f"{_num(w['core']):>8}{_pct(f['slowdown_mean']):>11}{_pct(f['slowdown_p95']):>7}"
+                f"{_num(w['core']):>8}{_num(f['multi_card_part_s']):>12}"
+                f"{_pct(f['slowdown_mean']):>11}{_pct(f['slowdown_p95']):>7}"
                 f"{f['with_neighbour']:>8,}{f['wall_s']:>8.1f}"
             )
     return "\n".join(lines)

@@ -61,6 +61,14 @@ def explain_waits(
     """A Wait for every pending job not started in this pass."""
     started = {start.job_id for start in starts}
     shadow = _Shadow(capacity)
+    # A job with a place kept starts there when its cards free up, whoever is ahead of it:
+    # its ETA is that place's start. The shadow counts a type's cards, not the hosts they
+    # are on, so it would say "now" to a job of one host while the free cards lie spread.
+    kept = {
+        r.job_id: (r.start, r.gpu_type)
+        for pool in capacity.pools.values()
+        for r in pool.reservations
+    }
     # Core work may stop idle and preemptible work (scheduler.py's preemption step): its own
     # shadow frees those GPUs when they may be stopped, so its ETA counts on that.
     stoppable = _stoppable_at(snapshot)
@@ -87,6 +95,9 @@ def explain_waits(
             sooner_type, sooner = core_shadow.place(job, types.get(job.id, []))
             if sooner < eta:
                 gpu_type, eta = sooner_type, sooner
+        place = kept.get(job.id)
+        if place is not None:
+            eta, gpu_type = place
         rank = CLASS_RANK.get(job.priority, 2)
         counts = ahead[gpu_type] if gpu_type else [0, 0, 0]
         higher = sum(counts[:rank]) if snapshot.knobs.respect_classes else 0

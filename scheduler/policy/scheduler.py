@@ -273,6 +273,7 @@ class _Admission:
         # The backstops of the jobs measured on their own types (TimeScales.by_job).
         self.own_limits = {job: scale.starve_after_s for job, scale in self._scales.by_job.items()}
         self._core_first = snapshot.knobs.core_reservations
+        self._spread_places = snapshot.knobs.spread_reservations
         self._host_rank: dict[str, int] | None = None
         self.snapshot = snapshot
         self.knobs = snapshot.knobs
@@ -394,8 +395,11 @@ class _Admission:
             else:
                 limit = starve_limits[class_rank(job.priority, others) if respect else 0]
             starving = limit is not None and now - job.submitted_at >= limit  # self.starving
-            # Core jobs and starving ones each keep a place (see _reserve).
-            conservative = starving or (core and self._core_first)
+            # Core jobs, starving ones and those the free cards are too spread for each keep
+            # a place (see _reserve).
+            conservative = (
+                starving or (core and self._core_first) or self._cards_spread(job, types[job.id])
+            )
             if failed is not None and not conservative and not job.holds:
                 # A job that shares may join a shared card where a whole-card job fits nowhere,
                 # and whether it may join one depends on its memory, its fingerprint, its
@@ -461,6 +465,18 @@ class _Admission:
                 # costlier one it declined (which would sit idle for it meanwhile).
                 self._reserve(job, conservative, cheapest_only=placeable)
         return starts
+
+    def _cards_spread(self, job: Pending, types: list[str]) -> bool:
+        """Whether what keeps the job waiting is where the free cards are, not how many: it
+        fits on one host and its cheapest type has as many free as it needs, but not on one
+        host (or some are kept for others). Such a job keeps a place as a starving one does.
+        Otherwise, with cards freeing one at a time on many hosts, each goes to the next job
+        that fits it while only the first blocked job's host is kept: on Philly, jobs of one
+        whole host waited for days beside a fifth of the cluster's cards idle in pieces."""
+        if job.gpus < 2 or not self._spread_places:
+            return False
+        pool = self.capacity.pools.get(types[0])
+        return pool is not None and job.gpus <= min(pool.max_host_size, pool.free_count)
 
     def starving(self, job: Pending) -> bool:
         """Whether the job has waited past its class's backstop."""

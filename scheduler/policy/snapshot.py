@@ -81,6 +81,11 @@ class Knobs:
     # first blocked job EASY keeps one for. The simulator's baselines (EASY, Slurm) keep only
     # EASY's.
     core_reservations: bool = True
+    # A job that fits on one host and finds as many cards of its type free as it needs, but
+    # not on one host (spread over hosts, or kept for others), keeps its place too: hosts
+    # then drain for it side by side, instead of one card at a time going to whatever came
+    # next while only the first blocked job's host is kept. The baselines keep EASY's only.
+    spread_reservations: bool = True
     within_class: WithinClass = WithinClass.SHORTEST_FIRST
     multifactor: Multifactor = Multifactor()  # with WithinClass.MULTIFACTOR
     # Aging and the backstop are scale-free (ranking.py): in units of the queue's drain time,

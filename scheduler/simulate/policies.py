@@ -47,6 +47,7 @@ _FIFO = Knobs(
     idle_preemption=False,
     preemptible_preemption=False,  # the baselines never preempt
     core_reservations=False,  # EASY keeps one place a pool, whatever the class
+    spread_reservations=False,
     headroom=NO_HEADROOM,
     type_choice=TypeChoice.FIRST_FIT,
 )

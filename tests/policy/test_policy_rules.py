@@ -186,6 +186,37 @@ def test_every_waiting_core_job_keeps_its_place_not_only_the_first() -> None:
     assert [r.job_id for r in plan.reservations] == [1]
 
 
+def test_a_job_the_free_cards_are_too_spread_for_keeps_its_place() -> None:
+    # Four cards are free, two on each host: enough for a job of four, but not on one host.
+    # Job 1 keeps EASY's place on host a (whole in 1 h). Job 2 is blocked only by where the
+    # free cards are, so it keeps a place on host b (whole in 2 h) as well: a long idle job
+    # that would hold b for ten hours waits, where before it took b's free cards and job 2
+    # waited for it. Without free cards enough, a job keeps no place of its own.
+    a, b = host("a", "A100-80GB", 4), host("b", "A100-80GB", 4)
+    on_a, on_b = running(8, a, 2, ends_in_h=1), running(9, b, 2, ends_in_h=2)
+    whole = [job(1, gpus=4, hours=16), job(2, gpus=4, hours=16)]
+    long = job(3, hours=10, priority="idle")
+    plan = schedule(snapshot([a, b], [*whole, long], [on_a, on_b]), explain=True)
+    assert started(plan) == []
+    assert sorted((r.job_id, r.start) for r in plan.reservations) == [
+        (1, NOW + HOUR),
+        (2, NOW + 2 * HOUR),
+    ]
+    assert (plan.waits[1].eta, plan.waits[2].eta) == (NOW + HOUR, NOW + 2 * HOUR)
+    short = job(4, hours=1.5, priority="idle")  # ends before job 2 can start on b
+    plan = schedule(snapshot([a, b], [*whole, short], [on_a, on_b]))
+    assert started(plan) == [4]
+    # The baselines keep EASY's one place: the long job takes b's cards.
+    easy = Knobs(core_reservations=False, spread_reservations=False)
+    plan = schedule(snapshot([a, b], [*whole, long], [on_a, on_b], knobs=easy))
+    assert started(plan) == [3]
+    # Three cards free for a job of four: it waits for cards, not for where they are.
+    fuller = running(9, b, 3, ends_in_h=2)
+    plan = schedule(snapshot([a, b], [*whole, long], [on_a, fuller]))
+    assert [r.job_id for r in plan.reservations] == [1]
+    assert started(plan) == [3]
+
+
 def test_without_backfill_nobody_passes_a_blocked_job() -> None:
     h = host("h1", "A100-80GB", 4)
     busy = running(9, h, 2, ends_in_h=2)

@@ -273,9 +273,12 @@ def test_a_job_starts_when_its_data_becomes_ready_with_nothing_else_happening(
 def test_the_baselines_keep_one_place_a_pool_and_paika_one_per_waiting_core_job() -> None:
     # EASY and Slurm's backfill are what they are: the first blocked job's place only,
     # whatever its class (core work first is paika's own rule, tests/policy).
+    # Nor do they keep places for jobs the free cards are too spread for.
     assert policy_setup("paika").knobs.core_reservations
+    assert policy_setup("paika").knobs.spread_reservations
     for baseline in ("fifo", "easy", "slurm", "sjf"):
         assert not policy_setup(baseline).knobs.core_reservations
+        assert not policy_setup(baseline).knobs.spread_reservations
 
 
 def test_a_replay_with_preemptible_jobs_decides_as_the_whole_pass_would() -> None:
