@@ -10,7 +10,7 @@ mean and EASY's longest), core and normal jobs' mean waits and the replay's CPU 
 the settings on the frontier (no other setting is better on both; the baselines are points
 beside it), and names the lowest mean
 within a longest wait of `--bound` × EASY's (1.5): the point a default should sit at, and how
-far the current default (0.25 / 1.5) is from it. `--png FILE` draws the points, the
+far the current default (0.25 / 6) is from it. `--png FILE` draws the points, the
 frontier and the baselines. `--preemptible 0.1,0.3,0.6` adds the default replayed with that
 share of the jobs checkpointing and resuming (policy_quality's checkpoint every 30 min and
 5 min restart; labels `pre 10%` …): how far opt-in preemption moves the frontier itself.
@@ -40,6 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from scheduler.policy.snapshot import Knobs
 from scheduler.simulate.draw import DrawConfig
 from scheduler.simulate.frontier import Point, across, best_within, frontier
 from scheduler.simulate.policies import PolicySetup, policy_setup
@@ -48,7 +49,8 @@ from scheduler.simulate.run import simulate
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import policy_quality  # noqa: E402  (the configurations and draws it defines, shared here)
 
-DEFAULT = (0.25, 1.5)  # Knobs' aging_drains / starve_after_drains
+# The policy's own aging_drains / starve_after_drains.
+DEFAULT = (Knobs().aging_drains or 0.0, Knobs().starve_after_drains or 0.0)
 BASELINES = ("fifo", "easy", "slurm", "sjf", "sjf-est")
 
 

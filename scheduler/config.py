@@ -116,7 +116,7 @@ class Ordering(_Strict):
     # GPUs need to work off the jobs ready and waiting; the backstop counts each GPU from when
     # it frees (policy/ranking.py). null: the absolute aging_hours / no drain-time backstop.
     aging_drains: float | None = Field(default=0.25, gt=0)
-    starve_after_drains: float | None = Field(default=1.5, gt=0)
+    starve_after_drains: float | None = Field(default=6, gt=0)
     aging_hours: float = Field(default=24, gt=0, description="wait after which aging doubles")
     # None (the default): aging never stops, so every wait is bounded (see policy/ranking.py).
     max_aging_factor: float | None = Field(default=None, ge=1)

@@ -96,7 +96,7 @@ class Knobs:
     # GPU counted from when it frees) is starving: ordered by submit time ahead of the rest
     # of its class, given a reservation of its own, and preemptible work yields to it.
     aging_drains: float | None = 0.25
-    starve_after_drains: float | None = 1.5
+    starve_after_drains: float | None = 6.0
     # Absolute versions: `aging_hours` is used when `aging_drains` is None; the backstop is
     # whichever of `starve_after_hours` and `starve_after_drains` comes first.
     aging_hours: float = 24.0

@@ -14,6 +14,9 @@ from scheduler.policy.quota import QuotaState
 from scheduler.policy.scheduler import schedule
 from scheduler.policy.snapshot import HOUR, Backfill, Host, Knobs, Pending, WithinClass
 
+# The default backstop, in what FIFO would make a newcomer wait.
+BACKSTOP = Knobs().starve_after_drains or 0.0
+
 
 def started(plan) -> list[int]:  # type: ignore[no-untyped-def]
     return [s.job_id for s in plan.starts]
@@ -338,14 +341,14 @@ def test_shortest_first_with_bounded_aging_and_no_starvation() -> None:
 def test_scale_free_aging_and_backstop_follow_the_queues_drain_time() -> None:
     """By default the times are in drain times D: here 51 GPU-hours ready on one GPU, D = 51 h;
     aging doubles every D/4 = 12.75 h, so the 50 GPU-hour job (2 ** 5.64 times the other)
-    goes first after about 72 h; the backstop is 1.5 D = 76.5 h."""
+    goes first after about 72 h; a backstop of 1.5 D is 76.5 h."""
     hosts = [host("h1", "A100-80GB", 1)]
 
     def first(big_hours: float, small_hours: float, waited_h: float, knobs: Knobs) -> list[int]:
         pending = [job(1, hours=big_hours, waited_h=waited_h), job(2, hours=small_hours)]
         return started(schedule(snapshot(hosts, pending, knobs=knobs)))
 
-    knobs = Knobs(fair_share_weight=0.0)
+    knobs = Knobs(fair_share_weight=0.0, starve_after_drains=1.5)
     assert first(50, 1, 70, knobs) == [2]
     assert first(50, 1, 73, knobs) == [1]
     no_aging = replace(knobs, max_aging_factor=1.0)
@@ -393,7 +396,8 @@ def test_the_backstop_counts_when_the_busy_gpus_free_up() -> None:
     from scheduler.policy.scheduler import queue_order
 
     gpu = host("h1", "A100-80GB", 1)
-    knobs = Knobs(fair_share_weight=0.0, max_aging_factor=1.0)  # the backstop alone
+    # The backstop alone, at 1.5 times what FIFO would make a newcomer wait.
+    knobs = Knobs(fair_share_weight=0.0, max_aging_factor=1.0, starve_after_drains=1.5)
 
     def pending() -> list[Pending]:
         return [job(1, hours=4, waited_h=8), job(2, hours=0.5)]
@@ -439,8 +443,8 @@ def test_a_jobs_own_types_never_shorten_its_time_scale() -> None:
     ]
     scales = time_scales(knobs, pending, 9, [(t4, [0.0]), (a100, [0.0] * 8)])
     cluster = scales.of(1)  # the normal class: (90 + 9 + 0.5) / 9 GPUs = 11.06 h
-    assert cluster.starve_after_s == pytest.approx(1.5 * 99.5 / 9 * HOUR)
-    assert scales.by_job[1].starve_after_s == pytest.approx(1.5 * 90 / 8 * HOUR)
+    assert cluster.starve_after_s == pytest.approx(BACKSTOP * 99.5 / 9 * HOUR)
+    assert scales.by_job[1].starve_after_s == pytest.approx(BACKSTOP * 90 / 8 * HOUR)
     assert scales.by_job[1].aging_s == pytest.approx(0.25 * 90 / 8 * HOUR)
     assert scales.of_job(2, 1) == cluster
     assert 3 not in scales.by_job and 4 not in scales.by_job  # 0.5 h < 11.06 h
@@ -472,8 +476,8 @@ def test_a_job_that_shares_a_card_is_work_of_its_part_of_the_card() -> None:
     deep = {False: (2 + 11 * 2) / 2, True: (2 + 2 + 10 * 2 * part) / 2}
     for host_, sharing in ((whole, False), (shared, True)):
         _, scales = queue_order(snapshot([host_], pending(), knobs=knobs))
-        assert scales.of(1).starve_after_s == pytest.approx(1.5 * deep[sharing] * HOUR)
-        assert scales.of(0).starve_after_s == pytest.approx(1.5 * 2 / 2 * HOUR)  # core: whole
+        assert scales.of(1).starve_after_s == pytest.approx(BACKSTOP * deep[sharing] * HOUR)
+        assert scales.of(0).starve_after_s == pytest.approx(BACKSTOP * 2 / 2 * HOUR)  # core: whole
 
 
 def _date():  # type: ignore[no-untyped-def]

@@ -197,7 +197,7 @@ def test_ordering_by_the_breakdown_is_the_policys_order(
 
 def test_scale_free_aging_and_backstop_are_read_in_drain_times(paika: Paika) -> None:
     """By default aging doubles every quarter of the queue's drain time and the backstop is
-    1.5 drain times: the ready jobs' GPU-hours over the cluster's GPUs."""
+    `starve_after_drains` drain times: the ready jobs' GPU-hours over the cluster's GPUs."""
     from scheduler.policy.capacity import Capacity
     from scheduler.snapshots import build_snapshot
 
@@ -219,16 +219,18 @@ def test_scale_free_aging_and_backstop_are_read_in_drain_times(paika: Paika) -> 
     gpus = Capacity(snapshot).total_gpus
     assert gpus > 0
     drain_h = 301 / gpus
+    backstop = paika.policy.scheduler.ordering.starve_after_drains
+    assert backstop is not None
     result = _ask(paika, _id_of(paika, "short"))
     assert result.knobs.scale_free
     assert result.knobs.aging_hours == pytest.approx(max(0.25 * drain_h, 1 / 60))
-    assert result.knobs.starve_after_hours == pytest.approx(1.5 * drain_h)
+    assert result.knobs.starve_after_hours == pytest.approx(backstop * drain_h)
     terms = result.terms
     assert terms is not None
     assert terms.aging_log2 == pytest.approx(1.0 / result.knobs.aging_hours)
     waited = _ask(paika, _id_of(paika, "long")).terms
     assert waited is not None
-    assert waited.starving == (1.5 * drain_h <= 10)
+    assert waited.starving == (backstop * drain_h <= 10)
 
 
 def _id_of(paika: Paika, name: str) -> int:
