@@ -949,8 +949,9 @@ class _Admission:
     def _reserve(self, job: Pending, conservative: bool, *, cheapest_only: bool = False) -> None:
         """EASY: the first blocked job of a pool gets a reservation at its earliest start.
 
-        Conservatively (`conservative`): every core job, and every job waiting past its backstop,
-        gets one too (up to one per host of the pool). Core work first: work that would run
+        Conservatively (`conservative`): every core job, every job waiting past its backstop
+        and every job the free cards are too spread for gets one too (up to one per host of
+        the pool). Core work first: work that would run
         past the start of any waiting core job does not take the cards that free first for
         it, not only for the first of them. The backstop: starving jobs drain hosts side by
         side rather than one after another while short work refills the rest.
