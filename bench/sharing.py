@@ -27,6 +27,15 @@ Goals (issue 31), per configuration, sharing against whole cards:
 3. no class's mean wait worse: shared (the pods asking for part of a card), one card, more
    than one card (the 8-card jobs among them), core.
 
+`--ceiling` adds a third replay of each, `--sharing ideal`: the same share jobs by the same
+memory, but every one light (no pair refused for bandwidth or slowdown, nobody slowed) and up
+to `--ceiling-max-jobs` of them a card. No real pair shares that well: its mean wait is about
+the least sharing could give on the configuration, and a wait goal past it is out of reach of
+any pairing rule (whole-card work is placed and ordered by the same policy). It bounds the
+wait, not the GPU-hours held: those fall most where long jobs overlap, and jobs that start at
+once pair less than jobs that queue (at openb-200x-tenth the ideal replay holds more than the
+rule's).
+
 The table's "multi part" is what the jobs of more than one card add to the mean wait: the mean
 there would be were every other job to wait nothing. Sharing seats none of them (they hold
 whole cards), so it bounds what sharing can do to the mean unless their own waits fall too.
@@ -34,6 +43,7 @@ whole cards), so it bounds what sharing can do to the mean unless their own wait
 Usage (from the repository root):
     .venv/bin/python bench/sharing.py [--configs openb-48,openb-200x-tenth] [--limit N]
         [--share-reserve-gib G] [--share-max-jobs N] [--share-max-slowdown S] [--workers N]
+        [--ceiling [--ceiling-max-jobs N]]
 Prints one table and the goals, then ONE JSON line with every figure. Exit status 1 when a goal
 is missed, 2 when a trace or the profiles are not found.
 """
@@ -60,6 +70,8 @@ import policy_quality  # noqa: E402  (the configuration and draws it defines, sh
 
 OPENB_DEFAULT = policy_quality.TRACES / "alibaba-openb-2023" / "openb_pod_list_default.csv"
 MODES = ("none", "memory")
+CEILING = "ideal"  # the --ceiling replay's sharing mode
+CEILING_MAX_JOBS = 8  # jobs a card in it (the memory they declare still has to fit)
 CLASSES = ("shared", "one_card", "multi_card", "core")
 HELD_AT_MOST = 0.93  # sharing's GPU-hours held ÷ whole cards'
 WAIT_AT_MOST = 0.40  # sharing's mean wait ÷ whole cards'
@@ -82,6 +94,7 @@ class ShareKnobs:
     reserve_gib: float | None = None
     max_jobs: int | None = None
     max_slowdown: float | None = None
+    ceiling_max_jobs: int = CEILING_MAX_JOBS
 
 
 def _trace(name: str, limit: int | None) -> Trace:
@@ -101,10 +114,11 @@ def _run(name: str, mode: str, limit: int | None, knobs: ShareKnobs) -> dict[str
     setup = policy_setup("paika")
     if mode != "none":
         policy = setup.knobs
+        max_jobs = knobs.ceiling_max_jobs if mode == CEILING else knobs.max_jobs
         policy = replace(
             policy,
             share_reserve_gib=_given(knobs.reserve_gib, policy.share_reserve_gib),
-            share_max_jobs=_given(knobs.max_jobs, policy.share_max_jobs),
+            share_max_jobs=_given(max_jobs, policy.share_max_jobs),
             share_max_slowdown=_given(knobs.max_slowdown, policy.share_max_slowdown),
         )
         setup = replace(setup, knobs=policy)
@@ -219,6 +233,37 @@ def _goals(modes: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return goals
 
 
+def _ceiling(modes: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """What the ideal replay says of the goals: how far sharing could go at most."""
+    base, ideal = modes.get("none"), modes.get(CEILING)
+    if base is None or ideal is None:
+        return None
+    wait_limit = base["wait_mean_s"] * WAIT_AT_MOST
+    return {
+        "gpu_hours_held": ideal["gpu_hours_held"],
+        "held_change": round(ideal["gpu_hours_held"] / base["gpu_hours_held"] - 1, 4),
+        "wait_mean_s": ideal["wait_mean_s"],
+        "wait_change": round(ideal["wait_mean_s"] / base["wait_mean_s"] - 1, 4)
+        if base["wait_mean_s"]
+        else None,
+        "wait_goal_within_reach": ideal["wait_mean_s"] <= wait_limit,
+    }
+
+
+def _ceiling_line(ceiling: dict[str, Any]) -> str:
+    held = f"{ceiling['held_change']:+.1%}"
+    wait = "-" if ceiling["wait_change"] is None else f"{ceiling['wait_change']:+.1%}"
+    verdict = (
+        "the wait goal is within reach"
+        if ceiling["wait_goal_within_reach"]
+        else "the wait goal is out of reach of any pairing rule here"
+    )
+    return (
+        f"  CEILING every pair admitted, nobody slowed: GPU-hours held {held}, mean wait "
+        f"{wait} ({verdict})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated")
@@ -228,6 +273,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--share-max-jobs", type=int, default=None)
     parser.add_argument("--share-max-slowdown", type=float, default=None)
+    parser.add_argument(
+        "--ceiling", action="store_true", help="also replay --sharing ideal: the bound, see above"
+    )
+    parser.add_argument("--ceiling-max-jobs", type=int, default=CEILING_MAX_JOBS)
     parser.add_argument(
         "--workers", type=int, default=min(4, os.cpu_count() or 1), help="parallel replays"
     )
@@ -245,27 +294,37 @@ def main(argv: list[str] | None = None) -> int:
         if not default_profiles(path).is_file():
             print(f"sharing: Lucid's profiles not found: {default_profiles(path)}", file=sys.stderr)
             return 2
-    knobs = ShareKnobs(args.share_reserve_gib, args.share_max_jobs, args.share_max_slowdown)
+    if args.ceiling_max_jobs < 1:
+        print("sharing: --ceiling-max-jobs must be at least 1", file=sys.stderr)
+        return 2
+    knobs = ShareKnobs(
+        args.share_reserve_gib, args.share_max_jobs, args.share_max_slowdown, args.ceiling_max_jobs
+    )
+    modes = (*MODES, CEILING) if args.ceiling else MODES
     began = time.perf_counter()
     rows: dict[str, dict[str, dict[str, Any]]] = {name: {} for name in configs}
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
         futures = {
             (name, mode): pool.submit(_run, name, mode, args.limit, knobs)
             for name in configs
-            for mode in MODES
+            for mode in modes
         }
         for (name, mode), future in futures.items():
             figures = _figures(future.result())
             rows[name][mode] = figures
             print(f"… {name} {mode} {json.dumps(figures)}", file=sys.stderr, flush=True)
     print(_table(rows))
-    goals = {name: _goals(modes) for name, modes in rows.items()}
+    goals = {name: _goals(replays) for name, replays in rows.items()}
+    ceilings = {name: _ceiling(replays) for name, replays in rows.items()}
     for name, checks in goals.items():
         print()
         print(name)
         for g in checks.values():
             state = "MET   " if g["met"] else "MISSED"
             print(f"  {state} {g['goal']}: {g['value']} (limit {g['limit']})")
+        ceiling = ceilings[name]
+        if ceiling is not None:
+            print(_ceiling_line(ceiling))
     record = {
         "bench": "sharing",
         "limit": args.limit,
@@ -274,9 +333,11 @@ def main(argv: list[str] | None = None) -> int:
             "reserve_gib": knobs.reserve_gib,
             "max_jobs": knobs.max_jobs,
             "max_slowdown": knobs.max_slowdown,
+            "ceiling_max_jobs": knobs.ceiling_max_jobs if args.ceiling else None,
         },
         "rows": rows,
         "goals": goals,
+        "ceiling": {name: c for name, c in ceilings.items() if c is not None} or None,
         "all_goals_met": all(g["met"] for checks in goals.values() for g in checks.values()),
         "wall_s": round(time.perf_counter() - began, 1),
     }

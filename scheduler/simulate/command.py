@@ -56,8 +56,9 @@ def simulate_command(
     sharing: Annotated[
         str,
         typer.Option(
-            help="none (whole cards) or memory (one-GPU jobs that ask for part of a "
-            "card share cards, the hosts keep them apart with MPS)."
+            help="none (whole cards), memory (one-GPU jobs that ask for part of a "
+            "card share cards, the hosts keep them apart with MPS) or ideal (as memory, "
+            "but every such job is light: no pair refused, nobody slowed; a bound)."
         ),
     ] = "none",
     profiles: Annotated[
@@ -121,7 +122,10 @@ def simulate_command(
     single-job profiles nearest in memory; in a trace without gpu_milli (Philly) every one-GPU
     job draws a profile, whose memory it declares. Jobs on one card slow each other down by the
     policy's expected slowdown while they overlap. The JSON adds gpu_hours_held, the mean wait
-    per class (waits: shared, one_card, multi_card, core) and the slowdowns suffered.
+    per class (waits: shared, one_card, multi_card, core) and the slowdowns suffered. With
+    --sharing ideal the same jobs share by the same memory, but each is light (its SMs and
+    memory controller idle): no pair is refused for bandwidth or slowdown and nobody slows:
+    the most sharing could buy on the trace, a bound rather than a forecast.
 
     With --maintenance plan, drain or ignore every host has one window of --maintenance-hours
     a week (host i on night i mod 7 at 22:00 from the trace's first submit), known
@@ -198,7 +202,8 @@ def simulate_command(
     except PolicyViolation as exc:
         typer.echo(f"paika simulate: the policy returned an impossible plan: {exc}", err=True)
         raise typer.Exit(1) from exc
-    if summary["sharing"]["profiles_found"] is False:
+    found = summary["sharing"]
+    if found["profiles_found"] is False and (sharing == "memory" or not found["share_jobs"]):
         typer.echo(
             "paika simulate: no single-job profiles beside the trace, so no job has a "
             "fingerprint: jobs whose trace gives gpu_milli share by memory only beside jobs "

@@ -93,13 +93,14 @@ def resolve_cluster(trace: Trace, override: ClusterOverride, *, per_vc: bool) ->
     return trace
 
 
-HOST_SHARING = "mps"  # how the simulated hosts keep shared jobs apart under --sharing memory
+HOST_SHARING = "mps"  # how the simulated hosts keep shared jobs apart when they share
 
 
 @dataclass(frozen=True, slots=True)
 class Sharing:
-    """`--sharing none|memory [--profiles FILE]`: whether the simulated hosts share cards, and
-    the single-job profiles that give jobs their fingerprints (None: beside the trace)."""
+    """`--sharing none|memory|ideal [--profiles FILE]`: whether the simulated hosts share
+    cards, and the single-job profiles that give jobs their fingerprints (None: beside the
+    trace); `ideal` makes every fingerprint light (shares.py: the bound, not a forecast)."""
 
     mode: str = "none"
     profiles: Path | None = None
@@ -164,6 +165,7 @@ def simulate(
         seed=draws.seed,
         reserve_gib=setup.knobs.share_reserve_gib,
         sharing=sharing.on,
+        light=sharing.mode == "ideal",
     )
     specs = job_specs(trace.jobs, drawn, setup, draws, shares)
     host_sharing = HOST_SHARING if sharing.on else ""

@@ -14,6 +14,12 @@ policy needs to let it share (`Pending.share`, the memory it declares, and a fin
   with the policy's reserve holds whole cards;
 - jobs of more than one GPU hold whole cards.
 
+`--sharing ideal` draws the same jobs and memory, but every fingerprint is light (its SM and
+memory controller idle, `LIGHT`): the policy refuses no pair for bandwidth or slowdown, and
+no job slows another. Nothing real shares that well; it is the most sharing could buy on the
+trace by memory alone (`bench/sharing.py --ceiling`), the bound a better pairing rule or
+better isolation could approach, not a forecast.
+
 The profiles are Lucid's 66 single-job profiles (`lucid-profiles/single_job_profiles.csv`, see
 the traces' README). Without them a trace with `gpu_milli` still shares by memory, but no job
 has a fingerprint, and the policy puts an unknown job only beside jobs known to be light, so no
@@ -37,7 +43,7 @@ from scheduler.policy.colocation import Fingerprint
 from scheduler.policy.matching import CardNeeds, CardType
 from scheduler.simulate.traces import TraceJob
 
-SHARING_MODES = ("none", "memory")
+SHARING_MODES = ("none", "memory", "ideal")
 PROFILE_FILE = "single_job_profiles.csv"
 PROFILE_FOLDER = "lucid-profiles"
 # An openb job's fingerprint comes from one of the profiles this close in memory: near enough
@@ -45,6 +51,9 @@ PROFILE_FOLDER = "lucid-profiles"
 NEAREST = 3
 MIB_PER_GIB = 1024.0
 WHOLE = 1000  # thousandths of a card
+# `--sharing ideal`'s fingerprint figures: a job that keeps neither the SMs nor the memory
+# controller busy, so colocation's score is 0 beside anything and no pair is refused.
+LIGHT = (0.0, 0.0)
 
 
 class ProfileError(ValueError):
@@ -125,10 +134,12 @@ def draw_shares(
     seed: int,
     reserve_gib: float,
     sharing: bool,
+    light: bool = False,
 ) -> list[ShareDraw]:
     """One ShareDraw per job, in the order of `jobs`. With `sharing` False only the class of
     the trace's fractional jobs is kept (they hold whole cards, as the trace is replayed
-    without sharing)."""
+    without sharing). With `light` every fingerprint is LIGHT (`--sharing ideal`): the same
+    jobs share, by the same memory, and a job with gpu_milli needs no profile for it."""
     rng = random.Random(f"{seed}/profile")
     by_memory = sorted(profiles, key=lambda p: p.gmem_mib)
     traced = any(job.gpu_milli is not None for job in jobs)
@@ -149,7 +160,9 @@ def draw_shares(
             memory = job.gpu_milli / WHOLE * card_gib
             found = _nearest(by_memory, memory * MIB_PER_GIB, spread)
             fingerprint = (
-                Fingerprint(found.gpu_util, found.gmem_util, memory * MIB_PER_GIB)
+                Fingerprint(*LIGHT, memory * MIB_PER_GIB)
+                if light
+                else Fingerprint(found.gpu_util, found.gmem_util, memory * MIB_PER_GIB)
                 if found is not None
                 else None
             )
@@ -163,7 +176,8 @@ def draw_shares(
         if memory + reserve_gib > card_gib:
             result.append(WHOLE_CARDS)
             continue
-        fingerprint = Fingerprint(drawn.gpu_util, drawn.gmem_util, drawn.gmem_mib)
+        figures = LIGHT if light else (drawn.gpu_util, drawn.gmem_util)
+        fingerprint = Fingerprint(*figures, drawn.gmem_mib)
         result.append(ShareDraw(True, memory, fingerprint))
     return result
 

@@ -235,6 +235,34 @@ def test_share_draws_openb_memory_and_nearest_fingerprints() -> None:
     assert drawn[3].share_gib is None
 
 
+def test_ideal_draws_the_same_shares_all_light_without_profiles() -> None:
+    catalog = (V100,)
+    profiles = (Profile("heavy", 95.0, 60.0, 4096.0), Profile("mid", 60.0, 20.0, 6144.0))
+    jobs = [
+        TraceJob(1, 0, 10, 1, "q", gpu_milli=500),
+        TraceJob(2, 0, 10, 1, "q", gpu_milli=250),
+        TraceJob(3, 0, 10, 1, "q"),  # whole card
+    ]
+    kw = {"seed": 1, "reserve_gib": 0.0, "sharing": True}
+    memory = draw_shares(jobs, catalog, {"V100-16GB"}, profiles, **kw)
+    ideal = draw_shares(jobs, catalog, {"V100-16GB"}, profiles, light=True, **kw)
+    # The same jobs share, by the same memory; only their fingerprints are light.
+    assert [d.share_gib for d in ideal] == [d.share_gib for d in memory] == [8.0, 4.0, None]
+    assert memory[0].fingerprint is not None and memory[0].fingerprint.gmem_util > 0
+    heavy = Fingerprint(95.0, 60.0, 4096.0)
+    for drawn in ideal[:2]:
+        assert drawn.fingerprint is not None
+        assert (drawn.fingerprint.gpu_util, drawn.fingerprint.gmem_util) == (0.0, 0.0)
+        assert drawn.fingerprint.gmem_mib == drawn.share_gib * 1024
+        assert expected_slowdown(drawn.fingerprint, heavy) == 0.0
+    # A trace with gpu_milli needs no profiles for it; one without draws memory from them.
+    assert draw_shares(jobs, catalog, {"V100-16GB"}, (), light=True, **kw)[:2] == ideal[:2]
+    philly = [replace(j, gpu_milli=None) for j in jobs]
+    drawn = draw_shares(philly, catalog, {"V100-16GB"}, profiles, light=True, **kw)
+    assert all(d.share_gib in (4.0, 6.0) for d in drawn)
+    assert all(d.fingerprint and d.fingerprint.gmem_util == 0.0 for d in drawn)
+
+
 # -- the command ---------------------------------------------------------------------------------
 
 TINY = "submit_time,duration,gpus,priority\n0,100,2,\n10,100,1,\n20,10,2,\n30,5,1,idle\n"
@@ -295,3 +323,29 @@ def test_sharing_memory_from_the_command(tmp_path: Path) -> None:
     assert code == 2 and "--sharing memory" in err
     code, _, err = simulate(*args, "--sharing", "memory", "--profiles", str(tmp_path / "no.csv"))
     assert code == 2 and "profiles file not found" in err
+
+
+def test_sharing_ideal_admits_the_pair_the_rule_refuses(tmp_path: Path) -> None:
+    """Two jobs that both press memory bandwidth never share by the rule; the ideal replay
+    (the bound) puts them on one card, and nobody slows."""
+    trace = tmp_path / "tiny.csv"
+    trace.write_text("submit_time,duration,gpus,gpu_milli\n0,100,1,300\n0,100,1,300\n")
+    heavy = tmp_path / "heavy.csv"
+    heavy.write_text(PROFILES.replace("m,d,8,0,1,0,0,4096,0", "m,d,8,0,1,95,60,4096,2"))
+    args = ["--trace", str(trace), "--format", "csv", "--nodes", "1", "--gpus-per-node", "1"]
+    args += ["--core-share", "0", "--not-ready-share", "0", "--json", "--quiet"]
+    code, out, err = simulate(*args, "--sharing", "memory", "--profiles", str(heavy))
+    assert code == 0, err
+    rule = json.loads(out)
+    assert rule["slowdowns"]["with_neighbour"] == 0
+    assert rule["waits"]["shared"] == 50.0  # one waits for the other's 100 s
+    code, out, err = simulate(*args, "--sharing", "ideal", "--profiles", str(heavy))
+    assert code == 0, err
+    ideal = json.loads(out)
+    assert ideal["slowdowns"]["with_neighbour"] == 2 and ideal["slowdowns"]["mean"] == 0.0
+    assert ideal["waits"]["shared"] == 0.0
+    assert ideal["gpu_hours_held"] == round(100 / 3600, 3)
+    # With gpu_milli it needs no profiles, and does not ask for them.
+    code, out, err = simulate(*args, "--sharing", "ideal")
+    assert code == 0 and "--profiles" not in err
+    assert json.loads(out)["slowdowns"]["with_neighbour"] == 2
