@@ -36,6 +36,16 @@ wait, not the GPU-hours held: those fall most where long jobs overlap, and jobs 
 once pair less than jobs that queue (at openb-200x-tenth the ideal replay holds more than the
 rule's).
 
+`--seeds` replays each configuration with other draws (policy_quality's are seed 1's: which
+jobs are core, which data is late, how far each estimate is off, which profile each pod gets):
+one row per seed, the goals judged for each, and a line per configuration with the change of
+each seed. The mean wait on openb is decided by a few crowded days near the trace's end and by
+which big jobs get a host then, so one seed's figure can mislead.
+
+"GPU-h waited" weighs each job's wait by the GPUs it asked for (simulate's
+`gpu_hours_waited`): where sharing makes a host whole for a job of eight cards sooner, many
+one-card pods may wait behind it, and the mean wait (per job) and this (per GPU) disagree.
+
 The table's "multi part" is what the jobs of more than one card add to the mean wait: the mean
 there would be were every other job to wait nothing. Sharing seats none of them (they hold
 whole cards), so it bounds what sharing can do to the mean unless their own waits fall too.
@@ -43,7 +53,7 @@ whole cards), so it bounds what sharing can do to the mean unless their own wait
 Usage (from the repository root):
     .venv/bin/python bench/sharing.py [--configs openb-48,openb-200x-tenth] [--limit N]
         [--share-reserve-gib G] [--share-max-jobs N] [--share-max-slowdown S] [--workers N]
-        [--ceiling [--ceiling-max-jobs N]]
+        [--ceiling [--ceiling-max-jobs N]] [--seeds 1,2,3]
 Prints one table and the goals, then ONE JSON line with every figure. Exit status 1 when a goal
 is missed, 2 when a trace or the profiles are not found.
 """
@@ -108,7 +118,9 @@ def _given(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
-def _run(name: str, mode: str, limit: int | None, knobs: ShareKnobs) -> dict[str, Any]:
+def _run(
+    name: str, mode: str, limit: int | None, knobs: ShareKnobs, seed: int = 1
+) -> dict[str, Any]:
     began = time.perf_counter()
     trace = _trace(name, limit)
     setup = policy_setup("paika")
@@ -122,7 +134,8 @@ def _run(name: str, mode: str, limit: int | None, knobs: ShareKnobs) -> dict[str
             share_max_slowdown=_given(knobs.max_slowdown, policy.share_max_slowdown),
         )
         setup = replace(setup, knobs=policy)
-    summary = simulate(trace, setup, policy_quality.DRAWS, sharing=Sharing(mode))
+    draws = replace(policy_quality.DRAWS, seed=seed)
+    summary = simulate(trace, setup, draws, sharing=Sharing(mode))
     summary["bench_wall_s"] = round(time.perf_counter() - began, 1)
     return summary
 
@@ -135,6 +148,7 @@ def _figures(summary: dict[str, Any]) -> dict[str, Any]:
         "finished": summary["finished"],
         "gpu_hours_held": summary["gpu_hours_held"],
         "wait_mean_s": summary["wait_s"]["mean"],
+        "gpu_hours_waited": summary["gpu_hours_waited"],
         "waits": summary["waits"],
         "multi_card_part_s": _part_of_mean(summary, "multi_card"),
         "class_jobs": summary["class_jobs"],
@@ -177,8 +191,8 @@ def _change(new: float | None, old: float | None) -> str:
 
 def _table(rows: dict[str, dict[str, dict[str, Any]]]) -> str:
     head = (
-        f"{'config':<18}{'sharing':<8}{'jobs':>7}{'GPU-h held':>12}{'Δ':>8}{'mean wait':>11}"
-        f"{'Δ':>8}{'shared':>9}{'one card':>10}{'multi':>10}{'core':>8}{'multi part':>12}"
+        f"{'config':<24}{'sharing':<8}{'jobs':>7}{'GPU-h held':>12}{'Δ':>8}{'mean wait':>11}"
+        f"{'Δ':>8}{'GPU-h waited':>14}{'Δ':>8}{'shared':>9}{'one card':>10}{'multi':>10}{'core':>8}{'multi part':>12}"
         f"{'slow mean':>11}"
         f"{'p95':>7}{'beside':>8}{'wall s':>8}"
     )
@@ -192,10 +206,12 @@ def _table(rows: dict[str, dict[str, dict[str, Any]]]) -> str:
         for mode, f in modes.items():
             w = f["waits"]
             lines.append(
-                f"{config:<18}{mode:<8}{f['jobs']:>7,}{_num(f['gpu_hours_held']):>12}"
+                f"{config:<24}{mode:<8}{f['jobs']:>7,}{_num(f['gpu_hours_held']):>12}"
                 f"{_change(f['gpu_hours_held'], base.get('gpu_hours_held')):>8}"
                 f"{_num(f['wait_mean_s']):>11}"
                 f"{_change(f['wait_mean_s'], base.get('wait_mean_s')):>8}"
+                f"{_num(f['gpu_hours_waited']):>14}"
+                f"{_change(f['gpu_hours_waited'], base.get('gpu_hours_waited')):>8}"
                 f"{_num(w['shared']):>9}{_num(w['one_card']):>10}{_num(w['multi_card']):>10}"
                 f"{_num(w['core']):>8}{_num(f['multi_card_part_s']):>12}"
                 f"{_pct(f['slowdown_mean']):>11}{_pct(f['slowdown_p95']):>7}"
@@ -231,6 +247,28 @@ def _goals(modes: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
             continue
         goals[f"{name}_wait"] = _goal(after, before, f"{name} mean wait no worse with sharing")
     return goals
+
+
+def _by_seed(name: str, replays: list[dict[str, dict[str, Any]]], seeds: list[int]) -> str:
+    """One configuration's change with sharing, seed by seed."""
+    parts = []
+    for seed, modes in zip(seeds, replays, strict=True):
+        base, shared = modes.get("none"), modes.get("memory")
+        if base is None or shared is None:
+            continue
+        held = _change(shared["gpu_hours_held"], base["gpu_hours_held"])
+        wait = _change(shared["wait_mean_s"], base["wait_mean_s"])
+        waited = _change(shared["gpu_hours_waited"], base["gpu_hours_waited"])
+        parts.append(f"seed {seed} {held} / {wait} / {waited}")
+    return f"{name}, GPU-hours held / mean wait / GPU-hours waited with sharing: " + ", ".join(
+        parts
+    )
+
+
+def _row(name: str, seed: int, seeds: list[int]) -> str:
+    """A row's name: the configuration's, and the seed's when the draws are not seed 1's
+    alone (policy_quality's)."""
+    return name if seeds == [1] else f"{name} seed {seed}"
 
 
 def _ceiling(modes: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
@@ -278,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--ceiling-max-jobs", type=int, default=CEILING_MAX_JOBS)
     parser.add_argument(
+        "--seeds", default="1", help="comma-separated draw seeds; each is replayed, see above"
+    )
+    parser.add_argument(
         "--workers", type=int, default=min(4, os.cpu_count() or 1), help="parallel replays"
     )
     args = parser.parse_args(argv)
@@ -294,6 +335,13 @@ def main(argv: list[str] | None = None) -> int:
         if not default_profiles(path).is_file():
             print(f"sharing: Lucid's profiles not found: {default_profiles(path)}", file=sys.stderr)
             return 2
+    try:
+        seeds = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
+    except ValueError:
+        seeds = []
+    if not seeds:
+        print(f"sharing: --seeds wants whole numbers, as 1,2,3: {args.seeds!r}", file=sys.stderr)
+        return 2
     if args.ceiling_max_jobs < 1:
         print("sharing: --ceiling-max-jobs must be at least 1", file=sys.stderr)
         return 2
@@ -302,17 +350,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     modes = (*MODES, CEILING) if args.ceiling else MODES
     began = time.perf_counter()
-    rows: dict[str, dict[str, dict[str, Any]]] = {name: {} for name in configs}
+    runs = [(name, seed, _row(name, seed, seeds)) for name in configs for seed in seeds]
+    rows: dict[str, dict[str, dict[str, Any]]] = {row: {} for _, _, row in runs}
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
         futures = {
-            (name, mode): pool.submit(_run, name, mode, args.limit, knobs)
-            for name in configs
+            (row, mode): pool.submit(_run, name, mode, args.limit, knobs, seed)
+            for name, seed, row in runs
             for mode in modes
         }
-        for (name, mode), future in futures.items():
+        for (row, mode), future in futures.items():
             figures = _figures(future.result())
-            rows[name][mode] = figures
-            print(f"… {name} {mode} {json.dumps(figures)}", file=sys.stderr, flush=True)
+            rows[row][mode] = figures
+            print(f"… {row} {mode} {json.dumps(figures)}", file=sys.stderr, flush=True)
     print(_table(rows))
     goals = {name: _goals(replays) for name, replays in rows.items()}
     ceilings = {name: _ceiling(replays) for name, replays in rows.items()}
@@ -325,10 +374,14 @@ def main(argv: list[str] | None = None) -> int:
         ceiling = ceilings[name]
         if ceiling is not None:
             print(_ceiling_line(ceiling))
+    if len(seeds) > 1:
+        print()
+        for name in configs:
+            print(_by_seed(name, [rows[_row(name, seed, seeds)] for seed in seeds], seeds))
     record = {
         "bench": "sharing",
         "limit": args.limit,
-        "draws": {"seed": 1, "core_share": 0.1, "not_ready_share": 0.3, "estimate_noise": 0.5},
+        "draws": {"seeds": seeds, "core_share": 0.1, "not_ready_share": 0.3, "estimate_noise": 0.5},
         "share_knobs": {
             "reserve_gib": knobs.reserve_gib,
             "max_jobs": knobs.max_jobs,

@@ -18,6 +18,11 @@ utilization
 wait
     queue delay plus every later stretch a preempted job spent queued again: all the time a
     job could have run and did not. The policy goals are stated on it.
+GPU-hours waited (`gpu_hours_waited`)
+    each job's wait × the GPUs it asked for (a job asking for part of a card counts one): the
+    demand left waiting. The mean wait counts a pod of one card and a job of a whole host
+    alike; this weighs them by what they wait for, and tells a policy that serves many small
+    jobs from one that serves big ones first.
 lost GPU-hours
     held GPU time that produced nothing kept: a preempted job's work since its last
     checkpoint, its grace, and the restart time of each resume.
@@ -88,6 +93,9 @@ def _job_figures(records: Sequence[JobRecord]) -> dict[str, Any]:
         "queue_delay_s": stats(r.queue_delay for r in records),
         "wait_s": stats(r.wait for r in records),
         "wait_to_run_s": stats(r.wait_to_run for r in records),
+        "gpu_hours_waited": round(
+            sum(wait * r.gpus for r in records if (wait := r.wait) is not None) / HOUR, 3
+        ),
         "jct_s": stats(r.jct for r in records),
         "held_idle_gpu_hours": round(sum(r.held_idle_gpu_s for r in records) / HOUR, 3),
         "preempted_jobs": sum(1 for r in records if r.preemptions),

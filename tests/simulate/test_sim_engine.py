@@ -77,6 +77,10 @@ def test_fifo_and_sjf_mean_delay_by_hand() -> None:
     assert delays(sjf) == {1: 0.0, 2: 100.0, 3: 80.0}
     assert summarize([sjf])["queue_delay_s"]["mean"] == 60.0
     assert summarize([sjf])["makespan_s"] == 210.0
+    # GPU-hours waited weighs each wait by the GPUs asked for: SJF's 2-GPU job waits 80 s,
+    # the 1-GPU one 100 s; FIFO's 180 s and 90 s. The mean per job and this can disagree.
+    assert summarize([sjf])["gpu_hours_waited"] == round((2 * 80 + 100) / 3600, 3)
+    assert summarize([fifo])["gpu_hours_waited"] == round((2 * 180 + 90) / 3600, 3)
 
 
 def test_the_policy_sees_estimates_but_jobs_run_their_true_duration() -> None:
