@@ -32,8 +32,8 @@ memory, but every one light (no pair refused for bandwidth or slowdown, nobody s
 to `--ceiling-max-jobs` of them a card. No real pair shares that well: its mean wait is about
 the least sharing could give on the configuration, and a wait goal past it is out of reach of
 any pairing rule (whole-card work is placed and ordered by the same policy). It bounds the
-wait, not the GPU-hours held: those fall most where long jobs overlap, and jobs that start at
-once pair less than jobs that queue (at openb-200x-tenth the ideal replay holds more than the
+wait, not the GPU-hours held: those fall by how long the long jobs overlap on one card, and
+that depends on where they land (at openb-200x-tenth the ideal replay holds more than the
 rule's).
 
 `--seeds` replays each configuration with other draws (policy_quality's are seed 1's: which
