@@ -11,8 +11,11 @@ elsewhere, or says why it waits (`WaitCode.REFUSED_BY_HOST`, with what to do).
 Each cycle, `release` lets go of the holds whose cause may have gone:
 - the account the job's owner maps to now is not the one refused (an admin changed the
   mapping: the job takes the new account);
-- the host is not the one that refused: added again, another agent version, or its state
-  changed since (it went down and came back, as a restarted agent does);
+- the host is not the one that refused: added again, or another agent version;
+- the host is down (missed `down_after_failed_polls` polls in a row): whatever comes back
+  may be another machine or a restarted agent, so the job may be sent there again. A poll
+  or two missed on a busy network is not a change: the host only degrades, and the job is
+  not sent again to be refused again;
 - the job ended (a cancel, say);
 - an admin put the host back in service (`/gpu admin host resume <host>`, see
   scheduler/service/admin.py): the admin fixed it.
@@ -32,7 +35,7 @@ from scheduler.account_map import mapped_account
 from scheduler.config import PolicyConfig
 from scheduler.dispatch import DispatchError, RefusalCode
 from storage.db import session_scope
-from storage.models import TERMINAL_STATES, Host, Job, JobState, StartHold
+from storage.models import TERMINAL_STATES, Host, HostState, Job, JobState, StartHold
 from storage.queries import audit
 from storage.queries import cluster as cluster_queries
 from storage.queries import holds as hold_queries
@@ -47,11 +50,16 @@ WAITING = (JobState.QUEUED, JobState.WAITING_DATA, JobState.PREEMPTED)
 
 
 def host_seen(host: Host) -> str:
-    """What a host is, as far as a refusal goes: when it was added, its agent's version, and
-    when its state last changed. Another value: it may no longer refuse."""
+    """What a host is, as far as a refusal goes: when it was added and its agent's version.
+    Another value: it may no longer refuse."""
     added = host.added_at.isoformat() if host.added_at else ""
-    since = host.state_since.isoformat() if host.state_since else ""
-    return f"{added}|{host.agent_version or ''}|{since}"[:100]
+    return f"{added}|{host.agent_version or ''}"[:100]
+
+
+def _seen_key(seen: str | None) -> str | None:
+    """A hold's `host_seen` as compared. Older holds also carry the moment the host's state
+    last changed, a third part that one missed poll moved: it is not compared."""
+    return None if seen is None else "|".join(seen.split("|")[:2])
 
 
 def hold(session: Session, job: Job, failure: DispatchError, now: datetime) -> bool:
@@ -99,7 +107,10 @@ def release(engine: Engine, policy: PolicyConfig, now: datetime) -> list[int]:
         ids = [row.id for row in hold_queries.standing(session=session)]
         if not ids:
             return []
-        hosts = {host.name: host_seen(host) for host in cluster_queries.all_hosts(session=session)}
+        hosts = {
+            host.name: (host_seen(host), host.state == HostState.DOWN)
+            for host in cluster_queries.all_hosts(session=session)
+        }
         teams = {team.id: team.name for team in org_queries.all_teams(session=session)}
     released = []
     for hold_id in ids:
@@ -118,7 +129,7 @@ def _release_one(
     session: Session,
     policy: PolicyConfig,
     hold_id: int | None,
-    hosts: Mapping[str, str],
+    hosts: Mapping[str, tuple[str, bool]],
     teams: Mapping[int | None, str],
     now: datetime,
 ) -> int | None:
@@ -129,8 +140,10 @@ def _release_one(
     why = None
     if job is None or job.state in TERMINAL_STATES:
         why = "job_ended"
-    elif hosts.get(row.host) != row.host_seen:
+    elif row.host not in hosts or hosts[row.host][0] != _seen_key(row.host_seen):
         why = "host_changed"
+    elif hosts[row.host][1]:
+        why = "host_down"
     elif job.state in WAITING:
         account = mapped_account(session, policy.accounts, job.owner, teams.get(job.team_id, ""))
         if account != row.account:

@@ -7,7 +7,7 @@ the machine does not have."""
 from __future__ import annotations
 
 import pwd
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,10 +21,12 @@ from scheduler.agent.simulated import SimulatedReader
 from scheduler.app import Paika
 from scheduler.clock import ManualClock
 from scheduler.dispatch import RefusalCode, refusal_of
+from scheduler.hosts.poll import Target, poll_all_sync
+from scheduler.hosts.report import HostReport
 from scheduler.notices.events import RecordingObserver
 from scheduler.notices.kinds import NoticeKind
 from scheduler.serving import serve_in_thread
-from storage.models import JobEvent, JobState, Notice, StartHold
+from storage.models import Host, HostState, JobEvent, JobState, Notice, StartHold
 
 MISSING = "paika-nobody-here"
 
@@ -189,3 +191,56 @@ def test_a_start_refused_for_good_is_not_one_of_the_attempts_a_lost_run_fails_af
     until(cycle, clock, lambda: job(world, "train").attempts == 3)
     assert job(world, "train").state == JobState.RUNNING
     assert notices(world, NoticeKind.JOB_LOST) == []
+
+
+class Silencing:
+    """Polls the agents over HTTP, but a host in `silent` does not answer (a network blip)."""
+
+    def __init__(self) -> None:
+        self.silent: set[str] = set()
+
+    def __call__(self, targets: Sequence[Target]) -> Mapping[str, HostReport]:
+        reports = dict(poll_all_sync(targets, TOKEN, timeout=2.0))
+        for name in self.silent:
+            reports[name] = HostReport(host=name, ok=False, error="TimeoutError")
+        return reports
+
+
+def host_state(paika: Paika, name: str) -> str:
+    with Session(paika.engine) as session:
+        return session.exec(select(Host).where(Host.name == name)).one().state
+
+
+def test_a_missed_poll_ends_no_hold_and_a_host_that_went_down_is_asked_again(
+    world: Paika, clock: ManualClock, report_only: Agent
+) -> None:
+    ok(world, "UADMIN", "admin host drain gpu-a")
+    poller = Silencing()
+    cycle = make_cycle(world, RecordingObserver(), poller)
+    submit(world, "train", "sleep 300", extra="type=A100-80GB")
+    train = job(world, "train").id or 0
+    until(cycle, clock, lambda: len(holds(world, train)) == 1, step=timedelta(seconds=2))
+    attempts = job(world, "train").attempts
+
+    # One poll missed, then answered: the host only degraded, the refusal still stands.
+    poller.silent = {"gpu-r"}
+    until(cycle, clock, lambda: host_state(world, "gpu-r") == HostState.DEGRADED.value)
+    poller.silent = set()
+    until(cycle, clock, lambda: host_state(world, "gpu-r") == HostState.UP.value)
+    for _ in range(3):
+        clock.advance(timedelta(seconds=2))
+        cycle.run_once()
+    (standing,) = holds(world, train)
+    assert standing.released_at is None
+    assert job(world, "train").attempts == attempts  # not sent again to be refused again
+
+    # Down (three polls missed in a row) and back: it may be another machine now; asked
+    # again, refused again, held again, and nobody told a second time.
+    poller.silent = {"gpu-r"}
+    until(cycle, clock, lambda: host_state(world, "gpu-r") == HostState.DOWN.value)
+    assert holds(world, train)[0].released_why == "host_down"
+    poller.silent = set()
+    until(cycle, clock, lambda: len(holds(world, train)) == 2, step=timedelta(seconds=2))
+    assert holds(world, train)[1].released_at is None
+    assert job(world, "train").state == JobState.QUEUED
+    assert len(notices(world, NoticeKind.JOB_HELD)) == 1
