@@ -244,3 +244,22 @@ def test_a_missed_poll_ends_no_hold_and_a_host_that_went_down_is_asked_again(
     assert holds(world, train)[1].released_at is None
     assert job(world, "train").state == JobState.QUEUED
     assert len(notices(world, NoticeKind.JOB_HELD)) == 1
+
+
+def test_an_agent_upgraded_on_the_host_is_asked_again_and_nobody_told_twice(
+    world: Paika, clock: ManualClock, report_only: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ok(world, "UADMIN", "admin host drain gpu-a")
+    cycle = make_cycle(world, RecordingObserver())
+    submit(world, "train", "sleep 300", extra="type=A100-80GB")
+    train = job(world, "train").id or 0
+    until(cycle, clock, lambda: len(holds(world, train)) == 1, step=timedelta(seconds=2))
+
+    # The host's agent is restarted at another version between two polls (never down).
+    monkeypatch.setattr("scheduler.agent.app.agent_version", lambda: "99.0.0")
+    report_only.stop()
+    report_only.start()
+    until(cycle, clock, lambda: len(holds(world, train)) == 2, step=timedelta(seconds=2))
+    first, second = holds(world, train)
+    assert first.released_why == "host_changed" and second.released_at is None
+    assert len(notices(world, NoticeKind.JOB_HELD)) == 1
