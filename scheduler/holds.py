@@ -25,7 +25,7 @@ A hold released is kept, with why, in its row and in the audit log.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from datetime import datetime
 
 from sqlalchemy import Engine
@@ -107,16 +107,15 @@ def release(engine: Engine, policy: PolicyConfig, now: datetime) -> list[int]:
         ids = [row.id for row in hold_queries.standing(session=session)]
         if not ids:
             return []
-        hosts = {
-            host.name: (host_seen(host), host.state == HostState.DOWN)
-            for host in cluster_queries.all_hosts(session=session)
-        }
+        rows = cluster_queries.all_hosts(session=session)
+        hosts = {host.name: host_seen(host) for host in rows}
+        down = {host.name for host in rows if host.state == HostState.DOWN}
         teams = {team.id: team.name for team in org_queries.all_teams(session=session)}
     released = []
     for hold_id in ids:
         try:
             with session_scope(engine) as session:
-                job_id = _release_one(session, policy, hold_id, hosts, teams, now)
+                job_id = _release_one(session, policy, hold_id, hosts, down, teams, now)
         except Exception:
             log.exception("hold #%s could not be looked at; next cycle", hold_id)
             continue
@@ -129,7 +128,8 @@ def _release_one(
     session: Session,
     policy: PolicyConfig,
     hold_id: int | None,
-    hosts: Mapping[str, tuple[str, bool]],
+    hosts: Mapping[str, str],
+    down: Set[str],
     teams: Mapping[int | None, str],
     now: datetime,
 ) -> int | None:
@@ -140,9 +140,9 @@ def _release_one(
     why = None
     if job is None or job.state in TERMINAL_STATES:
         why = "job_ended"
-    elif row.host not in hosts or hosts[row.host][0] != _seen_key(row.host_seen):
+    elif hosts.get(row.host) != _seen_key(row.host_seen):
         why = "host_changed"
-    elif hosts[row.host][1]:
+    elif row.host in down:
         why = "host_down"
     elif job.state in WAITING:
         account = mapped_account(session, policy.accounts, job.owner, teams.get(job.team_id, ""))
